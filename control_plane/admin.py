@@ -1,0 +1,237 @@
+"""The admin API (default port 9070): deployments, services, invocations, health.
+
+Shapes follow Restate's admin API: `POST /deployments` takes `{"uri", "additional_headers", "force",
+"use_http_11", "dry_run", "breaking", "metadata"}` and answers `201 {"id", "services", ...}`; lists are
+wrapped (`{"deployments": [...]}`, `{"services": [...]}`). Times are RFC 3339 strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from control_plane.errors import BadRequest, NotFound
+from control_plane.http import HttpRequest, HttpResponse, Router
+from control_plane.journal import Journal
+from control_plane.ports import DeploymentRecord, InvocationRecord, ServiceRecord, Store
+from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.registry import Registry
+
+_PREVIEW_BYTES = 200
+
+
+def rfc3339(ms: int) -> str | None:
+    """`2026-11-30T17:01:37.123Z` for a time in ms since the epoch; None for 0."""
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def preview(data: bytes) -> Any:
+    """A value for display: JSON if it parses, else text, else base64; cut at 200 bytes."""
+    if len(data) > _PREVIEW_BYTES:
+        return data[:_PREVIEW_BYTES].decode("utf-8", "replace") + "…"
+    try:
+        return json.loads(data)
+    except ValueError:
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(data).decode()
+
+
+def describe_entry(index: int, entry: Frame) -> dict[str, Any]:
+    """One journal entry decoded for people: index, kind, type, name, ids and a value preview."""
+    kind = "command" if is_command(entry.type) else "notification" if is_notification(entry.type) else "custom"
+    out: dict[str, Any] = {"index": index, "kind": kind, "type": type_name(entry.type)}
+    message = entry.decode()
+    if message is None:
+        return out
+    fields = {f.name: v for f, v in message.ListFields()}
+    if "name" in fields and entry.type != MessageType.Signal:
+        out["name"] = fields["name"]
+    for id_field in ("result_completion_id", "completion_id", "signal_id", "idx"):
+        if id_field in fields:
+            out[id_field] = fields[id_field]
+    value = fields.get("value")
+    if isinstance(value, pb.Value):
+        out["value"] = preview(value.content)
+    elif isinstance(value, bytes):  # e.g. ProposeRun-derived values are Value messages; keep bytes too
+        out["value"] = preview(value)
+    failure = fields.get("failure")
+    if isinstance(failure, pb.Failure):
+        out["failure"] = {"code": failure.code, "message": failure.message}
+    if entry.type == MessageType.Sleep:
+        out["wake_up_time"] = rfc3339(fields.get("wake_up_time", 0))
+    if "service_name" in fields:
+        out["target"] = f"{fields['service_name']}/{fields.get('handler_name', '')}"
+    return out
+
+
+def deployment_json(d: DeploymentRecord, services: list[ServiceRecord] | None = None) -> dict[str, Any]:
+    """A deployment as the admin API shows it."""
+    return {
+        "id": d.deployment_id,
+        "uri": d.endpoint,
+        "protocol_type": "RequestResponse",
+        "additional_headers": dict(d.additional_headers),
+        "metadata": dict(d.metadata),
+        "created_at": rfc3339(d.created_at_ms),
+        "min_protocol_version": d.min_protocol_version,
+        "max_protocol_version": d.max_protocol_version,
+        "sdk_version": d.manifest.get("sdkVersion") if isinstance(d.manifest, dict) else None,
+        "services": [service_json(s) for s in services] if services is not None else list(d.services),
+    }
+
+
+def service_json(s: ServiceRecord) -> dict[str, Any]:
+    """A service as the admin API shows it: name, type, handlers, deployment, revision."""
+    handlers = [
+        {
+            "name": h.get("name"),
+            "ty": h.get("ty") or ("SHARED" if s.ty == "SERVICE" else "EXCLUSIVE"),
+            "input_description": (h.get("input") or {}).get("contentType") or "none",
+            "output_description": (h.get("output") or {}).get("contentType") or "none",
+            "documentation": h.get("documentation"),
+        }
+        for h in s.manifest.get("handlers", [])
+    ]
+    return {
+        "name": s.name,
+        "ty": "Service" if s.ty == "SERVICE" else "VirtualObject" if s.ty == "VIRTUAL_OBJECT" else "Workflow",
+        "handlers": handlers,
+        "deployment_id": s.deployment_id,
+        "revision": s.revision,
+        "public": not bool(s.manifest.get("ingressPrivate", False)),
+        "documentation": s.manifest.get("documentation"),
+    }
+
+
+def invocation_json(record: InvocationRecord, journal: Journal | None = None) -> dict[str, Any]:
+    """An invocation as the admin API shows it; with `journal`, each entry decoded."""
+    target = f"{record.service}/{record.key}/{record.handler}" if record.key else f"{record.service}/{record.handler}"
+    out: dict[str, Any] = {
+        "id": record.invocation_id,
+        "target": target,
+        "target_service_name": record.service,
+        "target_handler_name": record.handler,
+        "target_service_key": record.key or None,
+        "status": record.status,
+        "deployment_id": record.deployment_id,
+        "protocol_version": record.protocol_version,
+        "attempts": record.attempts,
+        "retry_count": record.retry_count,
+        "next_retry_at": rfc3339(record.next_retry_at_ms),
+        "last_failure": dict(record.last_failure) if record.last_failure else None,
+        "created_at": rfc3339(record.created_at_ms),
+        "modified_at": rfc3339(record.modified_at_ms),
+        "completed_at": rfc3339(record.completed_at_ms),
+        "journal_length": len(journal) if journal is not None else record.journal_length,
+        "idempotency_key": record.idempotency_key or None,
+    }
+    if record.status == "completed":
+        out["completion_result"] = "failure" if record.failure else "success"
+        if record.failure:
+            out["completion_failure"] = dict(record.failure)
+        elif record.output is not None:
+            out["completion_output"] = preview(record.output)
+    if journal is not None:
+        out["journal"] = [describe_entry(i, f) for i, f in enumerate(journal)]
+    return out
+
+
+class Admin:
+    """Admin routes over the registry and the store."""
+
+    def __init__(self, registry: Registry, store: Store) -> None:
+        self.registry = registry
+        self.store = store
+        self.router = Router()
+        r = self.router
+        r.add("GET", "/health", self.health)
+        r.add("POST", "/deployments", self.register)
+        r.add("GET", "/deployments", self.list_deployments)
+        r.add("GET", "/deployments/{deployment_id}", self.get_deployment)
+        r.add("DELETE", "/deployments/{deployment_id}", self.delete_deployment)
+        r.add("GET", "/services", self.list_services)
+        r.add("GET", "/services/{name}", self.get_service)
+        r.add("GET", "/invocations", self.list_invocations)
+        r.add("GET", "/invocations/{invocation_id}", self.get_invocation)
+
+    def health(self, request: HttpRequest) -> HttpResponse:
+        """`200 {"status": "ok"}` once the store answers."""
+        self.store.list_deployments()
+        return HttpResponse.json({"status": "ok"})
+
+    def register(self, request: HttpRequest) -> HttpResponse:
+        """Register a deployment by URI (discovery), answering 201 with its id and services."""
+        body = request.json()
+        if not isinstance(body, dict):
+            raise BadRequest('the body must be a JSON object like {"uri": "http://localhost:9080"}')
+        if "arn" in body:
+            raise BadRequest(
+                "Lambda deployments (\"arn\") are not supported by this control plane yet; register an HTTP "
+                'endpoint with {"uri": ...}'
+            )
+        uri = body.get("uri")
+        if not isinstance(uri, str) or not uri.startswith(("http://", "https://")):
+            raise BadRequest('"uri" must be an http:// or https:// URL, e.g. {"uri": "http://localhost:9080"}')
+        headers = body.get("additional_headers") or {}
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            raise BadRequest('"additional_headers" must be an object of string values')
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise BadRequest('"force" must be true or false')
+        metadata = body.get("metadata") or {}
+        if body.get("dry_run"):
+            manifest = self.registry.discover(uri.rstrip("/"), headers)
+            return HttpResponse.json({"id": None, "services": manifest["services"], "dry_run": True}, 200)
+        deployment, _ = self.registry.register(uri.rstrip("/"), headers, force=force, metadata=metadata)
+        services = [s for s in self.store.list_services() if s.name in deployment.services]
+        return HttpResponse.json(deployment_json(deployment, services), 201)
+
+    def list_deployments(self, request: HttpRequest) -> HttpResponse:
+        """`{"deployments": [...]}`."""
+        return HttpResponse.json({"deployments": [deployment_json(d) for d in self.store.list_deployments()]})
+
+    def get_deployment(self, request: HttpRequest, deployment_id: str) -> HttpResponse:
+        """One deployment with its services. 404 if unknown."""
+        deployment = self.store.get_deployment(deployment_id)
+        if deployment is None:
+            raise NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list")
+        services = [s for s in self.store.list_services() if s.deployment_id == deployment_id]
+        return HttpResponse.json(deployment_json(deployment, services))
+
+    def delete_deployment(self, request: HttpRequest, deployment_id: str) -> HttpResponse:
+        """Remove a deployment and the services pointing at it; 202."""
+        self.registry.remove(deployment_id)
+        return HttpResponse(202)
+
+    def list_services(self, request: HttpRequest) -> HttpResponse:
+        """`{"services": [...]}`."""
+        return HttpResponse.json({"services": [service_json(s) for s in self.store.list_services()]})
+
+    def get_service(self, request: HttpRequest, name: str) -> HttpResponse:
+        """One service; 404 naming it if unknown."""
+        return HttpResponse.json(service_json(self.registry.service(name)))
+
+    def list_invocations(self, request: HttpRequest) -> HttpResponse:
+        """`{"invocations": [...]}`, newest first; `?status=` and `?service=` filter, `?limit=` (<= 1000)."""
+        status = request.query("status")
+        try:
+            limit = min(int(request.query("limit") or 100), 1000)
+        except ValueError as exc:
+            raise BadRequest("limit must be an integer") from exc
+        records = self.store.list_invocations([status] if status else None, request.query("service"), limit)
+        return HttpResponse.json({"invocations": [invocation_json(r) for r in records]})
+
+    def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """One invocation with its journal decoded entry by entry. 404 if unknown."""
+        loaded = self.store.load_invocation(invocation_id)
+        if loaded is None:
+            raise NotFound(f"invocation {invocation_id} not found")
+        record, batches = loaded
+        return HttpResponse.json(invocation_json(record, Journal.load(record.input_entry, batches)))

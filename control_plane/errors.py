@@ -1,0 +1,55 @@
+"""Errors a user can see. One root, `TorporError`; each subclass carries its HTTP status.
+
+Ingress and admin render every `TorporError` as `{"code": <status>, "message": ...}` in one place
+(`control_plane.http.error_response`); messages name the fix where there is one.
+"""
+
+from __future__ import annotations
+
+
+class TorporError(Exception):
+    """Root of Torpor's errors. `status` is the HTTP status the edge answers with."""
+
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+
+
+class BadRequest(TorporError):
+    """Malformed input: bad JSON, bad parameter, bad manifest (HTTP 400)."""
+
+    status = 400
+    code = "bad_request"
+
+
+class NotFound(TorporError):
+    """Unknown service, handler, deployment or invocation (HTTP 404)."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(TorporError):
+    """The request contradicts stored state, e.g. re-registering changed handlers without force (409)."""
+
+    status = 409
+    code = "conflict"
+
+
+class UnsupportedProtocol(TorporError):
+    """No service protocol or manifest version both sides support (Restate code 415)."""
+
+    status = 415
+    code = "unsupported_protocol"
+
+
+class ProtocolViolation(TorporError):
+    """The deployment sent bytes that break the service protocol (Restate code 571)."""
+
+    status = 571
+    code = "protocol_violation"

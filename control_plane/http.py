@@ -1,0 +1,116 @@
+"""A small request/response model for the ingress and admin APIs, shared by every edge.
+
+The routes in `control_plane.ingress` and `control_plane.admin` are plain functions
+`(HttpRequest, **path_params) -> HttpResponse`; the local server (ASGI) and the Lambda entry points
+translate their own request shapes into `HttpRequest` and back. Errors are rendered in one place,
+`Router.dispatch`, as `{"code": <status>, "message": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote
+
+from control_plane.errors import BadRequest, NotFound, TorporError
+
+log = logging.getLogger("torpor.http")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """An HTTP request: `path` is the raw (still percent-encoded) path, header names are lower-case."""
+
+    method: str
+    path: str
+    query_string: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    def query(self, name: str) -> str | None:
+        """The first value of query parameter `name`, or None."""
+        values = parse_qs(self.query_string, keep_blank_values=True).get(name)
+        return values[0] if values else None
+
+    def json(self) -> object:
+        """The body parsed as JSON. Raises `BadRequest` (400) if it is not valid JSON."""
+        try:
+            return json.loads(self.body or b"null")
+        except ValueError as exc:
+            raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    """An HTTP response; `headers` names are lower-case."""
+
+    status: int
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def json(value: object, status: int = 200, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        """A JSON response with `content-type: application/json`."""
+        return HttpResponse(
+            status,
+            json.dumps(value, separators=(",", ":")).encode(),
+            {"content-type": "application/json", **(headers or {})},
+        )
+
+
+def error_response(error: TorporError, headers: Mapping[str, str] | None = None) -> HttpResponse:
+    """Render a `TorporError` as Restate does: HTTP status = code, body `{"code", "message"}`."""
+    return HttpResponse.json({"code": error.status, "message": error.message}, error.status, headers)
+
+
+Handler = Callable[..., HttpResponse]
+
+
+class Router:
+    """Routes `(method, path pattern)` to handlers; `{name}` matches one path segment, URL-decoded.
+
+    Patterns are tried in the order they were added. An unmatched path answers 404, a matched path
+    with another method 405.
+    """
+
+    def __init__(self) -> None:
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+
+    def add(self, method: str, pattern: str, handler: Handler) -> None:
+        """Register `handler` for `method` and `pattern` (e.g. `/deployments/{deployment_id}`)."""
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern)
+        self._routes.append((method.upper(), re.compile(f"^{regex}/?$"), handler))
+
+    def route(self, method: str, pattern: str) -> Callable[[Handler], Handler]:
+        """Decorator form of `add`."""
+
+        def register(handler: Handler) -> Handler:
+            self.add(method, pattern, handler)
+            return handler
+
+        return register
+
+    def dispatch(self, request: HttpRequest) -> HttpResponse:
+        """Run the matching handler; render `TorporError` and unexpected exceptions as JSON errors."""
+        try:
+            allowed: list[str] = []
+            for method, regex, handler in self._routes:
+                match = regex.match(request.path)
+                if match is None:
+                    continue
+                if method != request.method.upper():
+                    allowed.append(method)
+                    continue
+                params = {name: unquote(value) for name, value in match.groupdict().items()}
+                return handler(request, **params)
+            if allowed:
+                raise TorporError(f"method {request.method} is not allowed here; use {', '.join(allowed)}", status=405)
+            raise NotFound(f"no route for {request.method} {request.path}")
+        except TorporError as error:
+            return error_response(error)
+        except Exception:  # noqa: BLE001 - the one edge catch-all: log it, answer 500, never a stack trace
+            log.exception("unexpected error handling %s %s", request.method, request.path)
+            return error_response(TorporError("internal error; see the control plane's log"))

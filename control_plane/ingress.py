@@ -1,0 +1,166 @@
+"""The ingress API (default port 8080): call and send handlers, attach to invocations.
+
+Paths as Restate serves them: `/restate/call|send/{service}/{handler}`, the plain `/{service}/{handler}`
+and `/{service}/{handler}/send`, and `/restate/invocation/{id}/attach|output`. Every answer about an
+invocation carries `x-restate-id`. A failed invocation answers with its error code as the HTTP status
+and `{"code", "message"}`.
+"""
+
+from __future__ import annotations
+
+import json
+
+from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.http import HttpRequest, HttpResponse, Router, error_response
+from control_plane.invocation import Engine
+from control_plane.ports import InvocationRecord, Store
+from control_plane.registry import Target
+from control_plane.waiters import CompletionWaiters
+
+_POLL_S = 0.5  # how often a waiting caller re-reads the store (the invocation may finish elsewhere)
+NOT_READY = 470  # Restate: the invocation has not completed yet
+
+
+def _http_status(code: object) -> int:
+    status = int(str(code)) if str(code).isdigit() else 500
+    return status if 400 <= status <= 599 else 500
+
+
+def validate_input(target: Target, body: bytes) -> None:
+    """Check the request body against the handler's input description (endpoint manifest).
+
+    Raises `BadRequest` (400) when a handler without input gets a body, a required input is missing,
+    or a JSON handler gets a body that is not JSON.
+    """
+    if target.input_content_type is None:
+        if body.strip():
+            raise BadRequest(f"handler '{target.service}/{target.handler}' takes no input, but the request has a body")
+        return
+    if not body:
+        if target.input_required:
+            raise BadRequest(f"handler '{target.service}/{target.handler}' needs an input body")
+        return
+    if target.input_content_type.split(";")[0].strip().endswith("json"):
+        try:
+            json.loads(body)
+        except ValueError as exc:
+            raise BadRequest(
+                f"handler '{target.service}/{target.handler}' takes JSON, and the body is not valid JSON: {exc}"
+            ) from exc
+
+
+class Ingress:
+    """Ingress routes over the engine. `call_wait_ms` bounds how long a call waits (then 202)."""
+
+    def __init__(self, engine: Engine, store: Store, waiters: CompletionWaiters, call_wait_ms: int) -> None:
+        self.engine = engine
+        self.store = store
+        self.waiters = waiters
+        self.call_wait_ms = call_wait_ms
+        self.router = Router()
+        r = self.router
+        r.add("POST", "/restate/call/{service}/{handler}", self.call)
+        r.add("POST", "/restate/send/{service}/{handler}", self.send)
+        r.add("GET", "/restate/invocation/{invocation_id}/attach", self.attach)
+        r.add("GET", "/restate/invocation/{invocation_id}/output", self.output)
+        r.add("POST", "/{service}/{handler}/send", self.send)
+        r.add("POST", "/{service}/{handler}", self.call)
+
+    # --- routes -------------------------------------------------------------------------------------
+
+    def call(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
+        """Invoke and wait for the result; past `call_wait_ms` answer 202 with the invocation id."""
+        self._reject_delay(request)
+        target = self._target(request, service, handler)
+        with_headers = dict(request.headers)
+        record = self.engine.create(service, handler, request.body, with_headers, leased=True)
+        _, last = self.engine.drive(record)
+        if last.status == "completed":
+            return self._result(last)
+        return self._wait(record.invocation_id, self.call_wait_ms / 1000, accepted_on_timeout=True, target=target)
+
+    def send(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
+        """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once."""
+        if request.query("delay") is not None:
+            raise BadRequest("delayed sends (?delay=) are not supported by this control plane yet")
+        self._target(request, service, handler)
+        record = self.engine.create(service, handler, request.body, dict(request.headers), leased=False)
+        return HttpResponse.json(
+            {"invocationId": record.invocation_id, "status": "Accepted"},
+            202,
+            {"x-restate-id": record.invocation_id},
+        )
+
+    def attach(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Wait for the invocation's result, like a call (202 if it does not finish in time)."""
+        self._record(invocation_id)
+        return self._wait(invocation_id, self.call_wait_ms / 1000, accepted_on_timeout=True)
+
+    def output(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """The result if the invocation completed, else `470` (not ready)."""
+        record = self._record(invocation_id)
+        if record.status != "completed":
+            return HttpResponse.json(
+                {"code": NOT_READY, "message": f"invocation {invocation_id} has not completed yet ({record.status})"},
+                NOT_READY,
+                {"x-restate-id": invocation_id},
+            )
+        return self._result(record)
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _target(self, request: HttpRequest, service: str, handler: str) -> Target:
+        target = self.engine.registry.resolve(service, handler)
+        if target.service_type != "SERVICE":
+            raise BadRequest(
+                f"'{service}' is a {target.service_type.lower().replace('_', ' ')}: call it with a key, "
+                f"/{service}/{{key}}/{handler} (keyed services are not supported by this control plane yet)"
+            )
+        validate_input(target, request.body)
+        return target
+
+    def _reject_delay(self, request: HttpRequest) -> None:
+        if request.query("delay") is not None:
+            raise BadRequest("delay is only allowed on send: use /restate/send/... or .../send?delay=10s")
+
+    def _record(self, invocation_id: str) -> InvocationRecord:
+        record = self.store.get_invocation(invocation_id)
+        if record is None:
+            raise NotFound(f"invocation {invocation_id} not found")
+        return record
+
+    def _wait(
+        self, invocation_id: str, timeout_s: float, *, accepted_on_timeout: bool, target: Target | None = None
+    ) -> HttpResponse:
+        """Wait for completion: in-process wake-ups, with a store re-read every `_POLL_S`."""
+        import time  # local: monotonic time for a deadline, not the Clock port (which is wall time)
+
+        deadline = time.monotonic() + timeout_s
+        with self.waiters.watching(invocation_id) as event:
+            while True:
+                record = self._record(invocation_id)
+                if record.status == "completed":
+                    return self._result(record)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                event.wait(min(_POLL_S, remaining))
+                event.clear()
+        return HttpResponse.json(
+            {"invocationId": invocation_id, "status": "Accepted"}, 202, {"x-restate-id": invocation_id}
+        )
+
+    def _result(self, record: InvocationRecord) -> HttpResponse:
+        headers = {"x-restate-id": record.invocation_id}
+        if record.failure is not None:
+            failure = dict(record.failure)
+            error = TorporError(str(failure.get("message", "")), status=_http_status(failure.get("code", 500)))
+            body = {"code": int(str(failure.get("code", 500))), "message": error.message}
+            return HttpResponse.json(body, error.status, headers)
+        body = record.output or b""
+        if body:
+            headers["content-type"] = record.output_content_type
+        return HttpResponse(200, body, headers)
+
+
+__all__ = ["NOT_READY", "Ingress", "error_response", "validate_input"]

@@ -1,0 +1,227 @@
+"""The interfaces the core needs from the outside world: `Store`, `Invoker`, `Scheduler`, `Clock`.
+
+`control_plane/` talks only to these; `adapters/` implements them (DynamoDB through pynamodb, HTTP
+and Lambda invokers, local and AWS timers). Records here are plain frozen dataclasses; the store maps
+them to items. All times are integers in milliseconds since the UNIX epoch (`*_ms`), durations are ms
+unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from control_plane.errors import TorporError
+
+
+class StoreConflict(TorporError):  # noqa: N818 - the store's word for a failed condition
+    """A conditional write lost: the item exists, or its epoch/version moved on.
+
+    Raised by every `Store` write whose condition fails. The core treats it as an expected outcome
+    (a concurrent worker won), never as a failure of the invocation.
+    """
+
+    status = 409
+    code = "conflict"
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentRecord:
+    """A registered deployment: where handlers live and what its manifest said.
+
+    `endpoint` is an `http(s)://` URI (a local or Cloud Run endpoint) or a Lambda function ARN.
+    `manifest` is the endpoint manifest as parsed JSON (Restate wire names, camelCase).
+    """
+
+    deployment_id: str
+    endpoint: str
+    additional_headers: Mapping[str, str]
+    manifest: Mapping[str, object]
+    min_protocol_version: int
+    max_protocol_version: int
+    created_at_ms: int
+    services: Sequence[str] = ()
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRecord:
+    """A service as the latest deployment that hosts it describes it (manifest `services[]` entry)."""
+
+    name: str
+    deployment_id: str
+    ty: str  # SERVICE | VIRTUAL_OBJECT | WORKFLOW
+    manifest: Mapping[str, object]
+    revision: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationRecord:
+    """The invocation's metadata item (`INV#id` / `META`): target, status, lease and outcome.
+
+    The journal itself lives in separate batch items (see `Store.append_batch`); `journal_length` is
+    only a hint of how long it was at the last status change. `epoch` grows by one each time a worker
+    takes the lease; every update that changes the invocation is conditional on it.
+
+    Status values are Restate's: `ready`, `running`, `backing-off`, `suspended`, `paused`, `completed`.
+    """
+
+    invocation_id: str
+    service: str
+    handler: str
+    key: str
+    deployment_id: str
+    protocol_version: int
+    status: str
+    input_entry: bytes  # the framed InputCommandMessage, journal entry 0
+    created_at_ms: int
+    modified_at_ms: int
+    epoch: int = 0
+    lease_until_ms: int = 0
+    journal_length: int = 1
+    attempts: int = 0  # attempts started, in all
+    retry_count: int = 0  # failed attempts since the journal last grew
+    retry_at_length: int = 0  # journal length when `retry_count` was last counted
+    next_retry_at_ms: int = 0
+    last_failure: Mapping[str, object] | None = None  # {"code", "message", "at_ms", "attempt", ...}
+    waiting_on: Mapping[str, object] | None = None  # what a suspended invocation awaits
+    output: bytes | None = None  # success value of a completed invocation
+    failure: Mapping[str, object] | None = None  # {"code", "message"} of a failed invocation
+    completed_at_ms: int = 0
+    expires_at_s: int = 0  # DynamoDB TTL: the record is removed after this time (seconds)
+    random_seed: int = 0
+    idempotency_key: str = ""
+    output_content_type: str = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalBatch:
+    """The entries one attempt committed, starting at `start_index` (entry 0 is the Input command).
+
+    `entries` is the framed encoding of the messages, exactly as they go on the wire.
+    """
+
+    start_index: int
+    entries: bytes
+    epoch: int
+    committed_at_ms: int
+
+
+# --- ports ---------------------------------------------------------------------------------------
+
+
+class Store(Protocol):
+    """Durable storage of deployments, services, invocations and journals (DynamoDB in production).
+
+    Every write that changes an invocation is conditional; a lost condition raises `StoreConflict`.
+    """
+
+    def ensure_schema(self) -> None:
+        """Create the table if it is missing (idempotent)."""
+
+    # deployments and services
+    def put_deployment(self, deployment: DeploymentRecord) -> None: ...
+    def get_deployment(self, deployment_id: str) -> DeploymentRecord | None: ...
+    def list_deployments(self) -> list[DeploymentRecord]: ...
+    def delete_deployment(self, deployment_id: str) -> None: ...
+    def put_service(self, service: ServiceRecord) -> None: ...
+    def get_service(self, name: str) -> ServiceRecord | None: ...
+    def list_services(self) -> list[ServiceRecord]: ...
+    def delete_service(self, name: str) -> None: ...
+
+    # invocations
+    def create_invocation(self, invocation: InvocationRecord) -> None:
+        """Put a new invocation; `StoreConflict` if the id exists already."""
+
+    def get_invocation(self, invocation_id: str) -> InvocationRecord | None: ...
+
+    def load_invocation(self, invocation_id: str) -> tuple[InvocationRecord, list[JournalBatch]] | None:
+        """The invocation and every committed journal batch, ordered by `start_index` (one query)."""
+
+    def acquire_lease(
+        self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
+    ) -> InvocationRecord:
+        """Take the lease: epoch += 1, if the lease is free or expired and the status is runnable.
+
+        Returns the record after the update. Raises `StoreConflict` if another worker holds the lease
+        or the status is not in `runnable`.
+        """
+
+    def update_invocation(self, invocation_id: str, epoch: int, **changes: object) -> None:
+        """Set fields of the invocation record (names as in `InvocationRecord`), if `epoch` still holds.
+
+        Raises `StoreConflict` if the epoch moved on (another worker took the lease).
+        """
+
+    def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
+        """Store a journal batch at `batch.start_index`; `StoreConflict` if that index is taken.
+
+        This single conditional write is what makes a commit happen at most once: two attempts that
+        answered the same journal prefix both aim at the same index, and only one can win.
+        """
+
+    def list_invocations(
+        self, statuses: Iterable[str] | None = None, service: str | None = None, limit: int = 100
+    ) -> list[InvocationRecord]:
+        """Invocations, newest first, optionally filtered by status and service."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpReply:
+    """What a deployment answered: HTTP status, headers (lower-case names) and body bytes."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class InvokerError(TorporError):
+    """The deployment could not be reached, or the exchange broke (refused, timed out, reset)."""
+
+    status = 502
+    code = "deployment_unreachable"
+
+
+class Invoker(Protocol):
+    """Sends one HTTP-shaped request to a deployment (HTTP endpoint or Lambda ARN)."""
+
+    def request(
+        self,
+        endpoint: str,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        timeout_s: float,
+    ) -> HttpReply:
+        """Send `method path` to the deployment at `endpoint`; `path` starts with `/`.
+
+        Raises `InvokerError` when no complete answer arrived within `timeout_s` seconds.
+        """
+        ...
+
+
+class Scheduler(Protocol):
+    """Arranges for `advance(invocation_id)` to run: now, or at a due time."""
+
+    def wake_now(self, invocation_id: str) -> None: ...
+
+    def wake_at(self, invocation_id: str, due_ms: int) -> None: ...
+
+
+class Clock(Protocol):
+    """Wall-clock time in ms since the UNIX epoch."""
+
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000

@@ -1,0 +1,280 @@
+"""Deployments and services: registration by discovery, look-up of targets, effective options.
+
+A deployment is registered by asking it for its endpoint manifest (`GET /discover`); every service
+it lists then points at it, so new invocations go there, while invocations already running stay
+pinned to the deployment they started on.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from control_plane import ids
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.ports import Clock, DeploymentRecord, Invoker, InvokerError, ServiceRecord, Store
+from control_plane.protocol import DISCOVERY_ACCEPT, manifest_version_of, negotiate, parse_manifest
+from control_plane.retry import RetryPolicy
+from control_plane.settings import Settings
+
+_CACHE_TTL_S = 2.0
+_DISCOVERY_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerOptions:
+    """Options in effect for one handler: handler options > service options > Torpor's settings.
+
+    Durations in ms. Manifest options are Restate's (`inactivityTimeout`, `retryPolicy*`, ...).
+    """
+
+    inactivity_timeout_ms: int
+    abort_timeout_ms: int
+    retry_policy: RetryPolicy
+    journal_retention_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A resolved `service/handler`: where it runs, how its input and output look, its options."""
+
+    service: str
+    handler: str
+    service_type: str
+    handler_type: str | None
+    deployment_id: str
+    options: HandlerOptions
+    input_content_type: str | None  # None: the handler takes no input
+    input_required: bool
+    output_content_type: str
+
+
+def _option(handler: Mapping[str, Any], service: Mapping[str, Any], name: str) -> Any:
+    value = handler.get(name)
+    return service.get(name) if value is None else value
+
+
+def _services_signature(manifest: Mapping[str, Any]) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """What must not change silently when the same URI is registered again: services, types, handlers."""
+    return sorted(
+        (
+            str(s.get("name")),
+            str(s.get("ty")),
+            sorted((str(h.get("name")), str(h.get("ty"))) for h in s.get("handlers", [])),
+        )
+        for s in manifest.get("services", [])
+    )
+
+
+class Registry:
+    """Registers deployments and resolves targets. Caches store reads for 2 s (records rarely change).
+
+    Args:
+        store: where deployments and services live.
+        invoker: reaches deployments, for discovery.
+        clock: wall clock (ms).
+        settings: Torpor's defaults, the last level of option precedence.
+    """
+
+    def __init__(self, store: Store, invoker: Invoker, clock: Clock, settings: Settings) -> None:
+        self.store = store
+        self.invoker = invoker
+        self.clock = clock
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._deployments: dict[str, tuple[float, DeploymentRecord]] = {}
+        self._services: dict[str, tuple[float, ServiceRecord | None]] = {}
+
+    # --- discovery and registration ---------------------------------------------------------------
+
+    def discover(self, endpoint: str, headers: Mapping[str, str]) -> dict[str, Any]:
+        """Fetch and validate the endpoint manifest of `endpoint` (manifest v1..v4).
+
+        Returns the manifest as parsed JSON (Restate's camelCase names). Raises `BadRequest` naming
+        the cause when the endpoint cannot be reached, answers non-200, or sends a bad manifest.
+        """
+        try:
+            reply = self.invoker.request(
+                endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, b"", _DISCOVERY_TIMEOUT_S
+            )
+        except InvokerError as exc:
+            raise BadRequest(
+                f"discovery of {endpoint} failed: {exc.message}. Is the service running and reachable from Torpor?"
+            ) from exc
+        if reply.status != 200:
+            text = reply.body[:200].decode("utf-8", "replace")
+            raise BadRequest(f"discovery of {endpoint} failed: GET /discover answered HTTP {reply.status}: {text}")
+        content_type = reply.headers.get("content-type", "")
+        try:
+            manifest_version_of(content_type)
+        except TorporError as exc:
+            raise BadRequest(f"discovery of {endpoint} failed: {exc.message}") from exc
+        parse_manifest(reply.body, content_type)  # validates, raises BadRequest
+        manifest: dict[str, Any] = json.loads(reply.body)
+        if not manifest.get("services"):
+            raise BadRequest(f"discovery of {endpoint} found no services: the endpoint binds none")
+        return manifest
+
+    def register(
+        self,
+        endpoint: str,
+        additional_headers: Mapping[str, str] | None = None,
+        *,
+        force: bool = False,
+        metadata: Mapping[str, str] | None = None,
+    ) -> tuple[DeploymentRecord, bool]:
+        """Register the deployment at `endpoint`; returns `(deployment, created)`.
+
+        Registering a URI again with the same services returns the existing deployment
+        (`created=False`). If its services or handlers changed, `force=True` replaces it in place;
+        without force it raises `Conflict` (409). Raises `BadRequest` if discovery fails and
+        `UnsupportedProtocol` if no service protocol version in 5..7 fits.
+        """
+        headers = dict(additional_headers or {})
+        manifest = self.discover(endpoint, headers)
+        min_v, max_v = int(manifest["minProtocolVersion"]), int(manifest["maxProtocolVersion"])
+        negotiate(min_v, min(max_v, self.settings.max_protocol_version))
+        existing = next((d for d in self.store.list_deployments() if d.endpoint == endpoint), None)
+        if existing is not None and not force:
+            if _services_signature(existing.manifest) != _services_signature(manifest):
+                raise Conflict(
+                    f"deployment {existing.deployment_id} at {endpoint} is registered with other services or "
+                    "handlers; register with force (torpor deployments register --force, or \"force\": true) "
+                    "to replace it"
+                )
+            return existing, False
+        deployment = DeploymentRecord(
+            deployment_id=existing.deployment_id if existing else ids.new_deployment_id(),
+            endpoint=endpoint,
+            additional_headers=headers,
+            manifest=manifest,
+            min_protocol_version=min_v,
+            max_protocol_version=max_v,
+            created_at_ms=self.clock.now_ms(),
+            services=tuple(str(s["name"]) for s in manifest["services"]),
+            metadata=dict(metadata or {}),
+        )
+        self.store.put_deployment(deployment)
+        for service in manifest["services"]:
+            previous = self.store.get_service(service["name"])
+            revision = (previous.revision + 1) if previous else 1
+            self.store.put_service(
+                ServiceRecord(service["name"], deployment.deployment_id, service["ty"], service, revision)
+            )
+        self._forget()
+        return deployment, True
+
+    def remove(self, deployment_id: str) -> None:
+        """Remove a deployment and the services that point at it. Raises `NotFound`."""
+        deployment = self.store.get_deployment(deployment_id)
+        if deployment is None:
+            raise NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list")
+        for service in self.store.list_services():
+            if service.deployment_id == deployment_id:
+                self.store.delete_service(service.name)
+        self.store.delete_deployment(deployment_id)
+        self._forget()
+
+    # --- look-ups -----------------------------------------------------------------------------------
+
+    def deployment(self, deployment_id: str) -> DeploymentRecord:
+        """The deployment `deployment_id`. Raises `NotFound`."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._deployments.get(deployment_id)
+        if cached and now - cached[0] < _CACHE_TTL_S:
+            return cached[1]
+        record = self.store.get_deployment(deployment_id)
+        if record is None:
+            raise NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list")
+        with self._lock:
+            self._deployments[deployment_id] = (now, record)
+        return record
+
+    def service(self, name: str) -> ServiceRecord:
+        """The service `name`. Raises `NotFound` naming it and the fix."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._services.get(name)
+        if cached and now - cached[0] < _CACHE_TTL_S:
+            record = cached[1]
+        else:
+            record = self.store.get_service(name)
+            with self._lock:
+                self._services[name] = (now, record)
+        if record is None:
+            raise NotFound(
+                f"service '{name}' not found; register the deployment that hosts it "
+                "(torpor deployments register <uri>)"
+            )
+        return record
+
+    def resolve(self, service: str, handler: str) -> Target:
+        """Resolve `service/handler` to a `Target`. Raises `NotFound` naming the service or handler."""
+        record = self.service(service)
+        spec = next((h for h in record.manifest.get("handlers", []) if h.get("name") == handler), None)
+        if spec is None:
+            known = ", ".join(sorted(str(h.get("name")) for h in record.manifest.get("handlers", [])))
+            raise NotFound(f"handler '{handler}' not found in service '{service}'; its handlers are: {known}")
+        input_spec = spec.get("input") or {}
+        output_spec = spec.get("output") or {}
+        # Manifest rule: an input without contentType (and not required) means "no input".
+        input_ct = input_spec.get("contentType")
+        return Target(
+            service=service,
+            handler=handler,
+            service_type=record.ty,
+            handler_type=spec.get("ty"),
+            deployment_id=record.deployment_id,
+            options=self._options(record.manifest, spec),
+            input_content_type=input_ct,
+            input_required=bool(input_spec.get("required", False)),
+            output_content_type=output_spec.get("contentType") or "application/json",
+        )
+
+    def options(self, service: str, handler: str) -> HandlerOptions:
+        """Effective options of `service/handler`; Torpor's defaults if the service is gone."""
+        try:
+            return self.resolve(service, handler).options
+        except NotFound:
+            return self._options({}, {})
+
+    def protocol_version(self, deployment: DeploymentRecord) -> int:
+        """The service protocol version to speak with `deployment`: min(its max, ours), at least 5."""
+        return negotiate(
+            deployment.min_protocol_version,
+            min(deployment.max_protocol_version, self.settings.max_protocol_version),
+        )
+
+    def _options(self, service: Mapping[str, Any], handler: Mapping[str, Any]) -> HandlerOptions:
+        s = self.settings
+        default = s.retry_policy
+
+        def opt(name: str, fallback: Any) -> Any:
+            value = _option(handler, service, name)
+            return fallback if value is None else value
+
+        on_max = str(opt("retryPolicyOnMaxAttempts", default.on_max_attempts)).lower()
+        policy = RetryPolicy(
+            initial_interval_ms=int(opt("retryPolicyInitialInterval", default.initial_interval_ms)),
+            exponentiation_factor=float(opt("retryPolicyExponentiationFactor", default.exponentiation_factor)),
+            max_interval_ms=int(opt("retryPolicyMaxInterval", default.max_interval_ms)),
+            max_attempts=int(opt("retryPolicyMaxAttempts", default.max_attempts)),
+            on_max_attempts="kill" if on_max == "kill" else "pause",
+        )
+        retention = _option(handler, service, "journalRetention")
+        return HandlerOptions(
+            inactivity_timeout_ms=int(opt("inactivityTimeout", s.inactivity_timeout_ms)),
+            abort_timeout_ms=int(opt("abortTimeout", s.inactivity_timeout_ms)),
+            retry_policy=policy,
+            journal_retention_ms=None if retention is None else int(retention),
+        )
+
+    def _forget(self) -> None:
+        with self._lock:
+            self._deployments.clear()
+            self._services.clear()

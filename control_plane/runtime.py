@@ -1,0 +1,69 @@
+"""Wiring of the core: one `ControlPlane` per process, built from the four ports.
+
+Edges (`torpor dev`, Lambda entry points, tests) build the ports' adapters and hand them in; the core
+never builds an adapter itself.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from control_plane.admin import Admin
+from control_plane.ingress import Ingress
+from control_plane.invocation import Engine, Outcome
+from control_plane.ports import Clock, Invoker, Scheduler, Store, SystemClock
+from control_plane.registry import Registry
+from control_plane.settings import Settings
+from control_plane.waiters import CompletionWaiters
+
+log = logging.getLogger("torpor.runtime")
+
+_SWEEP_LIMIT = 10_000
+
+
+class ControlPlane:
+    """The orchestrator: engine, registry, ingress and admin routes over the given ports."""
+
+    def __init__(
+        self,
+        store: Store,
+        invoker: Invoker,
+        scheduler: Scheduler,
+        *,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.settings = settings or Settings()
+        self.waiters = CompletionWaiters()
+        self.registry = Registry(store, invoker, self.clock, self.settings)
+        self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters)
+        self.scheduler = scheduler
+        self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
+        self.admin = Admin(self.registry, store)
+
+    def advance(self, invocation_id: str) -> Outcome:
+        """`Engine.advance`; what the work queue and timers call."""
+        return self.engine.advance(invocation_id)
+
+    def sweep(self) -> int:
+        """Re-arm every unfinished invocation after a start-up: the safety net for lost wake-ups.
+
+        `ready` and `running` invocations whose lease expired are woken now; a `running` one whose
+        lease is still held (by a process that may have died) is woken when the lease expires;
+        `backing-off` ones at their retry time. Returns how many were re-armed.
+        """
+        now = self.clock.now_ms()
+        count = 0
+        for record in self.store.list_invocations(["ready", "running", "backing-off"], None, _SWEEP_LIMIT):
+            if record.status == "backing-off":
+                self.scheduler.wake_at(record.invocation_id, record.next_retry_at_ms)
+            elif record.lease_until_ms > now:
+                self.scheduler.wake_at(record.invocation_id, record.lease_until_ms + 1)
+            else:
+                self.scheduler.wake_now(record.invocation_id)
+            count += 1
+        if count:
+            log.info("start-up sweep re-armed %d invocation(s)", count)
+        return count

@@ -1,0 +1,65 @@
+"""Torpor's own defaults, built once at the edge (`torpor dev`, Lambda entry points) and passed down.
+
+`control_plane/` never reads the environment; `Settings.from_env` is called by the edges. Every
+duration is in ms unless its name says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+from control_plane.errors import BadRequest
+from control_plane.retry import RetryPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Runtime defaults. Handler and service options from the manifest override the per-handler ones.
+
+    Attributes:
+        inactivity_timeout_ms: longest one attempt (one request to the deployment) may take.
+        lease_margin_ms: the lease outlives an attempt's timeout by this much, so a worker that is
+            still inside its attempt never loses the lease to another worker.
+        call_wait_ms: how long an ingress call waits for the result before answering 202 with the
+            invocation id (API Gateway allows 29 s).
+        completed_retention_ms: how long a completed invocation (status, output, journal) is kept.
+        retry_policy: default policy for failed attempts.
+        max_protocol_version: highest service protocol version Torpor offers (5..7).
+    """
+
+    inactivity_timeout_ms: int = 60_000
+    lease_margin_ms: int = 30_000
+    call_wait_ms: int = 60_000
+    completed_retention_ms: int = 24 * 3600 * 1000
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    max_protocol_version: int = 7
+
+    @property
+    def lease_ms(self) -> int:
+        """How long a taken lease lasts before another worker may take over (ms)."""
+        return self.inactivity_timeout_ms + self.lease_margin_ms
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """A copy with some fields changed (keyword names as the attributes)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read `TORPOR_<FIELD>` variables (e.g. `TORPOR_CALL_WAIT_MS=29000`).
+
+        Raises `BadRequest` naming the variable when a value is not an integer.
+        """
+        env = os.environ if environ is None else environ
+        changes: dict[str, object] = {}
+        for f in fields(cls):
+            if f.name == "retry_policy":
+                continue
+            name = f"TORPOR_{f.name.upper()}"
+            if name in env:
+                try:
+                    changes[f.name] = int(env[name])
+                except ValueError as exc:
+                    raise BadRequest(f"environment variable {name} has value {env[name]!r}: not an integer") from exc
+        return cls(**changes)  # type: ignore[arg-type]
