@@ -1,0 +1,172 @@
+"""The end-to-end demo: Torpor driving real Restate-SDK services, journaled in DynamoDB (moto).
+
+Starts the example services (hypercorn, HTTP/1.1, request/response mode) and `torpor dev` (ingress,
+admin, an embedded moto DynamoDB), registers the services, calls them through the ingress, prints
+each result and each invocation's journal, and stops what it started.
+
+    python -m examples.demo [--ingress-port 8080] [--admin-port 9070] [--services-port 9080]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from examples.side_effects import read_side_effects
+
+console = Console()
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pick(port: int) -> int:
+    """`port` if it is free, else any free port (so the demo runs beside other servers)."""
+    return port if _port_is_free(port) else _free_port()
+
+
+def _wait_http(url: str, deadline_s: float, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{what} exited with code {process.returncode} before it was ready")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"{what} did not answer {url} within {deadline_s:.0f} s")
+
+
+@contextlib.contextmanager
+def _process(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def _journal_table(invocation: dict[str, Any]) -> Table:
+    table = Table(title=f"{invocation['id']}  {invocation['target']}  [{invocation['status']}]", title_justify="left")
+    for column in ("#", "kind", "type", "name", "value / failure"):
+        table.add_column(column)
+    for entry in invocation.get("journal", []):
+        detail = entry.get("failure") or entry.get("value", "")
+        table.add_row(
+            str(entry["index"]),
+            entry["kind"],
+            entry["type"],
+            entry.get("name", ""),
+            json.dumps(detail)[:60] if detail != "" else "",
+        )
+    return table
+
+
+def run(ingress_port: int, admin_port: int, services_port: int) -> int:
+    """Run the demo; returns the process exit code (0 when every step behaved as expected)."""
+    workdir = Path(tempfile.mkdtemp(prefix="torpor-demo-"))
+    effects = workdir / "side_effects.jsonl"
+    env = {**os.environ, "TORPOR_SIDE_EFFECTS_FILE": str(effects), "PYTHONUNBUFFERED": "1"}
+    ingress_port, admin_port, services_port = _pick(ingress_port), _pick(admin_port), _pick(services_port)
+    ingress, admin = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{admin_port}"
+    services_url = f"http://127.0.0.1:{services_port}"
+    torpor = [sys.executable, "-m", "adapters.cli", "dev", "--ingress-port", str(ingress_port)]
+    torpor += ["--admin-port", str(admin_port)]
+    serve = [sys.executable, "-m", "examples.serve", "--port", str(services_port)]
+    failures = 0
+    with (
+        _process(serve, env, workdir / "services.log") as services_process,
+        _process(torpor, env, workdir / "torpor.log") as torpor_process,
+    ):
+        _wait_http(f"{services_url}/discover", 30, services_process, "the example services")
+        _wait_http(f"{admin}/health", 60, torpor_process, "torpor dev")
+        console.print(f"[bold]torpor dev[/] ingress {ingress}, admin {admin}; example services at {services_url}")
+        console.print(f"logs in {workdir}\n")
+
+        reply = httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30)
+        reply.raise_for_status()
+        deployment = reply.json()
+        names = ", ".join(s["name"] for s in deployment["services"])
+        console.print(f"registered deployment [bold]{deployment['id']}[/] with services {names}\n")
+
+        calls: list[tuple[str, Any, int]] = [
+            ("Greeter/greet", "World", 200),
+            ("OrderService/place", {"id": "order-42", "item": "kettle", "amount": 39.5}, 200),
+            ("Steps/ten_steps", "demo", 200),
+            ("OrderService/place", {"id": "order-43", "amount": -1}, 400),
+        ]
+        invocation_ids: list[str] = []
+        for path, payload, expected in calls:
+            started = time.perf_counter()
+            r = httpx.post(f"{ingress}/{path}", json=payload, timeout=60)
+            ms = (time.perf_counter() - started) * 1000
+            ok = r.status_code == expected
+            failures += not ok
+            mark = "[green]ok[/]" if ok else f"[red]expected {expected}[/]"
+            console.print(f"POST /{path} {json.dumps(payload)} -> {r.status_code} {r.text}  ({ms:.0f} ms) {mark}")
+            invocation_ids.append(r.headers.get("x-restate-id", ""))
+
+        sent = httpx.post(f"{ingress}/restate/send/Steps/one_step", json=41, timeout=30).json()
+        attached = httpx.get(f"{ingress}/restate/invocation/{sent['invocationId']}/attach", timeout=60)
+        console.print(f"send Steps/one_step 41 -> {sent['status']} {sent['invocationId']}; attach -> {attached.text}")
+        failures += attached.text != "42"
+        invocation_ids.append(sent["invocationId"])
+
+        console.print()
+        for invocation_id in invocation_ids:
+            if invocation_id:
+                described = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=10).json()
+                console.print(_journal_table(described))
+        steps = [e for e in read_side_effects(effects) if e.get("service") == "Steps" and e["handler"] == "ten_steps"]
+        console.print(f"ctx.run closures of Steps/ten_steps executed: {len(steps)} (each step once)")
+        failures += len(steps) != 10
+    console.print("\n[bold green]demo finished[/]" if not failures else f"\n[bold red]{failures} check(s) failed[/]")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ingress-port", type=int, default=8080)
+    parser.add_argument("--admin-port", type=int, default=9070)
+    parser.add_argument("--services-port", type=int, default=9080)
+    args = parser.parse_args(argv)
+    return run(args.ingress_port, args.admin_port, args.services_port)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install Torpor with its test dependencies into .venv and run the whole test suite.
+# Extra arguments go to pytest (e.g. scripts/test.sh -k crash -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+exec .venv/bin/python -m pytest "$@"
