@@ -111,6 +111,6 @@ class Router:
             raise NotFound(f"no route for {request.method} {request.path}")
         except TorporError as error:
             return error_response(error)
-        except Exception:  # noqa: BLE001 - the one edge catch-all: log it, answer 500, never a stack trace
+        except Exception:
             log.exception("unexpected error handling %s %s", request.method, request.path)
             return error_response(TorporError("internal error; see the control plane's log"))

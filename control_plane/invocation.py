@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
 from control_plane import ids
 from control_plane.errors import ProtocolViolation, TorporError
@@ -54,7 +54,7 @@ _DROPPED_INPUT_HEADERS = frozenset(
 )
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """What one `advance` call achieved. Expected outcomes are values, not exceptions."""
 
     COMPLETED = "completed"

@@ -16,7 +16,7 @@ from typing import Protocol
 from control_plane.errors import TorporError
 
 
-class StoreConflict(TorporError):  # noqa: N818 - the store's word for a failed condition
+class StoreConflict(TorporError):
     """A conditional write lost: the item exists, or its epoch/version moved on.
 
     Raised by every `Store` write whose condition fails. The core treats it as an expected outcome

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import restate
@@ -162,3 +163,31 @@ async def one_step(ctx: restate.Context, x: int) -> int:
     """
     invocation_id = ctx.request().id
     return await ctx.run_typed("add-one", _step("one_step", invocation_id, "add-one", x + 1))
+
+
+@steps.handler()
+async def slow_steps(ctx: restate.Context, request: dict) -> int:
+    """Run ``request["n"]`` sequential steps that each take ``request["step_ms"]`` milliseconds.
+
+    Used by the crash test: slow enough that the control plane can be killed between steps.
+
+    Args:
+        ctx: The Restate context.
+        request: ``{"n": int, "step_ms": int}``.
+
+    Returns:
+        The sum of the step indexes, ``n * (n + 1) / 2``.
+    """
+    n, step_ms = int(request["n"]), int(request.get("step_ms", 100))
+    invocation_id = ctx.request().id
+    total = 0
+    for index in range(1, n + 1):
+        name = f"step-{index}"
+
+        async def run_step(index: int = index, name: str = name) -> int:
+            await asyncio.sleep(step_ms / 1000)
+            record_side_effect(SERVICE, "slow_steps", invocation_id, name)
+            return index
+
+        total += await ctx.run_typed(name, run_step)
+    return total

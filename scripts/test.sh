@@ -7,4 +7,8 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
+# dynalite (npm) for the race tests: it serialises conditional writes as DynamoDB does.
+if [ ! -f .cache/dynalite/node_modules/dynalite/cli.js ]; then
+  npm install --prefix .cache/dynalite --no-audit --no-fund --silent dynalite@3.2.2
+fi
 exec .venv/bin/python -m pytest "$@"

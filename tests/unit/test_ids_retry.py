@@ -12,7 +12,8 @@ from control_plane.retry import RetryPolicy
 def test_invocation_id_round_trips_through_its_bytes() -> None:
     invocation_id = ids.new_invocation_id()
     raw = ids.invocation_id_bytes(invocation_id)
-    assert invocation_id.startswith("inv_1") and len(invocation_id) == 27
+    assert invocation_id.startswith("inv_1")
+    assert len(invocation_id) == 27
     assert len(raw) == 16
     assert ids.invocation_id_from_bytes(raw) == invocation_id
 
@@ -53,5 +54,6 @@ def test_default_retry_policy_backs_off_exponentially_up_to_the_cap() -> None:
     assert [policy.delay_ms(n) for n in (1, 2, 3, 4)] == [50, 100, 200, 400]
     assert policy.delay_ms(30) == 60_000
     assert policy.delay_ms(2, next_retry_delay_ms=1234) == 1234
-    assert not policy.exhausted(69) and policy.exhausted(70)
+    assert not policy.exhausted(69)
+    assert policy.exhausted(70)
     assert policy.on_max_attempts == "pause"

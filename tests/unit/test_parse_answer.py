@@ -27,7 +27,8 @@ def test_run_proposal_becomes_a_stored_run_completion_right_after_its_command() 
     assert [f.type for f in answer.entries] == [MessageType.Run, MessageType.RunCompletion]
     assert not any(f.requested_ack for f in answer.entries)
     completion = pb.RunCompletionNotificationMessage.FromString(answer.entries[1].payload)
-    assert completion.completion_id == 1 and completion.value.content == b'"ok"'
+    assert completion.completion_id == 1
+    assert completion.value.content == b'"ok"'
     assert answer.awaiting == AwaitPoint(completions=frozenset({1}))
     journal = Journal()
     journal.extend(answer.entries)
@@ -59,7 +60,8 @@ def test_failed_run_proposal_keeps_its_failure() -> None:
 
 def test_output_then_end_is_a_finished_answer() -> None:
     answer = parse_answer(_answer(pb.OutputCommandMessage(value=pb.Value(content=b"1")), pb.EndMessage()))
-    assert isinstance(answer, AttemptAnswer) and answer.ended
+    assert isinstance(answer, AttemptAnswer)
+    assert answer.ended
     assert [f.type for f in answer.entries] == [MessageType.Output]
 
 
@@ -77,12 +79,15 @@ def test_error_message_is_a_failed_attempt_with_its_hints() -> None:
 
 def test_a_stream_without_terminator_or_with_bad_framing_is_a_protocol_violation() -> None:
     unterminated = parse_answer(_answer(pb.RunCommandMessage(result_completion_id=1)))
-    assert isinstance(unterminated, AttemptFailure) and unterminated.code == 571
+    assert isinstance(unterminated, AttemptFailure)
+    assert unterminated.code == 571
     assert "without End, Suspension or Error" in unterminated.message
     truncated = parse_answer(_answer(pb.EndMessage())[:5])
-    assert isinstance(truncated, AttemptFailure) and truncated.code == 571
+    assert isinstance(truncated, AttemptFailure)
+    assert truncated.code == 571
 
 
 def test_a_notification_from_the_sdk_is_a_protocol_violation() -> None:
     answer = parse_answer(_answer(pb.SleepCompletionNotificationMessage(completion_id=1), pb.EndMessage()))
-    assert isinstance(answer, AttemptFailure) and answer.code == 571
+    assert isinstance(answer, AttemptFailure)
+    assert answer.code == 571

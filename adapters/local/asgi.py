@@ -1,0 +1,137 @@
+"""An ASGI bridge from a server (hypercorn) to a `control_plane.http.Router`.
+
+The routes are blocking functions (they talk to DynamoDB and may wait for an invocation to
+finish), so each request runs `router.dispatch` on a worker thread of the app's own pool, sized for
+the number of requests served at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import quote
+
+from control_plane.http import HttpRequest, HttpResponse, Router
+
+log = logging.getLogger("torpor.asgi")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"  # kept as-is when re-encoding a decoded path (RFC 3986 pchar)
+
+
+class _RouterApp:
+    """The ASGI 3 application returned by `asgi_app`."""
+
+    def __init__(self, router: Router, max_concurrency: int) -> None:
+        self._router = router
+        self._max_concurrency = max_concurrency
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1003})
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self._max_concurrency, thread_name_prefix="torpor-http")
+            return self._executor
+
+    def close(self) -> None:
+        """Shut the worker pool down (requests still running finish on their threads)."""
+        with self._executor_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._pool()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left before sending the whole body
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        request = HttpRequest(
+            method=scope["method"],
+            path=_raw_path(scope),
+            query_string=bytes(scope.get("query_string", b"")).decode("latin-1"),
+            headers=_headers(scope),
+            body=b"".join(chunks),
+        )
+        loop = asyncio.get_running_loop()
+        response: HttpResponse = await loop.run_in_executor(self._pool(), self._router.dispatch, request)
+        headers = {name.lower(): value for name, value in response.headers.items()}
+        headers.setdefault("content-length", str(len(response.body)))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+
+def _raw_path(scope: Scope) -> str:
+    """The still percent-encoded path: `raw_path` if the server gives it, else `path` re-encoded."""
+    raw = scope.get("raw_path")
+    if raw:
+        return bytes(raw).split(b"?", 1)[0].decode("latin-1")
+    return quote(scope.get("path", "/"), safe=_PATH_SAFE)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """Header names lower-cased; a repeated header's values joined with ", " in arrival order."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = bytes(raw_name).decode("latin-1").lower()
+        value = bytes(raw_value).decode("latin-1")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return headers
+
+
+def asgi_app(router: Router, *, max_concurrency: int = 64) -> AsgiApp:
+    """An ASGI 3 application serving `router`: HTTP requests and lifespan events.
+
+    Each request's body is read whole, turned into an `HttpRequest` (method, raw percent-encoded
+    path, query string, lower-case headers with repeats joined by ", ", body) and dispatched on a
+    worker thread; the `HttpResponse` is sent back with a `content-length`. Lifespan startup and
+    shutdown are acknowledged (shutdown also releases the worker pool). WebSocket connections are
+    refused.
+
+    Args:
+        router: The routes to serve (`ControlPlane.ingress.router` or `.admin.router`).
+        max_concurrency: Most requests dispatched at the same time; more wait for a free thread.
+
+    Returns:
+        The ASGI callable `app(scope, receive, send)`.
+    """
+    return _RouterApp(router, max_concurrency)

@@ -1,0 +1,396 @@
+"""`torpor dev`: the whole control plane in one process, for development and tests.
+
+Parts, started in this order and stopped in reverse:
+
+1. an embedded moto server on 127.0.0.1 as DynamoDB (unless an external endpoint is given);
+2. the `DynamoDBStore` on it, with its table created;
+3. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
+   `ControlPlane.advance`, and the start-up sweep re-arms unfinished invocations;
+4. two hypercorn servers (HTTP/1.1) in one asyncio loop on a background thread: ingress
+   (default 127.0.0.1:8080) and admin (default 127.0.0.1:9070).
+
+`DevServer(...).start()` returns once both servers answer HTTP; `.stop()` shuts everything down.
+`run_dev(...)` does the same in the foreground until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from types import FrameType
+from typing import TypeVar
+
+import httpx
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from moto.server import ThreadedMotoServer
+
+from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.http.invoker import HttpInvoker
+from adapters.local.asgi import asgi_app
+from adapters.local.scheduler import LocalScheduler
+from control_plane.errors import TorporError
+from control_plane.runtime import ControlPlane
+from control_plane.settings import Settings
+
+log = logging.getLogger("torpor.dev")
+
+_T = TypeVar("_T")
+
+_DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+_READY_TIMEOUT_S = 15.0  # how long start() waits for both servers to answer
+_GRACEFUL_TIMEOUT_S = 2.0  # hypercorn: how long open requests may finish after shutdown starts
+
+
+class DevServerError(TorporError):
+    """The dev server could not start: a port is taken, the DynamoDB endpoint is unusable, ..."""
+
+    code = "dev_server"
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _listen(host: str, port: int, role: str, flag: str) -> socket.socket:
+    """A listening TCP socket on `host:port` (port 0: a free port). Raises `DevServerError`."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family, backlog=1024)
+    except OSError as exc:
+        raise DevServerError(
+            f"cannot listen on {host}:{port} for the {role} API: {exc.strerror or exc}; "
+            f"choose another port with {flag} (0 picks a free one)"
+        ) from exc
+
+
+class DevServer:
+    """The control plane with local adapters and its two HTTP servers, in this process.
+
+    Usable as a context manager (`with DevServer(ingress_port=0, admin_port=0) as dev: ...`).
+
+    Args:
+        host: Address both HTTP servers listen on.
+        ingress_port: Ingress API port; 0 picks a free port.
+        admin_port: Admin API port; 0 picks a free port.
+        dynamodb_endpoint: URL of an external DynamoDB-compatible endpoint (dynalite, DynamoDB Local,
+            a moto server); None starts an embedded moto server. Credentials for an external
+            endpoint come from botocore's default chain.
+        moto_port: Port of the embedded moto server; 0 picks a free port.
+        table: DynamoDB table name (created if missing).
+        region: AWS region the store signs requests for.
+        settings: Runtime settings; None reads them with `Settings.from_env()`.
+        workers: Size of the scheduler's worker pool (concurrent `advance` calls).
+        http_concurrency: Requests each HTTP server dispatches at the same time.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        ingress_port: int = 8080,
+        admin_port: int = 9070,
+        dynamodb_endpoint: str | None = None,
+        moto_port: int = 0,
+        table: str = "torpor",
+        region: str = "us-east-1",
+        settings: Settings | None = None,
+        workers: int = 32,
+        http_concurrency: int = 64,
+    ) -> None:
+        self.host = host
+        self._ingress_port = ingress_port
+        self._admin_port = admin_port
+        self._external_endpoint = dynamodb_endpoint
+        self._moto_port = moto_port
+        self.table = table
+        self.region = region
+        self.settings = settings if settings is not None else Settings.from_env()
+        self.workers = workers
+        self.http_concurrency = http_concurrency
+
+        self._moto: ThreadedMotoServer | None = None
+        self._dynamodb_endpoint: str | None = None
+        self._store: DynamoDBStore | None = None
+        self._invoker: HttpInvoker | None = None
+        self._scheduler: LocalScheduler | None = None
+        self._control_plane: ControlPlane | None = None
+        self._ingress_url: str | None = None
+        self._admin_url: str | None = None
+        self._sockets: list[socket.socket] = []  # bound, not yet handed to hypercorn
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._shutdown: asyncio.Event | None = None
+        self._loop_ready = threading.Event()
+        self._serve_error: BaseException | None = None
+        self._started = False
+
+    # --- what a started server exposes ------------------------------------------------------------
+
+    @property
+    def ingress_url(self) -> str:
+        """Base URL of the ingress API, e.g. `http://127.0.0.1:8080` (after `start`)."""
+        return self._require(self._ingress_url)
+
+    @property
+    def admin_url(self) -> str:
+        """Base URL of the admin API, e.g. `http://127.0.0.1:9070` (after `start`)."""
+        return self._require(self._admin_url)
+
+    @property
+    def dynamodb_endpoint(self) -> str:
+        """URL of the DynamoDB endpoint in use: the embedded moto server's or the external one."""
+        return self._require(self._dynamodb_endpoint)
+
+    @property
+    def embedded_moto(self) -> bool:
+        """True when DynamoDB is the embedded moto server."""
+        return self._external_endpoint is None
+
+    @property
+    def control_plane(self) -> ControlPlane:
+        """The `ControlPlane` serving both APIs (after `start`)."""
+        return self._require(self._control_plane)
+
+    @property
+    def store(self) -> DynamoDBStore:
+        """The `DynamoDBStore` (after `start`)."""
+        return self._require(self._store)
+
+    @property
+    def scheduler(self) -> LocalScheduler:
+        """The `LocalScheduler` (after `start`); tests wait on `scheduler.wait_idle(...)`."""
+        return self._require(self._scheduler)
+
+    @property
+    def invoker(self) -> HttpInvoker:
+        """The `HttpInvoker` (after `start`)."""
+        return self._require(self._invoker)
+
+    @staticmethod
+    def _require(value: _T | None) -> _T:
+        if value is None:
+            raise RuntimeError("the dev server is not started: call start() first")
+        return value
+
+    # --- life cycle -------------------------------------------------------------------------------
+
+    def __enter__(self) -> DevServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> DevServer:
+        """Start every part; return once both HTTP servers answer requests.
+
+        Returns:
+            `self`, started.
+
+        Raises:
+            DevServerError: A port is taken, or a server did not come up within 15 s.
+            RuntimeError: `start` was called before on this object.
+        """
+        if self._started:
+            raise RuntimeError("a DevServer can be started once; build a new one")
+        self._started = True
+        try:
+            self._bind()  # first: a taken port fails before anything else starts
+            self._start_store()
+            self._start_control_plane()
+            self._start_http()
+        except BaseException:
+            self.stop()
+            raise
+        log.info(
+            "torpor dev: ingress %s, admin %s, dynamodb %s (%s)",
+            self._ingress_url,
+            self._admin_url,
+            self._dynamodb_endpoint,
+            "embedded moto" if self.embedded_moto else "external",
+        )
+        return self
+
+    def _start_store(self) -> None:
+        credentials: dict[str, str | None] = {"aws_access_key_id": None, "aws_secret_access_key": None}
+        if self._external_endpoint is None:
+            if not any(name in os.environ for name in _DUMMY_CREDENTIALS):
+                os.environ.update(_DUMMY_CREDENTIALS)  # for any other AWS client in this process
+            werkzeug_log = logging.getLogger("werkzeug")
+            if werkzeug_log.level == logging.NOTSET:  # moto logs every request at INFO: noise here
+                werkzeug_log.setLevel(logging.WARNING)
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
+            self._moto.start()
+            host, port = self._moto.get_host_and_port()
+            self._dynamodb_endpoint = _url(host, port)
+            credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        else:
+            self._dynamodb_endpoint = self._external_endpoint
+        self._store = DynamoDBStore(self.table, region=self.region, endpoint_url=self._dynamodb_endpoint, **credentials)
+        self._store.ensure_schema()
+
+    def _start_control_plane(self) -> None:
+        self._invoker = HttpInvoker()
+        self._scheduler = LocalScheduler(workers=self.workers)
+        self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
+        self._scheduler.start(self._control_plane.advance)
+        self._control_plane.sweep()
+
+    def _bind(self) -> None:
+        self._sockets.append(_listen(self.host, self._ingress_port, "ingress", "--ingress-port"))
+        self._sockets.append(_listen(self.host, self._admin_port, "admin", "--admin-port"))
+        self._ingress_url = _url(self.host, self._sockets[0].getsockname()[1])
+        self._admin_url = _url(self.host, self._sockets[1].getsockname()[1])
+
+    def _start_http(self) -> None:
+        control_plane = self.control_plane
+        ingress_socket, admin_socket = self._sockets
+        self._sockets = []
+        apps = [
+            (asgi_app(control_plane.ingress.router, max_concurrency=self.http_concurrency), ingress_socket),
+            (asgi_app(control_plane.admin.router, max_concurrency=self.http_concurrency), admin_socket),
+        ]
+        # hypercorn takes the sockets over by file descriptor and closes them when it stops
+        configs = [(app, self._config(sock.detach())) for app, sock in apps]
+        self._thread = threading.Thread(target=self._serve, args=(configs,), name="torpor-http", daemon=True)
+        self._thread.start()
+        self._wait_until_answering([self._ingress_url, self._admin_url])
+
+    def _config(self, fd: int) -> Config:
+        config = Config()
+        config.bind = [f"fd://{fd}"]
+        config.alpn_protocols = ["http/1.1"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("torpor.hypercorn")
+        config.graceful_timeout = _GRACEFUL_TIMEOUT_S
+        config.include_server_header = False
+        return config
+
+    def _serve(self, configs: list[tuple[object, Config]]) -> None:
+        try:
+            asyncio.run(self._serve_all(configs))
+        except BaseException as exc:  # reported by start() and logged; the thread ends
+            self._serve_error = exc
+            log.exception("the dev server's HTTP loop failed")
+        finally:
+            self._loop_ready.set()  # never leave stop() waiting for a loop that will not come
+
+    async def _serve_all(self, configs: list[tuple[object, Config]]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._shutdown = asyncio.Event()
+        self._loop_ready.set()
+        await asyncio.gather(
+            *(serve(app, config, shutdown_trigger=self._shutdown.wait, mode="asgi") for app, config in configs)  # type: ignore[arg-type]
+        )
+
+    def _wait_until_answering(self, urls: list[str]) -> None:
+        """Block until each URL answers an HTTP request (any status). Raises `DevServerError`."""
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        with httpx.Client(trust_env=False, timeout=1.0) as client:
+            for url in urls:
+                while True:
+                    if self._thread is None or not self._thread.is_alive():
+                        raise DevServerError(f"the HTTP server for {url} stopped at start-up: {self._serve_error!r}")
+                    try:
+                        client.get(url + "/")
+                        break
+                    except httpx.TransportError:
+                        if time.monotonic() > deadline:
+                            raise DevServerError(
+                                f"the HTTP server for {url} did not answer within {_READY_TIMEOUT_S:.0f} s"
+                            ) from None
+                        time.sleep(0.01)  # poll interval while waiting for the condition, not a fixed sleep
+
+    def stop(self) -> None:
+        """Stop the HTTP servers, then the scheduler (running advances finish), the invoker and moto.
+
+        Safe to call more than once, and on a server that failed half-way through `start`.
+        """
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+        if self._thread is not None:
+            self._loop_ready.wait(timeout=_READY_TIMEOUT_S)
+            loop, shutdown = self._loop, self._shutdown
+            if loop is not None and shutdown is not None and not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed in between
+                    loop.call_soon_threadsafe(shutdown.set)
+            self._thread.join(timeout=_GRACEFUL_TIMEOUT_S + 10)
+            if self._thread.is_alive():
+                log.warning("the HTTP servers did not stop within %.0f s", _GRACEFUL_TIMEOUT_S + 10)
+            self._thread = None
+        if self._scheduler is not None:
+            self._scheduler.stop(wait=True)
+            self._scheduler = None
+        if self._invoker is not None:
+            self._invoker.close()
+            self._invoker = None
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+
+
+def run_dev(
+    *,
+    host: str = "127.0.0.1",
+    ingress_port: int = 8080,
+    admin_port: int = 9070,
+    dynamodb_endpoint: str | None = None,
+    table: str = "torpor",
+    region: str = "us-east-1",
+    settings: Settings | None = None,
+    workers: int = 32,
+) -> None:
+    """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
+
+    A second SIGINT during the shutdown interrupts it (KeyboardInterrupt).
+
+    Args:
+        host: Address both HTTP servers listen on.
+        ingress_port: Ingress API port.
+        admin_port: Admin API port.
+        dynamodb_endpoint: External DynamoDB endpoint; None starts an embedded moto server.
+        table: DynamoDB table name.
+        region: AWS region.
+        settings: Runtime settings; None reads `Settings.from_env()`.
+        workers: Size of the scheduler's worker pool.
+
+    Raises:
+        DevServerError: The server could not start (the message names the fix).
+    """
+    stop_requested = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        log.info("torpor dev: %s received, shutting down", signal.Signals(signum).name)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl+C interrupts the shutdown
+        stop_requested.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server = DevServer(
+        host=host,
+        ingress_port=ingress_port,
+        admin_port=admin_port,
+        dynamodb_endpoint=dynamodb_endpoint,
+        table=table,
+        region=region,
+        settings=settings,
+        workers=workers,
+    )
+    started = False
+    try:
+        server.start()
+        started = True
+        while not stop_requested.wait(0.5):  # a timed wait keeps the main thread responsive to signals
+            pass
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if started:
+            log.info("torpor dev: stopped")

@@ -1,0 +1,74 @@
+"""A moto server over HTTP for integration tests, and fresh DynamoDB stores on it.
+
+One server serves the whole run (`moto_server`); each test gets its own table (`fresh_store`), so
+tests share the server, not its state.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from moto.server import ThreadedMotoServer
+
+from adapters.aws.dynamodb_store import DynamoDBStore
+
+REGION = "us-east-1"
+DUMMY_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+}
+"""Credentials moto accepts, set while the server runs so no client can reach a real account."""
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """Run moto's threaded server on 127.0.0.1, on a port the OS picks, for the duration of the block.
+
+    Sets `DUMMY_AWS_ENV` in `os.environ` while it runs and restores the previous values after.
+
+    Yields:
+        The endpoint URL, e.g. `http://127.0.0.1:54321`.
+    """
+    saved = {name: os.environ.get(name) for name in DUMMY_AWS_ENV}
+    os.environ.update(DUMMY_AWS_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def unique_table_name(prefix: str = "torpor-test") -> str:
+    """A table name no other test uses: `{prefix}-{12 hex digits}`."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def fresh_store(endpoint_url: str, *, create_table: bool = True) -> DynamoDBStore:
+    """A `DynamoDBStore` on a new, uniquely named table at `endpoint_url` (dummy credentials).
+
+    Args:
+        endpoint_url: The moto server's URL (from `moto_server`).
+        create_table: Run `ensure_schema` before returning (False leaves the table uncreated).
+    """
+    store = DynamoDBStore(
+        unique_table_name(),
+        region=REGION,
+        endpoint_url=endpoint_url,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    )
+    if create_table:
+        store.ensure_schema()
+    return store

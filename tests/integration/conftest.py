@@ -1,0 +1,40 @@
+"""Fixtures for integration tests: one moto server over HTTP for the run, a fresh table per test."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+# ``tests`` is not a package on sys.path when pytest runs from the venv's entry point.
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+if _REPO_ROOT not in sys.path:
+    sys.path.insert(0, _REPO_ROOT)
+
+from adapters.aws.dynamodb_store import DynamoDBStore  # noqa: E402
+from tests.helpers.moto import fresh_store, moto_server  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """The URL of a moto server on 127.0.0.1, started once for the whole run (dummy AWS credentials)."""
+    with moto_server() as endpoint_url:
+        yield endpoint_url
+
+
+@pytest.fixture
+def store(moto_endpoint: str) -> DynamoDBStore:
+    """A `DynamoDBStore` on its own new table (schema ensured), so tests never see each other's items."""
+    return fresh_store(moto_endpoint)
+
+
+@pytest.fixture
+def new_store(moto_endpoint: str) -> Callable[..., DynamoDBStore]:
+    """Make more stores on the same server, each on its own table: `new_store(create_table=True)`."""
+
+    def make(*, create_table: bool = True) -> DynamoDBStore:
+        return fresh_store(moto_endpoint, create_table=create_table)
+
+    return make

@@ -1,0 +1,117 @@
+"""Crash test: `torpor dev` is killed with SIGKILL while a 10-step invocation is in flight.
+
+A new `torpor dev` on the same DynamoDB (a moto server over HTTP) picks the invocation up in its
+start-up sweep once the dead process's lease expires, and completes it: the right result, no step
+journaled twice, and at most the step in flight when the process died executed twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from examples.side_effects import read_side_effects
+from tests.helpers.moto import unique_table_name
+from tests.helpers.services import REPO_ROOT, free_port, serve_examples
+
+STEPS = 10
+
+
+def wait_until(condition: Any, deadline_s: float, what: str) -> Any:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
+
+
+@contextmanager
+def torpor_dev(moto_endpoint: str, table: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    ingress_port, admin_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "adapters.cli", "dev",
+            "--dynamodb-endpoint", moto_endpoint, "--table", table,
+            "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
+            "--inactivity-timeout", "3s", "--lease-margin", "1s",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    admin = f"http://127.0.0.1:{admin_port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{admin}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            assert process.poll() is None, "torpor dev exited early"
+            return False
+
+    try:
+        wait_until(healthy, 60, "torpor dev to answer /health")
+        yield f"http://127.0.0.1:{ingress_port}", admin, process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(15)
+
+
+def test_sigkill_mid_invocation_loses_nothing_and_repeats_at_most_the_step_in_flight(
+    moto_endpoint: str, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.jsonl"
+    table = unique_table_name()
+    with serve_examples(side_effects_file=effects) as (services_url, _services):
+        # GIVEN an invocation of 10 slow steps in flight, with some steps committed
+        with torpor_dev(moto_endpoint, table) as (ingress, admin, first):
+            assert httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30).status_code == 201
+            sent = httpx.post(
+                f"{ingress}/restate/send/Steps/slow_steps", json={"n": STEPS, "step_ms": 150}, timeout=30
+            ).json()
+            invocation_id = sent["invocationId"]
+
+            def committed_steps() -> int:
+                journal = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json().get("journal", [])
+                return sum(1 for e in journal if e["type"] == "RunCompletion")
+
+            wait_until(lambda: committed_steps() >= 3, 30, "three committed steps")
+            # WHEN the control plane dies without any chance to clean up
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        steps_before = [e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id]
+        assert len(steps_before) < STEPS, "the invocation finished before the kill; make the steps slower"
+
+        # THEN a new process on the same table resumes it from the journal
+        with torpor_dev(moto_endpoint, table) as (ingress, admin, _second):
+
+            def completed() -> dict[str, Any] | None:
+                described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
+                return described if described["status"] == "completed" else None
+
+            invocation = wait_until(completed, 60, "the invocation to complete after the restart")
+            output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
+            assert output.status_code == 200
+            assert output.json() == STEPS * (STEPS + 1) // 2
+
+    journal = invocation["journal"]
+    runs = [e["name"] for e in journal if e["type"] == "Run"]
+    completions = [e["completion_id"] for e in journal if e["type"] == "RunCompletion"]
+    assert runs == [f"step-{i}" for i in range(1, STEPS + 1)]
+    assert len(completions) == len(set(completions)) == STEPS
+    executed = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
+    assert set(executed) == {f"step-{i}" for i in range(1, STEPS + 1)}
+    repeated = [step for step, count in executed.items() if count > 1]
+    assert len(repeated) <= 1
+    assert all(executed[s] == 2 for s in repeated)

@@ -1,0 +1,105 @@
+"""`torpor dev` in-process: the DevServer on free ports with its embedded moto, over real HTTP."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from adapters.http.invoker import HttpInvoker
+from adapters.local.dev import DevServer, DevServerError
+from control_plane.ports import InvokerError
+from control_plane.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def dev() -> Iterator[DevServer]:
+    """One dev server for this module: free ports, embedded moto, short call wait."""
+    server = DevServer(ingress_port=0, admin_port=0, settings=Settings(call_wait_ms=2_000), workers=4)
+    with server:
+        yield server
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(trust_env=False, timeout=10.0) as c:
+        yield c
+
+
+def test_start_exposes_urls_and_embedded_moto(dev: DevServer) -> None:
+    assert dev.ingress_url.startswith("http://127.0.0.1:")
+    assert dev.admin_url.startswith("http://127.0.0.1:")
+    assert dev.ingress_url != dev.admin_url
+    assert dev.embedded_moto
+    assert dev.dynamodb_endpoint.startswith("http://127.0.0.1:")
+    assert dev.control_plane.store is dev.store
+    assert dev.store.list_deployments() == []
+
+
+def test_admin_health_is_200(dev: DevServer, client: httpx.Client) -> None:
+    response = client.get(f"{dev.admin_url}/health")
+    assert response.status_code == 200
+
+
+def test_unknown_ingress_path_is_404_json(dev: DevServer, client: httpx.Client) -> None:
+    response = client.get(f"{dev.ingress_url}/no/such/path/here")
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["code"] == 404
+    assert "/no/such/path/here" in body["message"]
+
+
+def test_call_to_unknown_service_is_404_naming_it(dev: DevServer, client: httpx.Client) -> None:
+    response = client.post(f"{dev.ingress_url}/restate/call/Nope/x", json={"name": "ann"})
+    assert response.status_code == 404
+    body = response.json()
+    assert body["code"] == 404
+    assert "service 'Nope' not found" in body["message"]
+
+
+def test_raw_path_reaches_the_router_percent_encoded(dev: DevServer, client: httpx.Client) -> None:
+    # an encoded slash must stay one path segment: the router decodes it into the service name
+    response = client.post(f"{dev.ingress_url}/restate/call/No%2Fpe/x", content=b"")
+    assert response.status_code == 404
+    assert "service 'No/pe' not found" in response.json()["message"]
+
+
+def test_wrong_method_is_405(dev: DevServer, client: httpx.Client) -> None:
+    response = client.delete(f"{dev.admin_url}/health")
+    assert response.status_code == 405
+    assert response.json()["code"] == 405
+
+
+def test_invoker_reaches_a_server_and_lowercases_headers(dev: DevServer) -> None:
+    with HttpInvoker() as invoker:
+        reply = invoker.request(dev.ingress_url + "/", "GET", "/nope/at/all/here", {"X-Test": "1"}, b"", 5.0)
+    assert reply.status == 404
+    assert reply.headers["content-type"] == "application/json"
+    assert all(name == name.lower() for name in reply.headers)
+    assert b'"code":404' in reply.body
+
+
+def test_invoker_maps_a_refused_connection_to_invoker_error() -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago, and nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with HttpInvoker() as invoker, pytest.raises(InvokerError, match=f"connection refused by http://127.0.0.1:{port}"):
+        invoker.request(f"http://127.0.0.1:{port}", "POST", "/invoke/Greeter/greet", {}, b"", 5.0)
+
+
+def test_invoker_maps_a_silent_server_to_a_timeout() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
+        port = silent.getsockname()[1]
+        with HttpInvoker() as invoker, pytest.raises(InvokerError, match=r"no answer from .* within 0\.3 s"):
+            invoker.request(f"http://127.0.0.1:{port}", "POST", "/invoke/Greeter/greet", {}, b"x", 0.3)
+
+
+def test_a_taken_port_names_the_flag_to_change(dev: DevServer) -> None:
+    port = int(dev.admin_url.rsplit(":", 1)[1])
+    second = DevServer(ingress_port=0, admin_port=port, dynamodb_endpoint=dev.dynamodb_endpoint, table="torpor-2")
+    with pytest.raises(DevServerError, match="--admin-port"):
+        second.start()
+    second.stop()  # idempotent after a failed start

@@ -1,0 +1,475 @@
+"""`DynamoDBStore` against a real moto server over HTTP: item layout, conditions, GSI, sizes, counts.
+
+Conditions are tested where DynamoDB evaluates them (moto, over the wire); races between concurrent
+writers are not, since moto can let two conditional writers both win (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+
+from adapters.aws.dynamodb_store import DynamoDBStore, ItemTooLarge
+from control_plane.ports import DeploymentRecord, InvocationRecord, JournalBatch, ServiceRecord, StoreConflict
+
+RUNNABLE = ("ready", "running", "backing-off", "suspended")
+
+
+def invocation(invocation_id: str = "inv_1", **overrides: Any) -> InvocationRecord:
+    """A fresh invocation as ingress creates it (status `ready`, epoch 0, no lease)."""
+    values: dict[str, Any] = {
+        "invocation_id": invocation_id,
+        "service": "Greeter",
+        "handler": "greet",
+        "key": "",
+        "deployment_id": "dp_1",
+        "protocol_version": 5,
+        "status": "ready",
+        "input_entry": b"\x00\x00\x04\x00\x00\x00\x00\x02\x0a\x00",
+        "created_at_ms": 1_000,
+        "modified_at_ms": 1_000,
+    }
+    values.update(overrides)
+    return InvocationRecord(**values)
+
+
+# Every field differs from its default, so a field the store forgot to write cannot round-trip.
+EVERY_FIELD = InvocationRecord(
+    invocation_id="inv_every",
+    service="Counter",
+    handler="add",
+    key="user-7",
+    deployment_id="dp_9",
+    protocol_version=6,
+    status="backing-off",
+    input_entry=b"\x00\x01\xff\xfe",
+    created_at_ms=1_700_000_000_000,
+    modified_at_ms=1_700_000_000_500,
+    epoch=3,
+    lease_until_ms=1_700_000_060_000,
+    journal_length=4,
+    attempts=5,
+    retry_count=2,
+    retry_at_length=4,
+    next_retry_at_ms=1_700_000_001_000,
+    last_failure={"code": 500, "message": "boom ü", "at_ms": 1_700_000_000_400, "attempt": 5, "nested": [1, 2.5]},
+    waiting_on={"kind": "sleep", "wake_up_time_ms": 1_700_000_002_000, "ids": [1, 2]},
+    output=b"\x00binary\xff",
+    failure={"code": 409, "message": "already"},
+    completed_at_ms=1_700_000_000_900,
+    expires_at_s=1_700_086_400,
+    random_seed=(1 << 63) - 1,
+    idempotency_key="idem-1",
+    output_content_type="application/octet-stream",
+)
+
+
+def raw_item(store: DynamoDBStore, pk: str, sk: str) -> dict[str, Any]:
+    """The item as DynamoDB holds it, read with a plain boto3 client (an independent witness)."""
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    item: dict[str, Any] = client.get_item(
+        TableName=store.table_name, Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True
+    ).get("Item", {})
+    return item
+
+
+# --- schema --------------------------------------------------------------------------------------
+
+
+def test_ensure_schema_twice_makes_one_table_with_keys_index_and_ttl(
+    new_store: Callable[..., DynamoDBStore],
+) -> None:
+    # GIVEN a store whose table does not exist yet
+    store = new_store(create_table=False)
+    # WHEN the schema is ensured twice
+    store.ensure_schema()
+    store.ensure_schema()
+    # THEN the table has the documented keys, billing, GSI and TTL
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    table = client.describe_table(TableName=store.table_name)["Table"]
+    assert table["TableStatus"] == "ACTIVE"
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert sorted((k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]) == [("PK", "HASH"), ("SK", "RANGE")]
+    [index] = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "by_status"
+    assert sorted((k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]) == [
+        ("status_pk", "HASH"),
+        ("status_sk", "RANGE"),
+    ]
+    assert index["Projection"]["ProjectionType"] == "ALL"
+    ttl = client.describe_time_to_live(TableName=store.table_name)["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+
+
+def test_two_stores_on_two_tables_do_not_see_each_other(new_store: Callable[..., DynamoDBStore]) -> None:
+    first, second = new_store(), new_store()
+    first.create_invocation(invocation("inv_a"))
+    second.create_invocation(invocation("inv_a", service="Other"))  # same id, other table: no conflict
+    assert first.get_invocation("inv_a") == invocation("inv_a")
+    assert second.get_invocation("inv_a") == invocation("inv_a", service="Other")
+    assert first.table_name != second.table_name
+
+
+# --- invocations: create, get, load --------------------------------------------------------------
+
+
+def test_create_then_get_round_trips_every_field(store: DynamoDBStore) -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(InvocationRecord) if f.default is not dataclasses.MISSING}
+    assert [name for name, default in defaults.items() if getattr(EVERY_FIELD, name) == default] == []
+
+    store.create_invocation(EVERY_FIELD)
+
+    assert store.get_invocation("inv_every") == EVERY_FIELD
+    assert store.load_invocation("inv_every") == (EVERY_FIELD, [])
+
+
+def test_item_layout_keys_gsi_keys_and_ttl_attribute(store: DynamoDBStore) -> None:
+    store.create_invocation(EVERY_FIELD)
+
+    item = raw_item(store, "INV#inv_every", "META")
+    assert item["status_pk"] == {"S": "STATUS#backing-off"}
+    assert item["status_sk"] == {"S": "1700000000500#inv_every"}
+    assert item["expires_at"] == {"N": "1700086400"}
+    assert item["output"] == {"B": b"\x00binary\xff"}
+    assert "expires_at_s" not in item
+
+
+def test_defaults_and_empty_values_round_trip(store: DynamoDBStore) -> None:
+    # None fields and expires_at_s=0 are stored as absent attributes; b"" and "" are values.
+    record = invocation("inv_empty", output=b"", idempotency_key="", key="")
+
+    store.create_invocation(record)
+
+    assert store.get_invocation("inv_empty") == record
+    item = raw_item(store, "INV#inv_empty", "META")
+    assert item["output"] == {"B": b""}
+    assert [name for name in ("waiting_on", "last_failure", "failure", "expires_at") if name in item] == []
+
+
+def test_create_twice_conflicts_and_keeps_the_first(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+
+    with pytest.raises(StoreConflict, match="invocation inv_1 exists already") as raised:
+        store.create_invocation(invocation("inv_1", service="Impostor"))
+
+    assert raised.value.status == 409
+    assert store.get_invocation("inv_1") == invocation("inv_1")
+
+
+def test_get_and_load_of_an_unknown_invocation_are_none(store: DynamoDBStore) -> None:
+    assert store.get_invocation("inv_missing") is None
+    assert store.load_invocation("inv_missing") is None
+
+
+# --- lease ---------------------------------------------------------------------------------------
+
+
+def test_acquire_lease_first_wins_second_conflicts_until_expiry(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+
+    first = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
+    assert first == invocation("inv_1", status="running", epoch=1, lease_until_ms=32_000, modified_at_ms=2_000)
+    assert store.get_invocation("inv_1") == first
+
+    with pytest.raises(StoreConflict, match="inv_1"):
+        store.acquire_lease("inv_1", now_ms=31_999, lease_until_ms=61_999, runnable=RUNNABLE)
+    assert store.get_invocation("inv_1") == first
+
+    with pytest.raises(StoreConflict):  # the lease is still held at exactly lease_until_ms
+        store.acquire_lease("inv_1", now_ms=32_000, lease_until_ms=62_000, runnable=RUNNABLE)
+
+    second = store.acquire_lease("inv_1", now_ms=32_001, lease_until_ms=62_001, runnable=RUNNABLE)
+    assert (second.epoch, second.lease_until_ms, second.modified_at_ms) == (2, 62_001, 32_001)
+    assert raw_item(store, "INV#inv_1", "META")["status_sk"] == {"S": "0000000032001#inv_1"}
+
+
+@pytest.mark.parametrize("status", ["completed", "paused"])
+def test_acquire_lease_on_a_status_not_runnable_conflicts(store: DynamoDBStore, status: str) -> None:
+    store.create_invocation(invocation("inv_1", status=status))
+
+    with pytest.raises(StoreConflict):
+        store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
+
+    assert store.get_invocation("inv_1") == invocation("inv_1", status=status)
+
+
+def test_acquire_lease_on_an_unknown_invocation_conflicts_and_creates_nothing(store: DynamoDBStore) -> None:
+    with pytest.raises(StoreConflict):
+        store.acquire_lease("inv_ghost", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
+
+    assert raw_item(store, "INV#inv_ghost", "META") == {}
+
+
+def test_acquire_lease_needs_a_runnable_status(store: DynamoDBStore) -> None:
+    with pytest.raises(ValueError, match="at least one runnable status"):
+        store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=[])
+
+
+# --- update --------------------------------------------------------------------------------------
+
+
+def test_update_with_the_current_epoch_sets_and_removes_fields(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1", waiting_on={"kind": "sleep"}))
+    leased = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
+
+    store.update_invocation(
+        "inv_1",
+        leased.epoch,
+        status="completed",
+        modified_at_ms=3_000,
+        lease_until_ms=0,
+        waiting_on=None,
+        output=b'"hi"',
+        expires_at_s=86_403,
+        last_failure={"code": 500, "message": "earlier"},
+    )
+
+    expected = dataclasses.replace(
+        leased,
+        status="completed",
+        modified_at_ms=3_000,
+        lease_until_ms=0,
+        waiting_on=None,
+        output=b'"hi"',
+        expires_at_s=86_403,
+        last_failure={"code": 500, "message": "earlier"},
+    )
+    assert store.get_invocation("inv_1") == expected
+    item = raw_item(store, "INV#inv_1", "META")
+    assert (item["status_pk"], item["status_sk"]) == ({"S": "STATUS#completed"}, {"S": "0000000003000#inv_1"})
+    assert "waiting_on" not in item
+
+    store.update_invocation("inv_1", leased.epoch, expires_at_s=0)
+    assert "expires_at" not in raw_item(store, "INV#inv_1", "META")
+
+
+def test_update_with_a_stale_epoch_conflicts_and_changes_nothing(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=3_000, runnable=RUNNABLE)
+    current = store.acquire_lease("inv_1", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # epoch 2
+
+    with pytest.raises(StoreConflict, match="epoch 1 no longer holds"):
+        store.update_invocation("inv_1", 1, status="completed", modified_at_ms=5_000, output=b"late")
+
+    assert store.get_invocation("inv_1") == current
+    assert current.epoch == 2
+
+
+def test_update_of_an_unknown_invocation_conflicts_and_creates_nothing(store: DynamoDBStore) -> None:
+    with pytest.raises(StoreConflict):
+        store.update_invocation("inv_ghost", 0, status="ready")
+
+    assert raw_item(store, "INV#inv_ghost", "META") == {}
+
+
+def test_update_rejects_unknown_key_and_required_none_before_any_request(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    before = store.request_count
+
+    with pytest.raises(TypeError, match=r"unknown InvocationRecord field\(s\): colour, stauts"):
+        store.update_invocation("inv_1", 0, stauts="ready", colour="red")
+    with pytest.raises(TypeError, match=r"cannot set required field\(s\) to None: status"):
+        store.update_invocation("inv_1", 0, status=None)
+    with pytest.raises(ValueError, match="at least one field"):
+        store.update_invocation("inv_1", 0)
+
+    assert store.request_count == before
+    assert store.get_invocation("inv_1") == invocation("inv_1")
+
+
+# --- journal batches -----------------------------------------------------------------------------
+
+
+def test_append_batch_twice_at_one_index_conflicts_and_keeps_the_first(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    winner = JournalBatch(start_index=1, entries=b"first attempt", epoch=1, committed_at_ms=2_000)
+    loser = JournalBatch(start_index=1, entries=b"second attempt", epoch=2, committed_at_ms=2_500)
+    store.append_batch("inv_1", winner)
+
+    with pytest.raises(StoreConflict, match="journal index 1 is committed already"):
+        store.append_batch("inv_1", loser)
+
+    loaded = store.load_invocation("inv_1")
+    assert loaded == (invocation("inv_1"), [winner])
+
+
+def test_load_returns_meta_and_batches_ordered_by_start_index(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    store.create_invocation(invocation("inv_10"))  # a neighbour whose key shares the prefix
+    batches = [JournalBatch(i, f"entries {i}".encode(), epoch=1, committed_at_ms=i) for i in (12, 1, 5, 100)]
+    for batch in batches:
+        store.append_batch("inv_1", batch)
+    store.append_batch("inv_10", JournalBatch(1, b"neighbour", epoch=1, committed_at_ms=1))
+    before = store.request_count
+
+    loaded = store.load_invocation("inv_1")
+
+    assert loaded == (invocation("inv_1"), sorted(batches, key=lambda b: b.start_index))
+    assert store.request_count - before == 1  # one query
+
+
+def test_load_follows_pages_past_one_megabyte(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    batches = [JournalBatch(i, bytes([i]) * 300_000, epoch=1, committed_at_ms=i) for i in range(1, 5)]
+    for batch in batches:
+        store.append_batch("inv_1", batch)
+    before = store.request_count
+
+    loaded = store.load_invocation("inv_1")
+
+    assert loaded == (invocation("inv_1"), batches)
+    assert store.request_count - before == 2  # 1.2 MB: DynamoDB (and moto) page at 1 MB
+
+
+def test_batch_above_400_kb_is_refused_loudly(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+
+    with pytest.raises(ItemTooLarge, match=r"index 3 \(420000 bytes\) do not fit in one DynamoDB item") as raised:
+        store.append_batch("inv_1", JournalBatch(3, b"x" * 420_000, epoch=1, committed_at_ms=1))
+
+    assert raised.value.status == 413
+    assert store.load_invocation("inv_1") == (invocation("inv_1"), [])
+
+
+def test_update_that_grows_the_item_above_400_kb_is_refused_loudly(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+
+    with pytest.raises(ItemTooLarge, match="setting output would make its metadata item larger"):
+        store.update_invocation("inv_1", 0, output=b"x" * 420_000)
+
+    assert store.get_invocation("inv_1") == invocation("inv_1")
+
+
+def test_append_batch_rejects_a_negative_index(store: DynamoDBStore) -> None:
+    with pytest.raises(ValueError, match="start_index must be >= 0, got -1"):
+        store.append_batch("inv_1", JournalBatch(-1, b"x", epoch=1, committed_at_ms=1))
+
+
+# --- listing -------------------------------------------------------------------------------------
+
+
+def test_list_invocations_by_status_newest_first_and_by_service(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_a", modified_at_ms=1_000))
+    store.create_invocation(invocation("inv_b", modified_at_ms=3_000, service="Counter"))
+    store.create_invocation(invocation("inv_c", modified_at_ms=2_000))
+    store.create_invocation(invocation("inv_d", modified_at_ms=5_000, status="completed"))
+    store.acquire_lease("inv_c", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # ready -> running
+
+    def ids(records: list[InvocationRecord]) -> list[str]:
+        return [r.invocation_id for r in records]
+
+    assert ids(store.list_invocations(["ready"])) == ["inv_b", "inv_a"]  # inv_c left the ready index
+    assert ids(store.list_invocations(["running"])) == ["inv_c"]
+    assert ids(store.list_invocations(["ready", "running", "completed"])) == ["inv_d", "inv_c", "inv_b", "inv_a"]
+    assert ids(store.list_invocations(["ready", "running", "completed"], limit=2)) == ["inv_d", "inv_c"]
+    assert ids(store.list_invocations(["ready"], service="Greeter")) == ["inv_a"]
+    assert ids(store.list_invocations()) == ["inv_d", "inv_c", "inv_b", "inv_a"]  # the scan skips batches
+    assert ids(store.list_invocations(service="Counter")) == ["inv_b"]
+    assert ids(store.list_invocations(limit=1)) == ["inv_d"]
+    assert store.list_invocations(["paused"]) == []
+    assert store.list_invocations(limit=0) == []
+    assert store.list_invocations(["running"]) == [store.get_invocation("inv_c")]
+
+
+def test_list_invocations_scan_ignores_journal_batches(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    store.append_batch("inv_1", JournalBatch(1, b"entries", epoch=1, committed_at_ms=1))
+
+    assert store.list_invocations() == [invocation("inv_1")]
+
+
+# --- deployments and services --------------------------------------------------------------------
+
+
+def deployment(deployment_id: str, **overrides: Any) -> DeploymentRecord:
+    values: dict[str, Any] = {
+        "deployment_id": deployment_id,
+        "endpoint": "http://127.0.0.1:9080",
+        "additional_headers": {"x-api-key": "k"},
+        "manifest": {"minProtocolVersion": 5, "services": [{"name": "Greeter", "ty": "SERVICE"}]},
+        "min_protocol_version": 5,
+        "max_protocol_version": 6,
+        "created_at_ms": 1_000,
+        "services": ("Greeter", "Counter"),
+        "metadata": {"owner": "team-a"},
+    }
+    values.update(overrides)
+    return DeploymentRecord(**values)
+
+
+def test_deployments_put_get_list_replace_delete(store: DynamoDBStore) -> None:
+    assert store.list_deployments() == []
+    store.put_deployment(deployment("dp_b"))
+    store.put_deployment(deployment("dp_a", services=(), metadata={}, additional_headers={}))
+
+    assert store.get_deployment("dp_b") == deployment("dp_b")
+    assert store.list_deployments() == [
+        deployment("dp_a", services=(), metadata={}, additional_headers={}),
+        deployment("dp_b"),
+    ]
+
+    store.put_deployment(deployment("dp_b", endpoint="arn:aws:lambda:us-east-1:123456789012:function:f:3"))
+    assert store.get_deployment("dp_b") == deployment(
+        "dp_b", endpoint="arn:aws:lambda:us-east-1:123456789012:function:f:3"
+    )
+
+    store.delete_deployment("dp_b")
+    store.delete_deployment("dp_unknown")
+    assert store.get_deployment("dp_b") is None
+    assert [d.deployment_id for d in store.list_deployments()] == ["dp_a"]
+
+
+def test_services_put_get_list_replace_delete(store: DynamoDBStore) -> None:
+    greeter = ServiceRecord("Greeter", "dp_1", "SERVICE", {"name": "Greeter", "handlers": [{"name": "greet"}]})
+    counter = ServiceRecord("Counter", "dp_1", "VIRTUAL_OBJECT", {"name": "Counter", "handlers": []}, revision=3)
+    store.put_service(greeter)
+    store.put_service(counter)
+
+    assert store.get_service("Greeter") == greeter
+    assert store.list_services() == [counter, greeter]
+
+    moved = dataclasses.replace(greeter, deployment_id="dp_2", revision=2)
+    store.put_service(moved)
+    assert store.get_service("Greeter") == moved
+
+    store.delete_service("Counter")
+    assert store.get_service("Counter") is None
+    assert store.list_services() == [moved]
+
+
+def test_registry_items_do_not_show_up_as_invocations(store: DynamoDBStore) -> None:
+    store.put_deployment(deployment("dp_1"))
+    store.put_service(ServiceRecord("Greeter", "dp_1", "SERVICE", {}))
+
+    assert store.list_invocations() == []
+
+
+# --- request count -------------------------------------------------------------------------------
+
+
+def test_request_count_counts_each_dynamodb_call(store: DynamoDBStore) -> None:
+    start = store.request_count
+
+    store.create_invocation(invocation("inv_1"))
+    assert store.request_count == start + 1
+    store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
+    store.load_invocation("inv_1")
+    store.append_batch("inv_1", JournalBatch(1, b"e", epoch=1, committed_at_ms=2_100))
+    store.update_invocation("inv_1", 1, status="suspended", modified_at_ms=2_200)
+    store.get_invocation("inv_1")
+    with pytest.raises(StoreConflict):
+        store.append_batch("inv_1", JournalBatch(1, b"e", epoch=1, committed_at_ms=2_100))
+
+    assert store.request_count == start + 7  # a failed conditional write is a request too
+
+
+def test_ensure_schema_on_an_existing_table_costs_two_requests(store: DynamoDBStore) -> None:
+    before = store.request_count
+
+    store.ensure_schema()
+
+    assert store.request_count - before == 2  # DescribeTable, DescribeTimeToLive

@@ -1,0 +1,182 @@
+"""Durable invocations of real restate-sdk services through Torpor's ingress, journaled in DynamoDB.
+
+Wiring as `torpor dev` has it (ingress, admin, local work queue and timers) on a moto server over
+HTTP; the example services run in their own process under hypercorn (HTTP/1.1, request/response).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.local.dev import DevServer
+from control_plane.retry import RetryPolicy
+from control_plane.settings import Settings
+from examples.side_effects import read_side_effects
+from tests.helpers.moto import unique_table_name
+from tests.helpers.services import serve_examples
+
+SETTINGS = Settings(
+    inactivity_timeout_ms=10_000,
+    lease_margin_ms=2_000,
+    call_wait_ms=20_000,
+    retry_policy=RetryPolicy(initial_interval_ms=200, max_attempts=5),
+)
+
+
+@pytest.fixture(scope="module")
+def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
+
+
+@pytest.fixture(scope="module")
+def examples_url(effects_file: Path) -> Iterator[str]:
+    with serve_examples(side_effects_file=effects_file) as (url, _process):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
+    server = DevServer(
+        ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
+    )
+    server.start()
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        yield server
+    finally:
+        server.stop()
+
+
+def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
+    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
+    assert reply.status_code == 200, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def effects_of(effects_file: Path, invocation_id: str) -> list[str]:
+    return [e["step"] for e in read_side_effects(effects_file) if e["invocation_id"] == invocation_id]
+
+
+# --- calls ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/restate/call/Greeter/greet", "/Greeter/greet"])
+def test_greeter_call_answers_the_handlers_result_with_its_invocation_id(dev: DevServer, path: str) -> None:
+    reply = httpx.post(dev.ingress_url + path, json="Ann", timeout=30)
+    assert reply.status_code == 200
+    assert reply.json() == "Hello, Ann!"
+    assert reply.headers["content-type"] == "application/json"
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["status"] == "completed"
+    assert invocation["target"] == "Greeter/greet"
+    assert [e["type"] for e in invocation["journal"]] == ["Input", "Output"]
+
+
+def test_ten_sequential_steps_take_eleven_requests_and_run_each_closure_once(
+    dev: DevServer, effects_file: Path
+) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Steps/ten_steps", json="ten", timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == list(range(1, 11))
+    invocation_id = reply.headers["x-restate-id"]
+    invocation = describe(dev, invocation_id)
+    assert invocation["attempts"] == 11
+    types = [e["type"] for e in invocation["journal"]]
+    assert types == ["Input"] + ["Run", "RunCompletion"] * 10 + ["Output"]
+    assert effects_of(effects_file, invocation_id) == [f"step-{i}" for i in range(1, 11)]
+
+
+def test_terminal_error_answers_its_code_and_message_and_is_not_retried(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Steps/fail_terminal", json="card declined", timeout=30)
+    assert reply.status_code == 422
+    assert reply.json() == {"code": 422, "message": "card declined"}
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["attempts"] == 1
+    assert invocation["completion_failure"] == {"code": 422, "message": "card declined"}
+
+
+def test_retryable_error_is_retried_with_backoff_until_the_third_attempt_succeeds(dev: DevServer) -> None:
+    started = time.monotonic()
+    reply = httpx.post(f"{dev.ingress_url}/Steps/flaky", json=3, timeout=30)
+    elapsed = time.monotonic() - started
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == "ok after 3 attempts"
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["attempts"] == 3
+    assert invocation["last_failure"]["code"] == 500
+    # backoff of the policy in SETTINGS: 200 ms, then 400 ms
+    assert elapsed >= 0.6
+
+
+def test_send_answers_202_and_the_result_is_attached_and_read_by_id(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Steps/one_step", json=41, timeout=30)
+    assert sent.status_code == 202
+    body = sent.json()
+    assert body["status"] == "Accepted"
+    assert body["invocationId"].startswith("inv_1")
+    assert sent.headers["x-restate-id"] == body["invocationId"]
+    attached = httpx.get(f"{dev.ingress_url}/restate/invocation/{body['invocationId']}/attach", timeout=30)
+    assert attached.status_code == 200
+    assert attached.json() == 42
+    output = httpx.get(f"{dev.ingress_url}/restate/invocation/{body['invocationId']}/output", timeout=30)
+    assert output.status_code == 200
+    assert output.json() == 42
+    assert describe(dev, body["invocationId"])["status"] == "completed"
+
+
+def test_plain_send_path_is_accepted_too(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Greeter/greet/send", json="Bo", timeout=30)
+    assert sent.status_code == 202
+    attached = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent.json()['invocationId']}/attach", timeout=30)
+    assert attached.json() == "Hello, Bo!"
+
+
+# --- bad requests ----------------------------------------------------------------------------------
+
+
+def test_unknown_service_is_a_404_naming_it(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/restate/call/Nope/greet", json="x", timeout=10)
+    assert reply.status_code == 404
+    assert reply.json()["code"] == 404
+    assert "'Nope'" in reply.json()["message"]
+
+
+def test_unknown_handler_is_a_404_naming_it(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/shout", json="x", timeout=10)
+    assert reply.status_code == 404
+    assert "'shout'" in reply.json()["message"]
+    assert "greet" in reply.json()["message"]
+
+
+def test_bad_json_for_a_json_handler_is_a_400(dev: DevServer) -> None:
+    reply = httpx.post(
+        f"{dev.ingress_url}/Greeter/greet", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert reply.status_code == 400
+    assert "not valid JSON" in reply.json()["message"]
+
+
+def test_a_body_for_a_handler_without_input_is_a_400(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Steps/no_input", json="surprise", timeout=10)
+    assert reply.status_code == 400
+    assert "takes no input" in reply.json()["message"]
+    assert httpx.post(f"{dev.ingress_url}/Steps/no_input", timeout=30).json() == "done"
+
+
+def test_delay_on_a_call_is_a_400(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet?delay=10s", json="x", timeout=10)
+    assert reply.status_code == 400
+
+
+def test_unknown_invocation_is_a_404(dev: DevServer) -> None:
+    unknown = "inv_1" + "0" * 22
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{unknown}/output").status_code == 404
+    assert httpx.get(f"{dev.admin_url}/invocations/{unknown}").status_code == 404

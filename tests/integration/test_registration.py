@@ -1,0 +1,191 @@
+"""Registering deployments through the admin API, and negotiating the service protocol version.
+
+Discovery edge cases use a small real HTTP server whose manifest the test controls; protocol
+negotiation uses the real restate-sdk services, capped to advertise V5, V6 or V7.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.local.dev import DevServer
+from control_plane.settings import Settings
+from tests.helpers.moto import unique_table_name
+from tests.helpers.services import free_port, serve_examples
+
+MANIFEST_V3 = "application/vnd.restate.endpointmanifest.v3+json"
+
+
+def manifest(*handlers: str, min_version: int = 5, max_version: int = 7) -> dict[str, Any]:
+    return {
+        "protocolMode": "REQUEST_RESPONSE",
+        "minProtocolVersion": min_version,
+        "maxProtocolVersion": max_version,
+        "services": [
+            {
+                "name": "Fake",
+                "ty": "SERVICE",
+                "handlers": [{"name": h, "input": {}, "output": {}} for h in handlers],
+            }
+        ],
+    }
+
+
+class FakeDeployment:
+    """A real HTTP server answering `GET /discover` with `self.manifest` (or `self.status`)."""
+
+    def __init__(self) -> None:
+        self.manifest: Any = manifest("a")
+        self.status = 200
+        self.content_type = MANIFEST_V3
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = json.dumps(fake.manifest).encode() if not isinstance(fake.manifest, bytes) else fake.manifest
+                self.send_response(fake.status)
+                self.send_header("content-type", fake.content_type)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeDeployment]:
+    deployment = FakeDeployment()
+    yield deployment
+    deployment.close()
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str) -> Iterator[DevServer]:
+    server = DevServer(ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name())
+    server.start()
+    yield server
+    server.stop()
+
+
+def register(dev: DevServer, **body: Any) -> httpx.Response:
+    return httpx.post(f"{dev.admin_url}/deployments", json=body, timeout=30)
+
+
+def test_register_lists_and_removes_a_deployment(dev: DevServer, fake: FakeDeployment) -> None:
+    created = register(dev, uri=fake.url)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["id"].startswith("dp_")
+    assert [s["name"] for s in body["services"]] == ["Fake"]
+    assert body["min_protocol_version"] == 5
+    assert body["max_protocol_version"] == 7
+    listed = httpx.get(f"{dev.admin_url}/deployments").json()["deployments"]
+    assert body["id"] in [d["id"] for d in listed]
+    one = httpx.get(f"{dev.admin_url}/deployments/{body['id']}").json()
+    assert one["uri"] == fake.url
+    assert [s["name"] for s in one["services"]] == ["Fake"]
+    service = httpx.get(f"{dev.admin_url}/services/Fake").json()
+    assert service["deployment_id"] == body["id"]
+    assert [h["name"] for h in service["handlers"]] == ["a"]
+    assert httpx.delete(f"{dev.admin_url}/deployments/{body['id']}").status_code == 202
+    assert httpx.get(f"{dev.admin_url}/deployments/{body['id']}").status_code == 404
+    assert httpx.get(f"{dev.admin_url}/services/Fake").status_code == 404
+
+
+def test_reregistering_changed_handlers_needs_force(dev: DevServer, fake: FakeDeployment) -> None:
+    first = register(dev, uri=fake.url).json()
+    again = register(dev, uri=fake.url)
+    assert again.status_code == 201
+    assert again.json()["id"] == first["id"]
+    fake.manifest = manifest("a", "b")
+    refused = register(dev, uri=fake.url)
+    assert refused.status_code == 409
+    assert "force" in refused.json()["message"]
+    assert [h["name"] for h in httpx.get(f"{dev.admin_url}/services/Fake").json()["handlers"]] == ["a"]
+    forced = register(dev, uri=fake.url, force=True)
+    assert forced.status_code == 201
+    assert forced.json()["id"] == first["id"]
+    assert [h["name"] for h in httpx.get(f"{dev.admin_url}/services/Fake").json()["handlers"]] == ["a", "b"]
+
+
+def test_a_uri_that_does_not_answer_discovery_is_a_400_naming_the_cause(dev: DevServer) -> None:
+    reply = register(dev, uri=f"http://127.0.0.1:{free_port()}")
+    assert reply.status_code == 400
+    assert "discovery" in reply.json()["message"]
+    assert "refused" in reply.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "expected"),
+    [
+        (500, {"oops": 1}, MANIFEST_V3, "HTTP 500"),
+        (200, b"not json", MANIFEST_V3, "manifest"),
+        (200, {"services": []}, MANIFEST_V3, "minProtocolVersion"),
+        (200, manifest("a"), "text/html", "text/html"),
+    ],
+)
+def test_bad_discovery_answers_are_a_400(
+    dev: DevServer, fake: FakeDeployment, status: int, body: Any, content_type: str, expected: str
+) -> None:
+    fake.status, fake.manifest, fake.content_type = status, body, content_type
+    reply = register(dev, uri=fake.url)
+    assert reply.status_code == 400, reply.text
+    assert expected in reply.json()["message"]
+
+
+def test_a_protocol_range_without_overlap_is_refused(dev: DevServer, fake: FakeDeployment) -> None:
+    fake.manifest = manifest("a", min_version=1, max_version=4)
+    reply = register(dev, uri=fake.url)
+    assert reply.status_code == 415
+    assert "5" in reply.json()["message"]
+
+
+@pytest.mark.parametrize("bad", [{}, {"uri": "ftp://x"}, {"uri": 3}, {"uri": "http://x", "force": "yes"}, []])
+def test_malformed_registration_bodies_are_a_400(dev: DevServer, bad: Any) -> None:
+    reply = httpx.post(f"{dev.admin_url}/deployments", json=bad, timeout=10)
+    assert reply.status_code == 400
+    assert set(reply.json()) == {"code", "message"}
+
+
+def test_health(dev: DevServer) -> None:
+    assert httpx.get(f"{dev.admin_url}/health").status_code == 200
+
+
+@pytest.mark.parametrize("max_version", [5, 6, 7])
+def test_each_protocol_version_is_negotiated_with_the_real_sdk(moto_endpoint: str, max_version: int) -> None:
+    with serve_examples(max_protocol_version=max_version) as (url, _process):
+        server = DevServer(
+            ingress_port=0,
+            admin_port=0,
+            dynamodb_endpoint=moto_endpoint,
+            table=unique_table_name(),
+            settings=Settings(inactivity_timeout_ms=10_000),
+        )
+        server.start()
+        try:
+            created = httpx.post(f"{server.admin_url}/deployments", json={"uri": url}, timeout=30)
+            assert created.json()["max_protocol_version"] == max_version
+            reply = httpx.post(f"{server.ingress_url}/Steps/one_step", json=1, timeout=30)
+            assert reply.status_code == 200
+            assert reply.json() == 2
+            invocation = httpx.get(f"{server.admin_url}/invocations/{reply.headers['x-restate-id']}").json()
+            assert invocation["protocol_version"] == max_version
+            assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "RunCompletion", "Output"]
+        finally:
+            server.stop()
