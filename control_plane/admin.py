@@ -173,7 +173,7 @@ class Admin:
             raise BadRequest('the body must be a JSON object like {"uri": "http://localhost:9080"}')
         if "arn" in body:
             raise BadRequest(
-                "Lambda deployments (\"arn\") are not supported by this control plane yet; register an HTTP "
+                'Lambda deployments ("arn") are not supported by this control plane yet; register an HTTP '
                 'endpoint with {"uri": ...}'
             )
         uri = body.get("uri")

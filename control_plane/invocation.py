@@ -201,7 +201,9 @@ class Engine:
         input_headers = [
             pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
         ]
-        input_entry = encode_frames([frame(pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body)))])
+        input_entry = encode_frames(
+            [frame(pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body)))]
+        )
         record = InvocationRecord(
             invocation_id=ids.new_invocation_id(),
             service=service,

@@ -143,7 +143,7 @@ class Registry:
             if _services_signature(existing.manifest) != _services_signature(manifest):
                 raise Conflict(
                     f"deployment {existing.deployment_id} at {endpoint} is registered with other services or "
-                    "handlers; register with force (torpor deployments register --force, or \"force\": true) "
+                    'handlers; register with force (torpor deployments register --force, or "force": true) '
                     "to replace it"
                 )
             return existing, False
@@ -208,8 +208,7 @@ class Registry:
                 self._services[name] = (now, record)
         if record is None:
             raise NotFound(
-                f"service '{name}' not found; register the deployment that hosts it "
-                "(torpor deployments register <uri>)"
+                f"service '{name}' not found; register the deployment that hosts it (torpor deployments register <uri>)"
             )
         return record
 

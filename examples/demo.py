@@ -29,7 +29,7 @@ from rich.table import Table
 
 from examples.side_effects import read_side_effects
 
-console = Console()
+console = Console(width=max(110, Console().width))
 
 
 def _port_is_free(port: int) -> bool:
@@ -81,18 +81,30 @@ def _process(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[s
 
 
 def _journal_table(invocation: dict[str, Any]) -> Table:
-    table = Table(title=f"{invocation['id']}  {invocation['target']}  [{invocation['status']}]", title_justify="left")
-    for column in ("#", "kind", "type", "name", "value / failure"):
-        table.add_column(column)
+    """The journal, one row per entry; a run's stored result is shown on its Run command's row."""
+    title = f"{invocation['id']}  {invocation['target']}  [{invocation['status']}, {invocation['attempts']} requests]"
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", no_wrap=True)
+    table.add_column("entry", no_wrap=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=60)
+    rows: list[list[str]] = []
+    run_rows: dict[int, list[str]] = {}
     for entry in invocation.get("journal", []):
         detail = entry.get("failure") or entry.get("value", "")
-        table.add_row(
-            str(entry["index"]),
-            entry["kind"],
-            entry["type"],
-            entry.get("name", ""),
-            json.dumps(detail)[:60] if detail != "" else "",
-        )
+        text = json.dumps(detail) if detail != "" else ""
+        if entry["type"] == "RunCompletion" and entry.get("completion_id") in run_rows:
+            row = run_rows[entry["completion_id"]]
+            row[0] += f"-{entry['index']}"
+            row[1] = "Run → stored"
+            row[3] = text
+            continue
+        row = [str(entry["index"]), entry["type"], entry.get("name", ""), text]
+        if entry["type"] == "Run":
+            run_rows[entry.get("result_completion_id", -1)] = row
+        rows.append(row)
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

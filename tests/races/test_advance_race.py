@@ -15,7 +15,7 @@ import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.dev import DevServer
-from control_plane.invocation import Outcome
+from control_plane.invocation import RUNNABLE, Outcome
 from control_plane.ports import InvocationRecord, JournalBatch, StoreConflict
 from control_plane.protocol import MessageType, decode_frames
 from control_plane.settings import Settings
@@ -73,7 +73,7 @@ def test_exactly_one_worker_takes_a_free_lease(store: DynamoDBStore) -> None:
         invocation_id = f"inv_race_{round_}"
         new_invocation(store, invocation_id)
         now = int(time.time() * 1000)
-        results = race(THREADS, lambda _: store.acquire_lease(invocation_id, now, now + 60_000, ["ready"]))
+        results = race(THREADS, lambda _, i=invocation_id, t=now: store.acquire_lease(i, t, t + 60_000, RUNNABLE))
         winners = [r for r in results if isinstance(r, InvocationRecord)]
         assert len(winners) == 1, results
         assert winners[0].epoch == 1
@@ -120,7 +120,7 @@ def test_duplicate_advance_from_several_threads_never_double_appends(dev: DevSer
         # GIVEN an enqueued invocation (the local work queue races too)
         record = cp.engine.create("Steps", "n_steps", b"4", {}, leased=False)
         # WHEN several workers advance it at the same instant
-        outcomes = race(3, lambda _: cp.advance(record.invocation_id))
+        outcomes = race(3, lambda _, i=record.invocation_id: cp.advance(i))
         assert all(isinstance(o, Outcome) for o in outcomes), outcomes
         deadline = time.monotonic() + 30
         loaded = cp.store.load_invocation(record.invocation_id)
@@ -130,7 +130,8 @@ def test_duplicate_advance_from_several_threads_never_double_appends(dev: DevSer
         # THEN the journal holds each step once, and each closure ran once
         assert loaded is not None
         meta, batches = loaded
-        assert meta.status == "completed" and meta.output == b"4"
+        assert meta.status == "completed"
+        assert meta.output == b"4"
         entries = [f.type for b in batches for f in decode_frames(b.entries)]
         assert entries == [MessageType.Run, MessageType.RunCompletion] * 4 + [MessageType.Output]
         steps = [e["step"] for e in read_side_effects(effects_file) if e["invocation_id"] == record.invocation_id]
