@@ -9,6 +9,7 @@ and `{"code", "message"}`.
 from __future__ import annotations
 
 import json
+import time
 
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.http import HttpRequest, HttpResponse, Router, error_response
@@ -71,13 +72,14 @@ class Ingress:
     def call(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
         """Invoke and wait for the result; past `call_wait_ms` answer 202 with the invocation id."""
         self._reject_delay(request)
-        target = self._target(request, service, handler)
+        self._target(request, service, handler)
         with_headers = dict(request.headers)
         record = self.engine.create(service, handler, request.body, with_headers, leased=True)
-        _, last = self.engine.drive(record)
+        _, last = self.engine.drive(record, deadline_ms=record.created_at_ms + self.call_wait_ms)
         if last.status == "completed":
             return self._result(last)
-        return self._wait(record.invocation_id, self.call_wait_ms / 1000, accepted_on_timeout=True, target=target)
+        remaining_ms = record.created_at_ms + self.call_wait_ms - self.engine.clock.now_ms()
+        return self._wait(record.invocation_id, max(0, remaining_ms) / 1000)
 
     def send(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
         """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once."""
@@ -94,7 +96,7 @@ class Ingress:
     def attach(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Wait for the invocation's result, like a call (202 if it does not finish in time)."""
         self._record(invocation_id)
-        return self._wait(invocation_id, self.call_wait_ms / 1000, accepted_on_timeout=True)
+        return self._wait(invocation_id, self.call_wait_ms / 1000)
 
     def output(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """The result if the invocation completed, else `470` (not ready)."""
@@ -129,12 +131,8 @@ class Ingress:
             raise NotFound(f"invocation {invocation_id} not found")
         return record
 
-    def _wait(
-        self, invocation_id: str, timeout_s: float, *, accepted_on_timeout: bool, target: Target | None = None
-    ) -> HttpResponse:
-        """Wait for completion: in-process wake-ups, with a store re-read every `_POLL_S`."""
-        import time  # local: monotonic time for a deadline, not the Clock port (which is wall time)
-
+    def _wait(self, invocation_id: str, timeout_s: float) -> HttpResponse:
+        """Wait for completion (in-process wake-ups, a store re-read every `_POLL_S`); 202 after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         with self.waiters.watching(invocation_id) as event:
             while True:

@@ -64,6 +64,7 @@ class Outcome(StrEnum):
     BUSY = "busy"  # another worker holds the lease, or the invocation is not runnable
     LEASE_LOST = "lease-lost"  # our epoch moved on while we worked; the new holder continues
     NOT_DUE = "not-due"  # woken before its retry time; re-armed
+    HANDED_OFF = "handed-off"  # the caller's deadline passed between attempts; the scheduler goes on
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,13 +227,17 @@ class Engine:
             self.scheduler.wake_now(record.invocation_id)
         return record
 
-    def drive(self, record: InvocationRecord) -> tuple[Outcome, InvocationRecord]:
+    def drive(self, record: InvocationRecord, deadline_ms: int | None = None) -> tuple[Outcome, InvocationRecord]:
         """Advance an invocation just created with `leased=True`, without reloading it.
+
+        If `deadline_ms` (ms since the epoch) passes between two attempts, the lease is released and
+        the scheduler continues the invocation (`Outcome.HANDED_OFF`); an attempt already under way
+        is never cut short, so the call can overrun the deadline by one attempt.
 
         Returns the outcome and the invocation record as this worker last wrote it.
         """
         held = _Held(record, Journal.load(record.input_entry, ()))
-        return self._run(held), held.record
+        return self._run(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
 
@@ -265,12 +270,21 @@ class Engine:
     def _lease_ms(self, options: HandlerOptions) -> int:
         return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
-    def _run(self, held: _Held) -> Outcome:
+    def _run(self, held: _Held, deadline_ms: int | None = None) -> Outcome:
         """Invoke, commit and decide, looping while a stored run result lets the handler go on."""
         record = held.record
         options = self.registry.options(record.service, record.handler)
+        first = True
         while True:
             now = self.clock.now_ms()
+            if deadline_ms is not None and now >= deadline_ms and not first:
+                try:
+                    self._update(held, lease_until_ms=0, journal_length=len(held.journal))
+                except StoreConflict:
+                    return Outcome.LEASE_LOST
+                self.scheduler.wake_now(record.invocation_id)
+                return Outcome.HANDED_OFF
+            first = False
             if held.record.lease_until_ms - now < options.inactivity_timeout_ms + 1_000:
                 try:
                     self._update(held, lease_until_ms=now + self._lease_ms(options))

@@ -15,6 +15,9 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
+from control_plane.ports import JournalBatch
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
@@ -180,3 +183,57 @@ def test_unknown_invocation_is_a_404(dev: DevServer) -> None:
     unknown = "inv_1" + "0" * 22
     assert httpx.get(f"{dev.ingress_url}/restate/invocation/{unknown}/output").status_code == 404
     assert httpx.get(f"{dev.admin_url}/invocations/{unknown}").status_code == 404
+
+
+def test_journal_mismatch_is_reported_and_the_invocation_pauses_after_max_attempts(dev: DevServer) -> None:
+    # GIVEN an invocation whose stored journal no longer matches the handler's code: a Sleep where
+    # Steps/one_step runs a step (as if the code changed under a running invocation)
+    cp = dev.control_plane
+    record = cp.engine.create("Steps", "one_step", b"1", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    sleep = encode_frames([frame(pb.SleepCommandMessage(wake_up_time=1, result_completion_id=1, name="nap"))])
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, sleep, record.epoch, 1))
+    # WHEN it is advanced
+    cp.advance(record.invocation_id)
+
+    # THEN every attempt fails with 570, and after the policy's 5 attempts it is paused
+    def paused() -> dict[str, Any] | None:
+        described = describe(dev, record.invocation_id)
+        return described if described["status"] == "paused" else None
+
+    deadline = time.monotonic() + 30
+    invocation = paused()
+    while invocation is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        invocation = paused()
+    assert invocation is not None
+    assert invocation["last_failure"]["code"] == 570
+    assert invocation["attempts"] == 5
+    assert invocation["next_retry_at"] is None
+
+
+def test_a_call_that_outlasts_the_bound_answers_202_and_can_be_attached(moto_endpoint: str, examples_url: str) -> None:
+    server = DevServer(
+        ingress_port=0,
+        admin_port=0,
+        dynamodb_endpoint=moto_endpoint,
+        table=unique_table_name(),
+        settings=SETTINGS.with_overrides(call_wait_ms=300),
+    )
+    server.start()
+    try:
+        server.control_plane.registry.register(examples_url)
+        reply = httpx.post(f"{server.ingress_url}/Steps/slow_steps", json={"n": 3, "step_ms": 250}, timeout=30)
+        assert reply.status_code == 202
+        assert reply.json() == {"invocationId": reply.headers["x-restate-id"], "status": "Accepted"}
+        early = httpx.get(f"{server.ingress_url}/restate/invocation/{reply.headers['x-restate-id']}/output")
+        assert early.status_code == 470
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            attached = httpx.get(f"{server.ingress_url}/restate/invocation/{reply.headers['x-restate-id']}/attach")
+            if attached.status_code == 200:
+                break
+            assert attached.status_code == 202
+        assert attached.status_code == 200 and attached.json() == 6
+    finally:
+        server.stop()
