@@ -7,37 +7,15 @@ the same group later.
 from __future__ import annotations
 
 import logging
-import re
 import sys
 
 import click
 
+from control_plane.durations import parse_duration_ms
 from control_plane.errors import TorporError
 from control_plane.settings import Settings
 
 VERSION = "0.1.0"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """Parse a duration such as `500ms`, `10s`, `2m`, `1h` or plain `1500` (ms) into ms.
-
-    Args:
-        text: The duration; a number with an optional unit `ms`, `s`, `m` or `h`.
-
-    Returns:
-        The duration in whole milliseconds (rounded down).
-
-    Raises:
-        ValueError: `text` is not a number with one of those units; the message shows valid forms.
-    """
-    match = _DURATION.match(text)
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration: write e.g. 500ms, 10s, 2m, 1h, or a number of ms")
-    number, unit = match.groups()
-    return int(float(number) * _UNIT_MS[unit or "ms"])
 
 
 class _Duration(click.ParamType):

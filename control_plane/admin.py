@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from control_plane.errors import BadRequest, NotFound
-from control_plane.http import HttpRequest, HttpResponse, Router
+from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
+from control_plane.invocation import Engine
 from control_plane.journal import Journal
 from control_plane.ports import DeploymentRecord, InvocationRecord, ServiceRecord, Store
 from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
@@ -21,13 +21,6 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry
 
 _PREVIEW_BYTES = 200
-
-
-def rfc3339(ms: int) -> str | None:
-    """`2026-11-30T17:01:37.123Z` for a time in ms since the epoch; None for 0."""
-    if not ms:
-        return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def preview(data: bytes) -> Any:
@@ -125,6 +118,9 @@ def invocation_json(record: InvocationRecord, journal: Journal | None = None) ->
         "attempts": record.attempts,
         "retry_count": record.retry_count,
         "next_retry_at": rfc3339(record.next_retry_at_ms),
+        "execution_time": rfc3339(record.execution_time_ms),
+        "wake_up_at": rfc3339(record.wake_up_at_ms),
+        "waiting_on": dict(record.waiting_on) if record.waiting_on and record.status == "suspended" else None,
         "last_failure": dict(record.last_failure) if record.last_failure else None,
         "created_at": rfc3339(record.created_at_ms),
         "modified_at": rfc3339(record.modified_at_ms),
@@ -146,9 +142,10 @@ def invocation_json(record: InvocationRecord, journal: Journal | None = None) ->
 class Admin:
     """Admin routes over the registry and the store."""
 
-    def __init__(self, registry: Registry, store: Store) -> None:
+    def __init__(self, registry: Registry, store: Store, engine: Engine) -> None:
         self.registry = registry
         self.store = store
+        self.engine = engine
         self.router = Router()
         r = self.router
         r.add("GET", "/health", self.health)
@@ -160,6 +157,8 @@ class Admin:
         r.add("GET", "/services/{name}", self.get_service)
         r.add("GET", "/invocations", self.list_invocations)
         r.add("GET", "/invocations/{invocation_id}", self.get_invocation)
+        r.add("PATCH", "/invocations/{invocation_id}/cancel", self.cancel_invocation)
+        r.add("PATCH", "/invocations/{invocation_id}/kill", self.kill_invocation)
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok"}` once the store answers."""
@@ -233,5 +232,18 @@ class Admin:
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
-        record, batches = loaded
-        return HttpResponse.json(invocation_json(record, Journal.load(record.input_entry, batches)))
+        record = loaded.record
+        return HttpResponse.json(invocation_json(record, Journal.load(record.input_entry, loaded.batches)))
+
+    def cancel_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Send the cancel signal (the handler sees a terminal error at its next await); 202.
+
+        404 for an unknown invocation, 409 for a completed one.
+        """
+        self.engine.cancel(invocation_id)
+        return HttpResponse(202)
+
+    def kill_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Complete the invocation at once with code 409 without running more handler code; 202."""
+        self.engine.kill(invocation_id)
+        return HttpResponse(202)

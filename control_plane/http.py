@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, unquote
 
 from control_plane.errors import BadRequest, NotFound, TorporError
@@ -59,6 +60,13 @@ class HttpResponse:
             json.dumps(value, separators=(",", ":")).encode(),
             {"content-type": "application/json", **(headers or {})},
         )
+
+
+def rfc3339(ms: int) -> str | None:
+    """`2026-11-30T17:01:37.123Z` for a time in ms since the epoch; None for 0."""
+    if not ms:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def error_response(error: TorporError, headers: Mapping[str, str] | None = None) -> HttpResponse:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import time
 
+from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest, NotFound, TorporError
-from control_plane.http import HttpRequest, HttpResponse, Router, error_response
+from control_plane.http import HttpRequest, HttpResponse, Router, error_response, rfc3339
+from control_plane.ids import parse_awakeable_id
 from control_plane.invocation import Engine
-from control_plane.ports import InvocationRecord, Store
+from control_plane.ports import InvocationRecord, Store, StoredNotification
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Target
 from control_plane.waiters import CompletionWaiters
 
@@ -64,6 +68,8 @@ class Ingress:
         r.add("POST", "/restate/send/{service}/{handler}", self.send)
         r.add("GET", "/restate/invocation/{invocation_id}/attach", self.attach)
         r.add("GET", "/restate/invocation/{invocation_id}/output", self.output)
+        r.add("POST", "/restate/awakeables/{awakeable_id}/resolve", self.resolve_awakeable)
+        r.add("POST", "/restate/awakeables/{awakeable_id}/reject", self.reject_awakeable)
         r.add("POST", "/{service}/{handler}/send", self.send)
         r.add("POST", "/{service}/{handler}", self.call)
 
@@ -82,16 +88,45 @@ class Ingress:
         return self._wait(record.invocation_id, max(0, remaining_ms) / 1000)
 
     def send(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
-        """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once."""
-        if request.query("delay") is not None:
-            raise BadRequest("delayed sends (?delay=) are not supported by this control plane yet")
+        """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once.
+
+        `?delay=10s` (or `PT10S`, `500ms`, ...) starts it no earlier than that; the answer then
+        carries `executionTime` (RFC 3339). A malformed delay is a 400.
+        """
+        delay = request.query("delay")
+        delay_ms = 0
+        if delay is not None:
+            try:
+                delay_ms = parse_duration_ms(delay)
+            except ValueError as exc:
+                raise BadRequest(f"bad delay: {exc}") from exc
         self._target(request, service, handler)
-        record = self.engine.create(service, handler, request.body, dict(request.headers), leased=False)
-        return HttpResponse.json(
-            {"invocationId": record.invocation_id, "status": "Accepted"},
-            202,
-            {"x-restate-id": record.invocation_id},
+        execution_time_ms = self.engine.clock.now_ms() + delay_ms if delay_ms else 0
+        record = self.engine.create(
+            service, handler, request.body, dict(request.headers), leased=False, execution_time_ms=execution_time_ms
         )
+        body: dict[str, object] = {"invocationId": record.invocation_id, "status": "Accepted"}
+        if record.execution_time_ms:
+            body["executionTime"] = rfc3339(record.execution_time_ms)
+        return HttpResponse.json(body, 202, {"x-restate-id": record.invocation_id})
+
+    def resolve_awakeable(self, request: HttpRequest, awakeable_id: str) -> HttpResponse:
+        """Complete an awakeable with the request body as its value (the first completion wins); 202."""
+        signal = pb.SignalNotificationMessage(value=pb.Value(content=request.body))
+        return self._complete_awakeable(awakeable_id, signal)
+
+    def reject_awakeable(self, request: HttpRequest, awakeable_id: str) -> HttpResponse:
+        """Fail an awakeable with the request body (text) as the reason; 202."""
+        reason = request.body.decode("utf-8", "replace") or "rejected"
+        signal = pb.SignalNotificationMessage(failure=pb.Failure(code=500, message=reason))
+        return self._complete_awakeable(awakeable_id, signal)
+
+    def _complete_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> HttpResponse:
+        invocation_id, index = parse_awakeable_id(awakeable_id)  # BadRequest (400) if malformed
+        signal.idx = index
+        entry = encode_frames([frame(signal)])
+        self.engine.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
+        return HttpResponse(202)
 
     def attach(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Wait for the invocation's result, like a call (202 if it does not finish in time)."""
@@ -112,6 +147,8 @@ class Ingress:
     # --- helpers ------------------------------------------------------------------------------------
 
     def _target(self, request: HttpRequest, service: str, handler: str) -> Target:
+        if "idempotency-key" in request.headers:  # refuse rather than run a retried request twice
+            raise TorporError("idempotency keys are not supported by this control plane yet", status=501)
         target = self.engine.registry.resolve(service, handler)
         if target.service_type != "SERVICE":
             raise BadRequest(

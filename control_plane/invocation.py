@@ -1,11 +1,18 @@
 """The invocation lifecycle: create an invocation, and `advance` it one durable step at a time.
 
-`advance(invocation_id)` is the one operation of the orchestrator (see ARCHITECTURE.md): take the
-lease (new epoch), load the journal, invoke the pinned deployment with Start + journal
-(request/response mode), commit the answer with a single conditional write at the journal's current
-length, then decide: done, suspended, run again now (a `ctx.run` result was stored), or retry later.
+`advance(invocation_id)` is the one operation of the orchestrator (see docs/architecture.md): take
+the lease (new epoch), load the journal and the notifications stored for it, invoke the pinned
+deployment with Start + journal (request/response mode), commit the answer with a single conditional
+write at the journal's current length, apply the effects of what was committed (timers, one-way
+calls, awakeable completions), then decide: done, suspended, run again now, or retry later.
 Nothing in memory outlives the call; a crash at any point leaves a journal that the next `advance`
-continues from.
+continues from, and effects are re-applied from the journal (each one is idempotent).
+
+Notifications that arrive from outside (an awakeable resolved, a cancel) are stored beside the
+journal and the invocation's doorbell is rung; the lease holder folds them into the journal in its
+next commit, and its suspension is conditional on the doorbell it read, so none is ever missed.
+Sleep completions are not stored by timers at all: the lease holder derives them from the journal
+(a Sleep whose wake-up time has passed), so a timer is only a wake-up and may fire twice or late.
 """
 
 from __future__ import annotations
@@ -17,38 +24,35 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from control_plane import ids
-from control_plane.errors import ProtocolViolation, TorporError
-from control_plane.journal import AwaitPoint, Journal
+from control_plane.attempt import AttemptAnswer, AttemptFailure, parse_answer
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
 from control_plane.ports import (
     Clock,
     InvocationRecord,
     InvokerError,
     JournalBatch,
+    LoadedInvocation,
     Scheduler,
     Store,
     StoreConflict,
+    StoredNotification,
 )
-from control_plane.protocol import (
-    Frame,
-    MessageType,
-    decode_frames,
-    encode_frames,
-    frame,
-    invocation_content_type,
-    is_command,
-    is_custom,
-    is_notification,
-)
+from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame, invocation_content_type
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
 from control_plane.settings import Settings
 from control_plane.waiters import CompletionWaiters
 
+__all__ = ["RUNNABLE", "AttemptAnswer", "AttemptFailure", "Engine", "Outcome", "parse_answer"]
+
 log = logging.getLogger("torpor.invocation")
 
-RUNNABLE = ("ready", "running", "backing-off", "suspended")
+RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 """Statuses in which a worker may take the lease and make progress."""
 
+CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
+_FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -63,88 +67,28 @@ class Outcome(StrEnum):
     PAUSED = "paused"
     BUSY = "busy"  # another worker holds the lease, or the invocation is not runnable
     LEASE_LOST = "lease-lost"  # our epoch moved on while we worked; the new holder continues
-    NOT_DUE = "not-due"  # woken before its retry time; re-armed
+    NOT_DUE = "not-due"  # woken before its start or retry time; re-armed
     HANDED_OFF = "handed-off"  # the caller's deadline passed between attempts; the scheduler goes on
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptFailure:
-    """A failed attempt: Restate-style `code` (HTTP status or 5xx protocol code), `message`, hints."""
-
-    code: int
-    message: str
-    next_retry_delay_ms: int | None = None
-    behavior: int = pb.RETRY  # ErrorBehavior (V7): RETRY, PAUSE or FAIL
-    related_command: str | None = None
-    stacktrace: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptAnswer:
-    """A well-formed answer: the entries to commit and how the stream ended (End or Suspension)."""
-
-    entries: list[Frame]
-    ended: bool
-    awaiting: AwaitPoint
 
 
 @dataclass(slots=True)
 class _Held:
-    """An invocation this worker holds the lease on, with its journal in memory."""
+    """An invocation this worker holds the lease on: record, journal, stored notifications, await point."""
 
     record: InvocationRecord
     journal: Journal
+    stored: list[StoredNotification]
+    awaiting: AwaitPoint | None = None
+
+    @classmethod
+    def of(cls, loaded: LoadedInvocation) -> _Held:
+        record = loaded.record
+        awaiting = AwaitPoint.from_json(record.waiting_on) if record.waiting_on else None
+        return cls(record, Journal.load(record.input_entry, loaded.batches), list(loaded.notifications), awaiting)
 
 
-def parse_answer(body: bytes) -> AttemptAnswer | AttemptFailure:
-    """Read the SDK's answer to one attempt (request/response mode).
-
-    The answer is new commands, run proposals, then exactly one of End, Suspension or Error; a run
-    proposal becomes a RunCompletion notification stored right where it was proposed. An answer
-    ending in none of the three is a failed attempt (Restate service protocol, "Stream lifecycle").
-
-    Returns an `AttemptAnswer`, or an `AttemptFailure` for an ErrorMessage or a malformed stream.
-    """
-    try:
-        frames = decode_frames(body)
-    except ProtocolViolation as exc:
-        return AttemptFailure(571, f"the deployment's answer is not valid framing: {exc.message}")
-    entries: list[Frame] = []
-    for f in frames:
-        t = f.type
-        if is_command(t) or is_custom(t):
-            entries.append(Frame(t, f.payload))  # the ack flag is a request, never stored
-        elif t == MessageType.ProposeRunCompletion:
-            proposal = pb.ProposeRunCompletionMessage.FromString(f.payload)
-            notification = pb.RunCompletionNotificationMessage(completion_id=proposal.result_completion_id)
-            if proposal.WhichOneof("result") == "failure":
-                notification.failure.CopyFrom(proposal.failure)
-            else:
-                notification.value.content = proposal.value
-            entries.append(frame(notification))
-        elif t == MessageType.End:
-            return AttemptAnswer(entries, ended=True, awaiting=AwaitPoint())
-        elif t == MessageType.Suspension:
-            suspension = pb.SuspensionMessage.FromString(f.payload)
-            return AttemptAnswer(entries, ended=False, awaiting=AwaitPoint.of(suspension))
-        elif t == MessageType.Error:
-            error = pb.ErrorMessage.FromString(f.payload)
-            related = error.related_command_name if error.HasField("related_command_name") else None
-            return AttemptFailure(
-                code=error.code or 500,
-                message=error.message,
-                next_retry_delay_ms=error.next_retry_delay if error.HasField("next_retry_delay") else None,
-                behavior=error.behavior,
-                related_command=related,
-                stacktrace=error.stacktrace,
-            )
-        elif t in (MessageType.AwaitingOn, MessageType.CommandAck):
-            continue  # hints for observability; nothing to store
-        elif is_notification(t):
-            return AttemptFailure(571, f"the deployment sent a notification (type {t:#06x}); only the runtime may")
-        else:
-            return AttemptFailure(571, f"unexpected message type {t:#06x} in the deployment's answer")
-    return AttemptFailure(571, "the deployment's answer ended without End, Suspension or Error")
+def _notification(key: str, message: object) -> StoredNotification:
+    return StoredNotification(key, encode_frames([frame(message)]), 0)  # type: ignore[arg-type]
 
 
 class Engine:
@@ -153,7 +97,6 @@ class Engine:
     Args:
         store: durable storage (DynamoDB).
         registry: deployments, services and their effective options.
-        invoker: sends requests to deployments.
         scheduler: wakes invocations now (work queue) or later (timers).
         clock: wall clock in ms.
         settings: runtime defaults.
@@ -188,32 +131,35 @@ class Engine:
         key: str = "",
         leased: bool,
         idempotency_key: str = "",
+        execution_time_ms: int = 0,
+        invocation_id: str | None = None,
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
         With `leased=True` the creator holds the lease (epoch 1) and is expected to `drive` it at
-        once; otherwise the invocation is `ready` and the scheduler is asked to run it.
+        once. Otherwise it is `ready` and woken now, or, with `execution_time_ms` (ms since the
+        epoch) in the future, `scheduled` and woken then (a delayed send).
 
-        Raises `NotFound` for an unknown service or handler.
+        Raises `NotFound` for an unknown service or handler, `StoreConflict` if `invocation_id` is
+        given and exists already.
         """
         target = self.registry.resolve(service, handler)
         deployment = self.registry.deployment(target.deployment_id)
         now = self.clock.now_ms()
+        delayed = not leased and execution_time_ms > now
         input_headers = [
             pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
         ]
-        input_entry = encode_frames(
-            [frame(pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body)))]
-        )
+        input_command = pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body))
         record = InvocationRecord(
-            invocation_id=ids.new_invocation_id(),
+            invocation_id=invocation_id or ids.new_invocation_id(),
             service=service,
             handler=handler,
             key=key,
             deployment_id=deployment.deployment_id,
             protocol_version=self.registry.protocol_version(deployment),
-            status="running" if leased else "ready",
-            input_entry=input_entry,
+            status="running" if leased else "scheduled" if delayed else "ready",
+            input_entry=encode_frames([frame(input_command)]),
             created_at_ms=now,
             modified_at_ms=now,
             epoch=1 if leased else 0,
@@ -221,9 +167,13 @@ class Engine:
             random_seed=random.getrandbits(63),
             idempotency_key=idempotency_key,
             output_content_type=target.output_content_type,
+            execution_time_ms=execution_time_ms if delayed else 0,
+            wake_up_at_ms=execution_time_ms if delayed else 0,
         )
         self.store.create_invocation(record)
-        if not leased:
+        if delayed:
+            self._arm(record.invocation_id, execution_time_ms)
+        elif not leased:
             self.scheduler.wake_now(record.invocation_id)
         return record
 
@@ -236,7 +186,7 @@ class Engine:
 
         Returns the outcome and the invocation record as this worker last wrote it.
         """
-        held = _Held(record, Journal.load(record.input_entry, ()))
+        held = _Held(record, Journal.load(record.input_entry, ()), [])
         return self._run(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
@@ -255,71 +205,113 @@ class Engine:
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             return Outcome.BUSY
-        _, batches = loaded
-        held = _Held(record, Journal.load(record.input_entry, batches))
-        if record.next_retry_at_ms > now:  # woken early (duplicate timer): go back to waiting
-            self._update(held, status="backing-off", lease_until_ms=0)
-            self.scheduler.wake_at(invocation_id, record.next_retry_at_ms)
+        held = _Held.of(replace(loaded, record=record))
+        news = any(not held.journal.has(n.key) for n in held.stored)
+        not_before = max(record.execution_time_ms, record.next_retry_at_ms)
+        if not_before > now and not news:  # woken early (a duplicate or early timer): wait again
+            status = "scheduled" if record.execution_time_ms > now else "backing-off"
+            try:
+                self._update(held, status=status, lease_until_ms=0)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            self._arm(invocation_id, not_before)
             return Outcome.NOT_DUE
-        awaiting = AwaitPoint.from_json(record.waiting_on)
-        if record.waiting_on and not held.journal.can_resume(awaiting):
-            self._update(held, status="suspended", lease_until_ms=0)
-            return Outcome.SUSPENDED
         return self._run(held)
+
+    def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
+        """A timer armed for `due_ms` fired: advance, then drop its record (it did its work)."""
+        outcome = self.advance(invocation_id)
+        self.store.delete_timer(due_ms, invocation_id)
+        return outcome
 
     def _lease_ms(self, options: HandlerOptions) -> int:
         return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
+    def _arm(self, invocation_id: str, due_ms: int) -> None:
+        """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up."""
+        self.store.put_timer(due_ms, invocation_id)
+        self.scheduler.wake_at(invocation_id, due_ms)
+
     def _run(self, held: _Held, deadline_ms: int | None = None) -> Outcome:
-        """Invoke, commit and decide, looping while a stored run result lets the handler go on."""
+        """Invoke, commit, apply effects and decide; loop while the handler can go on at once."""
         record = held.record
-        options = self.registry.options(record.service, record.handler)
-        first = True
+        options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        self._apply_effects(held, held.record.effects_applied_upto)  # after a crash: idempotent
+        if held.journal.output() is not None:
+            return self._complete(held)
+        attempted = False
         while True:
+            pending = self._pending(held)
+            if held.awaiting is not None and not (
+                held.journal.can_resume(held.awaiting) or awaited(held.awaiting, map(notification_key, pending))
+            ):
+                suspended = self._suspend(held)
+                if suspended is not None:
+                    return suspended
+                continue  # a notification arrived meanwhile: look again
             now = self.clock.now_ms()
-            if deadline_ms is not None and now >= deadline_ms and not first:
+            if deadline_ms is not None and now >= deadline_ms and attempted:
                 try:
-                    self._update(held, lease_until_ms=0, journal_length=len(held.journal))
+                    self._update(held, lease_until_ms=0, effects_applied_upto=len(held.journal))
                 except StoreConflict:
                     return Outcome.LEASE_LOST
                 self.scheduler.wake_now(record.invocation_id)
                 return Outcome.HANDED_OFF
-            first = False
-            if held.record.lease_until_ms - now < options.inactivity_timeout_ms + 1_000:
+            if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
                 try:
                     self._update(held, lease_until_ms=now + self._lease_ms(options))
                 except StoreConflict:
                     return Outcome.LEASE_LOST
-            result = self._attempt(held, options)
+            attempted = True
+            result = self._attempt(held, options, pending)
             if isinstance(result, AttemptFailure):
                 return self._failed(held, result, options)
-            committed = self._commit(held, result.entries)
-            if committed is not None:
+            entries = pending + result.entries
+            try:
+                derived = self._derived_notifications(held, entries)
+            except TorporError as exc:
+                return self._failed(held, AttemptFailure(exc.status, exc.message), options)
+            start = len(held.journal)
+            committed = self._commit(held, entries + derived)
+            if committed is Outcome.LEASE_LOST:
                 return committed
+            if committed is not None:  # another commit landed first: start over from the journal
+                held.awaiting = None
+                continue
+            self._apply_effects(held, start)
             if result.ended:
                 return self._complete(held)
-            if held.journal.can_resume(result.awaiting):
-                continue  # e.g. a ctx.run result we just stored: re-invoke at once
-            self._update(
-                held,
-                status="suspended",
-                lease_until_ms=0,
-                waiting_on=result.awaiting.to_json(),
-                journal_length=len(held.journal),
-            )
-            return Outcome.SUSPENDED
+            held.awaiting = result.awaiting
 
-    def _attempt(self, held: _Held, options: HandlerOptions) -> AttemptAnswer | AttemptFailure:
-        """One request to the pinned deployment with Start + the whole journal."""
+    def _pending(self, held: _Held) -> list[Frame]:
+        """Notifications to deliver in the next attempt: stored ones not yet journaled, due sleeps."""
+        out: list[Frame] = []
+        seen: set[str] = set()
+        for stored in sorted(held.stored, key=lambda n: (n.created_at_ms, n.key)):
+            if stored.key in seen or held.journal.has(stored.key):
+                continue
+            seen.add(stored.key)
+            out.extend(decode_frames(stored.entry))
+        now = self.clock.now_ms()
+        for completion_id, wake_up_ms in sorted(held.journal.open_sleeps().items(), key=lambda kv: kv[1]):
+            if wake_up_ms <= now and f"c{completion_id}" not in seen:
+                out.append(frame(pb.SleepCompletionNotificationMessage(completion_id=completion_id, void=pb.Void())))
+        return out
+
+    def _attempt(self, held: _Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
+        """One request to the pinned deployment with Start + the whole journal + pending notifications."""
         record = held.record
-        deployment = self.registry.deployment(record.deployment_id)
+        try:
+            deployment = self.registry.deployment(record.deployment_id)
+        except NotFound as exc:
+            return AttemptFailure(404, f"{exc.message}: the invocation is pinned to it; register it again")
         version = record.protocol_version
         journal_length = len(held.journal)
         same_prefix = journal_length <= record.retry_at_length
         start = pb.StartMessage(
             id=ids.invocation_id_bytes(record.invocation_id),
             debug_id=record.invocation_id,
-            known_entries=journal_length,
+            known_entries=journal_length + len(pending),
             key=record.key,
             partial_state=False,
             retry_count_since_last_stored_entry=record.retry_count if same_prefix else 0,
@@ -337,8 +329,11 @@ class Engine:
         }
         if record.key:
             headers["x-restate-service-key"] = record.key
-        body = encode_frames([frame(start), *held.journal.frames])
+        body = encode_frames([frame(start), *held.journal.frames, *pending])
         held.record = replace(record, attempts=record.attempts + 1)
+        # never outlive the lease: a worker still inside its attempt must not meet its successor
+        lease_left_ms = record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
+        timeout_ms = max(1_000, min(options.inactivity_timeout_ms, lease_left_ms))
         try:
             reply = self.registry.invoker.request(
                 deployment.endpoint,
@@ -346,7 +341,7 @@ class Engine:
                 f"/invoke/{record.service}/{record.handler}",
                 headers,
                 body,
-                options.inactivity_timeout_ms / 1000,
+                timeout_ms / 1000,
             )
         except InvokerError as exc:
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
@@ -357,11 +352,34 @@ class Engine:
             return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}")
         return parse_answer(reply.body)
 
-    def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | None:
-        """Append the attempt's entries at the journal's length; None when committed (or nothing to do).
+    def _derived_notifications(self, held: _Held, entries: list[Frame]) -> list[Frame]:
+        """Notifications the runtime owes for commands in `entries`, stored in the same commit.
 
-        Losing the conditional write means another worker committed at this index: reload, and stop
-        if our epoch is gone.
+        A OneWayCall gets its callee's invocation id (deterministic: derived from this invocation's
+        id and the command's journal index, so a retried commit names the same callee). Raises
+        `NotFound` when the callee's service or handler is unknown (a failed attempt, retried).
+        """
+        derived: list[Frame] = []
+        for offset, entry in enumerate(entries):
+            if entry.type == MessageType.OneWayCall:
+                call = pb.OneWayCallCommandMessage.FromString(entry.payload)
+                if call.key:
+                    raise TorporError("one-way calls to keyed services are not supported yet", status=501)
+                self.registry.resolve(call.service_name, call.handler_name)
+                callee = ids.derived_invocation_id(held.record.invocation_id, len(held.journal) + offset)
+                notification = pb.CallInvocationIdCompletionNotificationMessage(
+                    completion_id=call.invocation_id_notification_idx, invocation_id=callee
+                )
+                derived.append(frame(notification))
+            elif entry.type == MessageType.Call:
+                raise TorporError("calls between services are not supported yet", status=501)
+        return derived
+
+    def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | bool | None:
+        """Append entries at the journal's length. None: committed (or nothing to commit).
+
+        Losing the conditional write means another worker committed at this index: reload and
+        return True (start over), or `Outcome.LEASE_LOST` if our epoch is gone.
         """
         if not entries:
             return None
@@ -369,15 +387,194 @@ class Engine:
         try:
             self.store.append_batch(held.record.invocation_id, batch)
         except StoreConflict:
-            loaded = self.store.load_invocation(held.record.invocation_id)
-            if loaded is None or loaded[0].epoch != held.record.epoch:
+            if not self._reload(held):
                 return Outcome.LEASE_LOST
-            record, batches = loaded
-            held.record, held.journal = record, Journal.load(record.input_entry, batches)
-            log.warning("journal of %s moved on under the lease holder; re-invoking", record.invocation_id)
-            return None
+            log.warning("journal of %s moved on under the lease holder; re-invoking", held.record.invocation_id)
+            return True
         held.journal.extend(entries)
         return None
+
+    def _reload(self, held: _Held) -> bool:
+        """Re-read record, journal and notifications; False if our epoch is gone."""
+        loaded = self.store.load_invocation(held.record.invocation_id)
+        if loaded is None or loaded.record.epoch != held.record.epoch:
+            return False
+        fresh = _Held.of(loaded)
+        held.record = replace(loaded.record, attempts=max(loaded.record.attempts, held.record.attempts))
+        held.journal, held.stored = fresh.journal, fresh.stored
+        return True
+
+    # --- effects of committed entries -------------------------------------------------------------
+
+    def _apply_effects(self, held: _Held, start: int) -> None:
+        """Carry out what committed entries from index `start` on ask of the runtime. Idempotent.
+
+        Sleep: a timer at its wake-up time. OneWayCall: the callee invocation (conditional create).
+        CompleteAwakeable and SendSignal: a notification stored for the target invocation.
+        """
+        now = self.clock.now_ms()
+        parent = held.record.invocation_id
+        for index in range(max(start, 1), len(held.journal)):
+            entry = held.journal.frames[index]
+            if entry.type == MessageType.Sleep:
+                sleep = pb.SleepCommandMessage.FromString(entry.payload)
+                if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
+                    self._arm(parent, sleep.wake_up_time)
+            elif entry.type == MessageType.OneWayCall:
+                self._start_callee(parent, index, pb.OneWayCallCommandMessage.FromString(entry.payload))
+            elif entry.type == MessageType.CompleteAwakeable:
+                complete = pb.CompleteAwakeableCommandMessage.FromString(entry.payload)
+                signal = pb.SignalNotificationMessage()
+                if complete.WhichOneof("result") == "failure":
+                    signal.failure.CopyFrom(complete.failure)
+                else:
+                    signal.value.CopyFrom(complete.value)
+                self._resolve_awakeable(complete.awakeable_id, signal)
+            elif entry.type == MessageType.SendSignal:
+                send = pb.SendSignalCommandMessage.FromString(entry.payload)
+                self._send_signal(send)
+
+    def _start_callee(self, parent: str, index: int, call: pb.OneWayCallCommandMessage) -> None:
+        callee = ids.derived_invocation_id(parent, index)
+        headers = {h.key: h.value for h in call.headers}
+        try:
+            self.create(
+                call.service_name,
+                call.handler_name,
+                call.parameter,
+                headers,
+                leased=False,
+                execution_time_ms=call.invoke_time,
+                invocation_id=callee,
+                idempotency_key=call.idempotency_key,
+            )
+        except StoreConflict:
+            pass  # created by an earlier application of this effect
+        except NotFound as exc:
+            log.error("one-way call from %s at entry %d: %s", parent, index, exc.message)
+
+    def _resolve_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> None:
+        try:
+            target, index = ids.parse_awakeable_id(awakeable_id)
+        except BadRequest as exc:
+            log.error("CompleteAwakeable with %s", exc.message)
+            return
+        signal.idx = index
+        self.notify(target, _notification(f"s{index}", signal))
+
+    def _send_signal(self, send: pb.SendSignalCommandMessage) -> None:
+        signal = pb.SignalNotificationMessage()
+        which = send.WhichOneof("result")
+        if which == "failure":
+            signal.failure.CopyFrom(send.failure)
+        elif which == "value":
+            signal.value.CopyFrom(send.value)
+        else:
+            signal.void.SetInParent()
+        if send.WhichOneof("signal_id") == "name":
+            signal.name = send.name
+            key = f"n{send.name}"
+        else:
+            signal.idx = send.idx
+            key = f"s{send.idx}"
+        self.notify(send.target_invocation_id, _notification(key, signal))
+
+    # --- notifications, cancel, kill --------------------------------------------------------------
+
+    def notify(self, invocation_id: str, notification: StoredNotification) -> bool:
+        """Store a notification for an invocation, ring its doorbell and wake it.
+
+        The first notification per key wins (an awakeable resolved twice keeps its first value).
+        Returns True if this one was stored. Raises `NotFound` if the invocation does not exist.
+        """
+        stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
+        try:
+            first = self.store.put_notification(invocation_id, stored)
+            self.store.ring(invocation_id)
+        except StoreConflict as exc:
+            raise NotFound(f"invocation {invocation_id} not found") from exc
+        self.scheduler.wake_now(invocation_id)
+        return first
+
+    def cancel(self, invocation_id: str) -> None:
+        """Send the cancel signal: the handler gets a terminal error (409) at its next await.
+
+        An invocation that has not started is completed as cancelled at once; a paused one is made
+        runnable so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
+        """
+        loaded = self._loaded_or_404(invocation_id)
+        record = loaded.record
+        if record.status in ("ready", "scheduled") and not loaded.batches:
+            self._finish_now(record, {"code": 409, "message": "cancelled"})
+            return
+        if record.status == "paused":
+            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0)
+        signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
+        self.notify(invocation_id, _notification(f"s{CANCEL_SIGNAL}", signal))
+
+    def kill(self, invocation_id: str) -> None:
+        """Complete the invocation at once with 409, running no more handler code; drop its timers.
+
+        Raises `NotFound`, or `Conflict` if it already completed.
+        """
+        self._finish_now(self._loaded_or_404(invocation_id).record, {"code": 409, "message": "killed"})
+
+    def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
+        loaded = self.store.load_invocation(invocation_id)
+        if loaded is None:
+            raise NotFound(f"invocation {invocation_id} not found")
+        if loaded.record.status == "completed":
+            raise Conflict(f"invocation {invocation_id} has already completed")
+        return loaded
+
+    def _force(self, invocation_id: str, **changes: object) -> InvocationRecord:
+        try:
+            return self.store.update_unless_completed(invocation_id, modified_at_ms=self.clock.now_ms(), **changes)
+        except StoreConflict as exc:
+            raise Conflict(f"invocation {invocation_id} has already completed") from exc
+
+    def _finish_now(self, record: InvocationRecord, failure: Mapping[str, object]) -> None:
+        """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers."""
+        now = self.clock.now_ms()
+        self._force(
+            record.invocation_id,
+            status="completed",
+            failure=dict(failure),
+            lease_until_ms=0,
+            completed_at_ms=now,
+            next_retry_at_ms=0,
+            waiting_on=None,
+            wake_up_at_ms=0,
+            expires_at_s=(now + self.settings.completed_retention_ms) // 1000,
+        )
+        loaded = self.store.load_invocation(record.invocation_id)
+        dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
+        if loaded is not None:
+            dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
+        for due in dues - {0}:
+            self.store.delete_timer(due, record.invocation_id)
+        self.waiters.notify(record.invocation_id)
+
+    # --- endings ----------------------------------------------------------------------------------
+
+    def _suspend(self, held: _Held) -> Outcome | None:
+        """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
+        assert held.awaiting is not None
+        sleeps = [at for cid, at in held.journal.open_sleeps().items() if cid in held.awaiting.completions]
+        try:
+            self._update(
+                held,
+                doorbell=held.record.doorbell,
+                status="suspended",
+                lease_until_ms=0,
+                waiting_on=held.awaiting.to_json(),
+                wake_up_at_ms=min(sleeps, default=0),
+                journal_length=len(held.journal),
+                effects_applied_upto=len(held.journal),
+            )
+        except StoreConflict:
+            return None if self._reload(held) else Outcome.LEASE_LOST
+        return Outcome.SUSPENDED
 
     def _complete(self, held: _Held) -> Outcome:
         output = held.journal.output()
@@ -389,7 +586,9 @@ class Engine:
             "lease_until_ms": 0,
             "completed_at_ms": now,
             "journal_length": len(held.journal),
+            "effects_applied_upto": len(held.journal),
             "waiting_on": None,
+            "wake_up_at_ms": 0,
             "next_retry_at_ms": 0,
             "attempts": held.record.attempts,
             "expires_at_s": (now + self.settings.completed_retention_ms) // 1000,
@@ -408,7 +607,9 @@ class Engine:
     def _failed(self, held: _Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
         """Record a failed attempt; retry later by policy, pause, or fail the invocation."""
         record = held.record
-        policy = (options or self.registry.options(record.service, record.handler)).retry_policy
+        policy = (
+            options or self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        ).retry_policy
         now = self.clock.now_ms()
         journal_length = len(held.journal)
         retry_count = record.retry_count + 1 if journal_length <= record.retry_at_length else 1
@@ -427,6 +628,7 @@ class Engine:
             "retry_at_length": journal_length,
             "last_failure": last_failure,
             "journal_length": journal_length,
+            "effects_applied_upto": journal_length,
         }
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(retry_count) and policy.on_max_attempts == "kill"):
@@ -442,26 +644,32 @@ class Engine:
                 self.waiters.notify(record.invocation_id)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(retry_count):
-                self._update(held, **common, status="paused", next_retry_at_ms=0)
+                # conditional on the doorbell: a cancel stored meanwhile must not be parked
+                self._update(held, doorbell=record.doorbell, **common, status="paused", next_retry_at_ms=0)
                 self.waiters.notify(record.invocation_id)
                 return Outcome.PAUSED
             due = now + policy.delay_ms(retry_count, failure.next_retry_delay_ms)
-            self._update(held, **common, status="backing-off", next_retry_at_ms=due)
+            self._update(held, **common, status="backing-off", next_retry_at_ms=due, wake_up_at_ms=due)
         except StoreConflict:
+            if self._reload(held):  # the doorbell rang while pausing: deliver what arrived
+                try:
+                    self._update(held, lease_until_ms=0)
+                except StoreConflict:
+                    return Outcome.LEASE_LOST
+                self.scheduler.wake_now(record.invocation_id)
+                return Outcome.BACKING_OFF
             return Outcome.LEASE_LOST
-        self.scheduler.wake_at(record.invocation_id, due)
+        self._arm(record.invocation_id, due)
         return Outcome.BACKING_OFF
 
-    def _update(self, held: _Held, **changes: object) -> None:
-        """Conditional update on our epoch; keeps the in-memory record in step."""
+    def _update(self, held: _Held, *, doorbell: int | None = None, **changes: object) -> None:
+        """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
         changes.setdefault("modified_at_ms", self.clock.now_ms())
-        self.store.update_invocation(held.record.invocation_id, held.record.epoch, **changes)
+        changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
+        self.store.update_invocation(held.record.invocation_id, held.record.epoch, doorbell=doorbell, **changes)
         held.record = replace(held.record, **changes)  # type: ignore[arg-type]
 
 
-def describe_failure(record: InvocationRecord) -> TorporError | None:
-    """The failure of a completed invocation as an error to render, or None if it succeeded."""
-    if record.failure is None:
-        return None
-    failure = dict(record.failure)
-    return TorporError(str(failure.get("message", "")), status=int(str(failure.get("code", 500))))
+def far_future_ms(now_ms: int) -> int:
+    """A time beyond any timer Torpor arms (10 years from `now_ms`), for sweeps."""
+    return now_ms + _FAR_FUTURE_MS

@@ -28,6 +28,7 @@ class Journal:
     completions: set[int] = field(default_factory=set)
     signals: set[int] = field(default_factory=set)
     named_signals: set[str] = field(default_factory=set)
+    sleeps: dict[int, int] = field(default_factory=dict)  # completion id -> wake_up_time (ms) of each Sleep
 
     @classmethod
     def load(cls, input_entry: bytes, batches: Iterable[JournalBatch]) -> Journal:
@@ -52,19 +53,35 @@ class Journal:
         return iter(self.frames)
 
     def extend(self, frames: Sequence[Frame]) -> None:
-        """Append committed entries and index their notification ids."""
+        """Append committed entries and index their notification ids and sleeps."""
         self.frames.extend(frames)
         for f in frames:
+            if f.type == MessageType.Sleep:
+                sleep = pb.SleepCommandMessage.FromString(f.payload)
+                self.sleeps[sleep.result_completion_id] = sleep.wake_up_time
+                continue
             if not is_notification(f.type):
                 continue
-            if f.type == MessageType.Signal:
-                signal = pb.SignalNotificationMessage.FromString(f.payload)
-                if signal.WhichOneof("signal_id") == "idx":
-                    self.signals.add(signal.idx)
-                else:
-                    self.named_signals.add(signal.name)
+            key = notification_key(f)
+            if key[0] == "s":
+                self.signals.add(int(key[1:]))
+            elif key[0] == "n":
+                self.named_signals.add(key[1:])
             else:
-                self.completions.add(pb.NotificationTemplate.FromString(f.payload).completion_id)
+                self.completions.add(int(key[1:]))
+
+    def has(self, key: str) -> bool:
+        """True if the notification with this key (see `notification_key`) is in the journal."""
+        kind, rest = key[0], key[1:]
+        if kind == "c":
+            return int(rest) in self.completions
+        if kind == "s":
+            return int(rest) in self.signals
+        return rest in self.named_signals
+
+    def open_sleeps(self) -> dict[int, int]:
+        """`{completion_id: wake_up_time_ms}` of the sleeps not completed yet."""
+        return {cid: at for cid, at in self.sleeps.items() if cid not in self.completions}
 
     def output(self) -> pb.OutputCommandMessage | None:
         """The Output command, if the handler wrote one (it is the last command it writes)."""
@@ -84,6 +101,34 @@ class Journal:
             or not self.signals.isdisjoint(awaiting.signals)
             or not self.named_signals.isdisjoint(awaiting.named_signals)
         )
+
+
+def notification_key(entry: Frame) -> str:
+    """`c{completion_id}`, `s{signal_index}` or `n{signal_name}`: what a notification completes.
+
+    Every notification shares the field numbers of `NotificationTemplate` (Restate service protocol,
+    "Notification shape"), so one decode serves them all.
+    """
+    template = pb.NotificationTemplate.FromString(entry.payload)
+    which = template.WhichOneof("id")
+    if which == "signal_id":
+        return f"s{template.signal_id}"
+    if which == "signal_name":
+        return f"n{template.signal_name}"
+    return f"c{template.completion_id}"
+
+
+def awaited(awaiting: AwaitPoint, keys: Iterable[str]) -> bool:
+    """True if any notification key in `keys` is a leaf of `awaiting`."""
+    for key in keys:
+        kind, rest = key[0], key[1:]
+        if (
+            (kind == "c" and int(rest) in awaiting.completions)
+            or (kind == "s" and int(rest) in awaiting.signals)
+            or (kind == "n" and rest in awaiting.named_signals)
+        ):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,10 @@ class InvocationRecord:
     random_seed: int = 0
     idempotency_key: str = ""
     output_content_type: str = "application/json"
+    doorbell: int = 0  # bumped by whoever stores a notification for this invocation (see `Store.ring`)
+    effects_applied_upto: int = 1  # journal index up to which committed entries' effects were applied
+    execution_time_ms: int = 0  # a delayed invocation (status `scheduled`) starts at this time
+    wake_up_at_ms: int = 0  # earliest timer the invocation waits for, 0 if none (for display)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,29 @@ class JournalBatch:
     entries: bytes
     epoch: int
     committed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNotification:
+    """A notification delivered from outside the invocation, waiting to be folded into its journal.
+
+    `key` identifies it: `c{completion_id}`, `s{signal_index}` or `n{signal_name}`; at most one
+    notification per key is ever stored, so the first resolution of an awakeable wins and a
+    duplicate delivery changes nothing. `entry` is the framed notification message.
+    """
+
+    key: str
+    entry: bytes
+    created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedInvocation:
+    """What one query returns for an invocation: its record, journal batches and notifications."""
+
+    record: InvocationRecord
+    batches: list[JournalBatch]
+    notifications: list[StoredNotification]
 
 
 # --- ports ---------------------------------------------------------------------------------------
@@ -140,8 +167,8 @@ class Store(Protocol):
 
     def get_invocation(self, invocation_id: str) -> InvocationRecord | None: ...
 
-    def load_invocation(self, invocation_id: str) -> tuple[InvocationRecord, list[JournalBatch]] | None:
-        """The invocation and every committed journal batch, ordered by `start_index` (one query)."""
+    def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
+        """The invocation, its journal batches (by `start_index`) and stored notifications (one query)."""
 
     def acquire_lease(
         self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
@@ -152,11 +179,40 @@ class Store(Protocol):
         or the status is not in `runnable`.
         """
 
-    def update_invocation(self, invocation_id: str, epoch: int, **changes: object) -> None:
+    def update_invocation(
+        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, **changes: object
+    ) -> None:
         """Set fields of the invocation record (names as in `InvocationRecord`), if `epoch` still holds.
 
-        Raises `StoreConflict` if the epoch moved on (another worker took the lease).
+        With `doorbell`, also only if no notification was stored since the caller read that value.
+        Raises `StoreConflict` if the epoch (or the doorbell) moved on.
         """
+
+    def update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
+        """Set fields and bump the epoch, whoever holds the lease, unless the invocation completed.
+
+        For kill and cancel of an invocation that has not started: the bumped epoch makes every
+        later write of a worker still holding the old lease fail. Returns the record after the
+        update. Raises `StoreConflict` if the invocation is completed or does not exist.
+        """
+
+    def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:
+        """Store a notification for the invocation unless one with its key exists; True if stored."""
+
+    def ring(self, invocation_id: str) -> None:
+        """Bump the invocation's `doorbell` (unconditional add), after storing a notification.
+
+        A lease holder's suspension is conditional on the doorbell it read, so a notification
+        stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone.
+        """
+
+    # timers: one record per (due time, invocation), visible and recoverable
+    def put_timer(self, due_ms: int, invocation_id: str) -> None: ...
+
+    def delete_timer(self, due_ms: int, invocation_id: str) -> None: ...
+
+    def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """`(due_ms, invocation_id)` of timers due at or before `until_ms`, earliest first."""
 
     def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
         """Store a journal batch at `batch.start_index`; `StoreConflict` if that index is taken.

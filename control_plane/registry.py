@@ -159,6 +159,11 @@ class Registry:
             metadata=dict(metadata or {}),
         )
         self.store.put_deployment(deployment)
+        if existing is not None:
+            for dropped in set(existing.services) - set(deployment.services):
+                previous = self.store.get_service(dropped)
+                if previous is not None and previous.deployment_id == deployment.deployment_id:
+                    self.store.delete_service(dropped)
         for service in manifest["services"]:
             previous = self.store.get_service(service["name"])
             revision = (previous.revision + 1) if previous else 1
@@ -235,12 +240,18 @@ class Registry:
             output_content_type=output_spec.get("contentType") or "application/json",
         )
 
-    def options(self, service: str, handler: str) -> HandlerOptions:
-        """Effective options of `service/handler`; Torpor's defaults if the service is gone."""
+    def pinned_options(self, deployment_id: str, service: str, handler: str) -> HandlerOptions:
+        """Options of `service/handler` as the deployment an invocation is pinned to declares them.
+
+        Falls back to Torpor's defaults if that deployment is gone (the attempt then fails anyway).
+        """
         try:
-            return self.resolve(service, handler).options
+            manifest = self.deployment(deployment_id).manifest
         except NotFound:
             return self._options({}, {})
+        spec = next((s for s in manifest.get("services", []) if s.get("name") == service), {})
+        handler_spec = next((h for h in spec.get("handlers", []) if h.get("name") == handler), {})
+        return self._options(spec, handler_spec)
 
     def protocol_version(self, deployment: DeploymentRecord) -> int:
         """The service protocol version to speak with `deployment`: min(its max, ours), at least 5."""

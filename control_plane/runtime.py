@@ -10,7 +10,7 @@ import logging
 
 from control_plane.admin import Admin
 from control_plane.ingress import Ingress
-from control_plane.invocation import Engine, Outcome
+from control_plane.invocation import Engine, Outcome, far_future_ms
 from control_plane.ports import Clock, Invoker, Scheduler, Store, SystemClock
 from control_plane.registry import Registry
 from control_plane.settings import Settings
@@ -41,25 +41,35 @@ class ControlPlane:
         self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters)
         self.scheduler = scheduler
         self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
-        self.admin = Admin(self.registry, store)
+        self.admin = Admin(self.registry, store, self.engine)
 
     def advance(self, invocation_id: str) -> Outcome:
-        """`Engine.advance`; what the work queue and timers call."""
+        """`Engine.advance`; what the work queue calls."""
         return self.engine.advance(invocation_id)
+
+    def timer_done(self, invocation_id: str, due_ms: int) -> None:
+        """A timer fired and an advance ran after it: its record has done its work."""
+        self.store.delete_timer(due_ms, invocation_id)
+
+    def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
+        """`Engine.on_timer`; what a timer calls when `due_ms` (ms since the epoch) has come."""
+        return self.engine.on_timer(invocation_id, due_ms)
 
     def sweep(self) -> int:
         """Re-arm every unfinished invocation after a start-up: the safety net for lost wake-ups.
 
-        `ready` and `running` invocations whose lease expired are woken now; a `running` one whose
-        lease is still held (by a process that may have died) is woken when the lease expires;
-        `backing-off` ones at their retry time. Returns how many were re-armed.
+        Every stored timer is handed to the scheduler again (due ones fire at once). `ready` and
+        `running` invocations whose lease expired are woken now; a `running` one whose lease is
+        still held (by a process that may have died) is woken when the lease expires. Returns how
+        many wake-ups were re-armed.
         """
         now = self.clock.now_ms()
         count = 0
-        for record in self.store.list_invocations(["ready", "running", "backing-off"], None, _SWEEP_LIMIT):
-            if record.status == "backing-off":
-                self.scheduler.wake_at(record.invocation_id, record.next_retry_at_ms)
-            elif record.lease_until_ms > now:
+        for due_ms, invocation_id in self.store.due_timers(far_future_ms(now), _SWEEP_LIMIT):
+            self.scheduler.wake_at(invocation_id, due_ms)
+            count += 1
+        for record in self.store.list_invocations(["ready", "running"], None, _SWEEP_LIMIT):
+            if record.lease_until_ms > now:
                 self.scheduler.wake_at(record.invocation_id, record.lease_until_ms + 1)
             else:
                 self.scheduler.wake_now(record.invocation_id)

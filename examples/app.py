@@ -28,8 +28,9 @@ from restate.aws_lambda import is_running_on_lambda
 from examples.greeter import greeter
 from examples.orders import orders
 from examples.steps import steps
+from examples.waits import waits
 
-SERVICES = (greeter, orders, steps)
+SERVICES = (greeter, orders, steps, waits)
 """The services every example app hosts."""
 
 Scope = MutableMapping[str, Any]

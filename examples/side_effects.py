@@ -34,7 +34,9 @@ def side_effects_path() -> str | None:
     return os.environ.get(SIDE_EFFECTS_ENV) or None
 
 
-def record_side_effect(service: str, handler: str, invocation_id: str, step: str) -> dict[str, Any] | None:
+def record_side_effect(
+    service: str, handler: str, invocation_id: str, step: str, **extra: Any
+) -> dict[str, Any] | None:
     """Append one side-effect record to the configured file.
 
     Call this from inside a ``ctx.run`` closure: the record then marks one real execution of the
@@ -45,6 +47,7 @@ def record_side_effect(service: str, handler: str, invocation_id: str, step: str
         handler: Handler name, e.g. ``"place"``.
         invocation_id: The invocation id, ``ctx.request().id``.
         step: The ``ctx.run`` name, e.g. ``"charge payment"``.
+        **extra: More JSON-serialisable fields for the record (e.g. an awakeable id).
 
     Returns:
         The record that was written, or ``None`` when ``TORPOR_SIDE_EFFECTS_FILE`` is unset.
@@ -59,6 +62,7 @@ def record_side_effect(service: str, handler: str, invocation_id: str, step: str
         "step": step,
         "pid": os.getpid(),
         "t_ms": int(time.time() * 1000),
+        **extra,
     }
     line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -46,6 +46,7 @@ _T = TypeVar("_T")
 _DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 _READY_TIMEOUT_S = 15.0  # how long start() waits for both servers to answer
 _GRACEFUL_TIMEOUT_S = 2.0  # hypercorn: how long open requests may finish after shutdown starts
+_SWEEP_INTERVAL_S = 60.0  # the safety net for lost wake-ups also runs while the server runs
 
 
 class DevServerError(TorporError):
@@ -120,6 +121,8 @@ class DevServer:
         self._store: DynamoDBStore | None = None
         self._invoker: HttpInvoker | None = None
         self._scheduler: LocalScheduler | None = None
+        self._sweeper: threading.Thread | None = None
+        self._sweeping = threading.Event()
         self._control_plane: ControlPlane | None = None
         self._ingress_url: str | None = None
         self._admin_url: str | None = None
@@ -239,8 +242,19 @@ class DevServer:
         self._invoker = HttpInvoker()
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
-        self._scheduler.start(self._control_plane.advance)
+        self._scheduler.start(self._control_plane.advance, self._control_plane.timer_done)
         self._control_plane.sweep()
+        self._sweeping = threading.Event()
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="torpor-sweep", daemon=True)
+        self._sweeper.start()
+
+    def _sweep_loop(self) -> None:
+        """Sweep every `_SWEEP_INTERVAL_S` until `stop` (a failed sweep is logged and tried again)."""
+        while not self._sweeping.wait(_SWEEP_INTERVAL_S):
+            try:
+                self.control_plane.sweep()
+            except Exception:  # logged; the next sweep tries again
+                log.exception("periodic sweep failed")
 
     def _bind(self) -> None:
         self._sockets.append(_listen(self.host, self._ingress_port, "ingress", "--ingress-port"))
@@ -325,6 +339,10 @@ class DevServer:
             if self._thread.is_alive():
                 log.warning("the HTTP servers did not stop within %.0f s", _GRACEFUL_TIMEOUT_S + 10)
             self._thread = None
+        if self._sweeper is not None:
+            self._sweeping.set()
+            self._sweeper.join(timeout=10)
+            self._sweeper = None
         if self._scheduler is not None:
             self._scheduler.stop(wait=True)
             self._scheduler = None

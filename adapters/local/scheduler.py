@@ -32,6 +32,9 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_RETRY_AFTER_ERROR_MS = 1_000  # an advance that raised (store unreachable, a bug) is tried again
+
+
 class LocalScheduler:
     """In-process `control_plane.ports.Scheduler`: work queue + timer loop, with coalescing.
 
@@ -47,6 +50,8 @@ class LocalScheduler:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self._workers = workers
         self._advance: Callable[[str], object] | None = None
+        self._timer_done: Callable[[str, int], object] | None = None
+        self._fired: dict[str, set[int]] = {}  # due times of timers that fired, per id, until an advance ran
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # timers added, runs ended, stop requested
@@ -62,7 +67,7 @@ class LocalScheduler:
 
     # --- life cycle -------------------------------------------------------------------------------
 
-    def start(self, advance: Callable[[str], object]) -> None:
+    def start(self, advance: Callable[[str], object], timer_done: Callable[[str, int], object] | None = None) -> None:
         """Start the worker pool and the timer thread; from now on wake-ups call `advance(id)`.
 
         Wake-ups that arrived before `start` run now.
@@ -70,6 +75,8 @@ class LocalScheduler:
         Args:
             advance: Called with an invocation id on a worker thread; its return value is ignored
                 and its exceptions are logged.
+            timer_done: Called with `(id, due_ms)` after an `advance` that started once the timer
+                for `due_ms` had fired returned without raising (e.g. to delete the timer's record).
 
         Raises:
             RuntimeError: The scheduler was started before, or stopped.
@@ -78,6 +85,7 @@ class LocalScheduler:
             if self._started or self._stopped:
                 raise RuntimeError("a LocalScheduler can be started once; build a new one")
             self._advance = advance
+            self._timer_done = timer_done
             self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="torpor-advance")
             self._started = True
             for invocation_id in self._queued:
@@ -181,13 +189,16 @@ class LocalScheduler:
             if self._stopped:
                 return
             self._running.add(invocation_id)
+            fired = self._fired.pop(invocation_id, set())
         try:
             assert self._advance is not None  # set by start() before any submit
             self._advance(invocation_id)
+            if self._timer_done is not None:
+                for due_ms in sorted(fired):
+                    self._timer_done(invocation_id, due_ms)
         except Exception:  # logged with the id; a failed advance must not take the worker down
-            log.exception(
-                "advance of invocation %s failed; a later wake-up or the start-up sweep retries it", invocation_id
-            )
+            log.exception("advance of invocation %s failed; retrying in %d ms", invocation_id, _RETRY_AFTER_ERROR_MS)
+            self.wake_at(invocation_id, _now_ms() + _RETRY_AFTER_ERROR_MS)
         finally:
             with self._lock:
                 self._running.discard(invocation_id)
@@ -209,4 +220,5 @@ class LocalScheduler:
                     continue  # woken early, by a new earlier timer, or by stop: look again
                 heapq.heappop(self._timers)
                 self._timer_keys.discard((due_ms, invocation_id))
+                self._fired.setdefault(invocation_id, set()).add(due_ms)
                 self._wake_locked(invocation_id)

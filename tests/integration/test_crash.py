@@ -115,3 +115,36 @@ def test_sigkill_mid_invocation_loses_nothing_and_repeats_at_most_the_step_in_fl
     repeated = [step for step, count in executed.items() if count > 1]
     assert len(repeated) <= 1
     assert all(executed[s] == 2 for s in repeated)
+
+
+def test_a_sleep_survives_sigkill_and_fires_at_once_after_a_restart_past_its_due_time(
+    moto_endpoint: str, tmp_path: Path
+) -> None:
+    table = unique_table_name()
+    with serve_examples(side_effects_file=tmp_path / "effects.jsonl") as (services_url, _services):
+        # GIVEN an invocation sleeping 5 s under a torpor dev that is then killed
+        with torpor_dev(moto_endpoint, table) as (ingress, admin, first):
+            assert httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30).status_code == 201
+            invocation_id = httpx.post(f"{ingress}/Waits/sleep/send", json=5000, timeout=30).json()["invocationId"]
+            wait_until(
+                lambda: httpx.get(f"{admin}/invocations/{invocation_id}").json()["status"] == "suspended",
+                10,
+                "the sleep to suspend",
+            )
+            due_ms = int(time.time() * 1000) + 5000
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        # WHEN nothing runs until after the due time, then torpor dev starts again
+        time.sleep(max(0.0, (due_ms - time.time() * 1000) / 1000) + 0.3)
+        restarted_at = time.monotonic()
+        with torpor_dev(moto_endpoint, table) as (ingress, admin, _second):
+            # THEN the invocation completes at once, with exactly one more handler request
+            done = wait_until(
+                lambda: (d := httpx.get(f"{admin}/invocations/{invocation_id}").json())["status"] == "completed" and d,
+                10,
+                "the invocation to complete after the restart",
+            )
+            assert time.monotonic() - restarted_at < 5
+            assert done["attempts"] == 2
+            assert [e["type"] for e in done["journal"]] == ["Input", "Sleep", "SleepCompletion", "Output"]
+            assert httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output").json() == "slept 5000 ms"

@@ -14,7 +14,15 @@ import boto3
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore, ItemTooLarge
-from control_plane.ports import DeploymentRecord, InvocationRecord, JournalBatch, ServiceRecord, StoreConflict
+from control_plane.ports import (
+    DeploymentRecord,
+    InvocationRecord,
+    JournalBatch,
+    LoadedInvocation,
+    ServiceRecord,
+    StoreConflict,
+    StoredNotification,
+)
 
 RUNNABLE = ("ready", "running", "backing-off", "suspended")
 
@@ -65,6 +73,10 @@ EVERY_FIELD = InvocationRecord(
     random_seed=(1 << 63) - 1,
     idempotency_key="idem-1",
     output_content_type="application/octet-stream",
+    doorbell=4,
+    effects_applied_upto=3,
+    execution_time_ms=1_700_000_003_000,
+    wake_up_at_ms=1_700_000_002_000,
 )
 
 
@@ -124,7 +136,7 @@ def test_create_then_get_round_trips_every_field(store: DynamoDBStore) -> None:
     store.create_invocation(EVERY_FIELD)
 
     assert store.get_invocation("inv_every") == EVERY_FIELD
-    assert store.load_invocation("inv_every") == (EVERY_FIELD, [])
+    assert store.load_invocation("inv_every") == LoadedInvocation(EVERY_FIELD, [], [])
 
 
 def test_item_layout_keys_gsi_keys_and_ttl_attribute(store: DynamoDBStore) -> None:
@@ -281,6 +293,207 @@ def test_update_rejects_unknown_key_and_required_none_before_any_request(store: 
     assert store.get_invocation("inv_1") == invocation("inv_1")
 
 
+def without_doorbell(store: DynamoDBStore, invocation_id: str) -> None:
+    """Remove the `doorbell` attribute, as on an item written before the field existed."""
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    client.update_item(
+        TableName=store.table_name,
+        Key={"PK": {"S": f"INV#{invocation_id}"}, "SK": {"S": "META"}},
+        UpdateExpression="REMOVE doorbell",
+    )
+    assert "doorbell" not in raw_item(store, f"INV#{invocation_id}", "META")
+
+
+def test_update_with_a_stale_doorbell_conflicts_and_changes_nothing(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    leased = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
+    store.ring("inv_1")  # a notification arrived after the holder read doorbell 0
+
+    with pytest.raises(StoreConflict, match="epoch 1 or doorbell 0 no longer holds"):
+        store.update_invocation("inv_1", leased.epoch, doorbell=0, status="suspended", modified_at_ms=3_000)
+
+    rung = dataclasses.replace(leased, doorbell=1)
+    assert store.get_invocation("inv_1") == rung
+    store.update_invocation("inv_1", leased.epoch, doorbell=1, status="suspended", modified_at_ms=3_000)
+    assert store.get_invocation("inv_1") == dataclasses.replace(rung, status="suspended", modified_at_ms=3_000)
+
+
+def test_update_with_a_current_doorbell_but_a_stale_epoch_conflicts(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=3_000, runnable=RUNNABLE)
+    current = store.acquire_lease("inv_1", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # epoch 2
+
+    with pytest.raises(StoreConflict):
+        store.update_invocation("inv_1", 1, doorbell=0, status="suspended")
+
+    assert store.get_invocation("inv_1") == current
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["doorbell-0", "no-doorbell-attribute"])
+def test_doorbell_zero_holds_for_a_stored_zero_and_for_a_missing_attribute(store: DynamoDBStore, legacy: bool) -> None:
+    store.create_invocation(invocation("inv_1"))
+    assert raw_item(store, "INV#inv_1", "META")["doorbell"] == {"N": "0"}  # written at creation
+    if legacy:
+        without_doorbell(store, "inv_1")
+
+    store.update_invocation("inv_1", 0, doorbell=0, status="suspended")
+
+    assert store.get_invocation("inv_1") == invocation("inv_1", status="suspended")
+    with pytest.raises(StoreConflict):
+        store.update_invocation("inv_1", 0, doorbell=1, status="ready")
+
+
+def test_ring_bumps_only_the_doorbell(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1", modified_at_ms=1_500))
+    before = raw_item(store, "INV#inv_1", "META")
+
+    store.ring("inv_1")
+    store.ring("inv_1")
+
+    assert store.get_invocation("inv_1") == invocation("inv_1", modified_at_ms=1_500, doorbell=2)
+    after = raw_item(store, "INV#inv_1", "META")
+    assert after["doorbell"] == {"N": "2"}
+    assert {k: v for k, v in after.items() if k != "doorbell"} == {k: v for k, v in before.items() if k != "doorbell"}
+
+
+def test_ring_counts_from_zero_on_an_item_without_a_doorbell(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    without_doorbell(store, "inv_1")
+
+    store.ring("inv_1")
+
+    assert store.get_invocation("inv_1") == invocation("inv_1", doorbell=1)
+
+
+def test_ring_of_an_unknown_invocation_conflicts_and_creates_nothing(store: DynamoDBStore) -> None:
+    with pytest.raises(StoreConflict, match="invocation inv_ghost does not exist"):
+        store.ring("inv_ghost")
+
+    assert raw_item(store, "INV#inv_ghost", "META") == {}
+
+
+# --- update unless completed (kill, cancel) ------------------------------------------------------
+
+
+def test_update_unless_completed_bumps_the_epoch_so_the_holder_loses(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    held = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)  # epoch 1
+
+    forced = store.update_unless_completed(
+        "inv_1", status="completed", modified_at_ms=3_000, lease_until_ms=0, failure={"code": 409, "message": "killed"}
+    )
+
+    expected = dataclasses.replace(
+        held,
+        epoch=2,
+        status="completed",
+        modified_at_ms=3_000,
+        lease_until_ms=0,
+        failure={"code": 409, "message": "killed"},
+    )
+    assert forced == expected
+    assert store.get_invocation("inv_1") == expected
+    item = raw_item(store, "INV#inv_1", "META")
+    assert (item["status_pk"], item["status_sk"]) == ({"S": "STATUS#completed"}, {"S": "0000000003000#inv_1"})
+    with pytest.raises(StoreConflict, match="epoch 1 no longer holds"):
+        store.update_invocation("inv_1", held.epoch, status="suspended", modified_at_ms=4_000)
+    assert store.get_invocation("inv_1") == expected
+
+
+def test_update_unless_completed_without_changes_only_bumps_the_epoch(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1", epoch=5))
+
+    assert store.update_unless_completed("inv_1") == invocation("inv_1", epoch=6)
+    assert store.get_invocation("inv_1") == invocation("inv_1", epoch=6)
+
+
+def test_update_unless_completed_refuses_a_completed_invocation(store: DynamoDBStore) -> None:
+    done = invocation("inv_1", status="completed", output=b"1", epoch=3)
+    store.create_invocation(done)
+
+    with pytest.raises(StoreConflict, match="invocation inv_1 has completed or does not exist"):
+        store.update_unless_completed("inv_1", status="completed", modified_at_ms=9_000, failure={"code": 409})
+
+    assert store.get_invocation("inv_1") == done
+
+
+def test_update_unless_completed_of_an_unknown_invocation_conflicts_and_creates_nothing(
+    store: DynamoDBStore,
+) -> None:
+    with pytest.raises(StoreConflict):
+        store.update_unless_completed("inv_ghost", status="paused", modified_at_ms=2_000)
+
+    assert raw_item(store, "INV#inv_ghost", "META") == {}
+
+
+def test_update_unless_completed_refuses_fields_the_store_moves_before_any_request(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    before = store.request_count
+
+    with pytest.raises(TypeError, match="cannot set doorbell, epoch"):
+        store.update_unless_completed("inv_1", epoch=7, doorbell=0)
+    with pytest.raises(TypeError, match=r"update_unless_completed\(\) got unknown InvocationRecord field\(s\): stauts"):
+        store.update_unless_completed("inv_1", stauts="paused")
+
+    assert store.request_count == before
+    assert store.get_invocation("inv_1") == invocation("inv_1")
+
+
+# --- notifications -------------------------------------------------------------------------------
+
+
+def test_notifications_come_back_with_load_ordered_by_time_then_key(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    store.create_invocation(invocation("inv_10"))  # a neighbour whose key shares the prefix
+    batch = JournalBatch(1, b"entries", epoch=1, committed_at_ms=2_000)
+    store.append_batch("inv_1", batch)
+    late_c2 = StoredNotification("c2", b"\x00completion 2", created_at_ms=3_000)
+    late_c10 = StoredNotification("c10", b"\x00completion 10", created_at_ms=3_000)
+    early = StoredNotification("nready", b"\x00signal", created_at_ms=1_000)
+    assert [store.put_notification("inv_1", n) for n in (late_c2, early, late_c10)] == [True, True, True]
+    assert store.put_notification("inv_10", StoredNotification("c1", b"neighbour", created_at_ms=1)) is True
+    before = store.request_count
+
+    loaded = store.load_invocation("inv_1")
+
+    assert loaded == LoadedInvocation(invocation("inv_1"), [batch], [early, late_c10, late_c2])
+    assert store.request_count - before == 1  # still one query
+    assert raw_item(store, "INV#inv_1", "N#c2") == {
+        "PK": {"S": "INV#inv_1"},
+        "SK": {"S": "N#c2"},
+        "entry": {"B": b"\x00completion 2"},
+        "created_at_ms": {"N": "3000"},
+    }
+    assert store.list_invocations() == [invocation("inv_10"), invocation("inv_1")]  # the scan skips them
+
+
+def test_second_put_notification_with_one_key_is_false_and_keeps_the_first(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+    first = StoredNotification("c3", b"first resolution", created_at_ms=2_000)
+
+    assert store.put_notification("inv_1", first) is True
+    assert store.put_notification("inv_1", StoredNotification("c3", b"second resolution", created_at_ms=1_000)) is False
+
+    loaded = store.load_invocation("inv_1")
+    assert loaded is not None
+    assert loaded.notifications == [first]
+
+
+def test_notifications_of_an_unknown_invocation_do_not_make_it_load(store: DynamoDBStore) -> None:
+    assert store.put_notification("inv_ghost", StoredNotification("s0", b"x", created_at_ms=1)) is True
+
+    assert store.load_invocation("inv_ghost") is None
+
+
+def test_notification_above_400_kb_is_refused_loudly(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_1"))
+
+    with pytest.raises(ItemTooLarge, match=r"notification c1 \(420000 bytes\) does not fit"):
+        store.put_notification("inv_1", StoredNotification("c1", b"x" * 420_000, created_at_ms=1))
+
+    assert store.load_invocation("inv_1") == LoadedInvocation(invocation("inv_1"), [], [])
+
+
 # --- journal batches -----------------------------------------------------------------------------
 
 
@@ -294,7 +507,7 @@ def test_append_batch_twice_at_one_index_conflicts_and_keeps_the_first(store: Dy
         store.append_batch("inv_1", loser)
 
     loaded = store.load_invocation("inv_1")
-    assert loaded == (invocation("inv_1"), [winner])
+    assert loaded == LoadedInvocation(invocation("inv_1"), [winner], [])
 
 
 def test_load_returns_meta_and_batches_ordered_by_start_index(store: DynamoDBStore) -> None:
@@ -308,7 +521,7 @@ def test_load_returns_meta_and_batches_ordered_by_start_index(store: DynamoDBSto
 
     loaded = store.load_invocation("inv_1")
 
-    assert loaded == (invocation("inv_1"), sorted(batches, key=lambda b: b.start_index))
+    assert loaded == LoadedInvocation(invocation("inv_1"), sorted(batches, key=lambda b: b.start_index), [])
     assert store.request_count - before == 1  # one query
 
 
@@ -321,7 +534,7 @@ def test_load_follows_pages_past_one_megabyte(store: DynamoDBStore) -> None:
 
     loaded = store.load_invocation("inv_1")
 
-    assert loaded == (invocation("inv_1"), batches)
+    assert loaded == LoadedInvocation(invocation("inv_1"), batches, [])
     assert store.request_count - before == 2  # 1.2 MB: DynamoDB (and moto) page at 1 MB
 
 
@@ -332,7 +545,7 @@ def test_batch_above_400_kb_is_refused_loudly(store: DynamoDBStore) -> None:
         store.append_batch("inv_1", JournalBatch(3, b"x" * 420_000, epoch=1, committed_at_ms=1))
 
     assert raised.value.status == 413
-    assert store.load_invocation("inv_1") == (invocation("inv_1"), [])
+    assert store.load_invocation("inv_1") == LoadedInvocation(invocation("inv_1"), [], [])
 
 
 def test_update_that_grows_the_item_above_400_kb_is_refused_loudly(store: DynamoDBStore) -> None:
@@ -380,6 +593,59 @@ def test_list_invocations_scan_ignores_journal_batches(store: DynamoDBStore) -> 
     store.append_batch("inv_1", JournalBatch(1, b"entries", epoch=1, committed_at_ms=1))
 
     assert store.list_invocations() == [invocation("inv_1")]
+
+
+# --- timers --------------------------------------------------------------------------------------
+
+
+def test_due_timers_returns_only_due_ones_in_order_and_respects_limit(store: DynamoDBStore) -> None:
+    for due_ms, invocation_id in [(5_000, "inv_b"), (1_000, "inv_a"), (5_001, "inv_c"), (5_000, "inv_a")]:
+        store.put_timer(due_ms, invocation_id)
+    store.put_timer(1_000, "inv_a")  # again: still one timer
+    store.put_timer(900_000, "inv_d")  # "900000" sorts before "5000" unless the key is zero-padded
+    before = store.request_count
+
+    assert store.due_timers(5_000) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b")]
+    assert store.request_count - before == 1
+    assert store.due_timers(5_000, limit=2) == [(1_000, "inv_a"), (5_000, "inv_a")]
+    assert store.due_timers(999) == []
+    assert store.due_timers(5_001) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b"), (5_001, "inv_c")]
+    assert store.due_timers(10**15) == [
+        (1_000, "inv_a"),
+        (5_000, "inv_a"),
+        (5_000, "inv_b"),
+        (5_001, "inv_c"),
+        (900_000, "inv_d"),
+    ]
+    before = store.request_count
+    assert store.due_timers(5_000, limit=0) == []
+    assert store.due_timers(5_000, limit=-1) == []  # DynamoDB would refuse Limit=-1
+    assert store.request_count == before
+    assert raw_item(store, "TIMER", "0000000005000#inv_b") == {
+        "PK": {"S": "TIMER"},
+        "SK": {"S": "0000000005000#inv_b"},
+        "due_ms": {"N": "5000"},
+        "invocation_id": {"S": "inv_b"},
+    }
+    assert store.list_invocations() == []  # timers are not invocations
+
+
+def test_delete_timer_is_idempotent_and_removes_only_that_timer(store: DynamoDBStore) -> None:
+    store.put_timer(1_000, "inv_a")
+    store.put_timer(1_000, "inv_b")
+
+    store.delete_timer(1_000, "inv_a")
+    store.delete_timer(1_000, "inv_a")
+    store.delete_timer(7_000, "inv_never")
+
+    assert store.due_timers(10_000) == [(1_000, "inv_b")]
+
+
+def test_timer_due_times_must_fit_the_key(store: DynamoDBStore) -> None:
+    with pytest.raises(ValueError, match=r"within 0\.\.9999999999999, got -1"):
+        store.put_timer(-1, "inv_a")
+    with pytest.raises(ValueError, match="got 10000000000000"):
+        store.delete_timer(10**13, "inv_a")
 
 
 # --- deployments and services --------------------------------------------------------------------
@@ -463,8 +729,17 @@ def test_request_count_counts_each_dynamodb_call(store: DynamoDBStore) -> None:
     store.get_invocation("inv_1")
     with pytest.raises(StoreConflict):
         store.append_batch("inv_1", JournalBatch(1, b"e", epoch=1, committed_at_ms=2_100))
-
     assert store.request_count == start + 7  # a failed conditional write is a request too
+
+    store.put_notification("inv_1", StoredNotification("c1", b"n", created_at_ms=2_300))
+    store.put_notification("inv_1", StoredNotification("c1", b"n", created_at_ms=2_300))  # False, but a request
+    store.ring("inv_1")
+    store.update_unless_completed("inv_1", status="paused", modified_at_ms=2_400)
+    store.put_timer(2_500, "inv_1")
+    store.due_timers(3_000)
+    store.delete_timer(2_500, "inv_1")
+
+    assert store.request_count == start + 14
 
 
 def test_ensure_schema_on_an_existing_table_costs_two_requests(store: DynamoDBStore) -> None:

@@ -234,6 +234,7 @@ def test_a_call_that_outlasts_the_bound_answers_202_and_can_be_attached(moto_end
             if attached.status_code == 200:
                 break
             assert attached.status_code == 202
-        assert attached.status_code == 200 and attached.json() == 6
+        assert attached.status_code == 200
+        assert attached.json() == 6
     finally:
         server.stop()

@@ -91,7 +91,7 @@ def test_exactly_one_commit_lands_at_a_journal_index(store: DynamoDBStore) -> No
         assert sum(1 for r in results if isinstance(r, StoreConflict)) == THREADS - 1
     loaded = store.load_invocation("inv_commit")
     assert loaded is not None
-    assert [b.start_index for b in loaded[1]] == list(range(1, 11))
+    assert [b.start_index for b in loaded.batches] == list(range(1, 11))
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +124,12 @@ def test_duplicate_advance_from_several_threads_never_double_appends(dev: DevSer
         assert all(isinstance(o, Outcome) for o in outcomes), outcomes
         deadline = time.monotonic() + 30
         loaded = cp.store.load_invocation(record.invocation_id)
-        while loaded is not None and loaded[0].status != "completed" and time.monotonic() < deadline:
+        while loaded is not None and loaded.record.status != "completed" and time.monotonic() < deadline:
             time.sleep(0.02)
             loaded = cp.store.load_invocation(record.invocation_id)
         # THEN the journal holds each step once, and each closure ran once
         assert loaded is not None
-        meta, batches = loaded
+        meta, batches = loaded.record, loaded.batches
         assert meta.status == "completed"
         assert meta.output == b"4"
         entries = [f.type for b in batches for f in decode_frames(b.entries)]

@@ -29,6 +29,7 @@ EXPECTED_HANDLERS = {
     "Greeter": {"greet"},
     "OrderService": {"place"},
     "Steps": {"ten_steps", "n_steps", "flaky", "fail_terminal", "no_input", "one_step", "slow_steps"},
+    "Waits": {"sleep", "awakeable", "resolve", "booking", "send_later", "stamp"},
 }
 
 

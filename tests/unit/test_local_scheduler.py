@@ -165,7 +165,8 @@ def test_exception_is_logged_and_does_not_kill_the_worker(recorder: Recorder, ca
     try:
         recorder.fail.add("inv_bad")
         sched.wake_now("inv_bad")
-        assert sched.wait_idle(timeout_s=5)
+        assert wait_for(lambda: recorder.count()["inv_bad"] == 1)
+        assert sched.pending_timers() == 1  # the failed advance is tried again later
 
         # WHEN other invocations are woken afterwards
         sched.wake_now("inv_good")
@@ -174,6 +175,7 @@ def test_exception_is_logged_and_does_not_kill_the_worker(recorder: Recorder, ca
         # THEN the same worker runs them, and the failure was logged with the invocation id
         assert wait_for(lambda: recorder.count()["inv_good"] == 1 and recorder.count()["inv_timer"] == 1)
         assert any("inv_bad" in record.getMessage() and record.exc_info for record in caplog.records)
+        assert wait_for(lambda: recorder.count()["inv_bad"] == 2, timeout_s=3)  # retried after ~1 s
     finally:
         sched.stop()
 

@@ -1,0 +1,440 @@
+"""The item families of `DynamoDBStore`'s table: keys, item templates, record mapping, conditions, errors.
+
+See `adapters.aws.dynamodb_store` for the table layout. Nothing here makes a request: the templates
+are bound to a table and a connection per store by `bind`, and the functions build keys, items,
+records, conditions and update actions for the store to send, and translate the errors of its
+writes (`translated_write`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar, cast
+
+from pynamodb.attributes import Attribute, BinaryAttribute, JSONAttribute, UnicodeAttribute
+from pynamodb.connection import TableConnection
+from pynamodb.constants import NUMBER
+from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from control_plane.errors import TorporError
+from control_plane.ports import (
+    DeploymentRecord,
+    InvocationRecord,
+    JournalBatch,
+    ServiceRecord,
+    StoreConflict,
+    StoredNotification,
+)
+
+STATUS_INDEX = "by_status"
+TTL_ATTRIBUTE = "expires_at"
+META_SK = "META"
+BATCH_PREFIX = "J#"
+NOTIFICATION_PREFIX = "N#"
+DEPLOYMENTS_PK = "DEP"
+SERVICES_PK = "SVC"
+TIMERS_PK = "TIMER"
+COMPLETED = "completed"
+CONDITION_FAILED = "ConditionalCheckFailedException"
+MAX_DUE_MS = 10**13 - 1
+"""The latest due time a timer key can hold (13 digits: the year 2286)."""
+
+
+class ItemTooLarge(TorporError):
+    """A write would make an item larger than DynamoDB's 400 KB limit; nothing was written (HTTP 413)."""
+
+    status = 413
+    code = "item_too_large"
+
+
+# --- keys ----------------------------------------------------------------------------------------
+
+
+def invocation_pk(invocation_id: str) -> str:
+    """The partition of an invocation: its metadata, journal batches and notifications."""
+    return f"INV#{invocation_id}"
+
+
+def batch_sk(start_index: int) -> str:
+    """The sort key of the journal batch starting at `start_index` (sorts before `META`)."""
+    return f"{BATCH_PREFIX}{start_index:010d}"
+
+
+def notification_sk(key: str) -> str:
+    """The sort key of the notification `key` (sorts after `META`)."""
+    return f"{NOTIFICATION_PREFIX}{key}"
+
+
+def timer_sk(due_ms: int, invocation_id: str) -> str:
+    """The sort key of a timer in the `TIMER` partition: due time first, so a range query finds due ones."""
+    return f"{due_ms:013d}#{invocation_id}"
+
+
+def timers_due_until(until_ms: int) -> str:
+    """The greatest timer sort key due at `until_ms`: `~` sorts after `#` and after every digit."""
+    return f"{until_ms:013d}~"
+
+
+def deployment_sk(deployment_id: str) -> str:
+    """The sort key of a deployment in the `DEP` partition."""
+    return f"DEP#{deployment_id}"
+
+
+def service_sk(name: str) -> str:
+    """The sort key of a service in the `SVC` partition."""
+    return f"SVC#{name}"
+
+
+def status_pk(status: str) -> str:
+    """The `by_status` hash key of an invocation with `status`."""
+    return f"STATUS#{status}"
+
+
+def status_sk(modified_at_ms: int, invocation_id: str) -> str:
+    """The `by_status` range key: ordered by `modified_at_ms`, then id."""
+    return f"{modified_at_ms:013d}#{invocation_id}"
+
+
+def table_schema(table_name: str) -> dict[str, Any]:
+    """The table's keys and index, as DescribeTable names them (what pynamodb's `MetaTable` reads)."""
+    return {
+        "TableName": table_name,
+        "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"} for name in ("PK", "SK", "status_pk", "status_sk")
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": STATUS_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "status_pk", "KeyType": "HASH"},
+                    {"AttributeName": "status_sk", "KeyType": "RANGE"},
+                ],
+            }
+        ],
+    }
+
+
+# --- item templates (bound to a table per store by `bind`) ---------------------------------------
+
+
+class IntAttribute(Attribute[int]):
+    """A DynamoDB number read back as a Python `int` (pynamodb's `NumberAttribute` is typed `float`)."""
+
+    attr_type = NUMBER
+
+    def serialize(self, value: int) -> str:
+        return str(int(value))
+
+    def deserialize(self, value: str) -> int:
+        return int(value)
+
+
+class _StatusIndex(GlobalSecondaryIndex["InvocationItem"]):  # type: ignore[no-untyped-call]
+    """`by_status`: invocations of one status, ordered by `modified_at_ms` then id."""
+
+    class Meta:
+        index_name = STATUS_INDEX
+        projection = AllProjection()
+
+    status_pk = UnicodeAttribute(hash_key=True)
+    status_sk = UnicodeAttribute(range_key=True)
+
+
+class Item(Model):
+    """The table's keys, shared by every item family."""
+
+    pk = UnicodeAttribute(hash_key=True, attr_name="PK")
+    sk = UnicodeAttribute(range_key=True, attr_name="SK")
+
+
+class InvocationItem(Item):
+    """`INV#id` / `META`: one attribute per `InvocationRecord` field, plus the `by_status` keys."""
+
+    by_status = _StatusIndex()
+    status_pk = UnicodeAttribute()
+    status_sk = UnicodeAttribute()
+
+    invocation_id = UnicodeAttribute()
+    service = UnicodeAttribute()
+    handler = UnicodeAttribute()
+    key = UnicodeAttribute()
+    deployment_id = UnicodeAttribute()
+    protocol_version = IntAttribute()
+    status = UnicodeAttribute()
+    input_entry = BinaryAttribute(legacy_encoding=False)
+    created_at_ms = IntAttribute()
+    modified_at_ms = IntAttribute()
+    epoch = IntAttribute(null=True)
+    lease_until_ms = IntAttribute(null=True)
+    journal_length = IntAttribute(null=True)
+    attempts = IntAttribute(null=True)
+    retry_count = IntAttribute(null=True)
+    retry_at_length = IntAttribute(null=True)
+    next_retry_at_ms = IntAttribute(null=True)
+    last_failure = JSONAttribute(null=True)
+    waiting_on = JSONAttribute(null=True)
+    output = BinaryAttribute(legacy_encoding=False, null=True)
+    failure = JSONAttribute(null=True)
+    completed_at_ms = IntAttribute(null=True)
+    expires_at_s = IntAttribute(null=True, attr_name=TTL_ATTRIBUTE)
+    random_seed = IntAttribute(null=True)
+    idempotency_key = UnicodeAttribute(null=True)
+    output_content_type = UnicodeAttribute(null=True)
+    doorbell = IntAttribute(null=True)  # absent on items written before it existed: reads as 0
+    effects_applied_upto = IntAttribute(null=True)
+    execution_time_ms = IntAttribute(null=True)
+    wake_up_at_ms = IntAttribute(null=True)
+
+
+class BatchItem(Item):
+    """`INV#id` / `J#{start_index:010d}`: the framed entries one attempt committed."""
+
+    entries = BinaryAttribute(legacy_encoding=False)
+    epoch = IntAttribute()
+    committed_at_ms = IntAttribute()
+
+
+class NotificationItem(Item):
+    """`INV#id` / `N#{key}`: a notification waiting to be folded into the journal."""
+
+    entry = BinaryAttribute(legacy_encoding=False)
+    created_at_ms = IntAttribute()
+
+
+class TimerItem(Item):
+    """`TIMER` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`."""
+
+    due_ms = IntAttribute()
+    invocation_id = UnicodeAttribute()
+
+
+class DeploymentItem(Item):
+    """`DEP` / `DEP#{deployment_id}`: one attribute per `DeploymentRecord` field."""
+
+    deployment_id = UnicodeAttribute()
+    endpoint = UnicodeAttribute()
+    additional_headers = JSONAttribute()
+    manifest = JSONAttribute()
+    min_protocol_version = IntAttribute()
+    max_protocol_version = IntAttribute()
+    created_at_ms = IntAttribute()
+    services = JSONAttribute(null=True)
+    metadata = JSONAttribute(null=True)
+
+
+class ServiceItem(Item):
+    """`SVC` / `SVC#{name}`: one attribute per `ServiceRecord` field."""
+
+    name = UnicodeAttribute()
+    deployment_id = UnicodeAttribute()
+    ty = UnicodeAttribute()
+    manifest = JSONAttribute()
+    revision = IntAttribute(null=True)
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+def bind(template: type[_M], meta: type, connection: TableConnection) -> type[_M]:
+    """A subclass of `template` bound to one table and endpoint, talking through `connection`.
+
+    pynamodb reads the table name and endpoint from `class Meta` and caches one connection per model
+    class; binding subclasses per store lets stores on different tables or endpoints coexist.
+    """
+    name = template.__name__
+    namespace = {"Meta": meta, "__module__": template.__module__, "__qualname__": f"DynamoDBStore.{name}"}
+    bound = cast("type[_M]", types.new_class(name, (template,), exec_body=lambda ns: ns.update(namespace)))
+    bound._connection = connection  # shared, so every item family counts into the same store
+    return bound
+
+
+# --- records <-> items ---------------------------------------------------------------------------
+
+INVOCATION_FIELDS = tuple(f.name for f in dataclasses.fields(InvocationRecord))
+_REQUIRED_INVOCATION_FIELDS = frozenset(
+    f.name
+    for f in dataclasses.fields(InvocationRecord)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+
+
+def _stored(name: str, value: object) -> object:
+    """A record field's value as the item holds it: JSON-able dicts, and None for "no attribute"."""
+    if name == "expires_at_s" and value == 0:
+        return None  # 0 means "keep forever": no TTL attribute at all
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def invocation_item(model: type[InvocationItem], record: InvocationRecord) -> InvocationItem:
+    """The `META` item of `record`, with its `by_status` keys."""
+    item = model(invocation_pk(record.invocation_id), META_SK)
+    for name in INVOCATION_FIELDS:
+        setattr(item, name, _stored(name, getattr(record, name)))
+    item.status_pk = status_pk(record.status)
+    item.status_sk = status_sk(record.modified_at_ms, record.invocation_id)
+    return item
+
+
+def invocation_record(item: InvocationItem) -> InvocationRecord:
+    """The record a `META` item holds; an absent attribute reads as the field's default."""
+    present = {name: getattr(item, name) for name in INVOCATION_FIELDS}
+    return InvocationRecord(**{name: value for name, value in present.items() if value is not None})
+
+
+def batch_record(item: BatchItem) -> JournalBatch:
+    """The journal batch a `J#…` item holds."""
+    return JournalBatch(
+        start_index=int(item.sk.removeprefix(BATCH_PREFIX)),
+        entries=item.entries,
+        epoch=item.epoch,
+        committed_at_ms=item.committed_at_ms,
+    )
+
+
+def notification_record(item: NotificationItem) -> StoredNotification:
+    """The notification an `N#…` item holds."""
+    return StoredNotification(
+        key=item.sk.removeprefix(NOTIFICATION_PREFIX), entry=item.entry, created_at_ms=item.created_at_ms
+    )
+
+
+def deployment_record(item: DeploymentItem) -> DeploymentRecord:
+    """The deployment a `DEP#…` item holds."""
+    return DeploymentRecord(
+        deployment_id=item.deployment_id,
+        endpoint=item.endpoint,
+        additional_headers=item.additional_headers,
+        manifest=item.manifest,
+        min_protocol_version=item.min_protocol_version,
+        max_protocol_version=item.max_protocol_version,
+        created_at_ms=item.created_at_ms,
+        services=tuple(item.services or ()),
+        metadata=item.metadata or {},
+    )
+
+
+def service_record(item: ServiceItem) -> ServiceRecord:
+    """The service an `SVC#…` item holds."""
+    return ServiceRecord(
+        name=item.name,
+        deployment_id=item.deployment_id,
+        ty=item.ty,
+        manifest=item.manifest,
+        revision=1 if item.revision is None else item.revision,
+    )
+
+
+def invocation_update_actions(
+    model: type[InvocationItem], invocation_id: str, changes: Mapping[str, object], *, caller: str
+) -> list[Action]:
+    """SET/REMOVE actions for `changes` to an invocation, plus the `by_status` keys they move.
+
+    A value of None removes the attribute (it then reads back as the field's default); so does
+    `expires_at_s=0`. A change of `status` or `modified_at_ms` also rewrites the matching GSI key.
+
+    Args:
+        model: The store's bound `InvocationItem`.
+        invocation_id: The invocation (for the GSI range key).
+        changes: New values, named as `InvocationRecord` fields; may be empty.
+        caller: The store method, for error messages.
+
+    Raises:
+        TypeError: A name is not an `InvocationRecord` field, or a required field (one without a
+            default) is set to None.
+    """
+    unknown = sorted(set(changes) - set(INVOCATION_FIELDS))
+    if unknown:
+        raise TypeError(f"{caller}() got unknown InvocationRecord field(s): {', '.join(unknown)}")
+    nulled = sorted(name for name, value in changes.items() if value is None and name in _REQUIRED_INVOCATION_FIELDS)
+    if nulled:
+        raise TypeError(f"{caller}() cannot set required field(s) to None: {', '.join(nulled)}")
+    actions: list[Action] = []
+    for name, value in changes.items():
+        attribute = getattr(model, name)
+        stored = _stored(name, value)
+        actions.append(attribute.remove() if stored is None else attribute.set(stored))
+    if "status" in changes:
+        actions.append(model.status_pk.set(status_pk(cast("str", changes["status"]))))
+    if "modified_at_ms" in changes:
+        actions.append(model.status_sk.set(status_sk(cast("int", changes["modified_at_ms"]), invocation_id)))
+    return actions
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def is_item_too_large(exc: PutError | UpdateError) -> bool:
+    """DynamoDB's answer to an item above 400 KB: a ValidationException about the item size.
+
+    PutItem says "Item size has exceeded the maximum allowed size", UpdateItem "Item size to update
+    has exceeded the maximum allowed size" (DynamoDB and moto alike).
+    """
+    message = exc.cause_response_message or ""
+    return exc.cause_response_code == "ValidationException" and "maximum allowed size" in message
+
+
+@contextmanager
+def translated_write(*, too_large: str, conflict: str | None = None) -> Iterator[None]:
+    """Turn an oversized item into `ItemTooLarge(too_large)` and, for a conditional write (`conflict`
+    given), a failed condition into `StoreConflict(conflict)`.
+
+    Anything else pynamodb raises passes through untouched.
+    """
+    try:
+        yield
+    except (PutError, UpdateError) as exc:
+        if conflict is not None and exc.cause_response_code == CONDITION_FAILED:
+            raise StoreConflict(conflict) from exc
+        if is_item_too_large(exc):
+            raise ItemTooLarge(too_large) from exc
+        raise
+
+
+# --- conditions (named pieces) -------------------------------------------------------------------
+
+
+def item_absent(model: type[Item]) -> Condition:
+    """No item with this key exists."""
+    return model.pk.does_not_exist()
+
+
+def item_exists(model: type[Item]) -> Condition:
+    """An item with this key exists."""
+    return model.pk.exists()
+
+
+def lease_expired(model: type[InvocationItem], now_ms: int) -> Condition:
+    """Nobody holds the lease at `now_ms` (a free lease is 0)."""
+    return model.lease_until_ms < now_ms
+
+
+def status_in(model: type[InvocationItem], statuses: Iterable[str]) -> Condition:
+    """The invocation's status is one of `statuses`."""
+    return model.status.is_in(*statuses)
+
+
+def not_completed(model: type[InvocationItem]) -> Condition:
+    """The invocation has not completed."""
+    return model.status != COMPLETED
+
+
+def epoch_is(model: type[InvocationItem], epoch: int) -> Condition:
+    """The lease epoch is still `epoch`."""
+    return model.epoch == epoch
+
+
+def doorbell_is(model: type[InvocationItem], doorbell: int) -> Condition:
+    """No notification was rung in since the doorbell read `doorbell` (a missing doorbell reads as 0)."""
+    if doorbell == 0:
+        return model.doorbell.does_not_exist() | (model.doorbell == 0)
+    return model.doorbell == doorbell

@@ -1,0 +1,112 @@
+"""Deployments and services, the registry half of `DynamoDBStore` (`DEP` and `SVC` partitions).
+
+Items: `DEP` / `DEP#{deployment_id}` (one attribute per `DeploymentRecord` field) and `SVC` /
+`SVC#{name}` (one per `ServiceRecord` field); see `adapters.aws.store_items`. Reads are strongly
+consistent; writes replace whatever was there.
+"""
+
+from __future__ import annotations
+
+from adapters.aws.store_items import (
+    DEPLOYMENTS_PK,
+    SERVICES_PK,
+    DeploymentItem,
+    ServiceItem,
+    deployment_record,
+    deployment_sk,
+    service_record,
+    service_sk,
+    translated_write,
+)
+from control_plane.ports import DeploymentRecord, ServiceRecord
+
+
+class RegistryStore:
+    """The `Store` methods for deployments and services; `DynamoDBStore` binds the two item classes.
+
+    Attributes:
+        _deployments: The store's bound `DeploymentItem`.
+        _services: The store's bound `ServiceItem`.
+    """
+
+    _deployments: type[DeploymentItem]
+    _services: type[ServiceItem]
+
+    def put_deployment(self, deployment: DeploymentRecord) -> None:
+        """Store `deployment`, replacing any deployment with the same id.
+
+        Raises:
+            ItemTooLarge: The deployment (its manifest, mostly) does not fit in a 400 KB item.
+        """
+        item = self._deployments(
+            DEPLOYMENTS_PK,
+            deployment_sk(deployment.deployment_id),
+            deployment_id=deployment.deployment_id,
+            endpoint=deployment.endpoint,
+            additional_headers=dict(deployment.additional_headers),
+            manifest=dict(deployment.manifest),
+            min_protocol_version=deployment.min_protocol_version,
+            max_protocol_version=deployment.max_protocol_version,
+            created_at_ms=deployment.created_at_ms,
+            services=list(deployment.services),
+            metadata=dict(deployment.metadata),
+        )
+        too_large = (
+            f"deployment {deployment.deployment_id}: its manifest does not fit in one DynamoDB item (400 KB); "
+            "register fewer services per deployment"
+        )
+        with translated_write(too_large=too_large):
+            item.save()
+
+    def get_deployment(self, deployment_id: str) -> DeploymentRecord | None:
+        """The deployment `deployment_id`, or None if it is not registered."""
+        try:
+            item = self._deployments.get(DEPLOYMENTS_PK, deployment_sk(deployment_id), consistent_read=True)
+        except self._deployments.DoesNotExist:
+            return None
+        return deployment_record(item)
+
+    def list_deployments(self) -> list[DeploymentRecord]:
+        """Every deployment, ordered by id (one query, paged)."""
+        items = self._deployments.query(DEPLOYMENTS_PK, self._deployments.sk.startswith("DEP#"), consistent_read=True)
+        return [deployment_record(item) for item in items]
+
+    def delete_deployment(self, deployment_id: str) -> None:
+        """Remove the deployment `deployment_id`; removing an unknown id does nothing."""
+        self._deployments(DEPLOYMENTS_PK, deployment_sk(deployment_id)).delete()
+
+    def put_service(self, service: ServiceRecord) -> None:
+        """Store `service`, replacing any service with the same name.
+
+        Raises:
+            ItemTooLarge: The service's manifest entry does not fit in a 400 KB item.
+        """
+        item = self._services(
+            SERVICES_PK,
+            service_sk(service.name),
+            name=service.name,
+            deployment_id=service.deployment_id,
+            ty=service.ty,
+            manifest=dict(service.manifest),
+            revision=service.revision,
+        )
+        too_large = f"service {service.name}: its manifest entry does not fit in one DynamoDB item (400 KB)"
+        with translated_write(too_large=too_large):
+            item.save()
+
+    def get_service(self, name: str) -> ServiceRecord | None:
+        """The service `name`, or None if no deployment registered it."""
+        try:
+            item = self._services.get(SERVICES_PK, service_sk(name), consistent_read=True)
+        except self._services.DoesNotExist:
+            return None
+        return service_record(item)
+
+    def list_services(self) -> list[ServiceRecord]:
+        """Every service, ordered by name (one query, paged)."""
+        items = self._services.query(SERVICES_PK, self._services.sk.startswith("SVC#"), consistent_read=True)
+        return [service_record(item) for item in items]
+
+    def delete_service(self, name: str) -> None:
+        """Remove the service `name`; removing an unknown name does nothing."""
+        self._services(SERVICES_PK, service_sk(name)).delete()

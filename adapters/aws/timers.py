@@ -1,0 +1,371 @@
+"""`Scheduler` on AWS: wake-ups are SQS messages, long waits go through EventBridge Scheduler.
+
+Every wake-up ends as one message on the worker queue, body `{"invocation_id": ..., "due_ms": ...}`
+(JSON; `due_ms` in ms since the UNIX epoch, 0 for "now"). The worker (a Lambda fed by SQS batches,
+or `drain` in tests and a local poller) hands each body to `handle_wake_message`, which calls
+`advance` (or `on_timer`) once the due time has come.
+
+How a wake-up gets onto the queue:
+
+- `wake_now(id)`: SendMessage, no delay.
+- `wake_at(id, due_ms)` with at most 900 s to wait (SQS's largest `DelaySeconds`): SendMessage with
+  `DelaySeconds = ceil(remaining s)`, so the message never becomes visible before the due time.
+- a longer wait: an EventBridge Scheduler one-time schedule, `at(...)` `lead_ms` before the due time,
+  whose target sends the same body to the same queue; it deletes itself after it ran.
+- a longer wait without a Scheduler client: a 900 s SendMessage; each time the message arrives
+  early, `handle_wake_message` re-delays the remainder (one message per 15 minutes of waiting).
+
+Nothing fires early: whatever delivers a body before its `due_ms` (a schedule that lands `lead_ms`
+ahead, a relayed hop, a clock that runs slightly ahead), `handle_wake_message` only re-delays it.
+
+Duplicates are harmless by construction: SQS delivers at least once, a schedule created twice is one
+schedule, and a wake-up that runs twice just calls `advance` twice, which is idempotent (a second
+run finds the lease held, or nothing new to do). A lost wake-up is repaired by the sweep over the
+stored timer records (see ARCHITECTURE.md, "Who calls advance").
+
+The queue must be a standard queue: FIFO queues ignore per-message `DelaySeconds`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+from control_plane.ports import Clock, SystemClock
+
+log = logging.getLogger("torpor.timers")
+
+__all__ = [
+    "MAX_SQS_DELAY_S",
+    "SqsScheduler",
+    "WakeOutcome",
+    "drain",
+    "handle_wake_message",
+    "schedule_name",
+    "wake_body",
+]
+
+MAX_SQS_DELAY_S = 900
+"""SQS's largest per-message `DelaySeconds` (15 minutes)."""
+
+MAX_LEAD_MS = 840_000
+"""Largest `lead_ms`: a schedule must land with at most 900 s left, so the re-delay goes by SQS."""
+
+EARLY_TOLERANCE_MS = 5
+"""A body that arrives at most this many ms before its due time fires (re-delaying would cost more)."""
+
+SCHEDULE_RETRY_POLICY = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
+"""EventBridge Scheduler's largest retry window (24 h, 185 attempts): a wake-up is worth retrying for
+as long as the service allows; what still fails goes to the dead-letter queue, and the sweep re-arms it."""
+
+_NAME_OK = re.compile(r"[0-9A-Za-z_.-]{1,64}")
+
+WakeOutcome = Literal["fired", "redelayed", "dropped"]
+"""What `handle_wake_message` did with a body; every outcome means the message may be deleted."""
+
+
+def wake_body(invocation_id: str, due_ms: int) -> str:
+    """The JSON body of a wake-up message (and of a schedule's target `Input`).
+
+    Args:
+        invocation_id: The invocation to advance.
+        due_ms: When, in ms since the UNIX epoch; 0 for "now".
+    """
+    return json.dumps({"invocation_id": invocation_id, "due_ms": due_ms}, separators=(",", ":"))
+
+
+def schedule_name(invocation_id: str, due_ms: int) -> str:
+    """The EventBridge schedule name of one timer: deterministic, ≤ 64 characters of `[0-9A-Za-z_.-]`.
+
+    `torpor-{invocation_id}-{due_ms}` when that is a valid name (always, for `inv_1…` ids: 48
+    characters); otherwise the id is replaced by the first 32 hex digits of its SHA-256.
+
+    Args:
+        invocation_id: The invocation the timer wakes.
+        due_ms: The timer's due time, ms since the UNIX epoch.
+    """
+    name = f"torpor-{invocation_id}-{due_ms}"
+    if _NAME_OK.fullmatch(name):
+        return name
+    digest = hashlib.sha256(invocation_id.encode()).hexdigest()[:32]
+    return f"torpor-{digest}-{due_ms}"
+
+
+def _at_expression(fire_ms: int) -> str:
+    """`at(yyyy-mm-ddThh:mm:ss)` in UTC, rounded down to the second (so never later than `fire_ms`)."""
+    moment = datetime.fromtimestamp(fire_ms // 1000, tz=UTC)
+    return f"at({moment.strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+class SqsScheduler:
+    """`control_plane.ports.Scheduler` on SQS delays and EventBridge Scheduler one-time schedules.
+
+    Args:
+        sqs_client: A ready boto3 SQS client.
+        queue_url: URL of the worker's standard queue.
+        scheduler_client: A ready boto3 EventBridge Scheduler (`scheduler`) client, for waits over
+            900 s. Without it, long waits hop through SQS in 900 s steps.
+        schedule_target_role_arn: The IAM role EventBridge Scheduler assumes to send to the queue
+            (needs `sqs:SendMessage` on it). Required with `scheduler_client`.
+        queue_arn: ARN of the queue, the schedules' target. Looked up once (GetQueueAttributes) when
+            first needed if not given.
+        dead_letter_arn: ARN of an SQS queue for wake-ups a schedule could not deliver, or None.
+        schedule_group: EventBridge Scheduler group the schedules go in (must exist).
+        lead_ms: How long before the due time a schedule lands, in ms (0 to 840,000); the worker
+            re-delays the rest through SQS, which has second precision.
+        clock: Wall clock, ms since the UNIX epoch; the system clock if None.
+
+    Raises:
+        ValueError: `scheduler_client` without `schedule_target_role_arn`, or `lead_ms` out of range.
+    """
+
+    def __init__(
+        self,
+        sqs_client: Any,
+        queue_url: str,
+        *,
+        scheduler_client: Any = None,
+        schedule_target_role_arn: str | None = None,
+        queue_arn: str | None = None,
+        dead_letter_arn: str | None = None,
+        schedule_group: str = "default",
+        lead_ms: int = 60_000,
+        clock: Clock | None = None,
+    ) -> None:
+        if scheduler_client is not None and not schedule_target_role_arn:
+            raise ValueError("scheduler_client needs schedule_target_role_arn: the role the schedules send with")
+        if not 0 <= lead_ms <= MAX_LEAD_MS:
+            raise ValueError(f"lead_ms must be between 0 and {MAX_LEAD_MS} ms, got {lead_ms}")
+        self._sqs = sqs_client
+        self._queue_url = queue_url
+        self._scheduler = scheduler_client
+        self._role_arn = schedule_target_role_arn
+        self._queue_arn = queue_arn
+        self._dead_letter_arn = dead_letter_arn
+        self._group = schedule_group
+        self._lead_ms = lead_ms
+        self._clock: Clock = clock or SystemClock()
+
+    # --- the Scheduler port ----------------------------------------------------------------------
+
+    def wake_now(self, invocation_id: str) -> None:
+        """Send a wake-up that is visible at once (body `due_ms` 0).
+
+        Args:
+            invocation_id: The invocation to advance.
+        """
+        self._send(wake_body(invocation_id, 0), 0)
+
+    def wake_at(self, invocation_id: str, due_ms: int, *, now_ms: int | None = None) -> None:
+        """Arrange a wake-up that reaches the worker no earlier than `due_ms` (as far as it decides).
+
+        Up to 900 s ahead: an SQS message delayed by the remaining time rounded up to the second (a
+        due time in the past: no delay). Further: a one-time schedule `lead_ms` before `due_ms`
+        (or, without a Scheduler client, a 900 s message that the worker re-delays). Idempotent:
+        the same `(invocation_id, due_ms)` twice makes one schedule, or two harmless messages.
+
+        Args:
+            invocation_id: The invocation to advance.
+            due_ms: When, in ms since the UNIX epoch.
+            now_ms: The current time in ms since the UNIX epoch; the clock's if None. The worker
+                passes the time it decided by, so the remainder it re-delays is the one it computed.
+        """
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        remaining_ms = due_ms - now
+        body = wake_body(invocation_id, due_ms)
+        if remaining_ms <= MAX_SQS_DELAY_S * 1000:
+            self._send(body, max(0, math.ceil(remaining_ms / 1000)))
+        elif self._scheduler is None:
+            self._send(body, MAX_SQS_DELAY_S)
+        else:
+            self._create_schedule(invocation_id, due_ms, body)
+
+    # --- schedules -------------------------------------------------------------------------------
+
+    def delete_schedule(self, invocation_id: str, due_ms: int) -> bool:
+        """Delete the schedule of one timer, best effort (for a killed invocation).
+
+        A schedule that is gone already (it fired, or never existed) is fine; any other error is
+        logged and swallowed: a schedule left behind only wakes an invocation that has nothing to do.
+
+        Args:
+            invocation_id: The invocation the timer wakes.
+            due_ms: The timer's due time, ms since the UNIX epoch.
+
+        Returns:
+            True if a schedule was deleted.
+        """
+        if self._scheduler is None:
+            return False
+        name = schedule_name(invocation_id, due_ms)
+        try:
+            self._scheduler.delete_schedule(Name=name, GroupName=self._group)
+        except ClientError as exc:
+            if _error_code(exc) != "ResourceNotFoundException":
+                log.warning("could not delete schedule %s of %s: %s", name, invocation_id, exc)
+            return False
+        return True
+
+    def _create_schedule(self, invocation_id: str, due_ms: int, body: str) -> None:
+        target: dict[str, Any] = {
+            "Arn": self._target_arn(),
+            "RoleArn": self._role_arn,
+            "Input": body,
+            "RetryPolicy": dict(SCHEDULE_RETRY_POLICY),
+        }
+        if self._dead_letter_arn:
+            target["DeadLetterConfig"] = {"Arn": self._dead_letter_arn}
+        name = schedule_name(invocation_id, due_ms)
+        try:
+            self._scheduler.create_schedule(
+                Name=name,
+                GroupName=self._group,
+                ScheduleExpression=_at_expression(due_ms - self._lead_ms),
+                ScheduleExpressionTimezone="UTC",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                ActionAfterCompletion="DELETE",
+                State="ENABLED",
+                Target=target,
+            )
+        except ClientError as exc:
+            if _error_code(exc) != "ConflictException":
+                raise
+            log.debug("schedule %s exists already; the wake-up is armed", name)
+
+    def _target_arn(self) -> str:
+        if self._queue_arn is None:
+            reply = self._sqs.get_queue_attributes(QueueUrl=self._queue_url, AttributeNames=["QueueArn"])
+            self._queue_arn = str(reply["Attributes"]["QueueArn"])
+        return self._queue_arn
+
+    def _send(self, body: str, delay_s: int) -> None:
+        # DelaySeconds always given, so a queue-level default delay never adds to ours.
+        self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=body, DelaySeconds=delay_s)
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _parse(body: str) -> tuple[str, int] | None:
+    """`(invocation_id, due_ms)` of a wake-up body, or None if it is not one."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    invocation_id = data.get("invocation_id")
+    due_ms = data.get("due_ms")
+    if not isinstance(invocation_id, str) or not invocation_id:
+        return None
+    if not isinstance(due_ms, int) or isinstance(due_ms, bool) or due_ms < 0:
+        return None
+    return invocation_id, due_ms
+
+
+def handle_wake_message(
+    body: str,
+    *,
+    advance: Callable[[str], object],
+    on_timer: Callable[[str, int], object] | None,
+    scheduler: SqsScheduler,
+    now_ms: int,
+) -> WakeOutcome:
+    """Act on one wake-up body: fire it if it is due, else put it back on the queue for the rest.
+
+    A body before its due time (by more than 5 ms) is re-delayed with `scheduler.wake_at`: that is
+    how a schedule landing `lead_ms` early, or a long wait hopping through SQS, never fires early.
+    A due body calls `on_timer(id, due_ms)` for a timer (`due_ms` > 0, `on_timer` given), else
+    `advance(id)`.
+
+    Delivering the same body twice is harmless by construction: it calls `advance` (or `on_timer`)
+    twice, and both are idempotent; nothing here deduplicates.
+
+    Args:
+        body: The message body, `{"invocation_id": str, "due_ms": int}` as JSON.
+        advance: Advances an invocation by id (`ControlPlane.advance`).
+        on_timer: Called with `(invocation_id, due_ms)` when a timer is due (`ControlPlane.on_timer`),
+            or None to call `advance` for timers too.
+        scheduler: Where a body that came early goes back to.
+        now_ms: The current time, ms since the UNIX epoch.
+
+    Returns:
+        `"fired"`, `"redelayed"`, or `"dropped"` for a body that is not a wake-up (logged; raising
+        would only make the queue deliver it again until it lands in the dead-letter queue). In
+        every case the message may be deleted.
+
+    Raises:
+        Exception: Whatever `advance`, `on_timer` or the re-delay raised, so the message stays on
+            the queue and is delivered again.
+    """
+    parsed = _parse(body)
+    if parsed is None:
+        log.error("dropped a malformed wake-up message: %.200r", body)
+        return "dropped"
+    invocation_id, due_ms = parsed
+    if due_ms > now_ms + EARLY_TOLERANCE_MS:
+        scheduler.wake_at(invocation_id, due_ms, now_ms=now_ms)
+        return "redelayed"
+    if due_ms > 0 and on_timer is not None:
+        on_timer(invocation_id, due_ms)
+    else:
+        advance(invocation_id)
+    return "fired"
+
+
+def drain(
+    sqs_client: Any,
+    queue_url: str,
+    handle: Callable[[str], str],
+    *,
+    max_messages: int = 10,
+    wait_s: int = 1,
+) -> int:
+    """Receive one batch from the queue, hand each body to `handle`, delete the handled messages.
+
+    A message whose `handle` raised is logged and left on the queue: it becomes visible again after
+    the queue's visibility timeout (and moves to the dead-letter queue after the redrive limit), as
+    with a Lambda's partial batch failure. For tests and a local poller; the worker Lambda gets
+    SQS event batches instead.
+
+    Args:
+        sqs_client: A ready boto3 SQS client.
+        queue_url: The queue to read.
+        handle: Called with each message body, e.g. a `handle_wake_message` with its arguments bound.
+        max_messages: Most messages to receive (1 to 10).
+        wait_s: Long-poll time in seconds (0 to 20) if the queue is empty.
+
+    Returns:
+        How many messages were handled and deleted.
+
+    Raises:
+        ValueError: `max_messages` or `wait_s` out of range.
+    """
+    if not 1 <= max_messages <= 10:
+        raise ValueError(f"max_messages must be between 1 and 10, got {max_messages}")
+    if not 0 <= wait_s <= 20:
+        raise ValueError(f"wait_s must be between 0 and 20 s, got {wait_s}")
+    reply = sqs_client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_s)
+    handled: list[dict[str, str]] = []
+    for index, message in enumerate(reply.get("Messages", [])):
+        try:
+            handle(message["Body"])
+        except Exception:  # one failing message must not stop the batch; it stays queued and is retried
+            log.exception("wake-up message %s failed; left on the queue", message.get("MessageId"))
+            continue
+        handled.append({"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]})
+    if not handled:
+        return 0
+    result = sqs_client.delete_message_batch(QueueUrl=queue_url, Entries=handled)
+    for failure in result.get("Failed", []):
+        log.warning("could not delete a handled wake-up message: %s", failure)
+    return len(handled) - len(result.get("Failed", []))

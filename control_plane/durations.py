@@ -1,0 +1,42 @@
+"""Durations as people write them: `500ms`, `10s`, `1m30s`, `2h`, `1d`, ISO-8601 `PT10S`, or plain ms.
+
+Used by the ingress (`?delay=`) and the CLI flags, so both accept the same forms.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from pydantic import TypeAdapter, ValidationError
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_ISO = TypeAdapter(timedelta)
+
+
+def parse_duration_ms(text: str) -> int:
+    """Parse a duration into whole milliseconds (rounded down).
+
+    Forms: a number of ms (`1500`), one or more number+unit parts with units `ms`, `s`, `m`, `h`,
+    `d` (`500ms`, `1m30s`), or an ISO-8601 duration (`PT10S`, `P1D`).
+
+    Raises:
+        ValueError: not one of those forms, or negative; the message shows the valid forms.
+    """
+    raw = text.strip()
+    if raw.isdigit():
+        return int(raw)
+    if raw[:1] in ("P", "p"):
+        try:
+            value = _ISO.validate_python(raw.upper())
+        except ValidationError:
+            pass
+        else:
+            if value >= timedelta(0):
+                return int(value.total_seconds() * 1000)
+    else:
+        parts = _PART.findall(raw)
+        if parts and "".join(n + u for n, u in parts) == raw.replace(" ", ""):
+            return int(sum(float(n) * _UNIT_MS[u] for n, u in parts))
+    raise ValueError(f"{text!r} is not a duration: write e.g. 500ms, 10s, 1m30s, 2h, PT10S, or a number of ms")

@@ -1,0 +1,107 @@
+"""Handlers that wait: durable sleeps, awakeables, delayed sends, and compensation on cancel.
+
+While one of these waits, the invocation is suspended: Torpor stores why, the deployment gets no
+request, and a timer or a notification brings it back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import restate
+from restate import TerminalError
+
+from examples.side_effects import record_side_effect
+
+waits = restate.Service("Waits")
+
+SERVICE = "Waits"
+
+
+@waits.handler()
+async def sleep(ctx: restate.Context, ms: int) -> str:
+    """Sleep durably for `ms` milliseconds (0 or negative: a wake-up time already past)."""
+    await ctx.sleep(timedelta(milliseconds=ms))
+    return f"slept {ms} ms"
+
+
+@waits.handler()
+async def awakeable(ctx: restate.Context) -> str:
+    """Create an awakeable, publish its id as a side effect, and return what it is resolved with.
+
+    The id is recorded in a `ctx.run` (so it is journaled once) to the side-effects file, where a
+    test or a person picks it up: `{"step": "awakeable", "awakeable_id": ...}`.
+
+    Raises:
+        TerminalError: when the awakeable is rejected (its reason and code).
+    """
+    awakeable_id, promise = ctx.awakeable(type_hint=str)
+    invocation_id = ctx.request().id
+
+    def publish() -> str:
+        record_side_effect(SERVICE, "awakeable", invocation_id, "awakeable", awakeable_id=awakeable_id)
+        return awakeable_id
+
+    await ctx.run_typed("publish awakeable id", publish)
+    value = await promise
+    return f"got {value}"
+
+
+@waits.handler()
+async def resolve(ctx: restate.Context, request: dict) -> str:
+    """Resolve (`{"id", "value"}`) or reject (`{"id", "reason"}`) an awakeable from a handler."""
+    if "reason" in request:
+        ctx.reject_awakeable(request["id"], request["reason"])
+        return "rejected"
+    ctx.resolve_awakeable(request["id"], request["value"])
+    return "resolved"
+
+
+@waits.handler()
+async def booking(ctx: restate.Context, ms: int) -> str:
+    """Reserve, sleep `ms`, confirm; if cancelled during the sleep, release the reservation (once).
+
+    Raises:
+        TerminalError: 409 when cancelled, after the compensation step ran.
+    """
+    invocation_id = ctx.request().id
+
+    def step(name: str) -> str:
+        record_side_effect(SERVICE, "booking", invocation_id, name)
+        return name
+
+    await ctx.run_typed("reserve", lambda: step("reserve"))
+    try:
+        await ctx.sleep(timedelta(milliseconds=ms))
+    except TerminalError:
+        await ctx.run_typed("release", lambda: step("release"))
+        raise
+    await ctx.run_typed("confirm", lambda: step("confirm"))
+    return "confirmed"
+
+
+@waits.handler()
+async def send_later(ctx: restate.Context, ms: int) -> str:
+    """Send `Waits/stamp` with a delay of `ms` milliseconds (a OneWayCall with `invoke_time`)."""
+    sent_at = await ctx.run_typed("now", lambda: int(time.time() * 1000))
+    handle = ctx.generic_send(
+        "Waits",
+        "stamp",
+        json.dumps({"sent_at": sent_at, "delay_ms": ms}).encode(),
+        send_delay=timedelta(milliseconds=ms),
+    )
+    return await handle.invocation_id()
+
+
+@waits.handler()
+async def stamp(ctx: restate.Context, request: dict) -> int:
+    """Record when it ran (a side effect with `t_ms`), and return that time in ms."""
+    invocation_id = ctx.request().id
+
+    def now() -> int:
+        record_side_effect(SERVICE, "stamp", invocation_id, "stamp", request=request)
+        return int(time.time() * 1000)
+
+    return await ctx.run_typed("stamp", now)

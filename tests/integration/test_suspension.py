@@ -1,0 +1,310 @@
+"""Suspension and resumption by timers and notifications, with real restate-sdk handlers.
+
+`torpor dev` wiring on a moto server over HTTP; the example services run under hypercorn. Between
+suspension and wake-up the deployment gets no request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.local.dev import DevServer
+from control_plane.ports import JournalBatch
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.settings import Settings
+from examples.side_effects import read_side_effects
+from tests.helpers.moto import unique_table_name
+from tests.helpers.services import serve_examples
+
+SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=20_000)
+
+
+@pytest.fixture(scope="module")
+def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
+
+
+@pytest.fixture(scope="module")
+def examples_url(effects_file: Path) -> Iterator[str]:
+    with serve_examples(side_effects_file=effects_file) as (url, _process):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
+    server = DevServer(
+        ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
+    )
+    server.start()
+    try:
+        server.control_plane.registry.register(examples_url)
+        yield server
+    finally:
+        server.stop()
+
+
+def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
+    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
+    assert reply.status_code == 200, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
+
+
+def effects(effects_file: Path, invocation_id: str) -> list[dict[str, Any]]:
+    return [e for e in read_side_effects(effects_file) if e["invocation_id"] == invocation_id]
+
+
+# --- sleep ---------------------------------------------------------------------------------------
+
+
+def test_a_two_second_sleep_takes_two_requests_and_completes_on_time(dev: DevServer) -> None:
+    started = time.monotonic()
+    reply = httpx.post(f"{dev.ingress_url}/Waits/sleep", json=2000, timeout=30)
+    elapsed = time.monotonic() - started
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == "slept 2000 ms"
+    assert 2.0 <= elapsed < 3.0, elapsed  # never early; the precise lateness is in bench/timers.py
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["attempts"] == 2
+    assert [e["type"] for e in invocation["journal"]] == ["Input", "Sleep", "SleepCompletion", "Output"]
+
+
+def test_a_sleep_of_zero_completes_at_once(dev: DevServer) -> None:
+    started = time.monotonic()
+    reply = httpx.post(f"{dev.ingress_url}/Waits/sleep", json=0, timeout=30)
+    assert reply.status_code == 200
+    assert reply.json() == "slept 0 ms"
+    assert time.monotonic() - started < 1.0
+    assert describe(dev, reply.headers["x-restate-id"])["attempts"] == 2
+
+
+def test_a_sleep_whose_wake_up_time_has_passed_completes_at_once(dev: DevServer) -> None:
+    # GIVEN a journal whose Sleep woke up 5 s ago (the SDK refuses negative sleeps, so the past
+    # wake-up is written as the runtime would find it after downtime)
+    cp = dev.control_plane
+    record = cp.engine.create("Waits", "sleep", b"60000", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="suspended")
+    past = int(time.time() * 1000) - 5000
+    sleep = encode_frames([frame(pb.SleepCommandMessage(wake_up_time=past, result_completion_id=1))])
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, sleep, record.epoch, past))
+    # WHEN it is woken
+    started = time.monotonic()
+    cp.advance(record.invocation_id)
+    # THEN it completes at once, without waiting for any timer
+    assert time.monotonic() - started < 1.0
+    done = describe(dev, record.invocation_id)
+    assert done["status"] == "completed"
+    assert done["completion_output"] == "slept 60000 ms"
+    assert [e["type"] for e in done["journal"]] == ["Input", "Sleep", "SleepCompletion", "Output"]
+
+
+def test_a_sleeping_invocation_is_suspended_with_its_wake_up_time_and_no_lease(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/sleep/send", json=1500).json()
+    suspended = wait_for(
+        lambda: (d := describe(dev, sent["invocationId"]))["status"] == "suspended" and d, 10, "suspension"
+    )
+    assert suspended["wake_up_at"] is not None
+    assert suspended["waiting_on"]["completions"] == [1]
+    timers = dev.store.due_timers(int(time.time() * 1000) + 60_000)
+    assert any(invocation_id == sent["invocationId"] for _, invocation_id in timers)
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.json() == "slept 1500 ms"
+    assert not any(i == sent["invocationId"] for _, i in dev.store.due_timers(int(time.time() * 1000) + 60_000))
+
+
+def test_a_duplicate_or_late_timer_changes_nothing(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Waits/sleep", json=100, timeout=30)
+    invocation_id = reply.headers["x-restate-id"]
+    before = describe(dev, invocation_id)
+    for _ in range(3):  # the same wake-up delivered again, after completion
+        dev.control_plane.on_timer(invocation_id, int(time.time() * 1000))
+        dev.control_plane.advance(invocation_id)
+    after = describe(dev, invocation_id)
+    assert after["journal"] == before["journal"]
+    assert after["attempts"] == before["attempts"] == 2
+
+
+# --- delayed send --------------------------------------------------------------------------------
+
+
+def test_delayed_send_answers_its_execution_time_and_never_runs_early(dev: DevServer, effects_file: Path) -> None:
+    sent_at_ms = time.time() * 1000
+    reply = httpx.post(f"{dev.ingress_url}/restate/send/Waits/stamp?delay=1s", json={"via": "ingress"})
+    assert reply.status_code == 202
+    body = reply.json()
+    assert body["status"] == "Accepted"
+    assert body["executionTime"].endswith("Z")
+    assert describe(dev, body["invocationId"])["status"] == "scheduled"
+    ran = wait_for(lambda: effects(effects_file, body["invocationId"]), 10, "the delayed invocation to run")
+    assert ran[0]["t_ms"] >= sent_at_ms + 1000
+
+
+@pytest.mark.parametrize("delay", ["PT1S", "1s", "1000ms", "1000"])
+def test_delay_accepts_iso_and_humantime_forms(dev: DevServer, delay: str) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/restate/send/Greeter/greet?delay={delay}", json="x")
+    assert reply.status_code == 202, reply.text
+    assert "executionTime" in reply.json()
+
+
+@pytest.mark.parametrize("delay", ["soon", "10x", "-1s", ""])
+def test_a_bad_delay_is_a_400(dev: DevServer, delay: str) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/restate/send/Greeter/greet?delay={delay}", json="x")
+    assert reply.status_code == 400
+    assert "delay" in reply.json()["message"]
+
+
+def test_delay_on_a_call_is_a_400(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/restate/call/Greeter/greet?delay=1s", json="x")
+    assert reply.status_code == 400
+
+
+def test_one_way_call_with_a_delay_from_a_handler_runs_after_it(dev: DevServer, effects_file: Path) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Waits/send_later", json=800, timeout=30)
+    assert reply.status_code == 200, reply.text
+    callee = reply.json()
+    assert callee.startswith("inv_1")
+    caller = describe(dev, reply.headers["x-restate-id"])
+    assert [e["type"] for e in caller["journal"]][2:5] == ["RunCompletion", "OneWayCall", "CallInvocationIdCompletion"]
+    ran = wait_for(lambda: effects(effects_file, callee), 10, "the callee to run")
+    assert ran[0]["t_ms"] >= ran[0]["request"]["sent_at"] + 800
+
+
+# --- awakeables ----------------------------------------------------------------------------------
+
+
+def awakeable_of(effects_file: Path, invocation_id: str) -> str:
+    record = wait_for(lambda: effects(effects_file, invocation_id), 10, "the awakeable id")
+    awakeable_id: str = record[0]["awakeable_id"]
+    return awakeable_id
+
+
+def test_awakeable_resolved_over_the_ingress_completes_the_handler(dev: DevServer, effects_file: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/awakeable/send").json()
+    awakeable_id = awakeable_of(effects_file, sent["invocationId"])
+    assert awakeable_id.startswith("sign_1")
+    wait_for(lambda: describe(dev, sent["invocationId"])["status"] == "suspended", 10, "suspension")
+    resolved = httpx.post(f"{dev.ingress_url}/restate/awakeables/{awakeable_id}/resolve", json="blue")
+    assert resolved.status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.json() == "got blue"
+    again = httpx.post(f"{dev.ingress_url}/restate/awakeables/{awakeable_id}/resolve", json="red")
+    assert again.status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/output").json() == "got blue"
+
+
+def test_awakeable_rejected_fails_the_handler_with_the_reason(dev: DevServer, effects_file: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/awakeable/send").json()
+    awakeable_id = awakeable_of(effects_file, sent["invocationId"])
+    rejected = httpx.post(f"{dev.ingress_url}/restate/awakeables/{awakeable_id}/reject", content=b"no stock")
+    assert rejected.status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.status_code == 500
+    assert done.json() == {"code": 500, "message": "no stock"}
+
+
+def test_awakeable_resolved_twice_before_the_handler_awaits_keeps_the_first_value(
+    dev: DevServer, effects_file: Path
+) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/awakeable/send").json()
+    awakeable_id = awakeable_of(effects_file, sent["invocationId"])
+    first = httpx.post(f"{dev.ingress_url}/restate/awakeables/{awakeable_id}/resolve", json="early")
+    second = httpx.post(f"{dev.ingress_url}/restate/awakeables/{awakeable_id}/resolve", json="late")
+    assert first.status_code == second.status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.json() == "got early"
+    signals = [e for e in describe(dev, sent["invocationId"])["journal"] if e["type"] == "Signal"]
+    assert len(signals) == 1
+    assert signals[0]["value"] == "early"
+
+
+def test_awakeable_completed_by_another_handler(dev: DevServer, effects_file: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/awakeable/send").json()
+    awakeable_id = awakeable_of(effects_file, sent["invocationId"])
+    reply = httpx.post(f"{dev.ingress_url}/Waits/resolve", json={"id": awakeable_id, "value": "from a handler"})
+    assert reply.json() == "resolved"
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.json() == "got from a handler"
+
+
+@pytest.mark.parametrize("bad", ["prom_1abc", "sign_1!!", "sign_1AAAA", "nonsense"])
+def test_a_malformed_awakeable_id_is_a_400(dev: DevServer, bad: str) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/restate/awakeables/{bad}/resolve", json=1)
+    assert reply.status_code == 400
+    assert "awakeable" in reply.json()["message"]
+
+
+def test_an_awakeable_of_an_unknown_invocation_is_a_404(dev: DevServer) -> None:
+    unknown = "sign_1" + "A" * 27
+    reply = httpx.post(f"{dev.ingress_url}/restate/awakeables/{unknown}/resolve", json=1)
+    assert reply.status_code == 404
+
+
+# --- cancel and kill -----------------------------------------------------------------------------
+
+
+def test_cancel_during_a_sleep_runs_the_compensation_once_and_answers_409(dev: DevServer, effects_file: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=1500).json()
+    invocation_id = sent["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 10, "suspension")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel").status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/attach", timeout=30)
+    assert done.status_code == 409
+    time.sleep(1.7)  # let the sleep's original due time pass: the late timer must change nothing
+    steps = [e["step"] for e in effects(effects_file, invocation_id)]
+    assert steps == ["reserve", "release"]
+    final = describe(dev, invocation_id)
+    assert final["status"] == "completed"
+    assert final["completion_failure"]["code"] == 409
+    assert [e["type"] for e in final["journal"]].count("Output") == 1
+
+
+def test_kill_during_a_sleep_stops_it_with_no_further_handler_request(dev: DevServer, effects_file: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=800).json()
+    invocation_id = sent["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 10, "suspension")
+    attempts = describe(dev, invocation_id)["attempts"]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill").status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/output")
+    assert done.status_code == 409
+    assert done.json()["message"] == "killed"
+    time.sleep(1.0)  # past the sleep's due time
+    final = describe(dev, invocation_id)
+    assert final["attempts"] == attempts
+    assert [e["step"] for e in effects(effects_file, invocation_id)] == ["reserve"]
+    assert not any(i == invocation_id for _, i in dev.store.due_timers(int(time.time() * 1000) + 60_000))
+
+
+def test_cancel_or_kill_of_completed_or_unknown_invocations(dev: DevServer) -> None:
+    done = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x").headers["x-restate-id"]
+    for action in ("cancel", "kill"):
+        completed = httpx.patch(f"{dev.admin_url}/invocations/{done}/{action}")
+        assert completed.status_code == 409
+        assert "already completed" in completed.json()["message"]
+        unknown = httpx.patch(f"{dev.admin_url}/invocations/inv_1{'0' * 22}/{action}")
+        assert unknown.status_code == 404
+
+
+def test_cancel_of_a_delayed_invocation_that_has_not_started(dev: DevServer, effects_file: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Waits/stamp?delay=1s", json={}).json()
+    assert httpx.patch(f"{dev.admin_url}/invocations/{sent['invocationId']}/cancel").status_code == 202
+    out = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/output")
+    assert out.status_code == 409
+    time.sleep(1.2)
+    assert effects(effects_file, sent["invocationId"]) == []

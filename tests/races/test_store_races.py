@@ -1,0 +1,86 @@
+"""Concurrent writers on one invocation's notifications and doorbell, on dynalite over HTTP.
+
+dynalite serialises conditional writes as DynamoDB does; moto may let two conditional writers both
+win, so these races are not run there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+from adapters.aws.dynamodb_store import DynamoDBStore
+from control_plane.ports import InvocationRecord, StoredNotification
+from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
+
+T = TypeVar("T")
+THREADS = 8
+
+
+def race(n: int, action: Callable[[int], T]) -> list[T | BaseException]:
+    """Run `action(i)` in `n` threads released at the same instant; results or exceptions, in order."""
+    barrier = threading.Barrier(n)
+    results: list[T | BaseException] = [RuntimeError("did not run")] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = action(i)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertions
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+@pytest.fixture
+def store(dynalite_endpoint: str) -> DynamoDBStore:
+    """A store on a fresh dynalite table holding one ready invocation, `inv_race`."""
+    store = DynamoDBStore(
+        unique_table_name(),
+        endpoint_url=dynalite_endpoint,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    )
+    store.ensure_schema()
+    store.create_invocation(
+        InvocationRecord(
+            invocation_id="inv_race", service="S", handler="h", key="", deployment_id="dp_x",
+            protocol_version=7, status="ready", input_entry=b"", created_at_ms=1, modified_at_ms=1,
+        )
+    )  # fmt: skip
+    return store
+
+
+def test_exactly_one_notification_per_key_is_stored(store: DynamoDBStore) -> None:
+    for round_ in range(5):
+        key = f"c{round_}"
+        results = race(
+            THREADS,
+            lambda i, key=key, at=100 * round_: store.put_notification(
+                "inv_race", StoredNotification(key, bytes([i]), at + i)
+            ),
+        )
+        assert sorted(results, key=repr) == [False] * (THREADS - 1) + [True], results
+        winner = results.index(True)
+        loaded = store.load_invocation("inv_race")
+        assert loaded is not None
+        stored = {n.key: n for n in loaded.notifications}
+        assert stored[key] == StoredNotification(key, bytes([winner]), 100 * round_ + winner)
+    assert [n.key for n in loaded.notifications] == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_concurrent_rings_each_count(store: DynamoDBStore) -> None:
+    results = race(THREADS, lambda _: store.ring("inv_race"))
+
+    assert results == [None] * THREADS
+    record = store.get_invocation("inv_race")
+    assert record is not None
+    assert record.doorbell == THREADS
