@@ -28,9 +28,11 @@ from control_plane.attempt import AttemptAnswer, AttemptFailure, parse_answer
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
 from control_plane.ports import (
+    MAX_ITEM_BYTES,
     Clock,
     InvocationRecord,
     InvokerError,
+    ItemTooLarge,
     JournalBatch,
     LoadedInvocation,
     Scheduler,
@@ -52,6 +54,7 @@ RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 """Statuses in which a worker may take the lease and make progress."""
 
 CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
+_ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside its large value
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
@@ -273,9 +276,9 @@ class Engine:
                 return self._failed(held, AttemptFailure(exc.status, exc.message), options)
             start = len(held.journal)
             committed = self._commit(held, entries + derived)
-            if committed is Outcome.LEASE_LOST:
+            if isinstance(committed, Outcome):
                 return committed
-            if committed is not None:  # another commit landed first: start over from the journal
+            if committed:  # another commit landed first: start over from the journal
                 held.awaiting = None
                 continue
             self._apply_effects(held, start)
@@ -375,24 +378,33 @@ class Engine:
                 raise TorporError("calls between services are not supported yet", status=501)
         return derived
 
-    def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | bool | None:
-        """Append entries at the journal's length. None: committed (or nothing to commit).
+    def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | bool:
+        """Append entries at the journal's length. False: committed (or nothing to commit).
 
         Losing the conditional write means another worker committed at this index: reload and
-        return True (start over), or `Outcome.LEASE_LOST` if our epoch is gone.
+        return True (start over), or `Outcome.LEASE_LOST` if our epoch is gone. Entries too large
+        for one item end the invocation with a 413 failure (`Outcome.COMPLETED`).
         """
         if not entries:
-            return None
+            return False
         batch = JournalBatch(len(held.journal), encode_frames(entries), held.record.epoch, self.clock.now_ms())
         try:
+            if len(batch.entries) > MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES:
+                raise ItemTooLarge(f"{len(batch.entries)} bytes")
             self.store.append_batch(held.record.invocation_id, batch)
+        except ItemTooLarge:
+            message = (
+                f"the handler's new journal entries take {len(batch.entries)} bytes, more than a DynamoDB item "
+                f"holds ({MAX_ITEM_BYTES} bytes); keep values passed through ctx.run, state and calls smaller"
+            )
+            return self._fail_terminally(held, 413, message)
         except StoreConflict:
             if not self._reload(held):
                 return Outcome.LEASE_LOST
             log.warning("journal of %s moved on under the lease holder; re-invoking", held.record.invocation_id)
             return True
         held.journal.extend(entries)
-        return None
+        return False
 
     def _reload(self, held: _Held) -> bool:
         """Re-read record, journal and notifications; False if our epoch is gone."""
@@ -576,10 +588,40 @@ class Engine:
             return None if self._reload(held) else Outcome.LEASE_LOST
         return Outcome.SUSPENDED
 
+    def _fail_terminally(self, held: _Held, code: int, message: str) -> Outcome:
+        """Complete the invocation with a failure that no retry can mend (e.g. 413: too large)."""
+        now = self.clock.now_ms()
+        try:
+            self._update(
+                held,
+                status="completed",
+                failure={"code": code, "message": message},
+                lease_until_ms=0,
+                completed_at_ms=now,
+                next_retry_at_ms=0,
+                waiting_on=None,
+                wake_up_at_ms=0,
+                journal_length=len(held.journal),
+                effects_applied_upto=len(held.journal),
+                expires_at_s=(now + self.settings.completed_retention_ms) // 1000,
+            )
+        except StoreConflict:
+            return Outcome.LEASE_LOST
+        self.waiters.notify(held.record.invocation_id)
+        return Outcome.COMPLETED
+
     def _complete(self, held: _Held) -> Outcome:
         output = held.journal.output()
         if output is None:
             return self._failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
+        if output.WhichOneof("result") != "failure":
+            size = len(output.value.content) + len(held.record.input_entry) + _ITEM_OVERHEAD_BYTES
+            if size > MAX_ITEM_BYTES:
+                message = (
+                    f"the output ({len(output.value.content)} bytes) and input ({len(held.record.input_entry)} bytes) "
+                    f"do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); return a smaller value"
+                )
+                return self._fail_terminally(held, 413, message)
         now = self.clock.now_ms()
         changes: dict[str, object] = {
             "status": "completed",

@@ -27,6 +27,18 @@ class StoreConflict(TorporError):
     code = "conflict"
 
 
+class ItemTooLarge(TorporError):
+    """A write would make an item larger than DynamoDB's 400 KB limit; nothing was written (HTTP 413)."""
+
+    status = 413
+    code = "item_too_large"
+
+
+MAX_ITEM_BYTES = 400 * 1024
+"""DynamoDB's item size limit; one journal batch, or the invocation record with its input and
+output, must fit in it."""
+
+
 # --- records -------------------------------------------------------------------------------------
 
 

@@ -191,3 +191,13 @@ async def slow_steps(ctx: restate.Context, request: dict) -> int:
 
         total += await ctx.run_typed(name, run_step)
     return total
+
+
+@steps.handler()
+async def big_step(ctx: restate.Context, size: int) -> int:
+    """One step whose journaled result is a string of `size` bytes; returns its length.
+
+    Shows the limit of a journal entry: DynamoDB items hold at most 400 KB.
+    """
+    value = await ctx.run_typed("make a big value", lambda: "x" * size)
+    return len(value)

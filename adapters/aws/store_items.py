@@ -23,10 +23,10 @@ from pynamodb.expressions.update import Action
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from control_plane.errors import TorporError
 from control_plane.ports import (
     DeploymentRecord,
     InvocationRecord,
+    ItemTooLarge,
     JournalBatch,
     ServiceRecord,
     StoreConflict,
@@ -45,13 +45,6 @@ COMPLETED = "completed"
 CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_DUE_MS = 10**13 - 1
 """The latest due time a timer key can hold (13 digits: the year 2286)."""
-
-
-class ItemTooLarge(TorporError):
-    """A write would make an item larger than DynamoDB's 400 KB limit; nothing was written (HTTP 413)."""
-
-    status = 413
-    code = "item_too_large"
 
 
 # --- keys ----------------------------------------------------------------------------------------

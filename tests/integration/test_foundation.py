@@ -238,3 +238,34 @@ def test_a_call_that_outlasts_the_bound_answers_202_and_can_be_attached(moto_end
         assert attached.json() == 6
     finally:
         server.stop()
+
+
+# --- DynamoDB's 400 KB item limit ------------------------------------------------------------------
+
+
+def test_an_input_too_large_for_an_item_is_a_413_and_stores_nothing(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x" * 500_000, timeout=30)
+    assert reply.status_code == 413
+    assert "400 KB" in reply.json()["message"] or "bytes" in reply.json()["message"]
+    assert "x-restate-id" not in reply.headers
+
+
+def test_an_output_that_does_not_fit_beside_its_input_fails_with_413(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="y" * 250_000, timeout=30)
+    assert reply.status_code == 413
+    assert "return a smaller value" in reply.json()["message"]
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["status"] == "completed"
+    assert invocation["completion_failure"]["code"] == 413
+
+
+def test_a_run_result_too_large_for_an_item_fails_with_413_and_is_not_retried(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Steps/big_step", json=450_000, timeout=30)
+    assert reply.status_code == 413
+    assert "journal entries" in reply.json()["message"]
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["attempts"] == 1
+    assert [e["type"] for e in invocation["journal"]] == ["Input"]
+    fits = httpx.post(f"{dev.ingress_url}/Steps/big_step", json=300_000, timeout=30)
+    assert fits.status_code == 200
+    assert fits.json() == 300_000

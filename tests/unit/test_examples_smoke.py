@@ -28,7 +28,7 @@ OBJECT_OUTPUT = {"contentType": "application/json", "setContentTypeIfEmpty": Fal
 EXPECTED_HANDLERS = {
     "Greeter": {"greet"},
     "OrderService": {"place"},
-    "Steps": {"ten_steps", "n_steps", "flaky", "fail_terminal", "no_input", "one_step", "slow_steps"},
+    "Steps": {"ten_steps", "n_steps", "flaky", "fail_terminal", "no_input", "one_step", "slow_steps", "big_step"},
     "Waits": {"sleep", "awakeable", "resolve", "booking", "send_later", "stamp"},
 }
 
