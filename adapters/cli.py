@@ -126,6 +126,10 @@ def dev(
     from adapters.local.dev import run_dev  # local: hypercorn and moto load only for this command
 
     _configure_logging()
+    if dynamodb_endpoint is not None and not dynamodb_endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter(
+            f"{dynamodb_endpoint!r} is not a URL: write e.g. http://127.0.0.1:5000", param_hint="--dynamodb-endpoint"
+        )
     try:
         settings = Settings.from_env()
     except TorporError as exc:

@@ -1,10 +1,10 @@
 """Timer lateness through `torpor dev`: how long after its due time a sleeping handler resumes.
 
-Sends 100 invocations of `Waits/sleep` (1 s each, a few ms apart), then reads each journal: the
+Sends 100 invocations of `Waits/sleep` (1 s each, 20 ms apart), then reads each journal: the
 lateness of one sleep is the time its completing attempt's batch was committed minus the Sleep's
 wake-up time, i.e. timer delay + lease + load + one handler request + commit.
 
-    python -m bench.timers [--count 100] [--sleep-ms 1000]
+    python -m bench.timers [--count 100] [--sleep-ms 1000] [--gap-ms 20]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--sleep-ms", type=int, default=1000)
+    parser.add_argument("--gap-ms", type=int, default=20, help="time between two sends (spreads the wake-ups)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.update({k: v for k, v in DUMMY_AWS_ENV.items() if k not in os.environ})
@@ -56,10 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             dev.control_plane.registry.register(services_url)
             with httpx.Client(timeout=60) as client:
-                ids = [
-                    client.post(f"{dev.ingress_url}/Waits/sleep/send", json=args.sleep_ms).json()["invocationId"]
-                    for _ in range(args.count)
-                ]
+                ids = []
+                for _ in range(args.count):
+                    ids.append(
+                        client.post(f"{dev.ingress_url}/Waits/sleep/send", json=args.sleep_ms).json()["invocationId"]
+                    )
+                    time.sleep(args.gap_ms / 1000)
                 deadline = time.monotonic() + args.sleep_ms / 1000 + 60
                 late: dict[str, float] = {}
                 while len(late) < len(ids) and time.monotonic() < deadline:
@@ -70,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             dev.stop()
     samples = list(late.values())
-    print(f"torpor dev, moto server over HTTP: {len(samples)}/{args.count} sleeps of {args.sleep_ms} ms completed")
+    print(
+        f"torpor dev, moto over HTTP: {len(samples)}/{args.count} sleeps of {args.sleep_ms} ms, {args.gap_ms} ms apart"
+    )
     print("lateness = commit of the resumed attempt - wake-up time (timer + lease + load + 1 handler request)")
     print(
         f"p50 {statistics.median(samples):.1f} ms   p99 {percentile(samples, 0.99):.1f} ms   max {max(samples):.1f} ms"

@@ -21,6 +21,7 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry
 
 _PREVIEW_BYTES = 200
+INVOCATION_STATUSES = ("scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed")
 
 
 def preview(data: bytes) -> Any:
@@ -200,13 +201,13 @@ class Admin:
         """One deployment with its services. 404 if unknown."""
         deployment = self.store.get_deployment(deployment_id)
         if deployment is None:
-            raise NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list")
+            raise NotFound(f"deployment {deployment_id} not found; list them with GET /deployments on the admin API")
         services = [s for s in self.store.list_services() if s.deployment_id == deployment_id]
         return HttpResponse.json(deployment_json(deployment, services))
 
     def delete_deployment(self, request: HttpRequest, deployment_id: str) -> HttpResponse:
-        """Remove a deployment and the services pointing at it; 202."""
-        self.registry.remove(deployment_id)
+        """Remove a deployment and the services pointing at it; 202. `?force=true` even if invocations are pinned."""
+        self.registry.remove(deployment_id, force=request.query("force") in ("true", "1"))
         return HttpResponse(202)
 
     def list_services(self, request: HttpRequest) -> HttpResponse:
@@ -220,6 +221,8 @@ class Admin:
     def list_invocations(self, request: HttpRequest) -> HttpResponse:
         """`{"invocations": [...]}`, newest first; `?status=` and `?service=` filter, `?limit=` (<= 1000)."""
         status = request.query("status")
+        if status is not None and status not in INVOCATION_STATUSES:
+            raise BadRequest(f"unknown status {status!r}; one of: {', '.join(INVOCATION_STATUSES)}")
         try:
             limit = min(int(request.query("limit") or 100), 1000)
         except ValueError as exc:

@@ -115,7 +115,9 @@ class Router:
                 params = {name: unquote(value) for name, value in match.groupdict().items()}
                 return handler(request, **params)
             if allowed:
-                raise TorporError(f"method {request.method} is not allowed here; use {', '.join(allowed)}", status=405)
+                methods = ", ".join(allowed)
+                error = TorporError(f"method {request.method} is not allowed here; use {methods}", status=405)
+                return error_response(error, {"allow": methods})
             raise NotFound(f"no route for {request.method} {request.path}")
         except TorporError as error:
             return error_response(error)

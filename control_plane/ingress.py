@@ -31,6 +31,10 @@ def _http_status(code: object) -> int:
     return status if 400 <= status <= 599 else 500
 
 
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")  # Python's json accepts NaN and Infinity; JSON does not
+
+
 def validate_input(target: Target, body: bytes) -> None:
     """Check the request body against the handler's input description (endpoint manifest).
 
@@ -47,7 +51,7 @@ def validate_input(target: Target, body: bytes) -> None:
         return
     if target.input_content_type.split(";")[0].strip().endswith("json"):
         try:
-            json.loads(body)
+            json.loads(body, parse_constant=_reject_constant)
         except ValueError as exc:
             raise BadRequest(
                 f"handler '{target.service}/{target.handler}' takes JSON, and the body is not valid JSON: {exc}"
@@ -177,7 +181,7 @@ class Ingress:
                 if record.status == "completed":
                     return self._result(record)
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self.engine.stopping.is_set():
                     break
                 event.wait(min(_POLL_S, remaining))
                 event.clear()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -121,6 +122,12 @@ class Engine:
         self.clock = clock
         self.settings = settings
         self.waiters = waiters
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Finish no more attempts: between attempts, leases are released for the next process."""
+        self.stopping.set()
+        self.waiters.notify_all()
 
     # --- creation ---------------------------------------------------------------------------------
 
@@ -253,12 +260,14 @@ class Engine:
                     return suspended
                 continue  # a notification arrived meanwhile: look again
             now = self.clock.now_ms()
-            if deadline_ms is not None and now >= deadline_ms and attempted:
+            stopping = self.stopping.is_set()
+            if stopping or (deadline_ms is not None and now >= deadline_ms and attempted):
                 try:
                     self._update(held, lease_until_ms=0, effects_applied_upto=len(held.journal))
                 except StoreConflict:
                     return Outcome.LEASE_LOST
-                self.scheduler.wake_now(record.invocation_id)
+                if not stopping:  # when stopping, the next process's start-up sweep resumes it
+                    self.scheduler.wake_now(record.invocation_id)
                 return Outcome.HANDED_OFF
             if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
                 try:
@@ -649,6 +658,12 @@ class Engine:
     def _failed(self, held: _Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
         """Record a failed attempt; retry later by policy, pause, or fail the invocation."""
         record = held.record
+        if self.stopping.is_set():  # the attempt broke because this process stops: not the handler's fault
+            try:
+                self._update(held, lease_until_ms=0)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            return Outcome.HANDED_OFF
         policy = (
             options or self.registry.pinned_options(record.deployment_id, record.service, record.handler)
         ).retry_policy

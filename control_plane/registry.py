@@ -22,6 +22,7 @@ from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 
 _CACHE_TTL_S = 2.0
+_UNFINISHED = ("scheduled", "ready", "running", "backing-off", "suspended", "paused")
 _DISCOVERY_TIMEOUT_S = 10.0
 
 
@@ -143,7 +144,7 @@ class Registry:
             if _services_signature(existing.manifest) != _services_signature(manifest):
                 raise Conflict(
                     f"deployment {existing.deployment_id} at {endpoint} is registered with other services or "
-                    'handlers; register with force (torpor deployments register --force, or "force": true) '
+                    'handlers; register again with "force": true (POST /deployments) '
                     "to replace it"
                 )
             return existing, False
@@ -173,11 +174,27 @@ class Registry:
         self._forget()
         return deployment, True
 
-    def remove(self, deployment_id: str) -> None:
-        """Remove a deployment and the services that point at it. Raises `NotFound`."""
+    def remove(self, deployment_id: str, *, force: bool = False) -> None:
+        """Remove a deployment and the services that point at it.
+
+        Unfinished invocations stay pinned to the deployment they started on, so removing it makes
+        their next attempts fail; without `force` that is refused. Raises `NotFound`, or `Conflict`
+        (409) naming the pinned invocations.
+        """
         deployment = self.store.get_deployment(deployment_id)
         if deployment is None:
-            raise NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list")
+            raise NotFound(f"deployment {deployment_id} not found; list them with GET /deployments on the admin API")
+        if not force:
+            pinned = [
+                r.invocation_id
+                for r in self.store.list_invocations(_UNFINISHED, None, 10_000)
+                if r.deployment_id == deployment_id
+            ]
+            if pinned:
+                raise Conflict(
+                    f"deployment {deployment_id} has {len(pinned)} unfinished invocation(s) pinned to it "
+                    f"(e.g. {pinned[0]}); their next attempts would fail. Let them finish, or delete with ?force=true"
+                )
         for service in self.store.list_services():
             if service.deployment_id == deployment_id:
                 self.store.delete_service(service.name)
@@ -195,7 +212,7 @@ class Registry:
             return cached[1]
         record = self.store.get_deployment(deployment_id)
         if record is None:
-            raise NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list")
+            raise NotFound(f"deployment {deployment_id} not found; list them with GET /deployments on the admin API")
         with self._lock:
             self._deployments[deployment_id] = (now, record)
         return record
@@ -213,7 +230,8 @@ class Registry:
                 self._services[name] = (now, record)
         if record is None:
             raise NotFound(
-                f"service '{name}' not found; register the deployment that hosts it (torpor deployments register <uri>)"
+                f"service '{name}' not found; register the deployment that hosts it "
+                "(POST /deployments on the admin API)"
             )
         return record
 

@@ -55,6 +55,10 @@ class ControlPlane:
         """`Engine.on_timer`; what a timer calls when `due_ms` (ms since the epoch) has come."""
         return self.engine.on_timer(invocation_id, due_ms)
 
+    def stop(self) -> None:
+        """Stop starting attempts and release leases between attempts; waiting callers get 202."""
+        self.engine.stop()
+
     def sweep(self) -> int:
         """Re-arm every unfinished invocation after a start-up: the safety net for lost wake-ups.
 

@@ -35,6 +35,13 @@ class CompletionWaiters:
                 if not events:
                     self._events.pop(invocation_id, None)
 
+    def notify_all(self) -> None:
+        """Wake every watcher (the process is stopping)."""
+        with self._lock:
+            events = [event for events in self._events.values() for event in events]
+        for event in events:
+            event.set()
+
     def notify(self, invocation_id: str) -> None:
         """Wake every watcher of `invocation_id` (it completed, paused or changed status)."""
         with self._lock:

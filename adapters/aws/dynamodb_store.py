@@ -90,6 +90,8 @@ from control_plane.ports import (
 
 __all__ = ["DynamoDBStore", "ItemTooLarge"]
 
+_MAX_POOL_CONNECTIONS = 64  # one per concurrent advance or HTTP request (botocore's default is 10)
+
 log = logging.getLogger(__name__)
 
 RUNNING = "running"
@@ -164,6 +166,7 @@ class DynamoDBStore(RegistryStore):
             self._count_request,
             region=region,
             host=endpoint_url,
+            max_pool_connections=_MAX_POOL_CONNECTIONS,
             aws_access_key_id=aws_access_key_id,
             aws_secret_access_key=aws_secret_access_key,
         )

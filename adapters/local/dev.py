@@ -55,6 +55,13 @@ class DevServerError(TorporError):
     code = "dev_server"
 
 
+def _has_aws_credentials() -> bool:
+    """True if botocore's default chain finds credentials (environment, profile, instance role)."""
+    import botocore.session
+
+    return botocore.session.get_session().get_credentials() is not None
+
+
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -63,6 +70,9 @@ def _listen(host: str, port: int, role: str, flag: str) -> socket.socket:
     """A listening TCP socket on `host:port` (port 0: a free port). Raises `DevServerError`."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except OSError as exc:
+        raise DevServerError(f"cannot listen on host {host!r}: {exc.strerror or exc}; check --host") from exc
+    try:
         return socket.create_server((host, port), family=family, backlog=1024)
     except OSError as exc:
         raise DevServerError(
@@ -235,6 +245,9 @@ class DevServer:
             credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
         else:
             self._dynamodb_endpoint = self._external_endpoint
+            if not _has_aws_credentials():  # a local endpoint (moto, dynalite) takes any key
+                log.info("no AWS credentials configured: using dummy ones for %s", self._dynamodb_endpoint)
+                credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
         self._store = DynamoDBStore(self.table, region=self.region, endpoint_url=self._dynamodb_endpoint, **credentials)
         self._store.ensure_schema()
 
@@ -329,6 +342,8 @@ class DevServer:
         for sock in self._sockets:
             sock.close()
         self._sockets = []
+        if self._control_plane is not None:
+            self._control_plane.stop()
         if self._thread is not None:
             self._loop_ready.wait(timeout=_READY_TIMEOUT_S)
             loop, shutdown = self._loop, self._shutdown

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from adapters.local.dev import DevServer
+from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import REPO_ROOT, free_port, serve_examples
@@ -148,3 +151,42 @@ def test_a_sleep_survives_sigkill_and_fires_at_once_after_a_restart_past_its_due
             assert done["attempts"] == 2
             assert [e["type"] for e in done["journal"]] == ["Input", "Sleep", "SleepCompletion", "Output"]
             assert httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output").json() == "slept 5000 ms"
+
+
+def test_stopping_torpor_dev_mid_call_answers_202_and_the_next_start_finishes_it(
+    moto_endpoint: str, tmp_path: Path
+) -> None:
+    table = unique_table_name()
+    settings = Settings(inactivity_timeout_ms=5_000, lease_margin_ms=1_000, call_wait_ms=60_000)
+    with serve_examples(side_effects_file=tmp_path / "effects.jsonl") as (services_url, _services):
+        wiring = {"ingress_port": 0, "admin_port": 0, "dynamodb_endpoint": moto_endpoint, "table": table}
+        first = DevServer(**wiring, settings=settings)  # type: ignore[arg-type]
+        first.start()
+        first.control_plane.registry.register(services_url)
+        replies: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: replies.append(
+                httpx.post(f"{first.ingress_url}/Steps/slow_steps", json={"n": 6, "step_ms": 300}, timeout=60)
+            )
+        )
+        caller.start()
+        wait_until(lambda: first.store.list_invocations(["running"], None, 10), 10, "the call to start")
+        # WHEN the control plane is stopped while the call runs
+        stop_started = time.monotonic()
+        first.stop()
+        caller.join(30)
+        # THEN it stops within an attempt, not after the 60 s call wait, and the caller gets the id
+        assert time.monotonic() - stop_started < 10
+        assert replies[0].status_code == 202
+        invocation_id = replies[0].json()["invocationId"]
+        # AND the next start picks the invocation up and finishes it
+        second = DevServer(
+            ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=table, settings=settings
+        )
+        second.start()
+        try:
+            done = httpx.get(f"{second.ingress_url}/restate/invocation/{invocation_id}/attach", timeout=60)
+            assert done.status_code == 200
+            assert done.json() == 21
+        finally:
+            second.stop()

@@ -159,6 +159,13 @@ def test_unknown_handler_is_a_404_naming_it(dev: DevServer) -> None:
     assert "greet" in reply.json()["message"]
 
 
+@pytest.mark.parametrize("body", [b"NaN", b"[Infinity]"])
+def test_non_standard_json_constants_are_a_400(dev: DevServer, body: bytes) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 400
+    assert "is not JSON" in reply.json()["message"]
+
+
 def test_bad_json_for_a_json_handler_is_a_400(dev: DevServer) -> None:
     reply = httpx.post(
         f"{dev.ingress_url}/Greeter/greet", content=b"{not json", headers={"content-type": "application/json"}

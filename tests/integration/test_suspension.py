@@ -308,3 +308,25 @@ def test_cancel_of_a_delayed_invocation_that_has_not_started(dev: DevServer, eff
     assert out.status_code == 409
     time.sleep(1.2)
     assert effects(effects_file, sent["invocationId"]) == []
+
+
+def test_removing_a_deployment_with_pinned_unfinished_invocations_needs_force(
+    moto_endpoint: str, examples_url: str
+) -> None:
+    server = DevServer(
+        ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
+    )
+    server.start()
+    try:
+        deployment, _ = server.control_plane.registry.register(examples_url)
+        sent = httpx.post(f"{server.ingress_url}/Waits/sleep/send", json=60_000).json()
+        wait_for(lambda: describe(server, sent["invocationId"])["status"] == "suspended", 10, "suspension")
+        refused = httpx.delete(f"{server.admin_url}/deployments/{deployment.deployment_id}")
+        assert refused.status_code == 409
+        assert sent["invocationId"] in refused.json()["message"]
+        assert "force=true" in refused.json()["message"]
+        forced = httpx.delete(f"{server.admin_url}/deployments/{deployment.deployment_id}?force=true")
+        assert forced.status_code == 202
+        assert httpx.get(f"{server.admin_url}/deployments/{deployment.deployment_id}").status_code == 404
+    finally:
+        server.stop()
