@@ -11,7 +11,7 @@ import base64
 import json
 from typing import Any
 
-from control_plane.errors import BadRequest, NotFound
+from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
 from control_plane.invocation import Engine
 from control_plane.journal import Journal
@@ -21,7 +21,16 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry
 
 _PREVIEW_BYTES = 200
-INVOCATION_STATUSES = ("scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed")
+INVOCATION_STATUSES = (
+    "pending",
+    "scheduled",
+    "ready",
+    "running",
+    "backing-off",
+    "suspended",
+    "paused",
+    "completed",
+)
 
 
 def preview(data: bytes) -> Any:
@@ -156,6 +165,8 @@ class Admin:
         r.add("DELETE", "/deployments/{deployment_id}", self.delete_deployment)
         r.add("GET", "/services", self.list_services)
         r.add("GET", "/services/{name}", self.get_service)
+        r.add("GET", "/services/{name}/state/{key}", self.get_state)
+        r.add("DELETE", "/services/{name}/state/{key}", self.clear_state)
         r.add("GET", "/invocations", self.list_invocations)
         r.add("GET", "/invocations/{invocation_id}", self.get_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/cancel", self.cancel_invocation)
@@ -217,6 +228,26 @@ class Admin:
     def get_service(self, request: HttpRequest, name: str) -> HttpResponse:
         """One service; 404 naming it if unknown."""
         return HttpResponse.json(service_json(self.registry.service(name)))
+
+    def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
+        """`{"key": key, "state": {name: value}}` of a virtual object or workflow (values decoded for display)."""
+        self._keyed(name)
+        state = self.store.load_state(name, key)
+        shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
+        return HttpResponse.json({"key": key, "state": shown})
+
+    def clear_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
+        """Delete all state of one key; 202. Refused (409) while an invocation holds the key."""
+        self._keyed(name)
+        holder = self.store.lock_holder(name, key)
+        if holder is not None:
+            raise Conflict(f"invocation {holder} holds key '{key}' of {name}; cancel it or wait, then clear")
+        self.store.clear_state(name, key)
+        return HttpResponse(202)
+
+    def _keyed(self, name: str) -> None:
+        if self.registry.service(name).ty == "SERVICE":
+            raise BadRequest(f"'{name}' is a service: only virtual objects and workflows have state")
 
     def list_invocations(self, request: HttpRequest) -> HttpResponse:
         """`{"invocations": [...]}`, newest first; `?status=` and `?service=` filter, `?limit=` (<= 1000)."""

@@ -73,6 +73,15 @@ def derived_invocation_id(parent_id: str, entry_index: int) -> str:
     return invocation_id_from_bytes(digest[:INVOCATION_ID_BYTES])
 
 
+def workflow_run_id(workflow: str, workflow_id: str) -> str:
+    """The invocation id of workflow `workflow`'s one `run` for `workflow_id` (deterministic).
+
+    Creating it is conditional on the id, so the run executes once per workflow id.
+    """
+    digest = hashlib.sha256(b"workflow\0" + workflow.encode() + b"\0" + workflow_id.encode()).digest()
+    return invocation_id_from_bytes(digest[:INVOCATION_ID_BYTES])
+
+
 def new_deployment_id() -> str:
     """A fresh deployment id, `dp_…`."""
     return "dp_" + _b62encode(os.urandom(10), 14)

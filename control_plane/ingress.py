@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import time
 
+from control_plane import ids
 from control_plane.durations import parse_duration_ms
-from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, HttpResponse, Router, error_response, rfc3339
 from control_plane.ids import parse_awakeable_id
 from control_plane.invocation import Engine
-from control_plane.ports import InvocationRecord, Store, StoredNotification
+from control_plane.ports import InvocationRecord, Store, StoreConflict, StoredNotification
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Target
@@ -69,33 +70,54 @@ class Ingress:
         self.router = Router()
         r = self.router
         r.add("POST", "/restate/call/{service}/{handler}", self.call)
+        r.add("POST", "/restate/call/{service}/{key}/{handler}", self.call)
         r.add("POST", "/restate/send/{service}/{handler}", self.send)
+        r.add("POST", "/restate/send/{service}/{key}/{handler}", self.send)
         r.add("GET", "/restate/invocation/{invocation_id}/attach", self.attach)
         r.add("GET", "/restate/invocation/{invocation_id}/output", self.output)
+        r.add("GET", "/restate/workflow/{service}/{key}/attach", self.attach_workflow)
+        r.add("GET", "/restate/workflow/{service}/{key}/output", self.workflow_output)
         r.add("POST", "/restate/awakeables/{awakeable_id}/resolve", self.resolve_awakeable)
         r.add("POST", "/restate/awakeables/{awakeable_id}/reject", self.reject_awakeable)
-        r.add("POST", "/{service}/{handler}/send", self.send)
+        r.add("POST", "/{service}/{key}/{handler}/send", self.send)
+        r.add("POST", "/{service}/{first}/{second}", self.plain_three)
         r.add("POST", "/{service}/{handler}", self.call)
 
     # --- routes -------------------------------------------------------------------------------------
 
-    def call(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
-        """Invoke and wait for the result; past `call_wait_ms` answer 202 with the invocation id."""
+    def plain_three(self, request: HttpRequest, service: str, first: str, second: str) -> HttpResponse:
+        """`/{Service}/{handler}/send` for a plain service, else `/{Object}/{key}/{handler}` (Restate's paths)."""
+        if second == "send" and self.engine.registry.service(service).ty == "SERVICE":
+            return self.send(request, service, first)
+        return self.call(request, service, second, key=first)
+
+    def call(self, request: HttpRequest, service: str, handler: str, key: str = "") -> HttpResponse:
+        """Invoke and wait for the result; past `call_wait_ms` answer 202 with the invocation id.
+
+        A workflow's `run` called again for the same workflow id is a 409.
+        """
         self._reject_delay(request)
-        self._target(request, service, handler)
-        with_headers = dict(request.headers)
-        record = self.engine.create(service, handler, request.body, with_headers, leased=True)
+        target = self._target(request, service, handler, key)
+        try:
+            record = self.engine.create(service, handler, request.body, dict(request.headers), key=key, leased=True)
+        except StoreConflict as exc:
+            if target.handler_type == "WORKFLOW":
+                raise Conflict("the workflow method was already invoked") from exc
+            raise
+        if record.status != "running":  # an exclusive object handler waits for its key
+            return self._wait(record.invocation_id, self.call_wait_ms / 1000)
         _, last = self.engine.drive(record, deadline_ms=record.created_at_ms + self.call_wait_ms)
         if last.status == "completed":
             return self._result(last)
         remaining_ms = record.created_at_ms + self.call_wait_ms - self.engine.clock.now_ms()
         return self._wait(record.invocation_id, max(0, remaining_ms) / 1000)
 
-    def send(self, request: HttpRequest, service: str, handler: str) -> HttpResponse:
+    def send(self, request: HttpRequest, service: str, handler: str, key: str = "") -> HttpResponse:
         """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once.
 
         `?delay=10s` (or `PT10S`, `500ms`, ...) starts it no earlier than that; the answer then
-        carries `executionTime` (RFC 3339). A malformed delay is a 400.
+        carries `executionTime` (RFC 3339). A malformed delay is a 400. A workflow's `run` sent
+        again for the same workflow id answers `"status": "PreviouslyAccepted"` with the first id.
         """
         delay = request.query("delay")
         delay_ms = 0
@@ -104,11 +126,27 @@ class Ingress:
                 delay_ms = parse_duration_ms(delay)
             except ValueError as exc:
                 raise BadRequest(f"bad delay: {exc}") from exc
-        self._target(request, service, handler)
+        target = self._target(request, service, handler, key)
         execution_time_ms = self.engine.clock.now_ms() + delay_ms if delay_ms else 0
-        record = self.engine.create(
-            service, handler, request.body, dict(request.headers), leased=False, execution_time_ms=execution_time_ms
-        )
+        try:
+            record = self.engine.create(
+                service,
+                handler,
+                request.body,
+                dict(request.headers),
+                key=key,
+                leased=False,
+                execution_time_ms=execution_time_ms,
+            )
+        except StoreConflict:
+            if target.handler_type != "WORKFLOW":
+                raise
+            first = self._record(ids.workflow_run_id(service, key))
+            return HttpResponse.json(
+                {"invocationId": first.invocation_id, "status": "PreviouslyAccepted"},
+                202,
+                {"x-restate-id": first.invocation_id},
+            )
         body: dict[str, object] = {"invocationId": record.invocation_id, "status": "Accepted"}
         if record.execution_time_ms:
             body["executionTime"] = rfc3339(record.execution_time_ms)
@@ -132,6 +170,22 @@ class Ingress:
         self.engine.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
         return HttpResponse(202)
 
+    def attach_workflow(self, request: HttpRequest, service: str, key: str) -> HttpResponse:
+        """Wait for workflow `key`'s `run` result; 404 if it was never started (or its retention ended)."""
+        return self.attach(request, self._workflow_run(service, key))
+
+    def workflow_output(self, request: HttpRequest, service: str, key: str) -> HttpResponse:
+        """The workflow's result, `470` while it runs, `404` for an unknown workflow id."""
+        return self.output(request, self._workflow_run(service, key))
+
+    def _workflow_run(self, service: str, key: str) -> str:
+        if self.engine.registry.service(service).ty != "WORKFLOW":
+            raise BadRequest(f"'{service}' is not a workflow")
+        invocation_id = ids.workflow_run_id(service, key)
+        if self.store.get_invocation(invocation_id) is None:
+            raise NotFound(f"workflow {service} with id '{key}' not found")
+        return invocation_id
+
     def attach(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Wait for the invocation's result, like a call (202 if it does not finish in time)."""
         self._record(invocation_id)
@@ -150,15 +204,15 @@ class Ingress:
 
     # --- helpers ------------------------------------------------------------------------------------
 
-    def _target(self, request: HttpRequest, service: str, handler: str) -> Target:
+    def _target(self, request: HttpRequest, service: str, handler: str, key: str) -> Target:
         if "idempotency-key" in request.headers:  # refuse rather than run a retried request twice
             raise TorporError("idempotency keys are not supported by this control plane yet", status=501)
         target = self.engine.registry.resolve(service, handler)
-        if target.service_type != "SERVICE":
-            raise BadRequest(
-                f"'{service}' is a {target.service_type.lower().replace('_', ' ')}: call it with a key, "
-                f"/{service}/{{key}}/{handler} (keyed services are not supported by this control plane yet)"
-            )
+        if target.service_type == "SERVICE" and key:
+            raise BadRequest(f"'{service}' is a service, not a virtual object or workflow: call /{service}/{handler}")
+        if target.service_type != "SERVICE" and not key:
+            kind = "virtual object" if target.service_type == "VIRTUAL_OBJECT" else "workflow"
+            raise BadRequest(f"'{service}' is a {kind}: call it with a key, /{service}/{{key}}/{handler}")
         validate_input(target, request.body)
         return target
 

@@ -23,11 +23,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from urllib.parse import quote
 
 from control_plane import ids
 from control_plane.attempt import AttemptAnswer, AttemptFailure, parse_answer
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
+from control_plane.keyed import Keys, is_exclusive, is_keyed
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     Clock,
@@ -55,7 +57,16 @@ RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 """Statuses in which a worker may take the lease and make progress."""
 
 CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
-_ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside its large value
+_ITEM_OVERHEAD_BYTES = 16 * 1024
+_KEYED_EFFECTS = frozenset(
+    {
+        MessageType.SetState,
+        MessageType.ClearState,
+        MessageType.ClearAllState,
+        MessageType.GetPromise,
+        MessageType.CompletePromise,
+    }
+)  # room for an item's other attributes beside its large value
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
@@ -83,6 +94,7 @@ class _Held:
     journal: Journal
     stored: list[StoredNotification]
     awaiting: AwaitPoint | None = None
+    state: dict[bytes, bytes] | None = None  # a keyed invocation's state, loaded once per advance
 
     @classmethod
     def of(cls, loaded: LoadedInvocation) -> _Held:
@@ -123,6 +135,7 @@ class Engine:
         self.settings = settings
         self.waiters = waiters
         self.stopping = threading.Event()
+        self.keys = Keys(store, scheduler, clock)
 
     def stop(self) -> None:
         """Finish no more attempts: between attempts, leases are released for the next process."""
@@ -148,27 +161,39 @@ class Engine:
 
         With `leased=True` the creator holds the lease (epoch 1) and is expected to `drive` it at
         once. Otherwise it is `ready` and woken now, or, with `execution_time_ms` (ms since the
-        epoch) in the future, `scheduled` and woken then (a delayed send).
+        epoch) in the future, `scheduled` and woken then (a delayed send). An exclusive handler of
+        a virtual object is `pending` in its key's inbox until it holds the key (never leased here).
+        A workflow's `run` gets the workflow's deterministic run id, so it is created once.
 
-        Raises `NotFound` for an unknown service or handler, `StoreConflict` if `invocation_id` is
-        given and exists already.
+        Raises `NotFound` for an unknown service or handler, `BadRequest` for a keyed service
+        without a key, `StoreConflict` if the invocation id exists already.
         """
         target = self.registry.resolve(service, handler)
         deployment = self.registry.deployment(target.deployment_id)
         now = self.clock.now_ms()
+        service_type = target.service_type
+        handler_type = target.handler_type or ("EXCLUSIVE" if service_type == "VIRTUAL_OBJECT" else "")
+        if service_type != "SERVICE" and not key:
+            raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
+        if service_type == "WORKFLOW" and handler_type == "WORKFLOW":
+            invocation_id = ids.workflow_run_id(service, key)
+        exclusive = service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
+        leased = leased and not exclusive
         delayed = not leased and execution_time_ms > now
+        invocation_id = invocation_id or ids.new_invocation_id()
+        pending = exclusive and not delayed
         input_headers = [
             pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
         ]
         input_command = pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body))
         record = InvocationRecord(
-            invocation_id=invocation_id or ids.new_invocation_id(),
+            invocation_id=invocation_id,
             service=service,
             handler=handler,
             key=key,
             deployment_id=deployment.deployment_id,
             protocol_version=self.registry.protocol_version(deployment),
-            status="running" if leased else "scheduled" if delayed else "ready",
+            status="running" if leased else "scheduled" if delayed else "pending" if pending else "ready",
             input_entry=encode_frames([frame(input_command)]),
             created_at_ms=now,
             modified_at_ms=now,
@@ -179,9 +204,14 @@ class Engine:
             output_content_type=target.output_content_type,
             execution_time_ms=execution_time_ms if delayed else 0,
             wake_up_at_ms=execution_time_ms if delayed else 0,
+            service_type=service_type,
+            handler_type=handler_type,
+            inbox_seq=f"{now:013d}{invocation_id}" if pending else "",
         )
         self.store.create_invocation(record)
-        if delayed:
+        if pending:
+            self.keys.enqueue(record)
+        elif delayed:
             self._arm(record.invocation_id, execution_time_ms)
         elif not leased:
             self.scheduler.wake_now(record.invocation_id)
@@ -216,6 +246,15 @@ class Engine:
         if loaded is None:
             return Outcome.BUSY
         held = _Held.of(replace(loaded, record=record))
+        if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
+            # a delayed exclusive invocation is due: from now on it waits its turn for the key
+            seq = f"{now:013d}{invocation_id}"
+            try:
+                self._update(held, status="pending", lease_until_ms=0, execution_time_ms=0, inbox_seq=seq)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            self.keys.enqueue(held.record)
+            return Outcome.BUSY
         news = any(not held.journal.has(n.key) for n in held.stored)
         not_before = max(record.execution_time_ms, record.next_retry_at_ms)
         if not_before > now and not news:  # woken early (a duplicate or early timer): wait again
@@ -246,6 +285,8 @@ class Engine:
         """Invoke, commit, apply effects and decide; loop while the handler can go on at once."""
         record = held.record
         options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        if is_keyed(record) and held.state is None:
+            held.state = self.store.load_state(record.service, record.key)
         self._apply_effects(held, held.record.effects_applied_upto)  # after a crash: idempotent
         if held.journal.output() is not None:
             return self._complete(held)
@@ -308,6 +349,9 @@ class Engine:
         for completion_id, wake_up_ms in sorted(held.journal.open_sleeps().items(), key=lambda kv: kv[1]):
             if wake_up_ms <= now and f"c{completion_id}" not in seen:
                 out.append(frame(pb.SleepCompletionNotificationMessage(completion_id=completion_id, void=pb.Void())))
+        if held.journal.derived:
+            derived = self.keys.derive(held.record, held.journal, held.state)
+            out.extend(f for f in derived if notification_key(f) not in seen)
         return out
 
     def _attempt(self, held: _Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
@@ -328,6 +372,12 @@ class Engine:
             partial_state=False,
             retry_count_since_last_stored_entry=record.retry_count if same_prefix else 0,
         )
+        if held.state is not None:
+            entries, partial = self.keys.start_state(
+                held.state, options.enable_lazy_state, self.settings.eager_state_max_bytes
+            )
+            start.state_map.extend(entries)  # type: ignore[arg-type]
+            start.partial_state = partial
         if version >= 6:
             start.random_seed = record.random_seed
         if version >= 7 and record.idempotency_key:
@@ -339,8 +389,8 @@ class Engine:
             "accept": content_type,
             "x-restate-invocation-id": record.invocation_id,
         }
-        if record.key:
-            headers["x-restate-service-key"] = record.key
+        if record.key:  # URL-encoded: keys are any UTF-8 string, headers are not
+            headers["x-restate-service-key"] = quote(record.key, safe="")
         body = encode_frames([frame(start), *held.journal.frames, *pending])
         held.record = replace(record, attempts=record.attempts + 1)
         # never outlive the lease: a worker still inside its attempt must not meet its successor
@@ -454,6 +504,8 @@ class Engine:
             elif entry.type == MessageType.SendSignal:
                 send = pb.SendSignalCommandMessage.FromString(entry.payload)
                 self._send_signal(send)
+            elif entry.type in _KEYED_EFFECTS and is_keyed(held.record):
+                self.keys.apply(held.record, held.state, entry)
 
     def _start_callee(self, parent: str, index: int, call: pb.OneWayCallCommandMessage) -> None:
         callee = ids.derived_invocation_id(parent, index)
@@ -525,7 +577,7 @@ class Engine:
         """
         loaded = self._loaded_or_404(invocation_id)
         record = loaded.record
-        if record.status in ("ready", "scheduled") and not loaded.batches:
+        if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
             self._finish_now(record, {"code": 409, "message": "cancelled"})
             return
         if record.status == "paused":
@@ -574,9 +626,20 @@ class Engine:
             dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
         for due in dues - {0}:
             self.store.delete_timer(due, record.invocation_id)
-        self.waiters.notify(record.invocation_id)
+        self._ended(record)
 
     # --- endings ----------------------------------------------------------------------------------
+
+    def _ended(self, record: InvocationRecord) -> None:
+        """After the invocation completed: wake waiting callers, hand its object key on, and start
+        the retention of a workflow's state and promises."""
+        self.waiters.notify(record.invocation_id)
+        if is_exclusive(record):
+            self.keys.release(record)
+        if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
+            options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+            retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
+            self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
 
     def _suspend(self, held: _Held) -> Outcome | None:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
@@ -616,7 +679,7 @@ class Engine:
             )
         except StoreConflict:
             return Outcome.LEASE_LOST
-        self.waiters.notify(held.record.invocation_id)
+        self._ended(held.record)
         return Outcome.COMPLETED
 
     def _complete(self, held: _Held) -> Outcome:
@@ -652,7 +715,7 @@ class Engine:
             self._update(held, **changes)
         except StoreConflict:
             return Outcome.LEASE_LOST
-        self.waiters.notify(held.record.invocation_id)
+        self._ended(held.record)
         return Outcome.COMPLETED
 
     def _failed(self, held: _Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
@@ -698,7 +761,7 @@ class Engine:
                     next_retry_at_ms=0,
                     expires_at_s=(now + self.settings.completed_retention_ms) // 1000,
                 )
-                self.waiters.notify(record.invocation_id)
+                self._ended(record)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(retry_count):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked

@@ -29,6 +29,7 @@ class Journal:
     signals: set[int] = field(default_factory=set)
     named_signals: set[str] = field(default_factory=set)
     sleeps: dict[int, int] = field(default_factory=dict)  # completion id -> wake_up_time (ms) of each Sleep
+    derived: dict[int, Frame] = field(default_factory=dict)  # completion id -> command the runtime completes
 
     @classmethod
     def load(cls, input_entry: bytes, batches: Iterable[JournalBatch]) -> Journal:
@@ -60,6 +61,9 @@ class Journal:
                 sleep = pb.SleepCommandMessage.FromString(f.payload)
                 self.sleeps[sleep.result_completion_id] = sleep.wake_up_time
                 continue
+            if f.type in RUNTIME_COMPLETED:
+                self.derived[RUNTIME_COMPLETED[f.type].FromString(f.payload).result_completion_id] = f  # type: ignore[attr-defined]
+                continue
             if not is_notification(f.type):
                 continue
             key = notification_key(f)
@@ -83,6 +87,10 @@ class Journal:
         """`{completion_id: wake_up_time_ms}` of the sleeps not completed yet."""
         return {cid: at for cid, at in self.sleeps.items() if cid not in self.completions}
 
+    def open_commands(self) -> list[tuple[int, Frame]]:
+        """`(completion_id, command)` of state and promise commands still waiting for the runtime."""
+        return [(cid, f) for cid, f in self.derived.items() if cid not in self.completions]
+
     def output(self) -> pb.OutputCommandMessage | None:
         """The Output command, if the handler wrote one (it is the last command it writes)."""
         for f in reversed(self.frames):
@@ -101,6 +109,16 @@ class Journal:
             or not self.signals.isdisjoint(awaiting.signals)
             or not self.named_signals.isdisjoint(awaiting.named_signals)
         )
+
+
+RUNTIME_COMPLETED = {
+    MessageType.GetLazyState: pb.GetLazyStateCommandMessage,
+    MessageType.GetLazyStateKeys: pb.GetLazyStateKeysCommandMessage,
+    MessageType.GetPromise: pb.GetPromiseCommandMessage,
+    MessageType.PeekPromise: pb.PeekPromiseCommandMessage,
+    MessageType.CompletePromise: pb.CompletePromiseCommandMessage,
+}
+"""Commands whose completion the lease holder derives from stored state or promises, when it can."""
 
 
 def notification_key(entry: Frame) -> str:

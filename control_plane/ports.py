@@ -113,6 +113,9 @@ class InvocationRecord:
     effects_applied_upto: int = 1  # journal index up to which committed entries' effects were applied
     execution_time_ms: int = 0  # a delayed invocation (status `scheduled`) starts at this time
     wake_up_at_ms: int = 0  # earliest timer the invocation waits for, 0 if none (for display)
+    service_type: str = "SERVICE"  # SERVICE | VIRTUAL_OBJECT | WORKFLOW
+    handler_type: str = ""  # EXCLUSIVE | SHARED | WORKFLOW ("" for plain services)
+    inbox_seq: str = ""  # position in its key's inbox while `pending` (exclusive object handlers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,19 @@ class LoadedInvocation:
     record: InvocationRecord
     batches: list[JournalBatch]
     notifications: list[StoredNotification]
+
+
+@dataclass(frozen=True, slots=True)
+class PromiseRecord:
+    """A completed durable promise of a workflow: the first completion wins.
+
+    Exactly one of `value` (the value's bytes) and `failure` (`{"code", "message"}`) is set;
+    `completed_by` is `"{invocation_id}:{completion_id}"` of the CompletePromise that completed it.
+    """
+
+    value: bytes | None
+    failure: Mapping[str, object] | None
+    completed_by: str
 
 
 # --- ports ---------------------------------------------------------------------------------------
@@ -217,6 +233,50 @@ class Store(Protocol):
         A lease holder's suspension is conditional on the doorbell it read, so a notification
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone.
         """
+
+    # keyed state of virtual objects and workflows (`scope` is the service name, `key` the object key
+    # or workflow id; any UTF-8 string, stored hashed in item keys and verbatim in attributes)
+    def load_state(self, scope: str, key: str) -> dict[bytes, bytes]:
+        """The whole state of `scope/key`: `{state key: value}` (one paginated query)."""
+
+    def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None: ...
+
+    def delete_state(self, scope: str, key: str, state_key: bytes) -> None: ...
+
+    def clear_state(self, scope: str, key: str) -> None:
+        """Delete every state entry of `scope/key`."""
+
+    # one writer per object key: a lock and an inbox in arrival order
+    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
+        """Put `invocation_id` in the inbox of `scope/key` at position `seq` (sortable string)."""
+
+    def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
+        """Remove that inbox entry (idempotent)."""
+
+    def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
+        """`(seq, invocation_id)` of the earliest inbox entry of `scope/key`, or None (consistent read)."""
+
+    def lock_holder(self, scope: str, key: str) -> str | None:
+        """The invocation holding the lock of `scope/key`, or None (consistent read)."""
+
+    def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
+        """Take the lock of `scope/key` for `invocation_id` if nobody holds it; True if taken (or held by it)."""
+
+    def unlock(self, scope: str, key: str, invocation_id: str) -> bool:
+        """Release the lock if `invocation_id` holds it; True if it did (idempotent otherwise)."""
+
+    # workflows: durable promises (a workflow's run is claimed by its deterministic invocation id)
+    def complete_promise(self, scope: str, key: str, name: str, promise: PromiseRecord) -> PromiseRecord:
+        """Complete promise `name` unless it is completed; returns the promise as stored (first wins)."""
+
+    def get_promise(self, scope: str, key: str, name: str) -> PromiseRecord | None: ...
+
+    def add_promise_waiter(self, scope: str, key: str, name: str, invocation_id: str) -> None: ...
+
+    def promise_waiters(self, scope: str, key: str, name: str) -> list[str]: ...
+
+    def expire_keyed(self, scope: str, key: str, expires_at_s: int) -> None:
+        """Set the TTL of every item of `scope/key` (state, promises, run claim): workflow retention."""
 
     # timers: one record per (due time, invocation), visible and recoverable
     def put_timer(self, due_ms: int, invocation_id: str) -> None: ...

@@ -37,6 +37,8 @@ class HandlerOptions:
     abort_timeout_ms: int
     retry_policy: RetryPolicy
     journal_retention_ms: int | None
+    enable_lazy_state: bool = False
+    workflow_retention_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +302,10 @@ class Registry:
             abort_timeout_ms=int(opt("abortTimeout", s.inactivity_timeout_ms)),
             retry_policy=policy,
             journal_retention_ms=None if retention is None else int(retention),
+            enable_lazy_state=bool(opt("enableLazyState", False)),
+            workflow_retention_ms=(
+                None if (wf := _option(handler, service, "workflowCompletionRetention")) is None else int(wf)
+            ),
         )
 
     def _forget(self) -> None:

@@ -72,6 +72,10 @@ class ControlPlane:
         for due_ms, invocation_id in self.store.due_timers(far_future_ms(now), _SWEEP_LIMIT):
             self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
+        keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
+        for record in keys.values():  # inboxes whose hand-over was lost: enqueue again (idempotent), pump
+            self.engine.keys.enqueue(record)
+            count += 1
         for record in self.store.list_invocations(["ready", "running"], None, _SWEEP_LIMIT):
             if record.lease_until_ms > now:
                 self.scheduler.wake_at(record.invocation_id, record.lease_until_ms + 1)

@@ -27,6 +27,9 @@ class Settings:
         completed_retention_ms: how long a completed invocation (status, output, journal) is kept.
         retry_policy: default policy for failed attempts.
         max_protocol_version: highest service protocol version Torpor offers (5..7).
+        eager_state_max_bytes: a keyed invocation's state goes whole in StartMessage up to this size
+            (keys + values, bytes); above it, Torpor sends `partial_state` and answers lazy reads.
+        workflow_retention_ms: how long a completed workflow's state and promises are kept.
     """
 
     inactivity_timeout_ms: int = 60_000
@@ -35,6 +38,8 @@ class Settings:
     completed_retention_ms: int = 24 * 3600 * 1000
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     max_protocol_version: int = 7
+    eager_state_max_bytes: int = 64 * 1024
+    workflow_retention_ms: int = 24 * 3600 * 1000
 
     @property
     def lease_ms(self) -> int:

@@ -26,11 +26,13 @@ import restate
 from restate.aws_lambda import is_running_on_lambda
 
 from examples.greeter import greeter
+from examples.objects import counter, lazy_counter
 from examples.orders import orders
 from examples.steps import steps
 from examples.waits import waits
+from examples.workflows import signup
 
-SERVICES = (greeter, orders, steps, waits)
+SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup)
 """The services every example app hosts."""
 
 Scope = MutableMapping[str, Any]

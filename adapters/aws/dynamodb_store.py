@@ -12,6 +12,7 @@ templates, keys and record mapping live in `adapters.aws.store_items`):
 | timer | `TIMER` | `{due_ms:013d}#{invocation_id}` | `due_ms`, `invocation_id` |
 | deployment | `DEP` | `DEP#{deployment_id}` | one per `DeploymentRecord` field |
 | service | `SVC` | `SVC#{name}` | one per `ServiceRecord` field |
+| object/workflow key | `OBJ#{scope}#{sha256(key)}` | `S#…` `LOCK` `Q#…` `RUN` `P#…` `W#…` | see `store_keyed` |
 
 Within an invocation's partition batches (`J#`) sort before `META` and notifications (`N#`) after it,
 so one query reads all three. The GSI `by_status` has hash key `status_pk` = `STATUS#{status}` and
@@ -79,6 +80,7 @@ from adapters.aws.store_items import (
     timers_due_until,
     translated_write,
 )
+from adapters.aws.store_keyed import KeyedStore
 from adapters.aws.store_registry import RegistryStore
 from control_plane.ports import (
     InvocationRecord,
@@ -123,14 +125,14 @@ def _checked_due(due_ms: int) -> int:
 # --- the store -----------------------------------------------------------------------------------
 
 
-class DynamoDBStore(RegistryStore):
+class DynamoDBStore(KeyedStore, RegistryStore):
     """`control_plane.ports.Store` on one DynamoDB table (see the module docstring for the layout).
 
     Every read of an invocation, deployment, service or timer is strongly consistent;
     `list_invocations` is not (it reads the GSI, or scans). Every write that changes an invocation is
     a single conditional write; a lost condition raises `StoreConflict` (`put_notification` answers
     False instead), an item above 400 KB raises `ItemTooLarge`. Deployments and services come from
-    `RegistryStore`.
+    `RegistryStore`, keyed state, locks, inboxes and promises from `KeyedStore`.
 
     Attributes:
         table_name: The table, as given.
@@ -189,6 +191,7 @@ class DynamoDBStore(RegistryStore):
         self._services = bind(ServiceItem, meta, self._connection)
         self._notifications = bind(NotificationItem, meta, self._connection)
         self._timers = bind(TimerItem, meta, self._connection)
+        self._bind_keyed(meta, self._connection)
 
     def __repr__(self) -> str:
         return f"DynamoDBStore(table_name={self.table_name!r}, endpoint_url={self.endpoint_url!r})"

@@ -9,6 +9,7 @@ writes (`translated_write`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from control_plane.ports import (
     InvocationRecord,
     ItemTooLarge,
     JournalBatch,
+    PromiseRecord,
     ServiceRecord,
     StoreConflict,
     StoredNotification,
@@ -41,6 +43,11 @@ NOTIFICATION_PREFIX = "N#"
 DEPLOYMENTS_PK = "DEP"
 SERVICES_PK = "SVC"
 TIMERS_PK = "TIMER"
+STATE_PREFIX = "S#"
+INBOX_PREFIX = "Q#"
+PROMISE_PREFIX = "P#"
+WAITER_PREFIX = "W#"
+LOCK_SK = "LOCK"
 COMPLETED = "completed"
 CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_DUE_MS = 10**13 - 1
@@ -93,6 +100,45 @@ def status_pk(status: str) -> str:
 def status_sk(modified_at_ms: int, invocation_id: str) -> str:
     """The `by_status` range key: ordered by `modified_at_ms`, then id."""
     return f"{modified_at_ms:013d}#{invocation_id}"
+
+
+def _digest(data: bytes) -> str:
+    """sha256 hex of `data`: fixed-length, so a key of any size (or containing `#`) fits in an item key."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def keyed_pk(scope: str, key: str) -> str:
+    """The partition of `scope/key` (object or workflow): `OBJ#{scope}#{sha256 hex of key}`.
+
+    The key is hashed because it is any UTF-8 string, possibly longer than DynamoDB's 2048-byte
+    partition key limit; the raw scope and key are attributes of every item of the partition.
+    """
+    return f"OBJ#{scope}#{_digest(key.encode())}"
+
+
+def state_sk(state_key: bytes) -> str:
+    """The sort key of the state entry `state_key`: `S#{sha256 hex}`."""
+    return f"{STATE_PREFIX}{_digest(state_key)}"
+
+
+def inbox_sk(seq: str, invocation_id: str) -> str:
+    """The sort key of an inbox entry: `Q#{seq}#{invocation_id}`, so entries sort by `seq`."""
+    return f"{INBOX_PREFIX}{seq}#{invocation_id}"
+
+
+def promise_sk(name: str) -> str:
+    """The sort key of the durable promise `name`: `P#{sha256 hex of name}`."""
+    return f"{PROMISE_PREFIX}{_digest(name.encode())}"
+
+
+def waiters_prefix(name: str) -> str:
+    """The sort key prefix of the waiters of promise `name`: `W#{sha256 hex of name}#`."""
+    return f"{WAITER_PREFIX}{_digest(name.encode())}#"
+
+
+def waiter_sk(name: str, invocation_id: str) -> str:
+    """The sort key of `invocation_id` waiting on promise `name`."""
+    return f"{waiters_prefix(name)}{invocation_id}"
 
 
 def table_schema(table_name: str) -> dict[str, Any]:
@@ -185,6 +231,9 @@ class InvocationItem(Item):
     effects_applied_upto = IntAttribute(null=True)
     execution_time_ms = IntAttribute(null=True)
     wake_up_at_ms = IntAttribute(null=True)
+    service_type = UnicodeAttribute(null=True)  # absent on items written before it existed: "SERVICE"
+    handler_type = UnicodeAttribute(null=True)
+    inbox_seq = UnicodeAttribute(null=True)
 
 
 class BatchItem(Item):
@@ -231,6 +280,50 @@ class ServiceItem(Item):
     ty = UnicodeAttribute()
     manifest = JSONAttribute()
     revision = IntAttribute(null=True)
+
+
+class KeyedItem(Item):
+    """An item of a keyed partition `OBJ#{scope}#{h(key)}`: the raw scope and key, and an optional TTL."""
+
+    scope = UnicodeAttribute()
+    key = UnicodeAttribute()
+    expires_at_s = IntAttribute(null=True, attr_name=TTL_ATTRIBUTE)
+
+
+class StateItem(KeyedItem):
+    """`OBJ#…` / `S#{h(state_key)}`: one state entry."""
+
+    state_key = BinaryAttribute(legacy_encoding=False)
+    value = BinaryAttribute(legacy_encoding=False)
+
+
+class LockItem(KeyedItem):
+    """`OBJ#…` / `LOCK`: the invocation holding the key (`holder` absent: free)."""
+
+    holder = UnicodeAttribute(null=True)
+
+
+class InboxItem(KeyedItem):
+    """`OBJ#…` / `Q#{seq}#{invocation_id}`: an invocation waiting for the key's lock."""
+
+    seq = UnicodeAttribute()
+    invocation_id = UnicodeAttribute()
+
+
+class PromiseItem(KeyedItem):
+    """`OBJ#…` / `P#{h(name)}`: a completed durable promise."""
+
+    name = UnicodeAttribute()
+    value = BinaryAttribute(legacy_encoding=False, null=True)
+    failure = JSONAttribute(null=True)
+    completed_by = UnicodeAttribute()
+
+
+class WaiterItem(KeyedItem):
+    """`OBJ#…` / `W#{h(name)}#{invocation_id}`: an invocation awaiting promise `name`."""
+
+    name = UnicodeAttribute()
+    invocation_id = UnicodeAttribute()
 
 
 _M = TypeVar("_M", bound=Model)
@@ -325,6 +418,11 @@ def service_record(item: ServiceItem) -> ServiceRecord:
         manifest=item.manifest,
         revision=1 if item.revision is None else item.revision,
     )
+
+
+def promise_record(item: PromiseItem) -> PromiseRecord:
+    """The promise a `P#…` item holds (an empty value stays `b""`, an absent one is None)."""
+    return PromiseRecord(value=item.value, failure=item.failure, completed_by=item.completed_by)
 
 
 def invocation_update_actions(

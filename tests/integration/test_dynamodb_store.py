@@ -77,6 +77,9 @@ EVERY_FIELD = InvocationRecord(
     effects_applied_upto=3,
     execution_time_ms=1_700_000_003_000,
     wake_up_at_ms=1_700_000_002_000,
+    service_type="WORKFLOW",
+    handler_type="WORKFLOW",
+    inbox_seq="0000000001-00",
 )
 
 

@@ -1,0 +1,245 @@
+"""Virtual objects and workflows: keyed state, one writer per object key, durable promises.
+
+- **State** lives beside the key (`Store.load_state`). An attempt's Start carries the whole state
+  (`partial_state=false`) when it is small; above `Settings.eager_state_max_bytes`, or for handlers
+  with `enableLazyState`, it carries none (`partial_state=true`) and the lease holder answers each
+  GetLazyState / GetLazyStateKeys with a completion (one suspension per read). SetState, ClearState
+  and ClearAllState are applied from committed entries only, so a failed attempt leaves no trace.
+- **One writer per key**: an exclusive handler's invocation waits `pending` in the key's inbox until
+  it holds the key's lock; it keeps the lock across suspensions and releases it when it completes
+  (or is cancelled or killed), which hands the lock to the next in arrival order (`pump`).
+- **Durable promises** (workflows): the first completion wins (`Store.complete_promise`); awaiting
+  invocations register as waiters and are woken; their GetPromise completions are derived from the
+  stored promise by their own lease holder, like sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from control_plane.journal import Journal
+from control_plane.ports import Clock, InvocationRecord, PromiseRecord, Scheduler, Store, StoreConflict
+from control_plane.protocol import Frame, MessageType, frame
+from control_plane.protocol import protocol_pb2 as pb
+
+log = logging.getLogger("torpor.keyed")
+
+ALREADY_COMPLETED = 409  # failure code of a CompletePromise on a completed promise
+_PUMP_ROUNDS = 16
+
+
+def is_keyed(record: InvocationRecord) -> bool:
+    """True for invocations of virtual objects and workflows (they have a key and state)."""
+    return record.service_type in ("VIRTUAL_OBJECT", "WORKFLOW")
+
+
+def is_exclusive(record: InvocationRecord) -> bool:
+    """True if the invocation must hold its object key's lock: an exclusive object handler."""
+    return record.service_type == "VIRTUAL_OBJECT" and record.handler_type != "SHARED"
+
+
+def may_write_state(record: InvocationRecord) -> bool:
+    """Exclusive object handlers and a workflow's `run` write state; shared handlers only read."""
+    return is_exclusive(record) or (record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW")
+
+
+def _completed_by(record: InvocationRecord, completion_id: int) -> str:
+    return f"{record.invocation_id}:{completion_id}"
+
+
+class Keys:
+    """Locks, inboxes, state and promises of keyed services, over the store."""
+
+    def __init__(self, store: Store, scheduler: Scheduler, clock: Clock) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.clock = clock
+
+    # --- one writer per key -----------------------------------------------------------------------
+
+    def enqueue(self, record: InvocationRecord) -> None:
+        """Put a `pending` invocation in its key's inbox and hand the lock on if it is free."""
+        self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
+        self.pump(record.service, record.key)
+
+    def pump(self, scope: str, key: str) -> None:
+        """If nobody (alive) holds the key's lock, give it to the earliest inbox entry and wake it.
+
+        Safe to run concurrently and repeatedly: taking the lock is conditional, and a holder that
+        already completed (its release was lost in a crash) is released here.
+        """
+        for _ in range(_PUMP_ROUNDS):
+            holder = self.store.lock_holder(scope, key)
+            if holder is not None:
+                current = self.store.get_invocation(holder)
+                if current is not None and current.status == "pending":  # granted, then a crash
+                    self._grant(scope, key, current.inbox_seq, holder)
+                    return
+                if current is not None and current.status != "completed":
+                    return
+                self.store.unlock(scope, key, holder)
+                continue
+            head = self.store.inbox_head(scope, key)
+            if head is None:
+                return
+            seq, invocation_id = head
+            if not self.store.try_lock(scope, key, invocation_id):
+                continue
+            if self._grant(scope, key, seq, invocation_id):
+                return
+        log.warning("pumping the inbox of %s/%s did not settle; the sweep will try again", scope, key)
+
+    def _grant(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
+        """The lock is taken for `invocation_id`: leave the inbox, turn `pending` into `ready`, wake it.
+
+        Only a `pending` invocation is turned (conditional on its epoch), so concurrent pumps that
+        grant the same head never disturb it once a worker runs it. False if it had completed
+        (killed or cancelled while it waited): the lock is released for the next one.
+        """
+        if seq:
+            self.store.dequeue(scope, key, seq, invocation_id)
+        for _ in range(_PUMP_ROUNDS):
+            record = self.store.get_invocation(invocation_id)
+            if record is None or record.status == "completed":
+                self.store.unlock(scope, key, invocation_id)
+                return False
+            if record.status != "pending":
+                return True  # another pump granted it already
+            try:
+                self.store.update_invocation(
+                    invocation_id, record.epoch, status="ready", inbox_seq="", modified_at_ms=self.clock.now_ms()
+                )
+            except StoreConflict:
+                continue  # changed under us (granted, killed): look again
+            self.scheduler.wake_now(invocation_id)
+            return True
+        return True
+
+    def release(self, record: InvocationRecord) -> None:
+        """The invocation ended: leave the inbox or release the lock, and hand the key on."""
+        if not is_exclusive(record):
+            return
+        if record.inbox_seq:
+            self.store.dequeue(record.service, record.key, record.inbox_seq, record.invocation_id)
+        if self.store.unlock(record.service, record.key, record.invocation_id) or record.inbox_seq:
+            self.pump(record.service, record.key)
+
+    # --- state --------------------------------------------------------------------------------------
+
+    def start_state(self, state: dict[bytes, bytes], lazy: bool, max_eager_bytes: int) -> tuple[list[object], bool]:
+        """`(StartMessage.state_map entries, partial_state)` for an attempt."""
+        size = sum(len(k) + len(v) for k, v in state.items())
+        if lazy or size > max_eager_bytes:
+            return [], True
+        return [pb.StartMessage.StateEntry(key=k, value=v) for k, v in sorted(state.items())], False
+
+    def apply(self, record: InvocationRecord, state: dict[bytes, bytes] | None, entry: Frame) -> None:
+        """Apply the effect of one committed state or promise command (idempotent)."""
+        t = entry.type
+        if t in (MessageType.SetState, MessageType.ClearState, MessageType.ClearAllState):
+            if not may_write_state(record):
+                log.error("%s: a shared handler cannot write state; ignored", record.invocation_id)
+                return
+            if t == MessageType.SetState:
+                command = pb.SetStateCommandMessage.FromString(entry.payload)
+                self.store.put_state(record.service, record.key, command.key, command.value.content)
+                if state is not None:
+                    state[command.key] = command.value.content
+            elif t == MessageType.ClearState:
+                cleared = pb.ClearStateCommandMessage.FromString(entry.payload)
+                self.store.delete_state(record.service, record.key, cleared.key)
+                if state is not None:
+                    state.pop(cleared.key, None)
+            else:
+                self.store.clear_state(record.service, record.key)
+                if state is not None:
+                    state.clear()
+        elif t == MessageType.GetPromise:
+            name = pb.GetPromiseCommandMessage.FromString(entry.payload).key
+            self.store.add_promise_waiter(record.service, record.key, name, record.invocation_id)
+        elif t == MessageType.CompletePromise:
+            command = pb.CompletePromiseCommandMessage.FromString(entry.payload)
+            which = command.WhichOneof("completion")
+            promise = PromiseRecord(
+                value=command.completion_value.content if which == "completion_value" else None,
+                failure=(
+                    {"code": command.completion_failure.code, "message": command.completion_failure.message}
+                    if which == "completion_failure"
+                    else None
+                ),
+                completed_by=_completed_by(record, command.result_completion_id),
+            )
+            stored = self.store.complete_promise(record.service, record.key, command.key, promise)
+            if stored.completed_by == promise.completed_by:
+                self._wake(self.store.promise_waiters(record.service, record.key, command.key), record.invocation_id)
+
+    def _wake(self, invocation_ids: Iterable[str], completer: str) -> None:
+        for invocation_id in invocation_ids:
+            if invocation_id == completer:
+                continue
+            try:
+                self.store.ring(invocation_id)
+            except StoreConflict:
+                continue  # gone (retention)
+            self.scheduler.wake_now(invocation_id)
+
+    # --- completions the lease holder derives -------------------------------------------------------
+
+    def derive(self, record: InvocationRecord, journal: Journal, state: dict[bytes, bytes] | None) -> list[Frame]:
+        """Completions of lazy state reads and promise commands that can be answered now."""
+        out: list[Frame] = []
+        for completion_id, command in journal.open_commands():
+            notification = self._derive_one(record, completion_id, command, state)
+            if notification is not None:
+                out.append(frame(notification))
+        return out
+
+    def _derive_one(
+        self, record: InvocationRecord, completion_id: int, command: Frame, state: dict[bytes, bytes] | None
+    ) -> object | None:
+        t = command.type
+        if t == MessageType.GetLazyState:
+            key = pb.GetLazyStateCommandMessage.FromString(command.payload).key
+            found = (state or {}).get(key)
+            read = pb.GetLazyStateCompletionNotificationMessage(completion_id=completion_id)
+            if found is None:
+                read.void.SetInParent()
+            else:
+                read.value.content = found
+            return read
+        if t == MessageType.GetLazyStateKeys:
+            keys = pb.StateKeys(keys=sorted((state or {}).keys()))
+            return pb.GetLazyStateKeysCompletionNotificationMessage(completion_id=completion_id, state_keys=keys)
+        if t in (MessageType.GetPromise, MessageType.PeekPromise, MessageType.CompletePromise):
+            name = pb.GetPromiseCommandMessage.FromString(command.payload).key  # same field 1 in all three
+            promise = self.store.get_promise(record.service, record.key, name)
+            if t == MessageType.CompletePromise:
+                if promise is None:
+                    return None  # its effect has not run yet (it runs right after the commit)
+                done = pb.CompletePromiseCompletionNotificationMessage(completion_id=completion_id)
+                if promise.completed_by == _completed_by(record, completion_id):
+                    done.void.SetInParent()
+                else:
+                    done.failure.CopyFrom(
+                        pb.Failure(code=ALREADY_COMPLETED, message=f"promise '{name}' was already completed")
+                    )
+                return done
+            cls = (
+                pb.GetPromiseCompletionNotificationMessage
+                if t == MessageType.GetPromise
+                else pb.PeekPromiseCompletionNotificationMessage
+            )
+            result = cls(completion_id=completion_id)
+            if promise is None:
+                if t == MessageType.GetPromise:
+                    return None  # not completed yet: wait (the completer wakes us)
+                result.void.SetInParent()
+            elif promise.failure is not None:
+                failure = dict(promise.failure)
+                code = int(str(failure.get("code", 500)))
+                result.failure.CopyFrom(pb.Failure(code=code, message=str(failure.get("message", ""))))
+            else:
+                result.value.content = promise.value or b""
+            return result
+        return None

@@ -1,0 +1,383 @@
+"""`DynamoDBStore`'s keyed half against a moto server: state, lock, inbox, workflow run, promises, TTL.
+
+Item keys are checked against sha256 digests computed here, and items are read back with a plain
+boto3 client as an independent witness. Concurrent writers are tested on dynalite
+(`tests/races/test_store_keyed_races.py`), since moto may let two conditional writers both win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import boto3
+import pytest
+
+from adapters.aws.dynamodb_store import DynamoDBStore, ItemTooLarge
+from control_plane.ports import InvocationRecord, LoadedInvocation, PromiseRecord
+
+SCOPE = "Counter"
+
+
+def h(data: str | bytes) -> str:
+    """sha256 hex of `data` (UTF-8 for a string), as item keys hold it."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def pk(key: str, scope: str = SCOPE) -> str:
+    """The partition of `scope/key`."""
+    return f"OBJ#{scope}#{h(key)}"
+
+
+def client(store: DynamoDBStore) -> Any:
+    """A plain boto3 client on the store's endpoint."""
+    return boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+
+
+def raw_item(store: DynamoDBStore, partition: str, sk: str) -> dict[str, Any]:
+    """The item as DynamoDB holds it ({} if absent)."""
+    item: dict[str, Any] = (
+        client(store)
+        .get_item(TableName=store.table_name, Key={"PK": {"S": partition}, "SK": {"S": sk}}, ConsistentRead=True)
+        .get("Item", {})
+    )
+    return item
+
+
+def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, Any]]:
+    """Every item of a partition, by sort key."""
+    pages = (
+        client(store)
+        .get_paginator("query")
+        .paginate(
+            TableName=store.table_name,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": partition}},
+            ConsistentRead=True,
+        )
+    )
+    return {item["SK"]["S"]: item for page in pages for item in page["Items"]}
+
+
+# --- state ---------------------------------------------------------------------------------------
+
+
+def test_state_round_trips_binary_keys_and_values_including_empty(store: DynamoDBStore) -> None:
+    entries = {b"count": b"7", b"\x00\xff binary key": b"\x00\x01\xfe\xff", b"empty": b"", b"": b"empty key"}
+    for state_key, value in entries.items():
+        store.put_state(SCOPE, "k1", state_key, value)
+    before = store.request_count
+
+    assert store.load_state(SCOPE, "k1") == entries
+    assert store.request_count == before + 1  # one query
+    assert store.load_state(SCOPE, "other") == {}
+    assert store.load_state("OtherScope", "k1") == {}
+
+
+def test_state_item_layout_hashes_the_key_and_keeps_raw_attributes(store: DynamoDBStore) -> None:
+    store.put_state(SCOPE, "user/7", b"count", b"\x00\x07", expires_at_s=1_900_000_000)
+
+    item = raw_item(store, f"OBJ#Counter#{h('user/7')}", f"S#{h(b'count')}")
+    assert item == {
+        "PK": {"S": f"OBJ#Counter#{h('user/7')}"},
+        "SK": {"S": f"S#{h(b'count')}"},
+        "scope": {"S": "Counter"},
+        "key": {"S": "user/7"},
+        "state_key": {"B": b"count"},
+        "value": {"B": b"\x00\x07"},
+        "expires_at": {"N": "1900000000"},
+    }
+
+
+def test_put_state_replaces_and_delete_state_removes_one_entry(store: DynamoDBStore) -> None:
+    store.put_state(SCOPE, "k", b"a", b"1")
+    store.put_state(SCOPE, "k", b"b", b"2")
+    store.put_state(SCOPE, "k", b"a", b"3")
+
+    store.delete_state(SCOPE, "k", b"b")
+    store.delete_state(SCOPE, "k", b"never-set")  # nothing to remove: no error
+
+    assert store.load_state(SCOPE, "k") == {b"a": b"3"}
+    assert "expires_at" not in raw_item(store, pk("k"), f"S#{h(b'a')}")
+
+
+def test_clear_state_deletes_more_than_one_batch_and_keeps_other_items(store: DynamoDBStore) -> None:
+    for i in range(30):
+        store.put_state(SCOPE, "k", f"entry-{i:02d}".encode(), bytes([i]))
+    store.put_state(SCOPE, "k2", b"neighbour", b"kept")
+    assert store.try_lock(SCOPE, "k", "inv_holder")
+    store.enqueue(SCOPE, "k", "0001", "inv_next")
+    before = store.request_count
+
+    store.clear_state(SCOPE, "k")
+
+    assert store.request_count == before + 3  # one keys-only query, two BatchWriteItem (25 + 5)
+    assert store.load_state(SCOPE, "k") == {}
+    assert store.load_state(SCOPE, "k2") == {b"neighbour": b"kept"}
+    assert sorted(raw_partition(store, pk("k"))) == ["LOCK", "Q#0001#inv_next"]
+
+
+def test_clear_state_of_a_key_without_state_makes_only_the_query(store: DynamoDBStore) -> None:
+    before = store.request_count
+
+    store.clear_state(SCOPE, "nothing")
+
+    assert store.request_count == before + 1
+
+
+def test_load_state_follows_pages_past_one_megabyte(store: DynamoDBStore) -> None:
+    values = {f"big-{i}".encode(): bytes([i]) * 300_000 for i in range(5)}  # 1.5 MB in all
+    for state_key, value in values.items():
+        store.put_state(SCOPE, "big", state_key, value)
+    before = store.request_count
+
+    assert store.load_state(SCOPE, "big") == values
+    assert store.request_count - before >= 2
+
+
+def test_state_above_400_kb_is_refused_loudly(store: DynamoDBStore) -> None:
+    with pytest.raises(ItemTooLarge, match=r"Counter/k: the state entry b'huge' \(420000 bytes\)"):
+        store.put_state(SCOPE, "k", b"huge", b"x" * 420_000)
+
+    assert store.load_state(SCOPE, "k") == {}
+
+
+KEYS = [
+    "",
+    "a/b",
+    "a#b",
+    "ключ 🔑",
+    "x" * 1000,
+    "x" * 999 + "y",
+    "é" * 1500,  # 3000 bytes of UTF-8: above DynamoDB's 2048-byte partition key limit
+]
+
+
+def test_keys_of_any_utf8_and_length_keep_separate_state_and_locks(store: DynamoDBStore) -> None:
+    for i, key in enumerate(KEYS):
+        store.put_state(SCOPE, key, b"which", str(i).encode())
+        assert store.try_lock(SCOPE, key, f"inv_{i}")
+    store.put_state("Counter/a", "b", b"which", b"scope")  # scope and key do not run into each other
+
+    for i, key in enumerate(KEYS):
+        assert store.load_state(SCOPE, key) == {b"which": str(i).encode()}
+        assert store.lock_holder(SCOPE, key) == f"inv_{i}"
+        assert raw_item(store, pk(key), "LOCK")["key"] == {"S": key}
+    assert len({pk(key) for key in KEYS}) == len(KEYS)
+    assert store.load_state("Counter/a", "b") == {b"which": b"scope"}
+    assert store.load_state(SCOPE, "a/b") == {b"which": b"1"}
+
+
+# --- lock ----------------------------------------------------------------------------------------
+
+
+def test_try_lock_first_wins_and_the_holder_may_take_it_again(store: DynamoDBStore) -> None:
+    assert store.lock_holder(SCOPE, "k") is None
+    before = store.request_count
+
+    assert store.try_lock(SCOPE, "k", "inv_a") is True
+    assert store.request_count == before + 1
+    assert store.try_lock(SCOPE, "k", "inv_b") is False
+    assert store.try_lock(SCOPE, "k", "inv_a") is True
+
+    assert store.lock_holder(SCOPE, "k") == "inv_a"
+    assert raw_item(store, pk("k"), "LOCK") == {
+        "PK": {"S": pk("k")},
+        "SK": {"S": "LOCK"},
+        "scope": {"S": SCOPE},
+        "key": {"S": "k"},
+        "holder": {"S": "inv_a"},
+    }
+
+
+def test_unlock_by_a_non_holder_is_false_and_changes_nothing(store: DynamoDBStore) -> None:
+    assert store.try_lock(SCOPE, "k", "inv_a")
+
+    assert store.unlock(SCOPE, "k", "inv_b") is False
+    assert store.lock_holder(SCOPE, "k") == "inv_a"
+
+    assert store.unlock(SCOPE, "k", "inv_a") is True
+    assert store.lock_holder(SCOPE, "k") is None
+    assert store.unlock(SCOPE, "k", "inv_a") is False  # released already
+    assert store.try_lock(SCOPE, "k", "inv_b") is True
+    assert store.lock_holder(SCOPE, "k") == "inv_b"
+
+
+def test_unlock_of_a_key_never_locked_is_false_and_writes_no_item(store: DynamoDBStore) -> None:
+    assert store.unlock(SCOPE, "k", "inv_a") is False
+
+    assert raw_item(store, pk("k"), "LOCK") == {}
+
+
+# --- inbox ---------------------------------------------------------------------------------------
+
+
+def test_inbox_head_is_the_lowest_seq_and_dequeue_moves_it_on(store: DynamoDBStore) -> None:
+    store.enqueue(SCOPE, "k", "0000000003-00", "inv_c")
+    store.enqueue(SCOPE, "k", "0000000001-00", "inv_a")
+    store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")
+    store.enqueue(SCOPE, "k2", "0000000000-00", "inv_other")
+    before = store.request_count
+
+    assert store.inbox_head(SCOPE, "k") == ("0000000001-00", "inv_a")
+    assert store.request_count == before + 1
+    store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")
+    store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")  # idempotent
+    assert store.inbox_head(SCOPE, "k") == ("0000000002-00", "inv_b")
+    store.dequeue(SCOPE, "k", "0000000002-00", "inv_b")
+    assert store.inbox_head(SCOPE, "k") == ("0000000003-00", "inv_c")
+    store.dequeue(SCOPE, "k", "0000000003-00", "inv_c")
+    assert store.inbox_head(SCOPE, "k") is None
+    assert store.inbox_head(SCOPE, "k2") == ("0000000000-00", "inv_other")
+
+
+def test_inbox_entries_do_not_count_as_state_or_lock(store: DynamoDBStore) -> None:
+    store.enqueue(SCOPE, "k", "0001", "inv_a")
+
+    assert store.load_state(SCOPE, "k") == {}
+    assert store.lock_holder(SCOPE, "k") is None
+    assert raw_item(store, pk("k"), "Q#0001#inv_a") == {
+        "PK": {"S": pk("k")},
+        "SK": {"S": "Q#0001#inv_a"},
+        "scope": {"S": SCOPE},
+        "key": {"S": "k"},
+        "seq": {"S": "0001"},
+        "invocation_id": {"S": "inv_a"},
+    }
+
+
+# --- workflows -----------------------------------------------------------------------------------
+
+
+def test_promise_first_completion_wins_and_get_returns_it(store: DynamoDBStore) -> None:
+    first = PromiseRecord(value=b"", failure=None, completed_by="inv_a:3")  # an empty value is not "no value"
+    second = PromiseRecord(value=None, failure={"code": 500, "message": "late"}, completed_by="inv_b:1")
+    assert store.get_promise("Signup", "wf-1", "approved") is None
+
+    assert store.complete_promise("Signup", "wf-1", "approved", first) == first
+    assert store.complete_promise("Signup", "wf-1", "approved", second) == first
+
+    assert store.get_promise("Signup", "wf-1", "approved") == first
+    assert store.get_promise("Signup", "wf-2", "approved") is None
+    item = raw_item(store, pk("wf-1", "Signup"), f"P#{h('approved')}")
+    assert item["name"] == {"S": "approved"}
+    assert item["completed_by"] == {"S": "inv_a:3"}
+
+
+def test_promise_failure_round_trips_and_names_are_separate(store: DynamoDBStore) -> None:
+    failed = PromiseRecord(value=None, failure={"code": 409, "message": "nein ü"}, completed_by="inv_a:1")
+    valued = PromiseRecord(value=b"\x00yes\xff", failure=None, completed_by="inv_a:2")
+    long_name = "p/" + "n" * 2000
+
+    assert store.complete_promise("Signup", "wf", "ünïcode", failed) == failed
+    assert store.complete_promise("Signup", "wf", long_name, valued) == valued
+
+    assert store.get_promise("Signup", "wf", "ünïcode") == failed
+    assert store.get_promise("Signup", "wf", long_name) == valued
+    assert store.get_promise("Signup", "wf", "p/") is None
+
+
+def test_promise_waiters_are_listed_per_name_once_each(store: DynamoDBStore) -> None:
+    store.add_promise_waiter("Signup", "wf", "approved", "inv_c")
+    store.add_promise_waiter("Signup", "wf", "approved", "inv_a")
+    store.add_promise_waiter("Signup", "wf", "approved", "inv_a")  # idempotent
+    store.add_promise_waiter("Signup", "wf", "approved2", "inv_b")
+    store.add_promise_waiter("Signup", "wf-other", "approved", "inv_d")
+
+    assert store.promise_waiters("Signup", "wf", "approved") == ["inv_a", "inv_c"]
+    assert store.promise_waiters("Signup", "wf", "approved2") == ["inv_b"]
+    assert store.promise_waiters("Signup", "wf", "never") == []
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+
+def test_expire_keyed_sets_the_ttl_of_every_item_of_the_key_only(store: DynamoDBStore) -> None:
+    store.put_state("Signup", "wf", b"a", b"1")
+    store.put_state("Signup", "wf", b"b", b"2", expires_at_s=5)
+    assert store.try_lock("Signup", "wf", "inv_run")
+    store.enqueue("Signup", "wf", "0001", "inv_q")
+    store.complete_promise("Signup", "wf", "p", PromiseRecord(b"v", None, "inv_run:2"))
+    store.add_promise_waiter("Signup", "wf", "p", "inv_w")
+    store.put_state("Signup", "wf-other", b"a", b"1")
+    before = store.request_count
+
+    store.expire_keyed("Signup", "wf", 1_900_000_000)
+
+    assert store.request_count == before + 1 + 6  # one query, one UpdateItem per item
+    items = raw_partition(store, pk("wf", "Signup"))
+    assert sorted(items) == sorted(
+        [f"S#{h(b'a')}", f"S#{h(b'b')}", "LOCK", "Q#0001#inv_q", f"P#{h('p')}", f"W#{h('p')}#inv_w"]
+    )
+    assert [item.get("expires_at") for item in items.values()] == [{"N": "1900000000"}] * 6
+    assert "expires_at" not in raw_item(store, pk("wf-other", "Signup"), f"S#{h(b'a')}")
+    assert store.load_state("Signup", "wf") == {b"a": b"1", b"b": b"2"}  # only the TTL changed
+    assert store.get_promise("Signup", "wf", "p") == PromiseRecord(b"v", None, "inv_run:2")
+
+    store.expire_keyed("Signup", "wf", 0)
+
+    assert all("expires_at" not in item for item in raw_partition(store, pk("wf", "Signup")).values())
+
+
+def test_expire_keyed_of_an_empty_key_writes_nothing(store: DynamoDBStore) -> None:
+    before = store.request_count
+
+    store.expire_keyed("Signup", "nothing", 1_900_000_000)
+
+    assert store.request_count == before + 1
+    assert raw_partition(store, pk("nothing", "Signup")) == {}
+
+
+# --- the invocation record's keyed fields --------------------------------------------------------
+
+KEYED_INVOCATION = InvocationRecord(
+    invocation_id="inv_keyed",
+    service="Counter",
+    handler="add",
+    key="user-7",
+    deployment_id="dp_1",
+    protocol_version=5,
+    status="pending",
+    input_entry=b"\x00",
+    created_at_ms=1_000,
+    modified_at_ms=1_000,
+    service_type="VIRTUAL_OBJECT",
+    handler_type="EXCLUSIVE",
+    inbox_seq="0000001000-00",
+)
+
+
+def test_invocation_service_type_handler_type_and_inbox_seq_round_trip(store: DynamoDBStore) -> None:
+    store.create_invocation(KEYED_INVOCATION)
+
+    assert store.get_invocation("inv_keyed") == KEYED_INVOCATION
+    assert store.load_invocation("inv_keyed") == LoadedInvocation(KEYED_INVOCATION, [], [])
+    item = raw_item(store, "INV#inv_keyed", "META")
+    assert (item["service_type"], item["handler_type"], item["inbox_seq"]) == (
+        {"S": "VIRTUAL_OBJECT"},
+        {"S": "EXCLUSIVE"},
+        {"S": "0000001000-00"},
+    )
+
+    granted = store.update_unless_completed("inv_keyed", status="ready", inbox_seq="", modified_at_ms=2_000)
+
+    expected = dataclasses.replace(KEYED_INVOCATION, status="ready", inbox_seq="", modified_at_ms=2_000, epoch=1)
+    assert granted == expected
+    assert store.get_invocation("inv_keyed") == expected
+    store.update_invocation("inv_keyed", 1, handler_type="SHARED")
+    assert store.get_invocation("inv_keyed") == dataclasses.replace(expected, handler_type="SHARED")
+
+
+def test_invocation_without_the_keyed_attributes_reads_the_defaults(store: DynamoDBStore) -> None:
+    store.create_invocation(KEYED_INVOCATION)
+    client(store).update_item(
+        TableName=store.table_name,
+        Key={"PK": {"S": "INV#inv_keyed"}, "SK": {"S": "META"}},
+        UpdateExpression="REMOVE service_type, handler_type, inbox_seq",
+    )
+
+    record = store.get_invocation("inv_keyed")
+
+    assert record is not None
+    assert (record.service_type, record.handler_type, record.inbox_seq) == ("SERVICE", "", "")

@@ -1,0 +1,285 @@
+"""Virtual objects and workflows with real restate-sdk handlers: keyed state, one writer per key,
+workflows that run once, durable promises.
+
+`torpor dev` wiring on a moto server over HTTP; the example services run under hypercorn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import boto3
+import httpx
+import pytest
+
+from adapters.local.dev import DevServer
+from control_plane.settings import Settings
+from examples.side_effects import read_side_effects
+from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
+from tests.helpers.services import serve_examples
+
+SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=30_000)
+
+
+@pytest.fixture(scope="module")
+def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
+
+
+@pytest.fixture(scope="module")
+def examples_url(effects_file: Path) -> Iterator[str]:
+    with serve_examples(side_effects_file=effects_file) as (url, _process):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
+    server = DevServer(
+        ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
+    )
+    server.start()
+    try:
+        server.control_plane.registry.register(examples_url)
+        yield server
+    finally:
+        server.stop()
+
+
+def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
+    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
+    assert reply.status_code == 200, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{time.time_ns()}"
+
+
+def parallel(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
+    results: list[httpx.Response | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        results[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(r is not None for r in results)
+    return [r for r in results if r is not None]
+
+
+# --- one writer per key --------------------------------------------------------------------------
+
+
+def test_fifty_concurrent_adds_on_one_key_end_at_fifty_and_never_overlap(dev: DevServer, effects_file: Path) -> None:
+    key = unique("one-key")
+    url = f"{dev.ingress_url}/Counter/{key}/add"
+    replies = parallel([lambda: httpx.post(url, json=1, timeout=120) for _ in range(50)])
+    assert [r.status_code for r in replies] == [200] * 50
+    assert sorted(r.json() for r in replies) == list(range(1, 51))
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=30).json() == 50
+    requests = sorted(
+        (e["start"], e["end"])
+        for e in read_side_effects(effects_file)
+        if e.get("key") == key and e["step"] == "request"
+    )
+    assert len(requests) == 50
+    for (_, end), (next_start, _) in itertools.pairwise(requests):
+        assert end <= next_start, "two handler requests for one key overlapped"
+
+
+def test_fifty_adds_over_ten_keys_run_concurrently(dev: DevServer, effects_file: Path) -> None:
+    keys = [unique(f"k{i}") for i in range(10)]
+    calls = [lambda k=k: httpx.post(f"{dev.ingress_url}/Counter/{k}/add", json=1, timeout=120) for k in keys * 5]
+    replies = parallel(calls)
+    assert all(r.status_code == 200 for r in replies)
+    for k in keys:
+        assert httpx.post(f"{dev.ingress_url}/Counter/{k}/get", timeout=30).json() == 5
+    spans = [(e["start"], e["end"]) for e in read_side_effects(effects_file) if e.get("key") in keys]
+    overlapping = sum(1 for a in spans for b in spans if a is not b and a[0] < b[1] and b[0] < a[1])
+    assert overlapping > 0, "requests for different keys never ran at the same time"
+
+
+def test_a_failed_attempts_state_write_is_never_visible(dev: DevServer) -> None:
+    key = unique("fail")
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=5, timeout=30).json() == 5
+    sent = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_then_fail/send", json=100).json()
+    wait_for(lambda: describe(dev, sent["invocationId"])["attempts"] >= 2, 20, "two failed attempts")
+    state = httpx.get(f"{dev.admin_url}/services/Counter/state/{key}").json()
+    assert state == {"key": key, "state": {"count": 5}}
+    assert httpx.patch(f"{dev.admin_url}/invocations/{sent['invocationId']}/kill").status_code == 202
+    # the key is released by the kill: the next call runs at once
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=1, timeout=30).json() == 6
+
+
+def test_a_sleeping_exclusive_handler_keeps_its_key_and_cancel_releases_it(dev: DevServer) -> None:
+    key = unique("sleepy")
+    sleeper = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_after_sleep/send", json={"ms": 60_000, "delta": 1})
+    sleeper_id = sleeper.json()["invocationId"]
+    wait_for(lambda: describe(dev, sleeper_id)["status"] == "suspended", 10, "the sleep")
+    waiting = httpx.post(f"{dev.ingress_url}/Counter/{key}/add/send", json=10).json()["invocationId"]
+    time.sleep(0.5)
+    assert describe(dev, waiting)["status"] == "pending"
+    # shared handlers are not held up by the key's lock
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=10).json() == 0
+    assert httpx.patch(f"{dev.admin_url}/invocations/{sleeper_id}/cancel").status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{waiting}/attach", timeout=30)
+    assert done.json() == 10
+    assert describe(dev, sleeper_id)["completion_failure"]["code"] == 409
+
+
+def test_cancel_and_kill_of_pending_invocations_leave_the_inbox(dev: DevServer) -> None:
+    key = unique("queue")
+    holder = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_after_sleep/send", json={"ms": 60_000, "delta": 1})
+    holder_id = holder.json()["invocationId"]
+    wait_for(lambda: describe(dev, holder_id)["status"] == "suspended", 10, "the sleep")
+    first = httpx.post(f"{dev.ingress_url}/Counter/{key}/add/send", json=100).json()["invocationId"]
+    second = httpx.post(f"{dev.ingress_url}/Counter/{key}/add/send", json=7).json()["invocationId"]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{first}/cancel").status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{first}/output").status_code == 409
+    assert httpx.patch(f"{dev.admin_url}/invocations/{holder_id}/kill").status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{second}/attach", timeout=30).json() == 7
+
+
+@pytest.mark.parametrize("key", ["with/slash", "spaces and ünïcödé 🎉", "x" * 1000, "%2F?&#"])
+def test_keys_of_any_utf8_round_trip(dev: DevServer, key: str) -> None:
+    path = quote(key, safe="")
+    assert httpx.post(f"{dev.ingress_url}/Counter/{path}/add", json=3, timeout=30).json() == 3
+    assert httpx.post(f"{dev.ingress_url}/restate/call/Counter/{path}/add", json=4, timeout=30).json() == 7
+    described = httpx.post(f"{dev.ingress_url}/Counter/{path}/describe", timeout=30).json()
+    assert described == {"key": key, "keys": ["count"]}
+    assert httpx.get(f"{dev.admin_url}/services/Counter/state/{path}").json() == {"key": key, "state": {"count": 7}}
+
+
+def test_admin_clears_an_objects_state(dev: DevServer) -> None:
+    key = unique("clear")
+    httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=2, timeout=30)
+    assert httpx.delete(f"{dev.admin_url}/services/Counter/state/{key}").status_code == 202
+    assert httpx.get(f"{dev.admin_url}/services/Counter/state/{key}").json() == {"key": key, "state": {}}
+    assert httpx.get(f"{dev.admin_url}/services/Greeter/state/{key}").status_code == 400
+
+
+def test_keyed_paths_need_a_key_and_plain_services_take_none(dev: DevServer) -> None:
+    assert httpx.post(f"{dev.ingress_url}/restate/call/Counter/add", json=1).status_code == 400
+    assert httpx.post(f"{dev.ingress_url}/restate/call/Greeter/k/greet", json="x").status_code == 400
+    assert httpx.post(f"{dev.ingress_url}/Greeter/greet/send", json="x").status_code == 202
+
+
+# --- lazy state ------------------------------------------------------------------------------------
+
+
+def test_lazy_state_reads_work_and_cost_one_suspension_each(dev: DevServer) -> None:
+    key = unique("lazy")
+    assert httpx.post(f"{dev.ingress_url}/LazyCounter/{key}/put", json={"a": "1", "b": "2"}, timeout=30).json() == 2
+    reply = httpx.post(f"{dev.ingress_url}/LazyCounter/{key}/read_many", json=["a", "b", "zz"], timeout=30)
+    assert reply.json() == {"values": {"a": "1", "b": "2", "zz": None}, "keys": ["a", "b"]}
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    # 3 reads + 1 key listing, each a completion from Torpor: 4 suspensions, 5 requests
+    assert invocation["attempts"] == 5
+    types = [e["type"] for e in invocation["journal"]]
+    assert types.count("GetLazyState") == 3
+    assert types.count("GetLazyStateKeys") == 1
+
+
+def test_state_above_the_eager_limit_is_sent_lazily(moto_endpoint: str, examples_url: str) -> None:
+    server = DevServer(
+        ingress_port=0,
+        admin_port=0,
+        dynamodb_endpoint=moto_endpoint,
+        table=unique_table_name(),
+        settings=SETTINGS.with_overrides(eager_state_max_bytes=1),
+    )
+    server.start()
+    try:
+        server.control_plane.registry.register(examples_url)
+        assert httpx.post(f"{server.ingress_url}/Counter/big/add", json=7, timeout=30).json() == 7
+        reply = httpx.post(f"{server.ingress_url}/Counter/big/add", json=1, timeout=30)
+        assert reply.json() == 8
+        invocation = describe(server, reply.headers["x-restate-id"])
+        assert "GetLazyState" in [e["type"] for e in invocation["journal"]]
+        assert invocation["attempts"] == 2
+    finally:
+        server.stop()
+
+
+# --- workflows -------------------------------------------------------------------------------------
+
+
+def test_workflow_runs_once_and_a_shared_handler_resolves_its_promise(dev: DevServer) -> None:
+    wf = unique("wf")
+    sent = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run/send", json="ann@example.com")
+    assert sent.status_code == 202
+    run_id = sent.json()["invocationId"]
+    again = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run/send", json="other@example.com")
+    assert again.status_code == 202
+    assert again.json() == {"invocationId": run_id, "status": "PreviouslyAccepted"}
+    called = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run", json="x", timeout=30)
+    assert called.status_code == 409
+    assert called.json() == {"code": 409, "message": "the workflow method was already invoked"}
+    wait_for(lambda: describe(dev, run_id)["status"] == "suspended", 10, "run to await the promise")
+    assert httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/output").status_code == 470
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/peek", timeout=30).json() == "pending"
+    status = httpx.post(f"{dev.ingress_url}/Signup/{wf}/status", timeout=30).json()
+    assert status == {"email": "ann@example.com", "stage": "waiting for confirmation"}
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="C-1", timeout=30).json() == "confirmed"
+    attached = httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/attach", timeout=30)
+    assert attached.json() == {"email": "ann@example.com", "confirmed_with": "C-1"}
+    assert httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/output").json()["confirmed_with"] == "C-1"
+    # completing the promise twice keeps the first value; the second completer gets a failure
+    second = httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="C-2", timeout=30)
+    assert second.status_code == 409
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/peek", timeout=30).json() == "C-1"
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/status", timeout=30).json()["stage"] == "confirmed"
+
+
+def test_a_promise_resolved_before_run_awaits_it(dev: DevServer) -> None:
+    wf = unique("early")
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="EARLY", timeout=30).json() == "confirmed"
+    reply = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run", json="bo@example.com", timeout=30)
+    assert reply.status_code == 200
+    assert reply.json() == {"email": "bo@example.com", "confirmed_with": "EARLY"}
+
+
+def test_workflow_attach_and_output_of_an_unknown_id_are_404(dev: DevServer) -> None:
+    assert httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/nope/attach").status_code == 404
+    assert httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/nope/output").status_code == 404
+
+
+def test_workflow_state_and_promises_get_the_retention_ttl(dev: DevServer) -> None:
+    wf = unique("ttl")
+    httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="T", timeout=30)
+    httpx.post(f"{dev.ingress_url}/Signup/{wf}/run", json="t@example.com", timeout=30)
+    items = boto3.client(
+        "dynamodb",
+        endpoint_url=dev.dynamodb_endpoint,
+        region_name=REGION,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    ).query(
+        TableName=dev.table,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"OBJ#Signup#{hashlib.sha256(wf.encode()).hexdigest()}"}},
+    )["Items"]
+    assert len(items) >= 3  # two state entries and the promise, at least
+    horizon = time.time() + SETTINGS.workflow_retention_ms / 1000
+    assert all(abs(int(item["expires_at"]["N"]) - horizon) < 120 for item in items)
