@@ -66,7 +66,10 @@ def rfc3339(ms: int) -> str | None:
     """`2026-11-30T17:01:37.123Z` for a time in ms since the epoch; None for 0."""
     if not ms:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):  # beyond what datetime holds (year 9999)
+        return f"@{ms}ms"
 
 
 def error_response(error: TorporError, headers: Mapping[str, str] | None = None) -> HttpResponse:

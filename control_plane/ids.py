@@ -95,14 +95,15 @@ def awakeable_id(invocation_id: str, signal_index: int) -> str:
 
 def parse_awakeable_id(awakeable: str) -> tuple[str, int]:
     """`(invocation_id, signal_index)` from `sign_1…`. Raises `BadRequest` (400) if malformed."""
+    shown = awakeable if len(awakeable) <= 80 else awakeable[:77] + "..."
     if not awakeable.startswith("sign_1"):
-        raise BadRequest(f"malformed awakeable id {awakeable!r}: expected it to start with sign_1")
+        raise BadRequest(f"malformed awakeable id {shown!r}: expected it to start with sign_1")
     text = awakeable[len("sign_1") :]
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except ValueError as exc:
-        raise BadRequest(f"malformed awakeable id {awakeable!r}: not base64url") from exc
+        raise BadRequest(f"malformed awakeable id {shown!r}: not base64url") from exc
     if len(raw) != INVOCATION_ID_BYTES + 4:
-        raise BadRequest(f"malformed awakeable id {awakeable!r}: wrong length")
+        raise BadRequest(f"malformed awakeable id {shown!r}: wrong length")
     (index,) = struct.unpack(">I", raw[INVOCATION_ID_BYTES:])
     return invocation_id_from_bytes(raw[:INVOCATION_ID_BYTES]), index

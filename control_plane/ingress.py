@@ -17,7 +17,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, HttpResponse, Router, error_response, rfc3339
 from control_plane.ids import parse_awakeable_id
 from control_plane.invocation import Engine
-from control_plane.ports import InvocationRecord, Store, StoreConflict, StoredNotification
+from control_plane.ports import MAX_TIMER_MS, InvocationRecord, Store, StoreConflict, StoredNotification
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Target
@@ -25,6 +25,7 @@ from control_plane.waiters import CompletionWaiters
 
 _POLL_S = 0.5  # how often a waiting caller re-reads the store (the invocation may finish elsewhere)
 NOT_READY = 470  # Restate: the invocation has not completed yet
+FIRST_AWAKEABLE_SIGNAL = 17  # signal indexes 0..16 are reserved for built-in signals (service protocol)
 
 
 def _http_status(code: object) -> int:
@@ -128,6 +129,8 @@ class Ingress:
                 raise BadRequest(f"bad delay: {exc}") from exc
         target = self._target(request, service, handler, key)
         execution_time_ms = self.engine.clock.now_ms() + delay_ms if delay_ms else 0
+        if execution_time_ms > MAX_TIMER_MS:
+            raise BadRequest(f"bad delay: {delay!r} ends after the latest time a timer can hold (the year 2286)")
         try:
             record = self.engine.create(
                 service,
@@ -165,6 +168,8 @@ class Ingress:
 
     def _complete_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> HttpResponse:
         invocation_id, index = parse_awakeable_id(awakeable_id)  # BadRequest (400) if malformed
+        if index < FIRST_AWAKEABLE_SIGNAL:  # built-in signals (1 = cancel) are not awakeables
+            raise BadRequest(f"malformed awakeable id: signal index {index} is not an awakeable's (17 and up)")
         signal.idx = index
         entry = encode_frames([frame(signal)])
         self.engine.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)

@@ -32,6 +32,7 @@ from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
 from control_plane.keyed import Keys, is_exclusive, is_keyed
 from control_plane.ports import (
     MAX_ITEM_BYTES,
+    MAX_TIMER_MS,
     Clock,
     InvocationRecord,
     InvokerError,
@@ -58,6 +59,19 @@ RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 
 CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
 _ITEM_OVERHEAD_BYTES = 16 * 1024
+_BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
+_EFFECTFUL = frozenset(
+    {
+        MessageType.OneWayCall,
+        MessageType.CompleteAwakeable,
+        MessageType.SendSignal,
+        MessageType.SetState,
+        MessageType.ClearState,
+        MessageType.ClearAllState,
+        MessageType.CompletePromise,
+    }
+)
+"""Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _KEYED_EFFECTS = frozenset(
     {
         MessageType.SetState,
@@ -101,6 +115,20 @@ class _Held:
         record = loaded.record
         awaiting = AwaitPoint.from_json(record.waiting_on) if record.waiting_on else None
         return cls(record, Journal.load(record.input_entry, loaded.batches), list(loaded.notifications), awaiting)
+
+
+def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
+    """Split entries into runs whose framed size stays within `limit` bytes (an entry alone may not)."""
+    chunks: list[list[Frame]] = []
+    size = limit + 1
+    for entry in entries:
+        entry_size = len(entry.payload) + 8
+        if size + entry_size > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(entry)
+        size += entry_size
+    return chunks
 
 
 def _notification(key: str, message: object) -> StoredNotification:
@@ -208,11 +236,13 @@ class Engine:
             handler_type=handler_type,
             inbox_seq=f"{now:013d}{invocation_id}" if pending else "",
         )
+        if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
+            self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)
         self.store.create_invocation(record)
         if pending:
             self.keys.enqueue(record)
         elif delayed:
-            self._arm(record.invocation_id, execution_time_ms)
+            self.scheduler.wake_at(record.invocation_id, execution_time_ms)
         elif not leased:
             self.scheduler.wake_now(record.invocation_id)
         return record
@@ -255,29 +285,60 @@ class Engine:
                 return Outcome.LEASE_LOST
             self.keys.enqueue(held.record)
             return Outcome.BUSY
-        news = any(not held.journal.has(n.key) for n in held.stored)
-        not_before = max(record.execution_time_ms, record.next_retry_at_ms)
-        if not_before > now and not news:  # woken early (a duplicate or early timer): wait again
-            status = "scheduled" if record.execution_time_ms > now else "backing-off"
-            try:
-                self._update(held, status=status, lease_until_ms=0)
-            except StoreConflict:
-                return Outcome.LEASE_LOST
-            self._arm(invocation_id, not_before)
-            return Outcome.NOT_DUE
+        fresh = [n for n in held.stored if not held.journal.has(n.key)]
+        if record.execution_time_ms > now:  # a delayed invocation starts at its time, whatever arrives
+            if any(n.key == f"s{CANCEL_SIGNAL}" for n in fresh):
+                return self._fail_terminally(held, 409, "cancelled")
+            return self._not_due(held, "scheduled", record.execution_time_ms)
+        due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
+        if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
+            return self._not_due(held, "backing-off", record.next_retry_at_ms)
         return self._run(held)
 
+    def _not_due(self, held: _Held, status: str, due_ms: int) -> Outcome:
+        """Woken before its time (a duplicate or early timer): arm the timer again and release."""
+        due_ms = min(due_ms, MAX_TIMER_MS)
+        self.store.put_timer(due_ms, held.record.invocation_id)  # first, so a crash cannot lose it
+        try:
+            self._update(held, status=status, lease_until_ms=0)
+        except StoreConflict:
+            return Outcome.LEASE_LOST
+        self.scheduler.wake_at(held.record.invocation_id, due_ms)
+        return Outcome.NOT_DUE
+
     def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
-        """A timer armed for `due_ms` fired: advance, then drop its record (it did its work)."""
+        """A timer armed for `due_ms` fired: advance, then settle its record (`timer_done`)."""
+        if due_ms > self.clock.now_ms():  # early (clock skew, a tolerant consumer): not yet
+            self.scheduler.wake_at(invocation_id, due_ms)
+            return Outcome.NOT_DUE
         outcome = self.advance(invocation_id)
-        self.store.delete_timer(due_ms, invocation_id)
+        self.timer_done(invocation_id, due_ms, outcome)
         return outcome
+
+    def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
+        """Drop a fired timer's record, unless its wake-up may not have been used.
+
+        When another worker held the lease (`BUSY`), that worker may have looked at the journal just
+        before the due time: keep the record and wake again in a second, unless the invocation is
+        gone or completed.
+        """
+        if outcome in (Outcome.BUSY, Outcome.LEASE_LOST):
+            record = self.store.get_invocation(invocation_id)
+            if record is not None and record.status not in ("completed", "pending", "paused"):
+                self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
+                return
+        self.store.delete_timer(due_ms, invocation_id)
 
     def _lease_ms(self, options: HandlerOptions) -> int:
         return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
     def _arm(self, invocation_id: str, due_ms: int) -> None:
-        """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up."""
+        """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.
+
+        A due time beyond what a timer holds (`MAX_TIMER_MS`, the year 2286) is armed at that limit:
+        the wake-up finds the sleep not yet due and arms it again.
+        """
+        due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, invocation_id)
         self.scheduler.wake_at(invocation_id, due_ms)
 
@@ -328,9 +389,15 @@ class Engine:
             committed = self._commit(held, entries + derived)
             if isinstance(committed, Outcome):
                 return committed
-            if committed:  # another commit landed first: start over from the journal
+            if committed:  # another commit landed first: apply its effects, start over from the journal
+                self._apply_effects(held, start)
                 held.awaiting = None
                 continue
+            if any(f.type in _EFFECTFUL for f in entries):
+                try:  # still ours? A kill (or a successor) moved the epoch: carry out nothing
+                    self._update(held)
+                except StoreConflict:
+                    return Outcome.LEASE_LOST
             self._apply_effects(held, start)
             if result.ended:
                 return self._complete(held)
@@ -440,29 +507,31 @@ class Engine:
     def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | bool:
         """Append entries at the journal's length. False: committed (or nothing to commit).
 
-        Losing the conditional write means another worker committed at this index: reload and
-        return True (start over), or `Outcome.LEASE_LOST` if our epoch is gone. Entries too large
-        for one item end the invocation with a 413 failure (`Outcome.COMPLETED`).
+        Entries go in as few batches as fit in DynamoDB items, each one conditional write at the
+        journal's length at that point. Losing the first write means another worker committed at
+        this index: reload and return True (start over), or `Outcome.LEASE_LOST` if our epoch is
+        gone. One entry too large for an item ends the invocation with a 413 (`Outcome.COMPLETED`).
         """
-        if not entries:
-            return False
-        batch = JournalBatch(len(held.journal), encode_frames(entries), held.record.epoch, self.clock.now_ms())
-        try:
-            if len(batch.entries) > MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES:
-                raise ItemTooLarge(f"{len(batch.entries)} bytes")
-            self.store.append_batch(held.record.invocation_id, batch)
-        except ItemTooLarge:
-            message = (
-                f"the handler's new journal entries take {len(batch.entries)} bytes, more than a DynamoDB item "
-                f"holds ({MAX_ITEM_BYTES} bytes); keep values passed through ctx.run, state and calls smaller"
-            )
-            return self._fail_terminally(held, 413, message)
-        except StoreConflict:
-            if not self._reload(held):
-                return Outcome.LEASE_LOST
-            log.warning("journal of %s moved on under the lease holder; re-invoking", held.record.invocation_id)
-            return True
-        held.journal.extend(entries)
+        limit = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
+        for chunk in _chunks(entries, limit):
+            batch = JournalBatch(len(held.journal), encode_frames(chunk), held.record.epoch, self.clock.now_ms())
+            try:
+                if len(batch.entries) > limit:
+                    raise ItemTooLarge(f"{len(batch.entries)} bytes")
+                self.store.append_batch(held.record.invocation_id, batch)
+            except ItemTooLarge:
+                message = (
+                    f"a journal entry takes {len(batch.entries)} bytes, more than a DynamoDB item holds "
+                    f"({MAX_ITEM_BYTES} bytes); keep values passed through ctx.run, state, calls and awakeables "
+                    "smaller"
+                )
+                return self._fail_terminally(held, 413, message)
+            except StoreConflict:
+                if not self._reload(held):
+                    return Outcome.LEASE_LOST
+                log.warning("journal of %s moved on under the lease holder; re-invoking", held.record.invocation_id)
+                return True
+            held.journal.extend(chunk)
         return False
 
     def _reload(self, held: _Held) -> bool:
@@ -533,7 +602,10 @@ class Engine:
             log.error("CompleteAwakeable with %s", exc.message)
             return
         signal.idx = index
-        self.notify(target, _notification(f"s{index}", signal))
+        try:
+            self.notify(target, _notification(f"s{index}", signal))
+        except NotFound:
+            log.error("CompleteAwakeable for %s: that invocation does not exist (any more)", awakeable_id)
 
     def _send_signal(self, send: pb.SendSignalCommandMessage) -> None:
         signal = pb.SignalNotificationMessage()
@@ -550,7 +622,10 @@ class Engine:
         else:
             signal.idx = send.idx
             key = f"s{send.idx}"
-        self.notify(send.target_invocation_id, _notification(key, signal))
+        try:
+            self.notify(send.target_invocation_id, _notification(key, signal))
+        except NotFound:
+            log.error("SendSignal to %s: that invocation does not exist (any more)", send.target_invocation_id)
 
     # --- notifications, cancel, kill --------------------------------------------------------------
 
@@ -578,8 +653,11 @@ class Engine:
         loaded = self._loaded_or_404(invocation_id)
         record = loaded.record
         if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
-            self._finish_now(record, {"code": 409, "message": "cancelled"})
-            return
+            try:  # only if no worker started it since we read it (the epoch would have moved)
+                self._finish_now(record, {"code": 409, "message": "cancelled"}, epoch=record.epoch)
+                return
+            except StoreConflict:
+                pass  # it started: deliver the signal instead, so the handler can compensate
         if record.status == "paused":
             self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
@@ -606,20 +684,26 @@ class Engine:
         except StoreConflict as exc:
             raise Conflict(f"invocation {invocation_id} has already completed") from exc
 
-    def _finish_now(self, record: InvocationRecord, failure: Mapping[str, object]) -> None:
-        """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers."""
+    def _finish_now(self, record: InvocationRecord, failure: Mapping[str, object], epoch: int | None = None) -> None:
+        """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers.
+
+        With `epoch`, only if the invocation's epoch is still that (`StoreConflict` otherwise).
+        """
         now = self.clock.now_ms()
-        self._force(
-            record.invocation_id,
-            status="completed",
-            failure=dict(failure),
-            lease_until_ms=0,
-            completed_at_ms=now,
-            next_retry_at_ms=0,
-            waiting_on=None,
-            wake_up_at_ms=0,
-            expires_at_s=(now + self.settings.completed_retention_ms) // 1000,
-        )
+        changes: dict[str, object] = {
+            "status": "completed",
+            "failure": dict(failure),
+            "lease_until_ms": 0,
+            "completed_at_ms": now,
+            "next_retry_at_ms": 0,
+            "waiting_on": None,
+            "wake_up_at_ms": 0,
+            "expires_at_s": (now + self.settings.completed_retention_ms) // 1000,
+        }
+        if epoch is None:
+            self._force(record.invocation_id, **changes)
+        else:
+            self.store.update_invocation(record.invocation_id, epoch, modified_at_ms=now, **changes)
         loaded = self.store.load_invocation(record.invocation_id)
         dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
         if loaded is not None:
@@ -651,6 +735,7 @@ class Engine:
                 doorbell=held.record.doorbell,
                 status="suspended",
                 lease_until_ms=0,
+                next_retry_at_ms=0,
                 waiting_on=held.awaiting.to_json(),
                 wake_up_at_ms=min(sleeps, default=0),
                 journal_length=len(held.journal),
@@ -769,6 +854,7 @@ class Engine:
                 self.waiters.notify(record.invocation_id)
                 return Outcome.PAUSED
             due = now + policy.delay_ms(retry_count, failure.next_retry_delay_ms)
+            self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
             self._update(held, **common, status="backing-off", next_retry_at_ms=due, wake_up_at_ms=due)
         except StoreConflict:
             if self._reload(held):  # the doorbell rang while pausing: deliver what arrived
@@ -779,7 +865,7 @@ class Engine:
                 self.scheduler.wake_now(record.invocation_id)
                 return Outcome.BACKING_OFF
             return Outcome.LEASE_LOST
-        self._arm(record.invocation_id, due)
+        self.scheduler.wake_at(record.invocation_id, due)
         return Outcome.BACKING_OFF
 
     def _update(self, held: _Held, *, doorbell: int | None = None, **changes: object) -> None:

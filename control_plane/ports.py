@@ -34,6 +34,9 @@ class ItemTooLarge(TorporError):
     code = "item_too_large"
 
 
+MAX_TIMER_MS = 10**13 - 1
+"""The latest due time a timer can hold (ms since the epoch, 13 digits: the year 2286)."""
+
 MAX_ITEM_BYTES = 400 * 1024
 """DynamoDB's item size limit; one journal batch, or the invocation record with its input and
 output, must fit in it."""

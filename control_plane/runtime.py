@@ -47,9 +47,9 @@ class ControlPlane:
         """`Engine.advance`; what the work queue calls."""
         return self.engine.advance(invocation_id)
 
-    def timer_done(self, invocation_id: str, due_ms: int) -> None:
-        """A timer fired and an advance ran after it: its record has done its work."""
-        self.store.delete_timer(due_ms, invocation_id)
+    def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
+        """A timer fired and an advance ran after it with `outcome` (`Engine.timer_done`)."""
+        self.engine.timer_done(invocation_id, due_ms, outcome)
 
     def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
         """`Engine.on_timer`; what a timer calls when `due_ms` (ms since the epoch) has come."""
@@ -76,6 +76,10 @@ class ControlPlane:
         for record in keys.values():  # inboxes whose hand-over was lost: enqueue again (idempotent), pump
             self.engine.keys.enqueue(record)
             count += 1
+        for record in self.store.list_invocations(["scheduled", "backing-off", "suspended"], None, _SWEEP_LIMIT):
+            if record.wake_up_at_ms:  # the status says when it wakes, whatever happened to its timer
+                self.scheduler.wake_at(record.invocation_id, record.wake_up_at_ms)
+                count += 1
         for record in self.store.list_invocations(["ready", "running"], None, _SWEEP_LIMIT):
             if record.lease_until_ms > now:
                 self.scheduler.wake_at(record.invocation_id, record.lease_until_ms + 1)
@@ -83,5 +87,5 @@ class ControlPlane:
                 self.scheduler.wake_now(record.invocation_id)
             count += 1
         if count:
-            log.info("start-up sweep re-armed %d invocation(s)", count)
+            log.info("sweep re-armed %d wake-up(s)", count)
         return count

@@ -158,6 +158,25 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
         failures += attached.text != "42"
         invocation_ids.append(sent["invocationId"])
 
+        started = time.perf_counter()
+        slept = httpx.post(f"{ingress}/Waits/sleep", json=1000, timeout=60)
+        ms = (time.perf_counter() - started) * 1000
+        console.print(f"POST /Waits/sleep 1000 -> {slept.text}  ({ms:.0f} ms; suspended in between, no request)")
+        failures += slept.status_code != 200
+        invocation_ids.append(slept.headers.get("x-restate-id", ""))
+
+        counts = [httpx.post(f"{ingress}/Counter/demo/add", json=n, timeout=60).json() for n in (1, 2, 3)]
+        state = httpx.get(f"{admin}/services/Counter/state/demo", timeout=10).json()
+        console.print(f"POST /Counter/demo/add 1, 2, 3 -> {counts}; state of key 'demo': {state['state']}")
+        failures += counts != [1, 3, 6]
+
+        run = httpx.post(f"{ingress}/Signup/demo-wf/run/send", json="ann@example.com", timeout=30).json()
+        confirmed = httpx.post(f"{ingress}/Signup/demo-wf/confirm", json="C-42", timeout=30).text
+        result = httpx.get(f"{ingress}/restate/workflow/Signup/demo-wf/attach", timeout=60)
+        console.print(f"workflow Signup/demo-wf: run {run['status']}, confirm -> {confirmed}, attach -> {result.text}")
+        failures += result.status_code != 200
+        invocation_ids.append(run["invocationId"])
+
         console.print()
         for invocation_id in invocation_ids:
             if invocation_id:

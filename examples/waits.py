@@ -22,7 +22,7 @@ SERVICE = "Waits"
 
 @waits.handler()
 async def sleep(ctx: restate.Context, ms: int) -> str:
-    """Sleep durably for `ms` milliseconds (0 or negative: a wake-up time already past)."""
+    """Sleep durably for `ms` milliseconds (0: a wake-up time already past; the SDK refuses negatives)."""
     await ctx.sleep(timedelta(milliseconds=ms))
     return f"slept {ms} ms"
 

@@ -25,6 +25,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from control_plane.ports import (
+    MAX_TIMER_MS,
     DeploymentRecord,
     InvocationRecord,
     ItemTooLarge,
@@ -50,7 +51,7 @@ WAITER_PREFIX = "W#"
 LOCK_SK = "LOCK"
 COMPLETED = "completed"
 CONDITION_FAILED = "ConditionalCheckFailedException"
-MAX_DUE_MS = 10**13 - 1
+MAX_DUE_MS = MAX_TIMER_MS
 """The latest due time a timer key can hold (13 digits: the year 2286)."""
 
 

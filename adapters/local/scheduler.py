@@ -50,7 +50,7 @@ class LocalScheduler:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self._workers = workers
         self._advance: Callable[[str], object] | None = None
-        self._timer_done: Callable[[str, int], object] | None = None
+        self._timer_done: Callable[[str, int, object], object] | None = None
         self._fired: dict[str, set[int]] = {}  # due times of timers that fired, per id, until an advance ran
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -75,8 +75,9 @@ class LocalScheduler:
         Args:
             advance: Called with an invocation id on a worker thread; its return value is ignored
                 and its exceptions are logged.
-            timer_done: Called with `(id, due_ms)` after an `advance` that started once the timer
-                for `due_ms` had fired returned without raising (e.g. to delete the timer's record).
+            timer_done: Called with `(id, due_ms, outcome)` after an `advance` that started once the
+                timer for `due_ms` had fired returned `outcome` without raising (e.g. to settle the
+                timer's record).
 
         Raises:
             RuntimeError: The scheduler was started before, or stopped.
@@ -131,6 +132,7 @@ class LocalScheduler:
                 log.debug("scheduler stopped: dropping timer for %s at %d", invocation_id, due_ms)
                 return
             if due_ms <= _now_ms():
+                self._fired.setdefault(invocation_id, set()).add(due_ms)  # its record is settled too
                 self._wake_locked(invocation_id)
                 return
             key = (due_ms, invocation_id)
@@ -192,12 +194,14 @@ class LocalScheduler:
             fired = self._fired.pop(invocation_id, set())
         try:
             assert self._advance is not None  # set by start() before any submit
-            self._advance(invocation_id)
+            outcome = self._advance(invocation_id)
             if self._timer_done is not None:
                 for due_ms in sorted(fired):
-                    self._timer_done(invocation_id, due_ms)
+                    self._timer_done(invocation_id, due_ms, outcome)
         except Exception:  # logged with the id; a failed advance must not take the worker down
             log.exception("advance of invocation %s failed; retrying in %d ms", invocation_id, _RETRY_AFTER_ERROR_MS)
+            with self._lock:  # the timers that woke it still need their records settled
+                self._fired.setdefault(invocation_id, set()).update(fired)
             self.wake_at(invocation_id, _now_ms() + _RETRY_AFTER_ERROR_MS)
         finally:
             with self._lock:

@@ -269,7 +269,7 @@ def test_an_output_that_does_not_fit_beside_its_input_fails_with_413(dev: DevSer
 def test_a_run_result_too_large_for_an_item_fails_with_413_and_is_not_retried(dev: DevServer) -> None:
     reply = httpx.post(f"{dev.ingress_url}/Steps/big_step", json=450_000, timeout=30)
     assert reply.status_code == 413
-    assert "journal entries" in reply.json()["message"]
+    assert "journal entry" in reply.json()["message"]
     invocation = describe(dev, reply.headers["x-restate-id"])
     assert invocation["attempts"] == 1
     assert [e["type"] for e in invocation["journal"]] == ["Input"]

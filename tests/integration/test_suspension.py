@@ -251,7 +251,9 @@ def test_a_malformed_awakeable_id_is_a_400(dev: DevServer, bad: str) -> None:
 
 
 def test_an_awakeable_of_an_unknown_invocation_is_a_404(dev: DevServer) -> None:
-    unknown = "sign_1" + "A" * 27
+    from control_plane.ids import awakeable_id
+
+    unknown = awakeable_id("inv_1" + "0" * 22, 17)
     reply = httpx.post(f"{dev.ingress_url}/restate/awakeables/{unknown}/resolve", json=1)
     assert reply.status_code == 404
 
@@ -330,3 +332,70 @@ def test_removing_a_deployment_with_pinned_unfinished_invocations_needs_force(
         assert httpx.get(f"{server.admin_url}/deployments/{deployment.deployment_id}").status_code == 404
     finally:
         server.stop()
+
+
+def test_a_built_in_signal_index_is_not_an_awakeable_and_cannot_cancel(dev: DevServer) -> None:
+    from control_plane.ids import awakeable_id
+
+    sent = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=60_000).json()
+    wait_for(lambda: describe(dev, sent["invocationId"])["status"] == "suspended", 10, "suspension")
+    forged = awakeable_id(sent["invocationId"], 1)  # index 1 is the cancel signal
+    reply = httpx.post(f"{dev.ingress_url}/restate/awakeables/{forged}/resolve", json="hi")
+    assert reply.status_code == 400
+    assert "17" in reply.json()["message"]
+    assert describe(dev, sent["invocationId"])["status"] == "suspended"
+    httpx.patch(f"{dev.admin_url}/invocations/{sent['invocationId']}/kill")
+
+
+def test_a_delay_beyond_what_a_timer_holds_is_a_400_and_stores_nothing(dev: DevServer) -> None:
+    before = len(dev.store.list_invocations(["scheduled"], None, 1000))
+    for delay in ("P10000Y", "99999999999999999999ms"):
+        reply = httpx.post(f"{dev.ingress_url}/restate/send/Greeter/greet?delay={delay}", json="x")
+        assert reply.status_code == 400, reply.text
+    assert len(dev.store.list_invocations(["scheduled"], None, 1000)) == before
+
+
+def test_a_thousand_year_sleep_is_a_record_and_a_timer_and_can_be_cancelled(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/sleep/send", json=1000 * 365 * 24 * 3600 * 1000).json()
+    invocation = wait_for(
+        lambda: (d := describe(dev, sent["invocationId"]))["status"] == "suspended" and d, 10, "suspension"
+    )
+    assert invocation["attempts"] == 1
+    assert invocation["last_failure"] is None
+    assert httpx.patch(f"{dev.admin_url}/invocations/{sent['invocationId']}/cancel").status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.status_code == 409
+
+
+def test_an_awakeable_value_and_the_output_that_carries_it_are_committed_in_separate_items(
+    dev: DevServer, effects_file: Path
+) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/awakeable/send").json()
+    awakeable_id = awakeable_of(effects_file, sent["invocationId"])
+    big = "z" * 250_000
+    assert httpx.post(f"{dev.ingress_url}/restate/awakeables/{awakeable_id}/resolve", json=big).status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
+    assert done.status_code == 200  # the value (250 KB) and the output (250 KB) went in two journal items
+    assert done.json() == f"got {big}"
+    journal = describe(dev, sent["invocationId"])["journal"]
+    assert [e["type"] for e in journal][-2:] == ["Signal", "Output"]
+
+
+def test_completing_an_awakeable_of_an_unknown_invocation_from_a_handler_does_not_stick_it(dev: DevServer) -> None:
+    from control_plane.ids import awakeable_id
+
+    unknown = awakeable_id("inv_1" + "0" * 22, 17)
+    reply = httpx.post(f"{dev.ingress_url}/Waits/resolve", json={"id": unknown, "value": "v"}, timeout=30)
+    assert reply.status_code == 200
+    assert reply.json() == "resolved"
+
+
+def test_a_notification_does_not_start_a_delayed_invocation_early(dev: DevServer, effects_file: Path) -> None:
+    from control_plane.ids import awakeable_id
+
+    sent_at_ms = time.time() * 1000
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Waits/stamp?delay=1500ms", json={}).json()
+    poke = awakeable_id(sent["invocationId"], 17)
+    assert httpx.post(f"{dev.ingress_url}/restate/awakeables/{poke}/resolve", json="early").status_code == 202
+    ran = wait_for(lambda: effects(effects_file, sent["invocationId"]), 10, "the delayed invocation to run")
+    assert ran[0]["t_ms"] >= sent_at_ms + 1500
