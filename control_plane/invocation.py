@@ -63,6 +63,7 @@ _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation aga
 _EFFECTFUL = frozenset(
     {
         MessageType.OneWayCall,
+        MessageType.Call,
         MessageType.CompleteAwakeable,
         MessageType.SendSignal,
         MessageType.SetState,
@@ -131,6 +132,25 @@ def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
     return chunks
 
 
+def _call_message(entry: Frame) -> pb.CallCommandMessage | pb.OneWayCallCommandMessage:
+    if entry.type == MessageType.Call:
+        return pb.CallCommandMessage.FromString(entry.payload)
+    return pb.OneWayCallCommandMessage.FromString(entry.payload)
+
+
+def _call_result(callee: InvocationRecord, completion_id: int) -> Frame:
+    """The CallCompletion notification carrying a completed callee's output or failure."""
+    result = pb.CallCompletionNotificationMessage(completion_id=completion_id)
+    if callee.failure is not None:
+        failure = dict(callee.failure)
+        result.failure.CopyFrom(
+            pb.Failure(code=int(str(failure.get("code", 500))), message=str(failure.get("message", "")))
+        )
+    else:
+        result.value.content = callee.output or b""
+    return frame(result)
+
+
 def _notification(key: str, message: object) -> StoredNotification:
     return StoredNotification(key, encode_frames([frame(message)]), 0)  # type: ignore[arg-type]
 
@@ -184,6 +204,8 @@ class Engine:
         idempotency_key: str = "",
         execution_time_ms: int = 0,
         invocation_id: str | None = None,
+        caller_id: str = "",
+        caller_completion_id: int = 0,
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
@@ -235,6 +257,8 @@ class Engine:
             service_type=service_type,
             handler_type=handler_type,
             inbox_seq=f"{now:013d}{invocation_id}" if pending else "",
+            caller_id=caller_id,
+            caller_completion_id=caller_completion_id,
         )
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
             self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)
@@ -416,10 +440,23 @@ class Engine:
         for completion_id, wake_up_ms in sorted(held.journal.open_sleeps().items(), key=lambda kv: kv[1]):
             if wake_up_ms <= now and f"c{completion_id}" not in seen:
                 out.append(frame(pb.SleepCompletionNotificationMessage(completion_id=completion_id, void=pb.Void())))
+        for completion_id, index in held.journal.open_calls():
+            if f"c{completion_id}" in seen:
+                continue
+            callee = self.store.get_invocation(self._callee_id(held, index))
+            if callee is not None and callee.status == "completed":  # its own wake-up may have been lost
+                out.append(_call_result(callee, completion_id))
         if held.journal.derived:
             derived = self.keys.derive(held.record, held.journal, held.state)
             out.extend(f for f in derived if notification_key(f) not in seen)
         return out
+
+    def _callee_id(self, held: _Held, index: int) -> str:
+        call = pb.CallCommandMessage.FromString(held.journal.frames[index].payload)
+        target = self.registry.resolve(call.service_name, call.handler_name)
+        if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
+            return ids.workflow_run_id(call.service_name, call.key)
+        return ids.derived_invocation_id(held.record.invocation_id, index)
 
     def _attempt(self, held: _Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
         """One request to the pinned deployment with Start + the whole journal + pending notifications."""
@@ -490,18 +527,18 @@ class Engine:
         """
         derived: list[Frame] = []
         for offset, entry in enumerate(entries):
-            if entry.type == MessageType.OneWayCall:
-                call = pb.OneWayCallCommandMessage.FromString(entry.payload)
-                if call.key:
-                    raise TorporError("one-way calls to keyed services are not supported yet", status=501)
-                self.registry.resolve(call.service_name, call.handler_name)
+            if entry.type not in (MessageType.OneWayCall, MessageType.Call):
+                continue
+            call = _call_message(entry)
+            target = self.registry.resolve(call.service_name, call.handler_name)
+            if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
+                callee = ids.workflow_run_id(call.service_name, call.key)
+            else:
                 callee = ids.derived_invocation_id(held.record.invocation_id, len(held.journal) + offset)
-                notification = pb.CallInvocationIdCompletionNotificationMessage(
-                    completion_id=call.invocation_id_notification_idx, invocation_id=callee
-                )
-                derived.append(frame(notification))
-            elif entry.type == MessageType.Call:
-                raise TorporError("calls between services are not supported yet", status=501)
+            notification = pb.CallInvocationIdCompletionNotificationMessage(
+                completion_id=call.invocation_id_notification_idx, invocation_id=callee
+            )
+            derived.append(frame(notification))
         return derived
 
     def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | bool:
@@ -560,8 +597,8 @@ class Engine:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
                     self._arm(parent, sleep.wake_up_time)
-            elif entry.type == MessageType.OneWayCall:
-                self._start_callee(parent, index, pb.OneWayCallCommandMessage.FromString(entry.payload))
+            elif entry.type in (MessageType.OneWayCall, MessageType.Call):
+                self._start_callee(held.record, index, entry)
             elif entry.type == MessageType.CompleteAwakeable:
                 complete = pb.CompleteAwakeableCommandMessage.FromString(entry.payload)
                 signal = pb.SignalNotificationMessage()
@@ -576,24 +613,33 @@ class Engine:
             elif entry.type in _KEYED_EFFECTS and is_keyed(held.record):
                 self.keys.apply(held.record, held.state, entry)
 
-    def _start_callee(self, parent: str, index: int, call: pb.OneWayCallCommandMessage) -> None:
-        callee = ids.derived_invocation_id(parent, index)
+    def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame) -> None:
+        """Create the invocation a Call or OneWayCall asks for (conditional: once per command).
+
+        A Call's callee remembers its caller and the Call's completion id, to tell it the result.
+        """
+        call = _call_message(entry)
+        callee = ids.derived_invocation_id(parent.invocation_id, index)
         headers = {h.key: h.value for h in call.headers}
+        is_call = isinstance(call, pb.CallCommandMessage)
         try:
             self.create(
                 call.service_name,
                 call.handler_name,
                 call.parameter,
                 headers,
+                key=call.key,
                 leased=False,
-                execution_time_ms=call.invoke_time,
+                execution_time_ms=0 if is_call else call.invoke_time,  # type: ignore[union-attr]
                 invocation_id=callee,
                 idempotency_key=call.idempotency_key,
+                caller_id=parent.invocation_id if is_call else "",
+                caller_completion_id=call.result_completion_id if is_call else 0,  # type: ignore[union-attr]
             )
         except StoreConflict:
-            pass  # created by an earlier application of this effect
-        except NotFound as exc:
-            log.error("one-way call from %s at entry %d: %s", parent, index, exc.message)
+            pass  # created by an earlier application of this effect (or a workflow's run exists)
+        except TorporError as exc:
+            log.error("call from %s at entry %d: %s", parent.invocation_id, index, exc.message)
 
     def _resolve_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> None:
         try:
@@ -718,12 +764,24 @@ class Engine:
         """After the invocation completed: wake waiting callers, hand its object key on, and start
         the retention of a workflow's state and promises."""
         self.waiters.notify(record.invocation_id)
+        if record.caller_id:
+            self._tell_caller(record)
         if is_exclusive(record):
             self.keys.release(record)
         if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
             options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
             retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
             self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
+
+    def _tell_caller(self, record: InvocationRecord) -> None:
+        """Store the CallCompletion for the invocation that called this one, and wake it."""
+        callee = self.store.get_invocation(record.invocation_id) or record
+        entry = _call_result(callee, record.caller_completion_id)
+        notification = StoredNotification(f"c{record.caller_completion_id}", encode_frames([entry]), 0)
+        try:
+            self.notify(record.caller_id, notification)
+        except NotFound:
+            log.error("%s completed, but its caller %s no longer exists", record.invocation_id, record.caller_id)
 
     def _suspend(self, held: _Held) -> Outcome | None:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""

@@ -30,6 +30,7 @@ class Journal:
     named_signals: set[str] = field(default_factory=set)
     sleeps: dict[int, int] = field(default_factory=dict)  # completion id -> wake_up_time (ms) of each Sleep
     derived: dict[int, Frame] = field(default_factory=dict)  # completion id -> command the runtime completes
+    calls: dict[int, int] = field(default_factory=dict)  # result completion id -> journal index of the Call
 
     @classmethod
     def load(cls, input_entry: bytes, batches: Iterable[JournalBatch]) -> Journal:
@@ -54,9 +55,13 @@ class Journal:
         return iter(self.frames)
 
     def extend(self, frames: Sequence[Frame]) -> None:
-        """Append committed entries and index their notification ids and sleeps."""
+        """Append committed entries and index their notification ids, sleeps and calls."""
+        first = len(self.frames)
         self.frames.extend(frames)
-        for f in frames:
+        for offset, f in enumerate(frames):
+            if f.type == MessageType.Call:
+                self.calls[pb.CallCommandMessage.FromString(f.payload).result_completion_id] = first + offset
+                continue
             if f.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(f.payload)
                 self.sleeps[sleep.result_completion_id] = sleep.wake_up_time
@@ -86,6 +91,10 @@ class Journal:
     def open_sleeps(self) -> dict[int, int]:
         """`{completion_id: wake_up_time_ms}` of the sleeps not completed yet."""
         return {cid: at for cid, at in self.sleeps.items() if cid not in self.completions}
+
+    def open_calls(self) -> list[tuple[int, int]]:
+        """`(result completion id, journal index)` of the calls whose result is not in yet."""
+        return [(cid, index) for cid, index in self.calls.items() if cid not in self.completions]
 
     def open_commands(self) -> list[tuple[int, Frame]]:
         """`(completion_id, command)` of state and promise commands still waiting for the runtime."""

@@ -119,6 +119,8 @@ class InvocationRecord:
     service_type: str = "SERVICE"  # SERVICE | VIRTUAL_OBJECT | WORKFLOW
     handler_type: str = ""  # EXCLUSIVE | SHARED | WORKFLOW ("" for plain services)
     inbox_seq: str = ""  # position in its key's inbox while `pending` (exclusive object handlers)
+    caller_id: str = ""  # the invocation whose Call created this one, to be told the result
+    caller_completion_id: int = 0  # that Call's result completion id
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,6 +235,8 @@ class InvocationItem(Item):
     service_type = UnicodeAttribute(null=True)  # absent on items written before it existed: "SERVICE"
     handler_type = UnicodeAttribute(null=True)
     inbox_seq = UnicodeAttribute(null=True)
+    caller_id = UnicodeAttribute(null=True)
+    caller_completion_id = IntAttribute(null=True)
 
 
 class BatchItem(Item):

@@ -80,6 +80,8 @@ EVERY_FIELD = InvocationRecord(
     service_type="WORKFLOW",
     handler_type="WORKFLOW",
     inbox_seq="0000000001-00",
+    caller_id="inv_caller",
+    caller_completion_id=3,
 )
 
 

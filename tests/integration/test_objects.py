@@ -283,3 +283,30 @@ def test_workflow_state_and_promises_get_the_retention_ttl(dev: DevServer) -> No
     assert len(items) >= 3  # two state entries and the promise, at least
     horizon = time.time() + SETTINGS.workflow_retention_ms / 1000
     assert all(abs(int(item["expires_at"]["N"]) - horizon) < 120 for item in items)
+
+
+# --- calls between services ------------------------------------------------------------------------
+
+
+def test_a_handler_calls_another_service_and_gets_its_result(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Calls/greet_twice", json="ann", timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == ["Hello, ann!", "Hello, ANN!"]
+    journal = [e["type"] for e in describe(dev, reply.headers["x-restate-id"])["journal"]]
+    assert journal.count("Call") == 2
+    assert journal.count("CallCompletion") == 2
+    assert journal.count("CallInvocationIdCompletion") == 2
+
+
+def test_calls_to_an_object_key_go_through_its_inbox(dev: DevServer) -> None:
+    key = unique("called")
+    reply = httpx.post(f"{dev.ingress_url}/Calls/count_to", json={"key": key, "n": 3}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == 3
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=30).json() == 3
+
+
+def test_a_callees_terminal_failure_reaches_the_caller(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Calls/call_failing", json="no stock", timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == "callee failed with 422: no stock"
