@@ -21,14 +21,15 @@ import logging
 import random
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from urllib.parse import quote
 
 from control_plane import ids
 from control_plane.attempt import AttemptAnswer, AttemptFailure, parse_answer
-from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
+from control_plane.effects import CANCEL_SIGNAL, EffectsMixin
+from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.held import Held, Outcome
+from control_plane.journal import Journal, awaited, notification_key
 from control_plane.keyed import Keys, is_exclusive, is_keyed
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -38,13 +39,11 @@ from control_plane.ports import (
     InvokerError,
     ItemTooLarge,
     JournalBatch,
-    LoadedInvocation,
     Scheduler,
     Store,
     StoreConflict,
-    StoredNotification,
 )
-from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame, invocation_content_type
+from control_plane.protocol import Frame, MessageType, encode_frames, frame, invocation_content_type
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
 from control_plane.settings import Settings
@@ -57,8 +56,7 @@ log = logging.getLogger("torpor.invocation")
 RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 """Statuses in which a worker may take the lease and make progress."""
 
-CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
-_ITEM_OVERHEAD_BYTES = 16 * 1024
+_ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside its large value
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
 _EFFECTFUL = frozenset(
     {
@@ -73,49 +71,10 @@ _EFFECTFUL = frozenset(
     }
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
-_KEYED_EFFECTS = frozenset(
-    {
-        MessageType.SetState,
-        MessageType.ClearState,
-        MessageType.ClearAllState,
-        MessageType.GetPromise,
-        MessageType.CompletePromise,
-    }
-)  # room for an item's other attributes beside its large value
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
-
-
-class Outcome(StrEnum):
-    """What one `advance` call achieved. Expected outcomes are values, not exceptions."""
-
-    COMPLETED = "completed"
-    SUSPENDED = "suspended"
-    BACKING_OFF = "backing-off"
-    PAUSED = "paused"
-    BUSY = "busy"  # another worker holds the lease, or the invocation is not runnable
-    LEASE_LOST = "lease-lost"  # our epoch moved on while we worked; the new holder continues
-    NOT_DUE = "not-due"  # woken before its start or retry time; re-armed
-    HANDED_OFF = "handed-off"  # the caller's deadline passed between attempts; the scheduler goes on
-
-
-@dataclass(slots=True)
-class _Held:
-    """An invocation this worker holds the lease on: record, journal, stored notifications, await point."""
-
-    record: InvocationRecord
-    journal: Journal
-    stored: list[StoredNotification]
-    awaiting: AwaitPoint | None = None
-    state: dict[bytes, bytes] | None = None  # a keyed invocation's state, loaded once per advance
-
-    @classmethod
-    def of(cls, loaded: LoadedInvocation) -> _Held:
-        record = loaded.record
-        awaiting = AwaitPoint.from_json(record.waiting_on) if record.waiting_on else None
-        return cls(record, Journal.load(record.input_entry, loaded.batches), list(loaded.notifications), awaiting)
 
 
 def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
@@ -132,30 +91,7 @@ def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
     return chunks
 
 
-def _call_message(entry: Frame) -> pb.CallCommandMessage | pb.OneWayCallCommandMessage:
-    if entry.type == MessageType.Call:
-        return pb.CallCommandMessage.FromString(entry.payload)
-    return pb.OneWayCallCommandMessage.FromString(entry.payload)
-
-
-def _call_result(callee: InvocationRecord, completion_id: int) -> Frame:
-    """The CallCompletion notification carrying a completed callee's output or failure."""
-    result = pb.CallCompletionNotificationMessage(completion_id=completion_id)
-    if callee.failure is not None:
-        failure = dict(callee.failure)
-        result.failure.CopyFrom(
-            pb.Failure(code=int(str(failure.get("code", 500))), message=str(failure.get("message", "")))
-        )
-    else:
-        result.value.content = callee.output or b""
-    return frame(result)
-
-
-def _notification(key: str, message: object) -> StoredNotification:
-    return StoredNotification(key, encode_frames([frame(message)]), 0)  # type: ignore[arg-type]
-
-
-class Engine:
+class Engine(EffectsMixin):
     """Creates invocations and advances them. Thread-safe; keeps no state between calls.
 
     Args:
@@ -280,7 +216,7 @@ class Engine:
 
         Returns the outcome and the invocation record as this worker last wrote it.
         """
-        held = _Held(record, Journal.load(record.input_entry, ()), [])
+        held = Held(record, Journal.load(record.input_entry, ()), [])
         return self._run(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
@@ -299,7 +235,7 @@ class Engine:
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             return Outcome.BUSY
-        held = _Held.of(replace(loaded, record=record))
+        held = Held.of(replace(loaded, record=record))
         if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
             # a delayed exclusive invocation is due: from now on it waits its turn for the key
             seq = f"{now:013d}{invocation_id}"
@@ -319,7 +255,7 @@ class Engine:
             return self._not_due(held, "backing-off", record.next_retry_at_ms)
         return self._run(held)
 
-    def _not_due(self, held: _Held, status: str, due_ms: int) -> Outcome:
+    def _not_due(self, held: Held, status: str, due_ms: int) -> Outcome:
         """Woken before its time (a duplicate or early timer): arm the timer again and release."""
         due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, held.record.invocation_id)  # first, so a crash cannot lose it
@@ -366,7 +302,7 @@ class Engine:
         self.store.put_timer(due_ms, invocation_id)
         self.scheduler.wake_at(invocation_id, due_ms)
 
-    def _run(self, held: _Held, deadline_ms: int | None = None) -> Outcome:
+    def _run(self, held: Held, deadline_ms: int | None = None) -> Outcome:
         """Invoke, commit, apply effects and decide; loop while the handler can go on at once."""
         record = held.record
         options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
@@ -427,38 +363,7 @@ class Engine:
                 return self._complete(held)
             held.awaiting = result.awaiting
 
-    def _pending(self, held: _Held) -> list[Frame]:
-        """Notifications to deliver in the next attempt: stored ones not yet journaled, due sleeps."""
-        out: list[Frame] = []
-        seen: set[str] = set()
-        for stored in sorted(held.stored, key=lambda n: (n.created_at_ms, n.key)):
-            if stored.key in seen or held.journal.has(stored.key):
-                continue
-            seen.add(stored.key)
-            out.extend(decode_frames(stored.entry))
-        now = self.clock.now_ms()
-        for completion_id, wake_up_ms in sorted(held.journal.open_sleeps().items(), key=lambda kv: kv[1]):
-            if wake_up_ms <= now and f"c{completion_id}" not in seen:
-                out.append(frame(pb.SleepCompletionNotificationMessage(completion_id=completion_id, void=pb.Void())))
-        for completion_id, index in held.journal.open_calls():
-            if f"c{completion_id}" in seen:
-                continue
-            callee = self.store.get_invocation(self._callee_id(held, index))
-            if callee is not None and callee.status == "completed":  # its own wake-up may have been lost
-                out.append(_call_result(callee, completion_id))
-        if held.journal.derived:
-            derived = self.keys.derive(held.record, held.journal, held.state)
-            out.extend(f for f in derived if notification_key(f) not in seen)
-        return out
-
-    def _callee_id(self, held: _Held, index: int) -> str:
-        call = pb.CallCommandMessage.FromString(held.journal.frames[index].payload)
-        target = self.registry.resolve(call.service_name, call.handler_name)
-        if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
-            return ids.workflow_run_id(call.service_name, call.key)
-        return ids.derived_invocation_id(held.record.invocation_id, index)
-
-    def _attempt(self, held: _Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
+    def _attempt(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
         """One request to the pinned deployment with Start + the whole journal + pending notifications."""
         record = held.record
         try:
@@ -518,30 +423,7 @@ class Engine:
             return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}")
         return parse_answer(reply.body)
 
-    def _derived_notifications(self, held: _Held, entries: list[Frame]) -> list[Frame]:
-        """Notifications the runtime owes for commands in `entries`, stored in the same commit.
-
-        A OneWayCall gets its callee's invocation id (deterministic: derived from this invocation's
-        id and the command's journal index, so a retried commit names the same callee). Raises
-        `NotFound` when the callee's service or handler is unknown (a failed attempt, retried).
-        """
-        derived: list[Frame] = []
-        for offset, entry in enumerate(entries):
-            if entry.type not in (MessageType.OneWayCall, MessageType.Call):
-                continue
-            call = _call_message(entry)
-            target = self.registry.resolve(call.service_name, call.handler_name)
-            if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
-                callee = ids.workflow_run_id(call.service_name, call.key)
-            else:
-                callee = ids.derived_invocation_id(held.record.invocation_id, len(held.journal) + offset)
-            notification = pb.CallInvocationIdCompletionNotificationMessage(
-                completion_id=call.invocation_id_notification_idx, invocation_id=callee
-            )
-            derived.append(frame(notification))
-        return derived
-
-    def _commit(self, held: _Held, entries: list[Frame]) -> Outcome | bool:
+    def _commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:
         """Append entries at the journal's length. False: committed (or nothing to commit).
 
         Entries go in as few batches as fit in DynamoDB items, each one conditional write at the
@@ -571,192 +453,15 @@ class Engine:
             held.journal.extend(chunk)
         return False
 
-    def _reload(self, held: _Held) -> bool:
+    def _reload(self, held: Held) -> bool:
         """Re-read record, journal and notifications; False if our epoch is gone."""
         loaded = self.store.load_invocation(held.record.invocation_id)
         if loaded is None or loaded.record.epoch != held.record.epoch:
             return False
-        fresh = _Held.of(loaded)
+        fresh = Held.of(loaded)
         held.record = replace(loaded.record, attempts=max(loaded.record.attempts, held.record.attempts))
         held.journal, held.stored = fresh.journal, fresh.stored
         return True
-
-    # --- effects of committed entries -------------------------------------------------------------
-
-    def _apply_effects(self, held: _Held, start: int) -> None:
-        """Carry out what committed entries from index `start` on ask of the runtime. Idempotent.
-
-        Sleep: a timer at its wake-up time. OneWayCall: the callee invocation (conditional create).
-        CompleteAwakeable and SendSignal: a notification stored for the target invocation.
-        """
-        now = self.clock.now_ms()
-        parent = held.record.invocation_id
-        for index in range(max(start, 1), len(held.journal)):
-            entry = held.journal.frames[index]
-            if entry.type == MessageType.Sleep:
-                sleep = pb.SleepCommandMessage.FromString(entry.payload)
-                if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
-                    self._arm(parent, sleep.wake_up_time)
-            elif entry.type in (MessageType.OneWayCall, MessageType.Call):
-                self._start_callee(held.record, index, entry)
-            elif entry.type == MessageType.CompleteAwakeable:
-                complete = pb.CompleteAwakeableCommandMessage.FromString(entry.payload)
-                signal = pb.SignalNotificationMessage()
-                if complete.WhichOneof("result") == "failure":
-                    signal.failure.CopyFrom(complete.failure)
-                else:
-                    signal.value.CopyFrom(complete.value)
-                self._resolve_awakeable(complete.awakeable_id, signal)
-            elif entry.type == MessageType.SendSignal:
-                send = pb.SendSignalCommandMessage.FromString(entry.payload)
-                self._send_signal(send)
-            elif entry.type in _KEYED_EFFECTS and is_keyed(held.record):
-                self.keys.apply(held.record, held.state, entry)
-
-    def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame) -> None:
-        """Create the invocation a Call or OneWayCall asks for (conditional: once per command).
-
-        A Call's callee remembers its caller and the Call's completion id, to tell it the result.
-        """
-        call = _call_message(entry)
-        callee = ids.derived_invocation_id(parent.invocation_id, index)
-        headers = {h.key: h.value for h in call.headers}
-        is_call = isinstance(call, pb.CallCommandMessage)
-        try:
-            self.create(
-                call.service_name,
-                call.handler_name,
-                call.parameter,
-                headers,
-                key=call.key,
-                leased=False,
-                execution_time_ms=0 if is_call else call.invoke_time,  # type: ignore[union-attr]
-                invocation_id=callee,
-                idempotency_key=call.idempotency_key,
-                caller_id=parent.invocation_id if is_call else "",
-                caller_completion_id=call.result_completion_id if is_call else 0,  # type: ignore[union-attr]
-            )
-        except StoreConflict:
-            pass  # created by an earlier application of this effect (or a workflow's run exists)
-        except TorporError as exc:
-            log.error("call from %s at entry %d: %s", parent.invocation_id, index, exc.message)
-
-    def _resolve_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> None:
-        try:
-            target, index = ids.parse_awakeable_id(awakeable_id)
-        except BadRequest as exc:
-            log.error("CompleteAwakeable with %s", exc.message)
-            return
-        signal.idx = index
-        try:
-            self.notify(target, _notification(f"s{index}", signal))
-        except NotFound:
-            log.error("CompleteAwakeable for %s: that invocation does not exist (any more)", awakeable_id)
-
-    def _send_signal(self, send: pb.SendSignalCommandMessage) -> None:
-        signal = pb.SignalNotificationMessage()
-        which = send.WhichOneof("result")
-        if which == "failure":
-            signal.failure.CopyFrom(send.failure)
-        elif which == "value":
-            signal.value.CopyFrom(send.value)
-        else:
-            signal.void.SetInParent()
-        if send.WhichOneof("signal_id") == "name":
-            signal.name = send.name
-            key = f"n{send.name}"
-        else:
-            signal.idx = send.idx
-            key = f"s{send.idx}"
-        try:
-            self.notify(send.target_invocation_id, _notification(key, signal))
-        except NotFound:
-            log.error("SendSignal to %s: that invocation does not exist (any more)", send.target_invocation_id)
-
-    # --- notifications, cancel, kill --------------------------------------------------------------
-
-    def notify(self, invocation_id: str, notification: StoredNotification) -> bool:
-        """Store a notification for an invocation, ring its doorbell and wake it.
-
-        The first notification per key wins (an awakeable resolved twice keeps its first value).
-        Returns True if this one was stored. Raises `NotFound` if the invocation does not exist.
-        """
-        stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
-        try:
-            first = self.store.put_notification(invocation_id, stored)
-            self.store.ring(invocation_id)
-        except StoreConflict as exc:
-            raise NotFound(f"invocation {invocation_id} not found") from exc
-        self.scheduler.wake_now(invocation_id)
-        return first
-
-    def cancel(self, invocation_id: str) -> None:
-        """Send the cancel signal: the handler gets a terminal error (409) at its next await.
-
-        An invocation that has not started is completed as cancelled at once; a paused one is made
-        runnable so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
-        """
-        loaded = self._loaded_or_404(invocation_id)
-        record = loaded.record
-        if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
-            try:  # only if no worker started it since we read it (the epoch would have moved)
-                self._finish_now(record, {"code": 409, "message": "cancelled"}, epoch=record.epoch)
-                return
-            except StoreConflict:
-                pass  # it started: deliver the signal instead, so the handler can compensate
-        if record.status == "paused":
-            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0)
-        signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
-        self.notify(invocation_id, _notification(f"s{CANCEL_SIGNAL}", signal))
-
-    def kill(self, invocation_id: str) -> None:
-        """Complete the invocation at once with 409, running no more handler code; drop its timers.
-
-        Raises `NotFound`, or `Conflict` if it already completed.
-        """
-        self._finish_now(self._loaded_or_404(invocation_id).record, {"code": 409, "message": "killed"})
-
-    def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
-        loaded = self.store.load_invocation(invocation_id)
-        if loaded is None:
-            raise NotFound(f"invocation {invocation_id} not found")
-        if loaded.record.status == "completed":
-            raise Conflict(f"invocation {invocation_id} has already completed")
-        return loaded
-
-    def _force(self, invocation_id: str, **changes: object) -> InvocationRecord:
-        try:
-            return self.store.update_unless_completed(invocation_id, modified_at_ms=self.clock.now_ms(), **changes)
-        except StoreConflict as exc:
-            raise Conflict(f"invocation {invocation_id} has already completed") from exc
-
-    def _finish_now(self, record: InvocationRecord, failure: Mapping[str, object], epoch: int | None = None) -> None:
-        """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers.
-
-        With `epoch`, only if the invocation's epoch is still that (`StoreConflict` otherwise).
-        """
-        now = self.clock.now_ms()
-        changes: dict[str, object] = {
-            "status": "completed",
-            "failure": dict(failure),
-            "lease_until_ms": 0,
-            "completed_at_ms": now,
-            "next_retry_at_ms": 0,
-            "waiting_on": None,
-            "wake_up_at_ms": 0,
-            "expires_at_s": (now + self.settings.completed_retention_ms) // 1000,
-        }
-        if epoch is None:
-            self._force(record.invocation_id, **changes)
-        else:
-            self.store.update_invocation(record.invocation_id, epoch, modified_at_ms=now, **changes)
-        loaded = self.store.load_invocation(record.invocation_id)
-        dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
-        if loaded is not None:
-            dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
-        for due in dues - {0}:
-            self.store.delete_timer(due, record.invocation_id)
-        self._ended(record)
 
     # --- endings ----------------------------------------------------------------------------------
 
@@ -773,17 +478,7 @@ class Engine:
             retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
             self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
 
-    def _tell_caller(self, record: InvocationRecord) -> None:
-        """Store the CallCompletion for the invocation that called this one, and wake it."""
-        callee = self.store.get_invocation(record.invocation_id) or record
-        entry = _call_result(callee, record.caller_completion_id)
-        notification = StoredNotification(f"c{record.caller_completion_id}", encode_frames([entry]), 0)
-        try:
-            self.notify(record.caller_id, notification)
-        except NotFound:
-            log.error("%s completed, but its caller %s no longer exists", record.invocation_id, record.caller_id)
-
-    def _suspend(self, held: _Held) -> Outcome | None:
+    def _suspend(self, held: Held) -> Outcome | None:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
         assert held.awaiting is not None
         sleeps = [at for cid, at in held.journal.open_sleeps().items() if cid in held.awaiting.completions]
@@ -803,7 +498,7 @@ class Engine:
             return None if self._reload(held) else Outcome.LEASE_LOST
         return Outcome.SUSPENDED
 
-    def _fail_terminally(self, held: _Held, code: int, message: str) -> Outcome:
+    def _fail_terminally(self, held: Held, code: int, message: str) -> Outcome:
         """Complete the invocation with a failure that no retry can mend (e.g. 413: too large)."""
         now = self.clock.now_ms()
         try:
@@ -825,7 +520,7 @@ class Engine:
         self._ended(held.record)
         return Outcome.COMPLETED
 
-    def _complete(self, held: _Held) -> Outcome:
+    def _complete(self, held: Held) -> Outcome:
         output = held.journal.output()
         if output is None:
             return self._failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
@@ -861,7 +556,7 @@ class Engine:
         self._ended(held.record)
         return Outcome.COMPLETED
 
-    def _failed(self, held: _Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
+    def _failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
         """Record a failed attempt; retry later by policy, pause, or fail the invocation."""
         record = held.record
         if self.stopping.is_set():  # the attempt broke because this process stops: not the handler's fault
@@ -926,7 +621,7 @@ class Engine:
         self.scheduler.wake_at(record.invocation_id, due)
         return Outcome.BACKING_OFF
 
-    def _update(self, held: _Held, *, doorbell: int | None = None, **changes: object) -> None:
+    def _update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:
         """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
         changes.setdefault("modified_at_ms", self.clock.now_ms())
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write

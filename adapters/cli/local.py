@@ -1,0 +1,156 @@
+"""The commands that run Torpor itself: `torpor version` and `torpor dev` (the control plane locally).
+
+`DURATION` is the click parameter type for durations (`500ms`, `10s`, `PT10S`, ms), shared with
+`torpor invoke --delay`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from control_plane.durations import parse_duration_ms
+from control_plane.errors import TorporError
+from control_plane.settings import Settings
+
+VERSION = "0.1.0"
+
+
+class _Duration(click.ParamType):
+    """A click parameter that takes `parse_duration_ms` forms and yields ms."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration_ms(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = _Duration()
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    logging.getLogger("torpor.hypercorn").setLevel(logging.WARNING)  # "Running on ..." repeats our line
+    for noisy in ("botocore", "urllib3", "httpx", "httpcore", "werkzeug"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@click.command()
+def version() -> None:
+    """Print Torpor's version."""
+    click.echo(f"torpor {VERSION}")
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address both APIs listen on.")
+@click.option(
+    "--ingress-port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Ingress API port (0: a free port).",
+)
+@click.option(
+    "--admin-port",
+    type=click.IntRange(0, 65535),
+    default=9070,
+    show_default=True,
+    help="Admin API port (0: a free port).",
+)
+@click.option(
+    "--dynamodb-endpoint",
+    default=None,
+    metavar="URL",
+    help="External DynamoDB-compatible endpoint; default: an embedded moto server.",
+)
+@click.option("--table", default="torpor", show_default=True, help="DynamoDB table name.")
+@click.option("--region", default="us-east-1", show_default=True, help="AWS region.")
+@click.option(
+    "--inactivity-timeout",
+    type=DURATION,
+    default=None,
+    help="Longest one attempt may take, e.g. 60s [default: 60s or TORPOR_INACTIVITY_TIMEOUT_MS].",
+)
+@click.option(
+    "--call-wait",
+    type=DURATION,
+    default=None,
+    help="How long an ingress call waits before answering 202 [default: 60s or TORPOR_CALL_WAIT_MS].",
+)
+@click.option(
+    "--lease-margin",
+    type=DURATION,
+    default=None,
+    help="Extra lease time beyond an attempt's timeout [default: 30s or TORPOR_LEASE_MARGIN_MS].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 1024),
+    default=32,
+    show_default=True,
+    help="Invocations advanced at the same time.",
+)
+def dev(
+    host: str,
+    ingress_port: int,
+    admin_port: int,
+    dynamodb_endpoint: str | None,
+    table: str,
+    region: str,
+    inactivity_timeout: int | None,
+    call_wait: int | None,
+    lease_margin: int | None,
+    workers: int,
+) -> None:
+    """Run the control plane locally: ingress and admin APIs, DynamoDB on an embedded moto server.
+
+    Stop it with Ctrl+C (SIGINT) or SIGTERM.
+    """
+    from adapters.local.dev import run_dev  # local: hypercorn and moto load only for this command
+
+    _configure_logging()
+    if dynamodb_endpoint is not None and not dynamodb_endpoint.startswith(("http://", "https://")):
+        raise click.BadParameter(
+            f"{dynamodb_endpoint!r} is not a URL: write e.g. http://127.0.0.1:5000", param_hint="--dynamodb-endpoint"
+        )
+    try:
+        settings = Settings.from_env()
+    except TorporError as exc:
+        raise click.ClickException(exc.message) from exc
+    overrides = {
+        name: value
+        for name, value in (
+            ("inactivity_timeout_ms", inactivity_timeout),
+            ("call_wait_ms", call_wait),
+            ("lease_margin_ms", lease_margin),
+        )
+        if value is not None
+    }
+    if overrides:
+        settings = settings.with_overrides(**overrides)
+    try:
+        run_dev(
+            host=host,
+            ingress_port=ingress_port,
+            admin_port=admin_port,
+            dynamodb_endpoint=dynamodb_endpoint,
+            table=table,
+            region=region,
+            settings=settings,
+            workers=workers,
+        )
+    except TorporError as exc:
+        raise click.ClickException(exc.message) from exc
+

@@ -1,0 +1,39 @@
+"""What the engine's parts share: the outcome of an `advance`, and an invocation held under lease."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from control_plane.journal import AwaitPoint, Journal
+from control_plane.ports import InvocationRecord, LoadedInvocation, StoredNotification
+
+
+class Outcome(StrEnum):
+    """What one `advance` call achieved. Expected outcomes are values, not exceptions."""
+
+    COMPLETED = "completed"
+    SUSPENDED = "suspended"
+    BACKING_OFF = "backing-off"
+    PAUSED = "paused"
+    BUSY = "busy"  # another worker holds the lease, or the invocation is not runnable
+    LEASE_LOST = "lease-lost"  # our epoch moved on while we worked; the new holder continues
+    NOT_DUE = "not-due"  # woken before its start or retry time; re-armed
+    HANDED_OFF = "handed-off"  # the caller's deadline passed between attempts; the scheduler goes on
+
+
+@dataclass(slots=True)
+class Held:
+    """An invocation this worker holds the lease on: record, journal, stored notifications, await point."""
+
+    record: InvocationRecord
+    journal: Journal
+    stored: list[StoredNotification]
+    awaiting: AwaitPoint | None = None
+    state: dict[bytes, bytes] | None = None  # a keyed invocation's state, loaded once per advance
+
+    @classmethod
+    def of(cls, loaded: LoadedInvocation) -> Held:
+        record = loaded.record
+        awaiting = AwaitPoint.from_json(record.waiting_on) if record.waiting_on else None
+        return cls(record, Journal.load(record.input_entry, loaded.batches), list(loaded.notifications), awaiting)
