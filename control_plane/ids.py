@@ -82,6 +82,16 @@ def workflow_run_id(workflow: str, workflow_id: str) -> str:
     return invocation_id_from_bytes(digest[:INVOCATION_ID_BYTES])
 
 
+def idempotent_invocation_id(service: str, handler: str, key: str, idempotency_key: str) -> str:
+    """The invocation id of a request with an idempotency key: one per target and key.
+
+    The same request again (even with another body) names the same invocation, whose conditional
+    create is the deduplication; the id is free again once the invocation's retention ended.
+    """
+    parts = "\0".join(("idempotent", service, handler, key, idempotency_key)).encode()
+    return invocation_id_from_bytes(hashlib.sha256(parts).digest()[:INVOCATION_ID_BYTES])
+
+
 def new_deployment_id() -> str:
     """A fresh deployment id, `dp_…`."""
     return "dp_" + _b62encode(os.urandom(10), 14)

@@ -99,9 +99,20 @@ class Ingress:
         """
         self._reject_delay(request)
         target = self._target(request, service, handler, key)
+        idempotency_key = self._idempotency_key(request)
         try:
-            record = self.engine.create(service, handler, request.body, dict(request.headers), key=key, leased=True)
+            record = self.engine.create(
+                service,
+                handler,
+                request.body,
+                dict(request.headers),
+                key=key,
+                leased=True,
+                idempotency_key=idempotency_key,
+            )
         except StoreConflict as exc:
+            if idempotency_key:  # the same request again: attach to the first invocation
+                return self.attach(request, ids.idempotent_invocation_id(service, handler, key, idempotency_key))
             if target.handler_type == "WORKFLOW":
                 raise Conflict("the workflow method was already invoked") from exc
             raise
@@ -131,6 +142,7 @@ class Ingress:
         execution_time_ms = self.engine.clock.now_ms() + delay_ms if delay_ms else 0
         if execution_time_ms > MAX_TIMER_MS:
             raise BadRequest(f"bad delay: {delay!r} ends after the latest time a timer can hold (the year 2286)")
+        idempotency_key = self._idempotency_key(request)
         try:
             record = self.engine.create(
                 service,
@@ -140,16 +152,19 @@ class Ingress:
                 key=key,
                 leased=False,
                 execution_time_ms=execution_time_ms,
+                idempotency_key=idempotency_key,
             )
         except StoreConflict:
-            if target.handler_type != "WORKFLOW":
+            if idempotency_key:
+                first = self._record(ids.idempotent_invocation_id(service, handler, key, idempotency_key))
+            elif target.handler_type == "WORKFLOW":
+                first = self._record(ids.workflow_run_id(service, key))
+            else:
                 raise
-            first = self._record(ids.workflow_run_id(service, key))
-            return HttpResponse.json(
-                {"invocationId": first.invocation_id, "status": "PreviouslyAccepted"},
-                202,
-                {"x-restate-id": first.invocation_id},
-            )
+            again: dict[str, object] = {"invocationId": first.invocation_id, "status": "PreviouslyAccepted"}
+            if first.execution_time_ms:
+                again["executionTime"] = rfc3339(first.execution_time_ms)
+            return HttpResponse.json(again, 202, {"x-restate-id": first.invocation_id})
         body: dict[str, object] = {"invocationId": record.invocation_id, "status": "Accepted"}
         if record.execution_time_ms:
             body["executionTime"] = rfc3339(record.execution_time_ms)
@@ -210,8 +225,6 @@ class Ingress:
     # --- helpers ------------------------------------------------------------------------------------
 
     def _target(self, request: HttpRequest, service: str, handler: str, key: str) -> Target:
-        if "idempotency-key" in request.headers:  # refuse rather than run a retried request twice
-            raise TorporError("idempotency keys are not supported by this control plane yet", status=501)
         target = self.engine.registry.resolve(service, handler)
         if target.service_type == "SERVICE" and key:
             raise BadRequest(f"'{service}' is a service, not a virtual object or workflow: call /{service}/{handler}")
@@ -220,6 +233,15 @@ class Ingress:
             raise BadRequest(f"'{service}' is a {kind}: call it with a key, /{service}/{{key}}/{handler}")
         validate_input(target, request.body)
         return target
+
+    def _idempotency_key(self, request: HttpRequest) -> str:
+        """The `idempotency-key` header; an empty one is a 400 (Restate: it must not be empty)."""
+        value = request.headers.get("idempotency-key")
+        if value is None:
+            return ""
+        if not value.strip():
+            raise BadRequest("the idempotency-key header must not be empty")
+        return value
 
     def _reject_delay(self, request: HttpRequest) -> None:
         if request.query("delay") is not None:

@@ -163,6 +163,8 @@ class Engine(EffectsMixin):
             raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":
             invocation_id = ids.workflow_run_id(service, key)
+        elif idempotency_key and invocation_id is None:
+            invocation_id = ids.idempotent_invocation_id(service, handler, key, idempotency_key)
         exclusive = service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
         leased = leased and not exclusive
         delayed = not leased and execution_time_ms > now

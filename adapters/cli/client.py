@@ -64,8 +64,9 @@ def base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def _turn_on_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    if value:
-        ctx.ensure_object(CliConfig).as_json = True
+    config = ctx.find_object(CliConfig)
+    if value and config is not None:
+        config.as_json = True
     return value
 
 
@@ -110,6 +111,11 @@ def console(*, stderr: bool = False) -> Console:
     return Console(file=stream, width=width, highlight=False)
 
 
+def interactive() -> bool:
+    """True when stdin is a terminal, so there is someone to ask."""
+    return sys.stdin.isatty()
+
+
 def confirm(question: str, *, yes: bool) -> None:
     """Ask `question` on stderr when stdin is a terminal, unless `--yes` was given.
 
@@ -118,7 +124,7 @@ def confirm(question: str, *, yes: bool) -> None:
     Raises:
         click.Abort: the user answered no (click prints `Aborted!` and exits 1).
     """
-    if yes or not sys.stdin.isatty():
+    if yes or not interactive():
         return
     click.confirm(question, abort=True, err=True)
 

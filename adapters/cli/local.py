@@ -153,4 +153,3 @@ def dev(
         )
     except TorporError as exc:
         raise click.ClickException(exc.message) from exc
-

@@ -276,3 +276,35 @@ def test_a_run_result_too_large_for_an_item_fails_with_413_and_is_not_retried(de
     fits = httpx.post(f"{dev.ingress_url}/Steps/big_step", json=300_000, timeout=30)
     assert fits.status_code == 200
     assert fits.json() == 300_000
+
+
+# --- idempotency keys ------------------------------------------------------------------------------
+
+
+def test_a_repeated_call_with_an_idempotency_key_gets_the_first_result_and_id(
+    dev: DevServer, effects_file: Path
+) -> None:
+    key = {"idempotency-key": f"order-{time.time_ns()}"}
+    first = httpx.post(f"{dev.ingress_url}/Steps/one_step", json=1, headers=key, timeout=30)
+    again = httpx.post(f"{dev.ingress_url}/Steps/one_step", json=99, headers=key, timeout=30)
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json() == 2
+    assert again.headers["x-restate-id"] == first.headers["x-restate-id"]
+    assert effects_of(effects_file, first.headers["x-restate-id"]) == ["add-one"]
+    other = httpx.post(f"{dev.ingress_url}/Steps/one_step", json=1, headers={"idempotency-key": "other"}, timeout=30)
+    assert other.headers["x-restate-id"] != first.headers["x-restate-id"]
+
+
+def test_a_repeated_send_with_an_idempotency_key_is_previously_accepted(dev: DevServer) -> None:
+    key = {"idempotency-key": f"send-{time.time_ns()}"}
+    first = httpx.post(f"{dev.ingress_url}/Greeter/greet/send", json="a", headers=key).json()
+    again = httpx.post(f"{dev.ingress_url}/Greeter/greet/send", json="b", headers=key).json()
+    assert first["status"] == "Accepted"
+    assert again == {"invocationId": first["invocationId"], "status": "PreviouslyAccepted"}
+    attached = httpx.get(f"{dev.ingress_url}/restate/invocation/{first['invocationId']}/attach", timeout=30)
+    assert attached.json() == "Hello, a!"
+
+
+def test_an_empty_idempotency_key_is_a_400(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="a", headers={"idempotency-key": ""})
+    assert reply.status_code == 400

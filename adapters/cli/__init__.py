@@ -1,0 +1,63 @@
+"""The `torpor` command line (console entry point `main`), mirroring the `restate` CLI.
+
+`torpor version` and `torpor dev` run Torpor itself; the client commands talk HTTP to a running
+control plane: `torpor deployments`, `torpor services` and `torpor invocations` to the admin API
+(`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
+(`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080). They print rich tables,
+or the API's JSON with `--json`. An API error prints its message and exits 1.
+"""
+
+from __future__ import annotations
+
+import click
+
+from adapters.cli.client import (
+    ADMIN_URL_ENV,
+    DEFAULT_ADMIN_URL,
+    DEFAULT_INGRESS_URL,
+    INGRESS_URL_ENV,
+    CliConfig,
+    base_url,
+)
+from adapters.cli.deployments import deployments
+from adapters.cli.invocations import invocations, invoke
+from adapters.cli.local import VERSION, dev, version
+from adapters.cli.services import services
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--admin-url",
+    envvar=ADMIN_URL_ENV,
+    show_envvar=True,
+    default=DEFAULT_ADMIN_URL,
+    show_default=True,
+    metavar="URL",
+    callback=base_url,
+    help="The admin API the client commands talk to.",
+)
+@click.option(
+    "--ingress-url",
+    envvar=INGRESS_URL_ENV,
+    show_envvar=True,
+    default=DEFAULT_INGRESS_URL,
+    show_default=True,
+    metavar="URL",
+    callback=base_url,
+    help="The ingress `torpor invoke` talks to.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the API's JSON as it is instead of tables.")
+@click.pass_context
+def main(ctx: click.Context, admin_url: str, ingress_url: str, as_json: bool) -> None:
+    """Torpor: durable execution for Restate SDK handlers, backed by DynamoDB."""
+    ctx.obj = CliConfig(admin_url=admin_url, ingress_url=ingress_url, as_json=as_json)
+
+
+main.add_command(version)
+main.add_command(dev)
+main.add_command(deployments)
+main.add_command(services)
+main.add_command(invocations)
+main.add_command(invoke)
+
+__all__ = ["VERSION", "main"]

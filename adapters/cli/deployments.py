@@ -1,0 +1,147 @@
+"""`torpor deployments register|list|describe|remove`: the admin API's `/deployments`."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import click
+
+from adapters.cli.client import (
+    CliConfig,
+    admin_api,
+    confirm,
+    console,
+    emit_json,
+    emit_response,
+    interactive,
+    json_option,
+    pass_config,
+)
+from adapters.cli.render import deployment_details, deployments_table, discovered_table, services_table
+
+
+def parse_headers(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """Click callback for `--header NAME=VALUE` (repeatable): the headers as a dict.
+
+    Raises:
+        click.BadParameter: a value without `=`, or with an empty name.
+    """
+    headers: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(
+                f"{item!r} is not NAME=VALUE: write e.g. --header 'Authorization=Bearer my-token'", ctx, param
+            )
+        headers[name.strip()] = value
+    return headers
+
+
+@click.group()
+def deployments() -> None:
+    """Register, list, describe and remove deployments (endpoints serving Restate SDK services)."""
+
+
+@deployments.command()
+@click.argument("url")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Register again a URI already registered whose services changed (replaces the old deployment's services).",
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="NAME=VALUE",
+    callback=parse_headers,
+    help="A header Torpor adds to every request to the deployment, e.g. Authorization=Bearer… (repeatable).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Register without asking (asked only in a terminal).")
+@json_option
+@pass_config
+def register(config: CliConfig, url: str, force: bool, headers: dict[str, str], yes: bool) -> None:
+    """Register the deployment at URL: discover its services and route their handlers to it.
+
+    URL is the deployment's base URL, e.g. http://localhost:9080. In a terminal, the discovered
+    services are shown first and you are asked to confirm; --yes skips the question.
+    """
+    body: dict[str, object] = {"arn": url} if url.startswith("arn:") else {"uri": url}
+    body.update({"additional_headers": headers, "force": force})
+    with admin_api(config) as api:
+        if not yes and interactive():
+            dry_run = api.request("POST", "/deployments", json_body={**body, "dry_run": True}).json()
+            registered = {s["name"] for s in api.request("GET", "/services").json().get("services", [])}
+            console(stderr=True).print(discovered_table(dry_run.get("services") or [], registered))
+            confirm(f"Register the deployment at {url}?", yes=False)
+        reply = api.request(
+            "POST", "/deployments", json_body=body, hint="pass --force to replace the registered deployment"
+        )
+    deployment = reply.json()
+    if config.as_json:
+        emit_json(deployment)
+        return
+    out = console()
+    out.print(f"Registered deployment [bold]{deployment.get('id')}[/bold] at ", end="")
+    out.print(deployment.get("uri", url), markup=False)
+    out.print(services_table(deployment.get("services") or [], title="Services"))
+
+
+@deployments.command("list")
+@json_option
+@pass_config
+def list_deployments(config: CliConfig) -> None:
+    """List the registered deployments."""
+    with admin_api(config) as api:
+        body = api.request("GET", "/deployments").json()
+    if config.as_json:
+        emit_json(body)
+        return
+    found = body.get("deployments") or []
+    if not found:
+        console().print("No deployments. Register one with `torpor deployments register http://localhost:9080`.")
+        return
+    console().print(deployments_table(found))
+
+
+@deployments.command()
+@click.argument("deployment_id", metavar="ID")
+@json_option
+@pass_config
+def describe(config: CliConfig, deployment_id: str) -> None:
+    """Show one deployment (ID, e.g. dp_…) and the services it serves."""
+    with admin_api(config) as api:
+        deployment = api.request("GET", f"/deployments/{quote(deployment_id, safe='')}").json()
+    if config.as_json:
+        emit_json(deployment)
+        return
+    out = console()
+    out.print(deployment_details(deployment))
+    out.print(services_table(deployment.get("services") or [], title="Services"))
+
+
+@deployments.command()
+@click.argument("deployment_id", metavar="ID")
+@click.option(
+    "--force", is_flag=True, help="Remove it even while unfinished invocations are pinned to it (they will fail)."
+)
+@click.option("--yes", "-y", is_flag=True, help="Remove without asking (asked only in a terminal).")
+@json_option
+@pass_config
+def remove(config: CliConfig, deployment_id: str, force: bool, yes: bool) -> None:
+    """Remove a deployment (ID, e.g. dp_…) and the services it serves.
+
+    Refused while unfinished invocations are pinned to it, unless --force.
+    """
+    confirm(f"Remove deployment {deployment_id} and its services?", yes=yes)
+    with admin_api(config) as api:
+        reply = api.request(
+            "DELETE",
+            f"/deployments/{quote(deployment_id, safe='')}",
+            params={"force": "true"} if force else None,
+            hint="pass --force to remove it anyway",
+        )
+    if config.as_json:
+        emit_response(reply)  # the admin API answers 202 without a body: nothing to print
+        return
+    console().print(f"Removed deployment {deployment_id}", markup=False)

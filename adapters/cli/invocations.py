@@ -1,0 +1,233 @@
+"""`torpor invocations list|describe|cancel|kill` (the admin API's `/invocations`) and `torpor invoke`
+(the ingress's `/restate/call|send/...`)."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import click
+import httpx
+
+from adapters.cli.client import (
+    CliConfig,
+    admin_api,
+    api_message,
+    confirm,
+    console,
+    emit_json,
+    emit_response,
+    ingress_api,
+    json_option,
+    pass_config,
+)
+from adapters.cli.local import DURATION
+from adapters.cli.render import details, invocation_details, invocations_table, journal_table
+
+
+@click.group()
+def invocations() -> None:
+    """List, describe, cancel and kill invocations."""
+
+
+@invocations.command("list")
+@click.option(
+    "--status",
+    metavar="STATUS",
+    help="Only this status: pending, scheduled, ready, running, backing-off, suspended, paused or completed.",
+)
+@click.option("--service", metavar="NAME", help="Only invocations of this service.")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=None, help="At most this many, newest first [admin API: 100]."
+)
+@json_option
+@pass_config
+def list_invocations(config: CliConfig, status: str | None, service: str | None, limit: int | None) -> None:
+    """List invocations, newest first."""
+    params = {name: str(value) for name, value in (("status", status), ("service", service), ("limit", limit)) if value}
+    with admin_api(config) as api:
+        body = api.request("GET", "/invocations", params=params).json()
+    if config.as_json:
+        emit_json(body)
+        return
+    found = body.get("invocations") or []
+    if not found:
+        console().print("No invocations" + (" match those filters." if params else "."))
+        return
+    console().print(invocations_table(found))
+
+
+@invocations.command()
+@click.argument("invocation_id", metavar="ID")
+@json_option
+@pass_config
+def describe(config: CliConfig, invocation_id: str) -> None:
+    """Show one invocation (ID, e.g. inv_1…): status, target, attempts, failures, waits, and its journal."""
+    with admin_api(config) as api:
+        invocation = api.request("GET", f"/invocations/{quote(invocation_id, safe='')}").json()
+    if config.as_json:
+        emit_json(invocation)
+        return
+    out = console()
+    out.print(invocation_details(invocation))
+    out.print(journal_table(invocation.get("journal") or []))
+
+
+@invocations.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--yes", "-y", is_flag=True, help="Cancel without asking (asked only in a terminal).")
+@json_option
+@pass_config
+def cancel(config: CliConfig, invocation_id: str, yes: bool) -> None:
+    """Cancel an invocation (ID): the handler gets a terminal error at its next await and may compensate.
+
+    It then completes with code 409. A handler that fails before its first await never sees a
+    cancel: kill it instead.
+    """
+    confirm(f"Cancel invocation {invocation_id}?", yes=yes)
+    _patch(config, invocation_id, "cancel")
+    if not config.as_json:
+        console().print(
+            f"Cancel requested for {invocation_id}: the handler gets a terminal error at its next await, "
+            "may run compensation, and completes with 409.",
+            markup=False,
+        )
+
+
+@invocations.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--yes", "-y", is_flag=True, help="Kill without asking (asked only in a terminal).")
+@json_option
+@pass_config
+def kill(config: CliConfig, invocation_id: str, yes: bool) -> None:
+    """Kill an invocation (ID): it completes with code 409 at once, no more handler code runs, timers are dropped.
+
+    Unlike cancel, no compensation runs.
+    """
+    confirm(f"Kill invocation {invocation_id}? No compensation will run.", yes=yes)
+    _patch(config, invocation_id, "kill")
+    if not config.as_json:
+        console().print(f"Killed {invocation_id}: it completed with 409.", markup=False)
+
+
+def _patch(config: CliConfig, invocation_id: str, action: str) -> None:
+    with admin_api(config) as api:
+        reply = api.request("PATCH", f"/invocations/{quote(invocation_id, safe='')}/{action}")
+    if config.as_json:
+        emit_response(reply)  # the admin API answers 202 without a body: nothing to print
+
+
+def parse_json_argument(ctx: click.Context, param: click.Parameter, value: str | None) -> bytes | None:
+    """Click callback for invoke's JSON argument: the UTF-8 bytes of a valid JSON text, or None.
+
+    Raises:
+        click.BadParameter: the text is not JSON (a bare word, say), with how to quote it.
+    """
+    if value is None:
+        return None
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{value!r} is not JSON ({exc}). Quote a string as JSON, e.g. '\"Ann\"', or pass a number, "
+            "an array or an object like '{\"n\": 1}'",
+            ctx,
+            param,
+        ) from exc
+    return value.encode()
+
+
+@click.command()
+@click.argument("service")
+@click.argument("handler")
+@click.argument("payload", metavar="[JSON]", required=False, callback=parse_json_argument)
+@click.option("--key", "-k", metavar="KEY", help="The virtual object's key, or the workflow's id.")
+@click.option("--send", is_flag=True, help="Do not wait for the result: print the invocation id and status.")
+@click.option(
+    "--delay",
+    type=DURATION,
+    default=None,
+    help="With --send: start no earlier than this from now (500ms, 10s, 1m30s, PT10S, or ms).",
+)
+@json_option
+@pass_config
+def invoke(
+    config: CliConfig,
+    service: str,
+    handler: str,
+    payload: bytes | None,
+    key: str | None,
+    send: bool,
+    delay: int | None,
+) -> None:
+    """Invoke HANDLER of SERVICE through the ingress with an optional JSON input, and print its result.
+
+    Examples: `torpor invoke Greeter greet '"Ann"'`, `torpor invoke Counter add 1 --key my-key`,
+    `torpor invoke Steps ten_steps '"x"' --send --delay 10s`. A call that outlasts the ingress's
+    call wait prints the invocation id instead; follow it with `torpor invocations describe ID`.
+    """
+    if delay is not None and not send:
+        raise click.UsageError("--delay needs --send: a call waits for its result, so it cannot start later")
+    segments = [service] if key is None else [service, key]
+    path = "/restate/{}/{}/{}".format(
+        "send" if send else "call", "/".join(quote(s, safe="") for s in segments), quote(handler, safe="")
+    )
+    headers = {"content-type": "application/json"} if payload is not None else None
+    params = {"delay": f"{delay}ms"} if delay is not None else None
+    with ingress_api(config) as api:
+        reply = api.request("POST", path, content=payload or b"", headers=headers, params=params, check=False)
+    invocation_id = reply.headers.get("x-restate-id")
+    if reply.status_code >= 400:
+        raise click.ClickException(_failure_message(reply, invocation_id))
+    if reply.status_code == 202:  # sent, or a call past the ingress's call wait
+        _print_accepted(config, reply, still_running=not send)
+        return
+    if config.as_json:
+        emit_response(reply)
+        return
+    if reply.content:
+        _print_result(reply)
+    if invocation_id:
+        console(stderr=True).print(f"invocation {invocation_id}", style="dim", markup=False)
+
+
+def _failure_message(reply: httpx.Response, invocation_id: str | None) -> str:
+    message = api_message(reply)
+    if invocation_id is None:  # refused before an invocation existed: unknown handler, bad input, ...
+        return message
+    try:
+        code = reply.json().get("code", reply.status_code)
+    except (ValueError, AttributeError):
+        code = reply.status_code
+    return f"invocation {invocation_id} failed with code {code}: {message}"
+
+
+def _print_result(reply: httpx.Response) -> None:
+    if "json" in reply.headers.get("content-type", ""):
+        try:
+            emit_json(reply.json())
+            return
+        except ValueError:
+            pass
+    click.echo(reply.text)
+
+
+def _print_accepted(config: CliConfig, reply: httpx.Response, *, still_running: bool) -> None:
+    if config.as_json:
+        emit_response(reply)
+        return
+    body = reply.json()
+    invocation_id = body.get("invocationId") or reply.headers.get("x-restate-id")
+    console().print(
+        details(
+            [
+                ("Invocation", invocation_id),
+                ("Status", body.get("status")),
+                ("Starts at", body.get("executionTime")),
+            ]
+        )
+    )
+    note = "still running: the ingress stopped waiting for it. " if still_running else ""
+    console(stderr=True).print(
+        f"{note}Follow it with `torpor invocations describe {invocation_id}`.", style="dim", markup=False
+    )
