@@ -171,6 +171,10 @@ class Admin:
         r.add("GET", "/invocations/{invocation_id}", self.get_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/cancel", self.cancel_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/kill", self.kill_invocation)
+        r.add("PATCH", "/invocations/{invocation_id}/pause", self.pause_invocation)
+        r.add("PATCH", "/invocations/{invocation_id}/resume", self.resume_invocation)
+        r.add("PATCH", "/invocations/{invocation_id}/purge", self.purge_invocation)
+        r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok"}` once the store answers."""
@@ -275,6 +279,28 @@ class Admin:
         404 for an unknown invocation, 409 for a completed one.
         """
         self.engine.cancel(invocation_id)
+        return HttpResponse(202)
+
+    def pause_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Pause: no more attempts until resumed; 202. 404 unknown, 409 completed."""
+        self.engine.pause(invocation_id)
+        return HttpResponse(202)
+
+    def resume_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Resume a paused invocation now; `?deployment=dp_…` (or a JSON body `{"deployment": ...}`)
+        resumes it on another deployment. 202; 404 unknown; 409 not paused."""
+        deployment = request.query("deployment")
+        if deployment is None and request.body.strip():
+            body = request.json()
+            if not isinstance(body, dict):
+                raise BadRequest('the body must be a JSON object like {"deployment": "dp_..."}')
+            deployment = body.get("deployment")
+        self.engine.resume(invocation_id, deployment)
+        return HttpResponse(202)
+
+    def purge_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Delete a completed invocation (record, journal, notifications); 202. 409 if not completed."""
+        self.engine.purge(invocation_id)
         return HttpResponse(202)
 
     def kill_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:

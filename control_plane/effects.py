@@ -21,7 +21,7 @@ from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.held import Held
 from control_plane.journal import Journal, notification_key
-from control_plane.keyed import is_keyed
+from control_plane.keyed import is_exclusive, is_keyed
 from control_plane.ports import InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
@@ -259,6 +259,51 @@ class EffectsMixin(_Base):
         Raises `NotFound`, or `Conflict` if it already completed.
         """
         self._finish_now(self._loaded_or_404(invocation_id).record, {"code": 409, "message": "killed"})
+
+    def pause(self, invocation_id: str) -> None:
+        """Stop running the invocation until it is resumed (its key, if any, stays held).
+
+        An attempt under way is not cut short, but its outcome is discarded (the epoch moves on).
+        Raises `NotFound`, or `Conflict` if it already completed.
+        """
+        self._loaded_or_404(invocation_id)
+        self._force(invocation_id, status="paused", lease_until_ms=0, next_retry_at_ms=0)
+        self.waiters.notify(invocation_id)
+
+    def resume(self, invocation_id: str, deployment_id: str | None = None) -> None:
+        """Run a paused invocation again now, with a fresh retry budget; optionally on another deployment.
+
+        Raises `NotFound` (unknown invocation or deployment), `Conflict` if it is not paused, or
+        `UnsupportedProtocol` if the other deployment speaks no common protocol version.
+        """
+        record = self._loaded_or_404(invocation_id).record
+        if record.status != "paused":
+            raise Conflict(f"invocation {invocation_id} is {record.status}, not paused; only paused ones resume")
+        changes: dict[str, object] = {"status": "ready", "retry_count": 0, "next_retry_at_ms": 0, "lease_until_ms": 0}
+        waits_for_key = is_exclusive(record) and self.store.lock_holder(record.service, record.key) != invocation_id
+        if waits_for_key:  # paused before it held its object key: back in the inbox
+            changes.update(status="pending", inbox_seq=f"{self.clock.now_ms():013d}{invocation_id}")
+        if deployment_id:
+            deployment = self.registry.deployment(deployment_id)
+            changes["deployment_id"] = deployment.deployment_id
+            changes["protocol_version"] = self.registry.protocol_version(deployment)
+        updated = self._force(invocation_id, **changes)
+        if waits_for_key:
+            self.keys.enqueue(updated)
+        else:
+            self.scheduler.wake_now(invocation_id)
+
+    def purge(self, invocation_id: str) -> None:
+        """Delete a completed invocation: its record, journal and notifications.
+
+        Raises `NotFound`, or `Conflict` if it has not completed (cancel or kill it first).
+        """
+        record = self.store.get_invocation(invocation_id)
+        if record is None:
+            raise NotFound(f"invocation {invocation_id} not found")
+        if record.status != "completed":
+            raise Conflict(f"invocation {invocation_id} is {record.status}: only completed ones are purged")
+        self.store.delete_invocation(invocation_id)
 
     def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
         loaded = self.store.load_invocation(invocation_id)

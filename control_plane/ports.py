@@ -203,6 +203,9 @@ class Store(Protocol):
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
         """The invocation, its journal batches (by `start_index`) and stored notifications (one query)."""
 
+    def delete_invocation(self, invocation_id: str) -> None:
+        """Delete the invocation's record, journal and notifications (a purge); idempotent."""
+
     def acquire_lease(
         self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
     ) -> InvocationRecord:

@@ -322,6 +322,21 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         notifications.sort(key=lambda n: (n.created_at_ms, n.key))
         return LoadedInvocation(record, batches, notifications)
 
+    def delete_invocation(self, invocation_id: str) -> None:
+        """Delete the invocation: its record, journal batches and notifications (BatchWriteItem).
+
+        One keys-only query (paged) and one request per 25 deletes; idempotent.
+        """
+        pk = invocation_pk(invocation_id)
+        pages: ResultIterator[dict[str, Any]] = ResultIterator(
+            self._connection.query, (pk,), {"consistent_read": True, "attributes_to_get": ["PK", "SK"]}
+        )
+        sort_keys = [raw["SK"]["S"] for raw in pages]
+        model = self._invocations
+        with model.batch_write() as batch:
+            for sk in sort_keys:
+                batch.delete(model(pk, sk))
+
     def acquire_lease(
         self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
     ) -> InvocationRecord:

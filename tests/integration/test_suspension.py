@@ -399,3 +399,33 @@ def test_a_notification_does_not_start_a_delayed_invocation_early(dev: DevServer
     assert httpx.post(f"{dev.ingress_url}/restate/awakeables/{poke}/resolve", json="early").status_code == 202
     ran = wait_for(lambda: effects(effects_file, sent["invocationId"]), 10, "the delayed invocation to run")
     assert ran[0]["t_ms"] >= sent_at_ms + 1500
+
+
+# --- pause, resume, purge ------------------------------------------------------------------------
+
+
+def test_pause_stops_retries_and_resume_starts_them_again(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Steps/flaky/send", json=1000).json()
+    invocation_id = sent["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["attempts"] >= 2, 10, "two failed attempts")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/pause").status_code == 202
+    paused = describe(dev, invocation_id)
+    assert paused["status"] == "paused"
+    time.sleep(0.6)  # the retry policy would have run it again by now
+    assert describe(dev, invocation_id)["attempts"] == paused["attempts"]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume").status_code == 202
+    wait_for(lambda: describe(dev, invocation_id)["attempts"] > paused["attempts"], 10, "an attempt after resume")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume").status_code == 409  # not paused
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill").status_code == 202
+
+
+def test_purge_deletes_a_completed_invocation_and_refuses_a_running_one(dev: DevServer) -> None:
+    done = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x").headers["x-restate-id"]
+    assert httpx.delete(f"{dev.admin_url}/invocations/{done}").status_code == 202
+    assert httpx.get(f"{dev.admin_url}/invocations/{done}").status_code == 404
+    sleeping = httpx.post(f"{dev.ingress_url}/Waits/sleep/send", json=60_000).json()["invocationId"]
+    refused = httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/purge")
+    assert refused.status_code == 409
+    assert "only completed" in refused.json()["message"]
+    httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/kill")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/purge").status_code == 202
