@@ -110,6 +110,41 @@ def kill(config: CliConfig, invocation_id: str, yes: bool) -> None:
         console().print(f"Killed {invocation_id}: it completed with 409.", markup=False)
 
 
+@invocations.command()
+@click.argument("invocation_id", metavar="ID")
+@json_option
+@pass_config
+def pause(config: CliConfig, invocation_id: str) -> None:
+    """Pause an invocation (ID): no more attempts until `torpor invocations resume ID`."""
+    _patch(config, invocation_id, "pause")
+    if not config.as_json:
+        console().print(f"Paused {invocation_id}.", markup=False)
+
+
+@invocations.command()
+@click.argument("invocation_id", metavar="ID")
+@click.option("--deployment", metavar="DP_ID", help="Resume on this deployment instead of the one it started on.")
+@json_option
+@pass_config
+def resume(config: CliConfig, invocation_id: str, deployment: str | None) -> None:
+    """Resume a paused invocation (ID) now, with a fresh retry budget."""
+    query = f"?deployment={quote(deployment, safe='')}" if deployment else ""
+    _patch(config, invocation_id, "resume" + query)
+    if not config.as_json:
+        console().print(f"Resumed {invocation_id}.", markup=False)
+
+
+@invocations.command()
+@click.argument("invocation_id", metavar="ID")
+@json_option
+@pass_config
+def purge(config: CliConfig, invocation_id: str) -> None:
+    """Delete a completed invocation (ID): its record and journal."""
+    _patch(config, invocation_id, "purge")
+    if not config.as_json:
+        console().print(f"Purged {invocation_id}.", markup=False)
+
+
 def _patch(config: CliConfig, invocation_id: str, action: str) -> None:
     with admin_api(config) as api:
         reply = api.request("PATCH", f"/invocations/{quote(invocation_id, safe='')}/{action}")
@@ -143,6 +178,7 @@ def parse_json_argument(ctx: click.Context, param: click.Parameter, value: str |
 @click.argument("payload", metavar="[JSON]", required=False, callback=parse_json_argument)
 @click.option("--key", "-k", metavar="KEY", help="The virtual object's key, or the workflow's id.")
 @click.option("--send", is_flag=True, help="Do not wait for the result: print the invocation id and status.")
+@click.option("--idempotency-key", metavar="KEY", help="Run once per target and KEY: a repeat gets the first result.")
 @click.option(
     "--delay",
     type=DURATION,
@@ -158,6 +194,7 @@ def invoke(
     payload: bytes | None,
     key: str | None,
     send: bool,
+    idempotency_key: str | None,
     delay: int | None,
 ) -> None:
     """Invoke HANDLER of SERVICE through the ingress with an optional JSON input, and print its result.
@@ -172,7 +209,9 @@ def invoke(
     path = "/restate/{}/{}/{}".format(
         "send" if send else "call", "/".join(quote(s, safe="") for s in segments), quote(handler, safe="")
     )
-    headers = {"content-type": "application/json"} if payload is not None else None
+    headers = {"content-type": "application/json"} if payload is not None else {}
+    if idempotency_key is not None:
+        headers["idempotency-key"] = idempotency_key
     params = {"delay": f"{delay}ms"} if delay is not None else None
     with ingress_api(config) as api:
         reply = api.request("POST", path, content=payload or b"", headers=headers, params=params, check=False)
