@@ -21,6 +21,7 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
+from tests.helpers.dev import describe
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import serve_examples
 
@@ -55,13 +56,6 @@ def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
         yield server
     finally:
         server.stop()
-
-
-def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
-    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
-    assert reply.status_code == 200, reply.text
-    body: dict[str, Any] = reply.json()
-    return body
 
 
 def effects_of(effects_file: Path, invocation_id: str) -> list[str]:

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import boto3
@@ -22,6 +21,7 @@ import pytest
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
+from tests.helpers.dev import describe, wait_for
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
 from tests.helpers.services import serve_examples
 
@@ -50,23 +50,6 @@ def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
         yield server
     finally:
         server.stop()
-
-
-def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
-    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
-    assert reply.status_code == 200, reply.text
-    body: dict[str, Any] = reply.json()
-    return body
-
-
-def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
 
 
 def unique(prefix: str) -> str:

@@ -7,7 +7,7 @@ suspension and wake-up the deployment gets no request.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
+from tests.helpers.dev import describe, wait_for
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import serve_examples
 
@@ -48,23 +49,6 @@ def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
         yield server
     finally:
         server.stop()
-
-
-def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
-    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
-    assert reply.status_code == 200, reply.text
-    body: dict[str, Any] = reply.json()
-    return body
-
-
-def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
 
 
 def effects(effects_file: Path, invocation_id: str) -> list[dict[str, Any]]:

@@ -5,11 +5,9 @@ On dynalite, over HTTP, with the real restate-sdk example services.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -21,30 +19,10 @@ from control_plane.protocol import MessageType, decode_frames
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
 from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
+from tests.helpers.race import race
 from tests.helpers.services import serve_examples
 
-T = TypeVar("T")
 THREADS = 8
-
-
-def race(n: int, action: Callable[[int], T]) -> list[T | BaseException]:
-    """Run `action(i)` in `n` threads released at the same instant; results or exceptions, in order."""
-    barrier = threading.Barrier(n)
-    results: list[T | BaseException] = [RuntimeError("did not run")] * n
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            results[i] = action(i)
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertions
-            results[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
 
 
 @pytest.fixture

@@ -6,39 +6,15 @@ win, so these races are not run there. Each test repeats its race on fresh keys 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import TypeVar
-
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from control_plane.ports import PromiseRecord
 from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
+from tests.helpers.race import race
 
-T = TypeVar("T")
 THREADS = 8
 ROUNDS = 5
-
-
-def race(n: int, action: Callable[[int], T]) -> list[T | BaseException]:
-    """Run `action(i)` in `n` threads released at the same instant; results or exceptions, in order."""
-    barrier = threading.Barrier(n)
-    results: list[T | BaseException] = [RuntimeError("did not run")] * n
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            results[i] = action(i)
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertions
-            results[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
 
 
 @pytest.fixture

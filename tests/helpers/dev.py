@@ -1,0 +1,30 @@
+"""Small helpers for tests that drive a `DevServer`: read an invocation, wait for a condition."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from adapters.local.dev import DevServer
+
+
+def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
+    """`GET /invocations/{id}` on the admin API (asserts 200): status, attempts, journal, ..."""
+    reply = httpx.get(f"{dev.admin_url}/invocations/{invocation_id}", timeout=10)
+    assert reply.status_code == 200, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
+    """Poll `condition` every 10 ms until it returns something truthy (returned); AssertionError after the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
