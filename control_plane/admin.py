@@ -216,7 +216,9 @@ class Admin:
         """One deployment with its services. 404 if unknown."""
         deployment = self.store.get_deployment(deployment_id)
         if deployment is None:
-            raise NotFound(f"deployment {deployment_id} not found; list them with GET /deployments on the admin API")
+            raise NotFound(
+                f"deployment {deployment_id} not found; list them with torpor deployments list (GET /deployments)"
+            )
         services = [s for s in self.store.list_services() if s.deployment_id == deployment_id]
         return HttpResponse.json(deployment_json(deployment, services))
 

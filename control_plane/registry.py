@@ -56,6 +56,11 @@ class Target:
     output_content_type: str
 
 
+def deployment_not_found(deployment_id: str) -> NotFound:
+    """The 404 for an unknown deployment id, naming how to list them."""
+    return NotFound(f"deployment {deployment_id} not found; list them with torpor deployments list (GET /deployments)")
+
+
 def _option(handler: Mapping[str, Any], service: Mapping[str, Any], name: str) -> Any:
     value = handler.get(name)
     return service.get(name) if value is None else value
@@ -185,7 +190,9 @@ class Registry:
         """
         deployment = self.store.get_deployment(deployment_id)
         if deployment is None:
-            raise NotFound(f"deployment {deployment_id} not found; list them with GET /deployments on the admin API")
+            raise NotFound(
+                f"deployment {deployment_id} not found; list them with torpor deployments list (GET /deployments)"
+            )
         if not force:
             pinned = [
                 r.invocation_id
@@ -214,7 +221,9 @@ class Registry:
             return cached[1]
         record = self.store.get_deployment(deployment_id)
         if record is None:
-            raise NotFound(f"deployment {deployment_id} not found; list them with GET /deployments on the admin API")
+            raise NotFound(
+                f"deployment {deployment_id} not found; list them with torpor deployments list (GET /deployments)"
+            )
         with self._lock:
             self._deployments[deployment_id] = (now, record)
         return record

@@ -27,7 +27,7 @@ from adapters.cli.render import details, invocation_details, invocations_table, 
 
 @click.group()
 def invocations() -> None:
-    """List, describe, cancel and kill invocations."""
+    """List, describe, cancel, kill, pause, resume and purge invocations."""
 
 
 @invocations.command("list")
