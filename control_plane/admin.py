@@ -69,6 +69,8 @@ def describe_entry(index: int, entry: Frame) -> dict[str, Any]:
         out["failure"] = {"code": failure.code, "message": failure.message}
     if entry.type == MessageType.Sleep:
         out["wake_up_time"] = rfc3339(fields.get("wake_up_time", 0))
+    if isinstance(fields.get("invocation_id"), str):
+        out["invocation_id"] = fields["invocation_id"]
     if "service_name" in fields:
         out["target"] = f"{fields['service_name']}/{fields.get('handler_name', '')}"
     return out

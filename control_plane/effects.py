@@ -13,6 +13,7 @@ beyond the journal, and what other invocations and the APIs deliver to it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -237,10 +238,14 @@ class EffectsMixin(_Base):
     def cancel(self, invocation_id: str) -> None:
         """Send the cancel signal: the handler gets a terminal error (409) at its next await.
 
-        An invocation that has not started is completed as cancelled at once; a paused one is made
-        runnable so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
+        The callees of its calls still open are cancelled first. An invocation that has not started
+        is completed as cancelled at once; a paused one is made runnable so the signal reaches it.
+        Raises `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
+        for callee in self._open_callees(loaded):  # the leaves first, as Restate does
+            with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                self.cancel(callee)
         record = loaded.record
         if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
             try:  # only if no worker started it since we read it (the epoch would have moved)
@@ -256,9 +261,26 @@ class EffectsMixin(_Base):
     def kill(self, invocation_id: str) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
-        Raises `NotFound`, or `Conflict` if it already completed.
+        The callees of its calls still open are killed too. Raises `NotFound`, or `Conflict` if it
+        already completed.
         """
-        self._finish_now(self._loaded_or_404(invocation_id).record, {"code": 409, "message": "killed"})
+        loaded = self._loaded_or_404(invocation_id)
+        for callee in self._open_callees(loaded):
+            with contextlib.suppress(NotFound, Conflict):
+                self.kill(callee)
+        self._finish_now(loaded.record, {"code": 409, "message": "killed"})
+
+    def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
+        """Invocation ids of the callees whose results the invocation still awaits."""
+        journal = Journal.load(loaded.record.input_entry, loaded.batches)
+        held = Held(loaded.record, journal, [])
+        out = []
+        for _, index in journal.open_calls():
+            try:
+                out.append(self._callee_id(held, index))
+            except NotFound:
+                continue  # its service is gone: nothing to cancel
+        return out
 
     def pause(self, invocation_id: str) -> None:
         """Stop running the invocation until it is resumed (its key, if any, stays held).

@@ -11,6 +11,7 @@ from restate import TerminalError
 from examples.greeter import greet
 from examples.objects import add
 from examples.steps import fail_terminal
+from examples.waits import booking
 
 calls = restate.Service("Calls")
 
@@ -40,3 +41,9 @@ async def call_failing(ctx: restate.Context, message: str) -> str:
     except TerminalError as error:
         return f"callee failed with {error.status_code}: {error.message}"
     return "callee did not fail"
+
+
+@calls.handler()
+async def book_via(ctx: restate.Context, ms: int) -> str:
+    """Call Waits/booking (which sleeps `ms`); cancelling this invocation cancels the booking first."""
+    return await ctx.service_call(booking, ms)

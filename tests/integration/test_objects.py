@@ -293,3 +293,24 @@ def test_a_callees_terminal_failure_reaches_the_caller(dev: DevServer) -> None:
     reply = httpx.post(f"{dev.ingress_url}/Calls/call_failing", json="no stock", timeout=30)
     assert reply.status_code == 200, reply.text
     assert reply.json() == "callee failed with 422: no stock"
+
+
+def test_cancel_propagates_to_the_open_callee_first_and_kill_kills_it_too(dev: DevServer, effects_file: Path) -> None:
+    for action in ("cancel", "kill"):
+        caller = httpx.post(f"{dev.ingress_url}/Calls/book_via/send", json=60_000).json()["invocationId"]
+
+        def callee_id(caller: str = caller) -> str | None:
+            journal = describe(dev, caller)["journal"]
+            ids = [e.get("invocation_id") for e in journal if e["type"] == "CallInvocationIdCompletion"]
+            return ids[0] if ids else None
+
+        wait_for(lambda c=caller: describe(dev, c)["status"] == "suspended", 10, "the caller to wait")
+        callee = wait_for(callee_id, 10, "the callee's id")
+        wait_for(lambda c=callee: describe(dev, c)["status"] == "suspended", 10, "the callee's sleep")
+        assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/{action}").status_code == 202
+        done = httpx.get(f"{dev.ingress_url}/restate/invocation/{callee}/attach", timeout=30)
+        assert done.status_code == 409
+        steps = [e["step"] for e in read_side_effects(effects_file) if e["invocation_id"] == callee]
+        assert steps == (["reserve", "release"] if action == "cancel" else ["reserve"])
+        outcome = httpx.get(f"{dev.ingress_url}/restate/invocation/{caller}/attach", timeout=30)
+        assert outcome.status_code == 409

@@ -34,7 +34,7 @@ EXPECTED_HANDLERS = {
     "Counter": {"add", "get", "add_then_fail", "add_after_sleep", "reset", "describe"},
     "LazyCounter": {"lazy_add", "read_many", "put"},
     "Signup": {"run", "confirm", "status", "peek"},
-    "Calls": {"greet_twice", "count_to", "call_failing"},
+    "Calls": {"greet_twice", "count_to", "call_failing", "book_via"},
 }
 
 
