@@ -151,6 +151,16 @@ def invocation_json(record: InvocationRecord, journal: Journal | None = None) ->
     return out
 
 
+def _parse_page_token(token: str | None) -> tuple[int, str] | None:
+    """`(modified_at_ms, invocation_id)` from a `next_page_token`; `BadRequest` if malformed."""
+    if token is None:
+        return None
+    ms, _, invocation_id = token.partition(".")
+    if not ms.isdigit() or not invocation_id.startswith("inv_"):
+        raise BadRequest("malformed page_token: pass the next_page_token of the previous answer unchanged")
+    return int(ms), invocation_id
+
+
 class Admin:
     """Admin routes over the registry and the store."""
 
@@ -258,16 +268,34 @@ class Admin:
             raise BadRequest(f"'{name}' is a service: only virtual objects and workflows have state")
 
     def list_invocations(self, request: HttpRequest) -> HttpResponse:
-        """`{"invocations": [...]}`, newest first; `?status=` and `?service=` filter, `?limit=` (<= 1000)."""
+        """`{"invocations": [...], "next_page_token"?}`, newest first.
+
+        Filters: `?status=`, `?service=`, `?handler=`, `?key=`; `?limit=` (1..1000, default 100) and
+        `?page_token=` (from the previous answer) page through the rest.
+        """
         status = request.query("status")
         if status is not None and status not in INVOCATION_STATUSES:
             raise BadRequest(f"unknown status {status!r}; one of: {', '.join(INVOCATION_STATUSES)}")
         try:
-            limit = min(int(request.query("limit") or 100), 1000)
+            limit = int(request.query("limit") or 100)
         except ValueError as exc:
-            raise BadRequest("limit must be an integer") from exc
-        records = self.store.list_invocations([status] if status else None, request.query("service"), limit)
-        return HttpResponse.json({"invocations": [invocation_json(r) for r in records]})
+            raise BadRequest("limit must be an integer from 1 to 1000") from exc
+        if not 1 <= limit <= 1000:
+            raise BadRequest("limit must be an integer from 1 to 1000")
+        before = _parse_page_token(request.query("page_token"))
+        records = self.store.list_invocations(
+            [status] if status else None,
+            request.query("service"),
+            limit + 1,
+            handler=request.query("handler"),
+            key=request.query("key"),
+            before=before,
+        )
+        body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
+        if len(records) > limit:
+            last = records[limit - 1]
+            body["next_page_token"] = f"{last.modified_at_ms}.{last.invocation_id}"
+        return HttpResponse.json(body)
 
     def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """One invocation with its journal decoded entry by entry. 404 if unknown."""

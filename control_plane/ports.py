@@ -302,9 +302,17 @@ class Store(Protocol):
         """
 
     def list_invocations(
-        self, statuses: Iterable[str] | None = None, service: str | None = None, limit: int = 100
+        self,
+        statuses: Iterable[str] | None = None,
+        service: str | None = None,
+        limit: int = 100,
+        *,
+        handler: str | None = None,
+        key: str | None = None,
+        before: tuple[int, str] | None = None,
     ) -> list[InvocationRecord]:
-        """Invocations, newest first, optionally filtered by status and service."""
+        """Invocations, newest first, filtered by status, service, handler and key; a page of at most
+        `limit`, older than `before` = `(modified_at_ms, invocation_id)` of the previous page's last."""
 
 
 @dataclass(frozen=True, slots=True)

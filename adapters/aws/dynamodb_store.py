@@ -583,20 +583,31 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             item.save(condition=item_absent(model))
 
     def list_invocations(
-        self, statuses: Iterable[str] | None = None, service: str | None = None, limit: int = 100
+        self,
+        statuses: Iterable[str] | None = None,
+        service: str | None = None,
+        limit: int = 100,
+        *,
+        handler: str | None = None,
+        key: str | None = None,
+        before: tuple[int, str] | None = None,
     ) -> list[InvocationRecord]:
-        """Invocations, newest `modified_at_ms` first, optionally of some statuses and one service.
+        """Invocations, newest `modified_at_ms` first, optionally filtered; a page of them.
 
         With `statuses`, one query of the `by_status` index per status, newest first, filtered by
-        `service`, each stopping at `limit` matches. Without, a Scan of the whole table filtered to
-        `SK = META` (and `service`), sorted here: it reads every item, journals included — fine for a
-        small table and the admin API for now; a GSI by service would replace it. Both read
-        eventually consistent data.
+        `service`, `handler` and `key`, each stopping at `limit` matches. Without, a Scan of the
+        whole table filtered to `SK = META` (and the filters), sorted here: it reads every item,
+        journals included — fine for a small table and the admin API for now; a GSI by service
+        would replace it. Both read eventually consistent data.
 
         Args:
             statuses: Statuses to include, or None for all.
             service: Only invocations of this service, or None for all.
             limit: At most this many records; 0 or less returns [].
+            handler: Only invocations of this handler.
+            key: Only invocations of this object key or workflow id.
+            before: `(modified_at_ms, invocation_id)` of the last record of the previous page: only
+                older ones.
 
         Returns:
             At most `limit` records, ordered by `modified_at_ms` then invocation id, newest first.
@@ -604,16 +615,34 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         if limit <= 0:
             return []
         model = self._invocations
-        of_service = None if service is None else model.service == service
+        conditions = [
+            condition
+            for value, condition in (
+                (service, model.service == service),
+                (handler, model.handler == handler),
+                (key, model.key == key),
+            )
+            if value is not None
+        ]
+        wanted = None
+        for condition in conditions:
+            wanted = condition if wanted is None else wanted & condition
         found: list[InvocationItem] = []
         if statuses is None:
             is_meta = model.sk == META_SK
-            found.extend(model.scan(filter_condition=is_meta if of_service is None else is_meta & of_service))
+            found.extend(model.scan(filter_condition=is_meta if wanted is None else is_meta & wanted))
+            if before is not None:
+                found = [item for item in found if (item.modified_at_ms, item.invocation_id) < before]
         else:
+            older = None if before is None else model.status_sk < status_sk(*before)
             for status in dict.fromkeys(statuses):
                 found.extend(
                     model.by_status.query(
-                        status_pk(status), filter_condition=of_service, scan_index_forward=False, limit=limit
+                        status_pk(status),
+                        range_key_condition=older,
+                        filter_condition=wanted,
+                        scan_index_forward=False,
+                        limit=limit,
                     )
                 )
         found.sort(key=lambda item: (item.modified_at_ms, item.invocation_id), reverse=True)

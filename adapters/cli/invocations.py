@@ -37,14 +37,33 @@ def invocations() -> None:
     help="Only this status: pending, scheduled, ready, running, backing-off, suspended, paused or completed.",
 )
 @click.option("--service", metavar="NAME", help="Only invocations of this service.")
+@click.option("--handler", metavar="NAME", help="Only invocations of this handler.")
+@click.option("--key", metavar="KEY", help="Only invocations of this object key or workflow id.")
 @click.option(
     "--limit", type=click.IntRange(1, 1000), default=None, help="At most this many, newest first [admin API: 100]."
 )
+@click.option("--page-token", metavar="TOKEN", help="The next page: the token the previous page printed.")
 @json_option
 @pass_config
-def list_invocations(config: CliConfig, status: str | None, service: str | None, limit: int | None) -> None:
+def list_invocations(
+    config: CliConfig,
+    status: str | None,
+    service: str | None,
+    handler: str | None,
+    key: str | None,
+    limit: int | None,
+    page_token: str | None,
+) -> None:
     """List invocations, newest first."""
-    params = {name: str(value) for name, value in (("status", status), ("service", service), ("limit", limit)) if value}
+    filters = (
+        ("status", status),
+        ("service", service),
+        ("handler", handler),
+        ("key", key),
+        ("limit", limit),
+        ("page_token", page_token),
+    )
+    params = {name: str(value) for name, value in filters if value}
     with admin_api(config) as api:
         body = api.request("GET", "/invocations", params=params).json()
     if config.as_json:
@@ -55,6 +74,8 @@ def list_invocations(config: CliConfig, status: str | None, service: str | None,
         console().print("No invocations" + (" match those filters." if params else "."))
         return
     console().print(invocations_table(found))
+    if body.get("next_page_token"):
+        console().print(f"More: --page-token {body['next_page_token']}", markup=False)
 
 
 @invocations.command()

@@ -314,3 +314,21 @@ def test_cancel_propagates_to_the_open_callee_first_and_kill_kills_it_too(dev: D
         assert steps == (["reserve", "release"] if action == "cancel" else ["reserve"])
         outcome = httpx.get(f"{dev.ingress_url}/restate/invocation/{caller}/attach", timeout=30)
         assert outcome.status_code == 409
+
+
+def test_invocations_are_listed_by_service_handler_and_key_and_paged(dev: DevServer) -> None:
+    key = unique("listed")
+    ids = [
+        httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=1, timeout=30).headers["x-restate-id"] for _ in range(3)
+    ]
+    httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=30)
+    query = {"service": "Counter", "handler": "add", "key": key, "limit": "2"}
+    first = httpx.get(f"{dev.admin_url}/invocations", params=query).json()
+    assert [i["id"] for i in first["invocations"]] == ids[::-1][:2]
+    second = httpx.get(f"{dev.admin_url}/invocations", params={**query, "page_token": first["next_page_token"]}).json()
+    assert [i["id"] for i in second["invocations"]] == ids[:1]
+    assert "next_page_token" not in second
+    with_status = httpx.get(f"{dev.admin_url}/invocations", params={**query, "status": "completed", "limit": "10"})
+    assert [i["id"] for i in with_status.json()["invocations"]] == ids[::-1]
+    assert httpx.get(f"{dev.admin_url}/invocations", params={"page_token": "garbage"}).status_code == 400
+    assert httpx.get(f"{dev.admin_url}/invocations", params={"limit": "0"}).status_code == 400
