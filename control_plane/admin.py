@@ -11,6 +11,7 @@ import base64
 import json
 from typing import Any
 
+from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
 from control_plane.invocation import Engine
@@ -151,6 +152,85 @@ def invocation_json(record: InvocationRecord, journal: Journal | None = None) ->
     return out
 
 
+_DURATION_OPTIONS = {
+    "inactivity_timeout": "inactivityTimeout",
+    "abort_timeout": "abortTimeout",
+    "journal_retention": "journalRetention",
+    "idempotency_retention": "idempotencyRetention",
+    "workflow_completion_retention": "workflowCompletionRetention",
+}
+_RETRY_OPTIONS = {
+    "initial_interval": "retryPolicyInitialInterval",
+    "max_interval": "retryPolicyMaxInterval",
+}
+
+
+_ALL_RETRY_OPTIONS = (
+    *_RETRY_OPTIONS.values(),
+    "retryPolicyMaxAttempts",
+    "retryPolicyExponentiationFactor",
+    "retryPolicyOnMaxAttempts",
+)
+
+
+def _duration(field_name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_duration_ms(value)
+        except ValueError as exc:
+            raise BadRequest(f"{field_name}: {exc}") from exc
+    raise BadRequest(f'{field_name}: expected a duration such as "30s" or a number of ms, got {value!r}')
+
+
+def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
+    """Translate a `PATCH /services/{name}` body into manifest-named overrides (ms). Raises `BadRequest`."""
+    out: dict[str, Any] = {}
+    for field_name, value in body.items():
+        if field_name in _DURATION_OPTIONS:
+            out[_DURATION_OPTIONS[field_name]] = _duration(field_name, value)
+        elif field_name in ("public", "ingress_private"):
+            if value is not None and not isinstance(value, bool):
+                raise BadRequest(f"{field_name}: expected true or false")
+            private = None if value is None else (not value if field_name == "public" else value)
+            out["ingressPrivate"] = private
+        elif field_name == "retry_policy":
+            out.update(_retry_overrides(value))
+        else:
+            known = ", ".join([*_DURATION_OPTIONS, "public", "retry_policy"])
+            raise BadRequest(f"unknown service option {field_name!r}; known: {known}")
+    return out
+
+
+def _retry_overrides(value: object) -> dict[str, Any]:
+    if value is None:
+        return dict.fromkeys(_ALL_RETRY_OPTIONS)
+    if not isinstance(value, dict):
+        raise BadRequest("retry_policy: expected an object")
+    out: dict[str, Any] = {}
+    for name, item in value.items():
+        if name in _RETRY_OPTIONS:
+            out[_RETRY_OPTIONS[name]] = _duration(f"retry_policy.{name}", item)
+        elif name == "max_attempts":
+            if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
+                raise BadRequest("retry_policy.max_attempts: expected an integer of at least 1")
+            out["retryPolicyMaxAttempts"] = item
+        elif name == "exponentiation_factor":
+            if item is not None and (isinstance(item, bool) or not isinstance(item, int | float) or item < 1):
+                raise BadRequest("retry_policy.exponentiation_factor: expected a number of at least 1")
+            out["retryPolicyExponentiationFactor"] = item
+        elif name == "on_max_attempts":
+            if item is not None and str(item).lower() not in ("pause", "kill"):
+                raise BadRequest("retry_policy.on_max_attempts: expected pause or kill")
+            out["retryPolicyOnMaxAttempts"] = None if item is None else str(item).upper()
+        else:
+            raise BadRequest(f"unknown retry_policy option {name!r}")
+    return out
+
+
 def _parse_page_token(token: str | None) -> tuple[int, str] | None:
     """`(modified_at_ms, invocation_id)` from a `next_page_token`; `BadRequest` if malformed."""
     if token is None:
@@ -177,6 +257,7 @@ class Admin:
         r.add("DELETE", "/deployments/{deployment_id}", self.delete_deployment)
         r.add("GET", "/services", self.list_services)
         r.add("GET", "/services/{name}", self.get_service)
+        r.add("PATCH", "/services/{name}", self.configure_service)
         r.add("GET", "/services/{name}/state/{key}", self.get_state)
         r.add("DELETE", "/services/{name}/state/{key}", self.clear_state)
         r.add("GET", "/invocations", self.list_invocations)
@@ -244,8 +325,25 @@ class Admin:
         return HttpResponse.json({"services": [service_json(s) for s in self.store.list_services()]})
 
     def get_service(self, request: HttpRequest, name: str) -> HttpResponse:
-        """One service; 404 naming it if unknown."""
-        return HttpResponse.json(service_json(self.registry.service(name)))
+        """One service with its effective configuration and where each value comes from; 404 if unknown."""
+        body = service_json(self.registry.service(name))
+        body["config"] = self.registry.effective_config(name)
+        return HttpResponse.json(body)
+
+    def configure_service(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Override a service's options until it is registered again (Restate's admin/CLI level).
+
+        Body (all optional, null removes an override): `inactivity_timeout`, `abort_timeout`,
+        `journal_retention`, `idempotency_retention`, `workflow_completion_retention` (durations:
+        `"30s"`, `"PT1H"` or ms), `public` (bool), `retry_policy` {`initial_interval`,
+        `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`: pause|kill}.
+        Answers like `GET /services/{name}`; 400 naming a bad field.
+        """
+        body = request.json()
+        if not isinstance(body, dict):
+            raise BadRequest('the body must be a JSON object like {"inactivity_timeout": "2m"}')
+        self.registry.configure(name, service_overrides(body))
+        return self.get_service(request, name)
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
         """`{"key": key, "state": {name: value}}` of a virtual object or workflow (values decoded for display)."""

@@ -226,6 +226,8 @@ class Ingress:
 
     def _target(self, request: HttpRequest, service: str, handler: str, key: str) -> Target:
         target = self.engine.registry.resolve(service, handler)
+        if target.options.ingress_private:
+            raise TorporError(f"service '{service}' is private: only other services may call it", status=403)
         if target.service_type == "SERVICE" and key:
             raise BadRequest(f"'{service}' is a service, not a virtual object or workflow: call /{service}/{handler}")
         if target.service_type != "SERVICE" and not key:

@@ -73,6 +73,7 @@ class ServiceRecord:
     ty: str  # SERVICE | VIRTUAL_OBJECT | WORKFLOW
     manifest: Mapping[str, object]
     revision: int = 1
+    overrides: Mapping[str, object] = field(default_factory=dict)  # admin/CLI options (manifest names, ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from control_plane import ids
@@ -39,6 +39,7 @@ class HandlerOptions:
     journal_retention_ms: int | None
     enable_lazy_state: bool = False
     workflow_retention_ms: int | None = None
+    ingress_private: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +264,7 @@ class Registry:
             service_type=record.ty,
             handler_type=spec.get("ty"),
             deployment_id=record.deployment_id,
-            options=self._options(record.manifest, spec),
+            options=self._options(record.manifest, spec, record.overrides),
             input_content_type=input_ct,
             input_required=bool(input_spec.get("required", False)),
             output_content_type=output_spec.get("contentType") or "application/json",
@@ -280,7 +281,11 @@ class Registry:
             return self._options({}, {})
         spec = next((s for s in manifest.get("services", []) if s.get("name") == service), {})
         handler_spec = next((h for h in spec.get("handlers", []) if h.get("name") == handler), {})
-        return self._options(spec, handler_spec)
+        try:
+            overrides = self.service(service).overrides
+        except NotFound:
+            overrides = {}
+        return self._options(spec, handler_spec, overrides)
 
     def protocol_version(self, deployment: DeploymentRecord) -> int:
         """The service protocol version to speak with `deployment`: min(its max, ours), at least 5."""
@@ -289,13 +294,16 @@ class Registry:
             min(deployment.max_protocol_version, self.settings.max_protocol_version),
         )
 
-    def _options(self, service: Mapping[str, Any], handler: Mapping[str, Any]) -> HandlerOptions:
+    def _options(
+        self, service: Mapping[str, Any], handler: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+    ) -> HandlerOptions:
+        """Options by precedence: handler (code) > service (code) > admin overrides > Torpor settings."""
         s = self.settings
         default = s.retry_policy
+        layers = (handler, service, overrides or {})
 
         def opt(name: str, fallback: Any) -> Any:
-            value = _option(handler, service, name)
-            return fallback if value is None else value
+            return next((layer[name] for layer in layers if layer.get(name) is not None), fallback)
 
         on_max = str(opt("retryPolicyOnMaxAttempts", default.on_max_attempts)).lower()
         policy = RetryPolicy(
@@ -305,17 +313,65 @@ class Registry:
             max_attempts=int(opt("retryPolicyMaxAttempts", default.max_attempts)),
             on_max_attempts="kill" if on_max == "kill" else "pause",
         )
-        retention = _option(handler, service, "journalRetention")
+        retention = opt("journalRetention", None)
+        workflow_retention = opt("workflowCompletionRetention", None)
         return HandlerOptions(
             inactivity_timeout_ms=int(opt("inactivityTimeout", s.inactivity_timeout_ms)),
             abort_timeout_ms=int(opt("abortTimeout", s.inactivity_timeout_ms)),
             retry_policy=policy,
             journal_retention_ms=None if retention is None else int(retention),
             enable_lazy_state=bool(opt("enableLazyState", False)),
-            workflow_retention_ms=(
-                None if (wf := _option(handler, service, "workflowCompletionRetention")) is None else int(wf)
-            ),
+            workflow_retention_ms=None if workflow_retention is None else int(workflow_retention),
+            ingress_private=bool(opt("ingressPrivate", False)),
         )
+
+    def configure(self, name: str, changes: Mapping[str, Any]) -> ServiceRecord:
+        """Apply admin/CLI overrides to service `name` (manifest option names, durations in ms).
+
+        A None value removes an override. Overrides rank below what the service's code declares and
+        last until the service is registered again (Restate's configuration levels). Raises
+        `NotFound` for an unknown service.
+        """
+        current = self.service(name)
+        merged = {k: v for k, v in {**current.overrides, **changes}.items() if v is not None}
+        updated = replace(current, overrides=merged)
+        self.store.put_service(updated)
+        self._forget()
+        return updated
+
+    def effective_config(self, name: str) -> dict[str, dict[str, Any]]:
+        """`{option: {"value", "source"}}` of service `name` at service level, and where each comes from.
+
+        Sources: `service (code)`, `admin override`, then Torpor's `torpor.toml`, `environment` or
+        `built-in`. Options a handler's code sets itself are listed as `handler <name> (code)`.
+        """
+        record = self.service(name)
+        settings_source = dict(self.settings.sources)
+        fallback = {
+            "inactivityTimeout": (self.settings.inactivity_timeout_ms, "inactivity_timeout_ms"),
+            "abortTimeout": (self.settings.inactivity_timeout_ms, "inactivity_timeout_ms"),
+            "journalRetention": (self.settings.completed_retention_ms, "completed_retention_ms"),
+            "idempotencyRetention": (self.settings.completed_retention_ms, "completed_retention_ms"),
+            "workflowCompletionRetention": (self.settings.workflow_retention_ms, "workflow_retention_ms"),
+            "ingressPrivate": (False, ""),
+            "retryPolicyInitialInterval": (self.settings.retry_policy.initial_interval_ms, ""),
+            "retryPolicyMaxInterval": (self.settings.retry_policy.max_interval_ms, ""),
+            "retryPolicyMaxAttempts": (self.settings.retry_policy.max_attempts, ""),
+            "retryPolicyExponentiationFactor": (self.settings.retry_policy.exponentiation_factor, ""),
+            "retryPolicyOnMaxAttempts": (self.settings.retry_policy.on_max_attempts.upper(), ""),
+        }
+        out: dict[str, dict[str, Any]] = {}
+        for option, (value, setting) in fallback.items():
+            if record.manifest.get(option) is not None:
+                out[option] = {"value": record.manifest[option], "source": "service (code)"}
+            elif record.overrides.get(option) is not None:
+                out[option] = {"value": record.overrides[option], "source": "admin override"}
+            else:
+                out[option] = {"value": value, "source": settings_source.get(setting, "built-in")}
+            for handler in record.manifest.get("handlers", []):
+                if handler.get(option) is not None:
+                    out[option].setdefault("handlers", {})[handler["name"]] = handler[option]
+        return out
 
     def _forget(self) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ duration is in ms unless its name says otherwise.
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
@@ -40,6 +41,7 @@ class Settings:
     max_protocol_version: int = 7
     eager_state_max_bytes: int = 64 * 1024
     workflow_retention_ms: int = 24 * 3600 * 1000
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
     @property
     def lease_ms(self) -> int:
@@ -51,6 +53,33 @@ class Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, config_file: str | None = None) -> Settings:
+        """Torpor's defaults by precedence: `torpor.toml` > `TORPOR_*` environment > built-in.
+
+        The file is `config_file`, else `$TORPOR_CONFIG`, else `./torpor.toml` if it exists; its
+        `[torpor]` table takes the same names as the attributes (`inactivity_timeout_ms = 60000`).
+        Raises `BadRequest` naming the file or variable when a value is not an integer.
+        """
+        env = os.environ if environ is None else environ
+        settings = cls.from_env(env)
+        path = config_file or env.get("TORPOR_CONFIG") or ("torpor.toml" if os.path.exists("torpor.toml") else None)
+        if path is None:
+            return settings
+        try:
+            with open(path, "rb") as f:
+                table = tomllib.load(f).get("torpor", {})
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise BadRequest(f"cannot read {path}: {exc}") from exc
+        names = {f.name for f in fields(cls)} - {"retry_policy", "sources"}
+        changes: dict[str, object] = {}
+        for name, value in table.items():
+            if name not in names or isinstance(value, bool) or not isinstance(value, int):
+                raise BadRequest(f"{path}: [torpor] {name} = {value!r} is not a known integer setting")
+            changes[name] = value
+        sources = {**settings.sources, **dict.fromkeys(changes, "torpor.toml")}
+        return replace(settings, **changes, sources=sources)  # type: ignore[arg-type]
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read `TORPOR_<FIELD>` variables (e.g. `TORPOR_CALL_WAIT_MS=29000`).
 
@@ -59,7 +88,7 @@ class Settings:
         env = os.environ if environ is None else environ
         changes: dict[str, object] = {}
         for f in fields(cls):
-            if f.name == "retry_policy":
+            if f.name in ("retry_policy", "sources"):
                 continue
             name = f"TORPOR_{f.name.upper()}"
             if name in env:
@@ -67,4 +96,4 @@ class Settings:
                     changes[f.name] = int(env[name])
                 except ValueError as exc:
                     raise BadRequest(f"environment variable {name} has value {env[name]!r}: not an integer") from exc
-        return cls(**changes)  # type: ignore[arg-type]
+        return cls(**changes, sources=dict.fromkeys(changes, "environment"))  # type: ignore[arg-type]

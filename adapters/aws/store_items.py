@@ -283,6 +283,7 @@ class ServiceItem(Item):
     ty = UnicodeAttribute()
     manifest = JSONAttribute()
     revision = IntAttribute(null=True)
+    overrides = JSONAttribute(null=True)  # admin/CLI configuration, until the next deployment
 
 
 class KeyedItem(Item):
@@ -420,6 +421,7 @@ def service_record(item: ServiceItem) -> ServiceRecord:
         ty=item.ty,
         manifest=item.manifest,
         revision=1 if item.revision is None else item.revision,
+        overrides=item.overrides or {},
     )
 
 

@@ -89,6 +89,7 @@ class RegistryStore:
             ty=service.ty,
             manifest=dict(service.manifest),
             revision=service.revision,
+            overrides=dict(service.overrides) or None,
         )
         too_large = f"service {service.name}: its manifest entry does not fit in one DynamoDB item (400 KB)"
         with translated_write(too_large=too_large):

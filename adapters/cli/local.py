@@ -126,7 +126,7 @@ def dev(
             f"{dynamodb_endpoint!r} is not a URL: write e.g. http://127.0.0.1:5000", param_hint="--dynamodb-endpoint"
         )
     try:
-        settings = Settings.from_env()
+        settings = Settings.load()
     except TorporError as exc:
         raise click.ClickException(exc.message) from exc
     overrides = {

@@ -96,7 +96,7 @@ class DevServer:
         moto_port: Port of the embedded moto server; 0 picks a free port.
         table: DynamoDB table name (created if missing).
         region: AWS region the store signs requests for.
-        settings: Runtime settings; None reads them with `Settings.from_env()`.
+        settings: Runtime settings; None reads them with `Settings.load()`.
         workers: Size of the scheduler's worker pool (concurrent `advance` calls).
         http_concurrency: Requests each HTTP server dispatches at the same time.
     """
@@ -122,7 +122,7 @@ class DevServer:
         self._moto_port = moto_port
         self.table = table
         self.region = region
-        self.settings = settings if settings is not None else Settings.from_env()
+        self.settings = settings if settings is not None else Settings.load()
         self.workers = workers
         self.http_concurrency = http_concurrency
 
@@ -391,7 +391,7 @@ def run_dev(
         dynamodb_endpoint: External DynamoDB endpoint; None starts an embedded moto server.
         table: DynamoDB table name.
         region: AWS region.
-        settings: Runtime settings; None reads `Settings.from_env()`.
+        settings: Runtime settings; None reads `Settings.load()`.
         workers: Size of the scheduler's worker pool.
 
     Raises:

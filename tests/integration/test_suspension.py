@@ -413,3 +413,49 @@ def test_purge_deletes_a_completed_invocation_and_refuses_a_running_one(dev: Dev
     assert "only completed" in refused.json()["message"]
     httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/kill")
     assert httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/purge").status_code == 202
+
+
+# --- service configuration ----------------------------------------------------------------------
+
+
+def test_admin_overrides_of_a_services_retry_policy_apply_and_show_their_source(dev: DevServer) -> None:
+    config = {"retry_policy": {"max_attempts": 2, "initial_interval": "10ms"}}
+    try:
+        reply = httpx.patch(f"{dev.admin_url}/services/Steps", json=config)
+        assert reply.status_code == 200, reply.text
+        shown = reply.json()["config"]
+        assert shown["retryPolicyMaxAttempts"] == {"value": 2, "source": "admin override"}
+        assert shown["retryPolicyInitialInterval"] == {"value": 10, "source": "admin override"}
+        assert shown["inactivityTimeout"]["source"] == "built-in"
+        sent = httpx.post(f"{dev.ingress_url}/Steps/flaky/send", json=1000).json()
+        paused = wait_for(
+            lambda: (d := describe(dev, sent["invocationId"]))["status"] == "paused" and d, 10, "the pause"
+        )
+        assert paused["attempts"] == 2
+        httpx.patch(f"{dev.admin_url}/invocations/{sent['invocationId']}/kill")
+    finally:
+        httpx.patch(f"{dev.admin_url}/services/Steps", json={"retry_policy": None})
+    assert httpx.get(f"{dev.admin_url}/services/Steps").json()["config"]["retryPolicyMaxAttempts"]["source"] == (
+        "built-in"
+    )
+
+
+def test_a_private_service_refuses_the_ingress(dev: DevServer) -> None:
+    try:
+        assert httpx.patch(f"{dev.admin_url}/services/Greeter", json={"public": False}).status_code == 200
+        refused = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x")
+        assert refused.status_code == 403
+        assert "private" in refused.json()["message"]
+    finally:
+        httpx.patch(f"{dev.admin_url}/services/Greeter", json={"public": None})
+    assert httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x", timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"nope": 1}, {"inactivity_timeout": "soon"}, {"retry_policy": {"max_attempts": 0}}, {"public": "yes"}, []],
+)
+def test_bad_service_configuration_is_a_400(dev: DevServer, body: Any) -> None:
+    reply = httpx.patch(f"{dev.admin_url}/services/Steps", json=body)
+    assert reply.status_code == 400
+    assert set(reply.json()) == {"code", "message"}

@@ -1,0 +1,34 @@
+"""Torpor's own defaults: built-in < environment < torpor.toml, each value knowing its source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from control_plane.errors import BadRequest
+from control_plane.settings import Settings
+
+
+def test_torpor_toml_beats_the_environment_which_beats_the_built_in(tmp_path: Path) -> None:
+    config = tmp_path / "torpor.toml"
+    config.write_text("[torpor]\ncall_wait_ms = 29000\n")
+    env = {"TORPOR_CALL_WAIT_MS": "5000", "TORPOR_INACTIVITY_TIMEOUT_MS": "1000"}
+    settings = Settings.load(env, str(config))
+    assert settings.call_wait_ms == 29_000
+    assert settings.inactivity_timeout_ms == 1_000
+    assert settings.lease_margin_ms == Settings().lease_margin_ms
+    assert settings.sources == {"call_wait_ms": "torpor.toml", "inactivity_timeout_ms": "environment"}
+
+
+@pytest.mark.parametrize("line", ['call_wait_ms = "soon"', "no_such_setting = 1", "call_wait_ms = true"])
+def test_a_bad_torpor_toml_names_the_file_and_the_setting(tmp_path: Path, line: str) -> None:
+    config = tmp_path / "torpor.toml"
+    config.write_text(f"[torpor]\n{line}\n")
+    with pytest.raises(BadRequest, match=r"torpor\.toml"):
+        Settings.load({}, str(config))
+
+
+def test_a_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(BadRequest, match="TORPOR_CALL_WAIT_MS"):
+        Settings.load({"TORPOR_CALL_WAIT_MS": "abc"}, None)
