@@ -456,3 +456,21 @@ def test_invoke_with_an_idempotency_key_runs_once_and_pause_resume_purge(dev: De
     refused = torpor(dev, "invocations", "purge", invocation_id)
     assert refused.exit_code == 1
     assert "not found" in refused.output
+
+
+def test_services_config_edit_applies_the_edited_json_and_view_shows_the_source(
+    dev: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fake_editor(text: str, extension: str) -> str:
+        assert '"inactivity_timeout": null' in text
+        return text.replace('"inactivity_timeout": null', '"inactivity_timeout": "45s"')
+
+    monkeypatch.setattr("click.edit", fake_editor)
+    try:
+        edited = torpor(dev, "services", "config", "edit", "Greeter")
+        assert edited.exit_code == 0, edited.output
+        viewed = torpor(dev, "--json", "services", "config", "view", "Greeter")
+        assert json.loads(viewed.stdout)["inactivityTimeout"] == {"value": 45000, "source": "admin override"}
+    finally:
+        admin = httpx.patch(f"{dev.admin_url}/services/Greeter", json={"inactivity_timeout": None})
+        assert admin.status_code == 200
