@@ -75,7 +75,7 @@ def test_a_sleep_of_zero_completes_at_once(dev: DevServer) -> None:
     reply = httpx.post(f"{dev.ingress_url}/Waits/sleep", json=0, timeout=30)
     assert reply.status_code == 200
     assert reply.json() == "slept 0 ms"
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.5  # no wait for a timer; bounded loosely for a loaded CI machine
     assert describe(dev, reply.headers["x-restate-id"])["attempts"] == 2
 
 
@@ -92,7 +92,7 @@ def test_a_sleep_whose_wake_up_time_has_passed_completes_at_once(dev: DevServer)
     started = time.monotonic()
     cp.advance(record.invocation_id)
     # THEN it completes at once, without waiting for any timer
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.5  # the 60 s sleep is not waited for
     done = describe(dev, record.invocation_id)
     assert done["status"] == "completed"
     assert done["completion_output"] == "slept 60000 ms"
