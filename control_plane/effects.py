@@ -355,7 +355,7 @@ class EffectsMixin(_Base):
             "next_retry_at_ms": 0,
             "waiting_on": None,
             "wake_up_at_ms": 0,
-            "expires_at_s": (now + self.settings.completed_retention_ms) // 1000,
+            "expires_at_s": self._expiry_s(record, now),
         }
         if epoch is None:
             self._force(record.invocation_id, **changes)

@@ -515,7 +515,7 @@ class Engine(EffectsMixin):
                 wake_up_at_ms=0,
                 journal_length=len(held.journal),
                 effects_applied_upto=len(held.journal),
-                expires_at_s=(now + self.settings.completed_retention_ms) // 1000,
+                expires_at_s=self._expiry_s(held.record, now),
             )
         except StoreConflict:
             return Outcome.LEASE_LOST
@@ -545,7 +545,7 @@ class Engine(EffectsMixin):
             "wake_up_at_ms": 0,
             "next_retry_at_ms": 0,
             "attempts": held.record.attempts,
-            "expires_at_s": (now + self.settings.completed_retention_ms) // 1000,
+            "expires_at_s": self._expiry_s(held.record, now),
         }
         if output.WhichOneof("result") == "failure":
             changes["failure"] = {"code": output.failure.code or 500, "message": output.failure.message}
@@ -599,7 +599,7 @@ class Engine(EffectsMixin):
                     failure={"code": failure.code, "message": failure.message},
                     completed_at_ms=now,
                     next_retry_at_ms=0,
-                    expires_at_s=(now + self.settings.completed_retention_ms) // 1000,
+                    expires_at_s=self._expiry_s(held.record, now),
                 )
                 self._ended(record)
                 return Outcome.COMPLETED
@@ -622,6 +622,18 @@ class Engine(EffectsMixin):
             return Outcome.LEASE_LOST
         self.scheduler.wake_at(record.invocation_id, due)
         return Outcome.BACKING_OFF
+
+    def _expiry_s(self, record: InvocationRecord, now_ms: int) -> int:
+        """When a completed invocation (status, output, journal) may go (DynamoDB TTL, seconds).
+
+        The journal retention (service option, else Torpor's `completed_retention_ms`), or the
+        idempotency retention if the request had an idempotency key and that is longer.
+        """
+        options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        retention_ms = options.journal_retention_ms or self.settings.completed_retention_ms
+        if record.idempotency_key and options.idempotency_retention_ms:
+            retention_ms = max(retention_ms, options.idempotency_retention_ms)
+        return (now_ms + retention_ms) // 1000
 
     def _update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:
         """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""

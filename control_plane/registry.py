@@ -40,6 +40,7 @@ class HandlerOptions:
     enable_lazy_state: bool = False
     workflow_retention_ms: int | None = None
     ingress_private: bool = False
+    idempotency_retention_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +316,7 @@ class Registry:
         )
         retention = opt("journalRetention", None)
         workflow_retention = opt("workflowCompletionRetention", None)
+        idempotency_retention = opt("idempotencyRetention", None)
         return HandlerOptions(
             inactivity_timeout_ms=int(opt("inactivityTimeout", s.inactivity_timeout_ms)),
             abort_timeout_ms=int(opt("abortTimeout", s.inactivity_timeout_ms)),
@@ -323,6 +325,7 @@ class Registry:
             enable_lazy_state=bool(opt("enableLazyState", False)),
             workflow_retention_ms=None if workflow_retention is None else int(workflow_retention),
             ingress_private=bool(opt("ingressPrivate", False)),
+            idempotency_retention_ms=None if idempotency_retention is None else int(idempotency_retention),
         )
 
     def configure(self, name: str, changes: Mapping[str, Any]) -> ServiceRecord:

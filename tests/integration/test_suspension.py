@@ -459,3 +459,23 @@ def test_bad_service_configuration_is_a_400(dev: DevServer, body: Any) -> None:
     reply = httpx.patch(f"{dev.admin_url}/services/Steps", json=body)
     assert reply.status_code == 400
     assert set(reply.json()) == {"code", "message"}
+
+
+def test_journal_and_idempotency_retention_set_when_a_completed_invocation_expires(dev: DevServer) -> None:
+    try:
+        config = {"journal_retention": "1h", "idempotency_retention": "48h"}
+        assert httpx.patch(f"{dev.admin_url}/services/Greeter", json=config).status_code == 200
+        plain = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x", timeout=30).headers["x-restate-id"]
+        keyed = httpx.post(
+            f"{dev.ingress_url}/Greeter/greet", json="x", headers={"idempotency-key": f"r-{time.time_ns()}"}
+        ).headers["x-restate-id"]
+        now_s = time.time()
+        plain_record, keyed_record = dev.store.get_invocation(plain), dev.store.get_invocation(keyed)
+        assert plain_record is not None
+        assert keyed_record is not None
+        assert abs(plain_record.expires_at_s - (now_s + 3600)) < 60
+        assert abs(keyed_record.expires_at_s - (now_s + 48 * 3600)) < 60
+    finally:
+        httpx.patch(
+            f"{dev.admin_url}/services/Greeter", json={"journal_retention": None, "idempotency_retention": None}
+        )
