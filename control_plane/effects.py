@@ -97,11 +97,15 @@ class EffectsMixin(_Base):
         return out
 
     def _callee_id(self, held: Held, index: int) -> str:
-        call = pb.CallCommandMessage.FromString(held.journal.frames[index].payload)
+        return self._callee_of(held.record.invocation_id, index, _call_message(held.journal.frames[index]))
+
+    def _callee_of(self, parent_id: str, index: int, call: pb.CallCommandMessage | pb.OneWayCallCommandMessage) -> str:
+        """The invocation id a Call or OneWayCall at journal `index` names: derived from the caller and
+        the entry, or a workflow's run id. Raises `NotFound` for an unknown service or handler."""
         target = self.registry.resolve(call.service_name, call.handler_name)
         if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
             return ids.workflow_run_id(call.service_name, call.key)
-        return ids.derived_invocation_id(held.record.invocation_id, index)
+        return ids.derived_invocation_id(parent_id, index)
 
     def _derived_notifications(self, held: Held, entries: list[Frame]) -> list[Frame]:
         """Notifications the runtime owes for commands in `entries`, stored in the same commit.
@@ -115,11 +119,7 @@ class EffectsMixin(_Base):
             if entry.type not in (MessageType.OneWayCall, MessageType.Call):
                 continue
             call = _call_message(entry)
-            target = self.registry.resolve(call.service_name, call.handler_name)
-            if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
-                callee = ids.workflow_run_id(call.service_name, call.key)
-            else:
-                callee = ids.derived_invocation_id(held.record.invocation_id, len(held.journal) + offset)
+            callee = self._callee_of(held.record.invocation_id, len(held.journal) + offset, call)
             notification = pb.CallInvocationIdCompletionNotificationMessage(
                 completion_id=call.invocation_id_notification_idx, invocation_id=callee
             )
@@ -164,10 +164,10 @@ class EffectsMixin(_Base):
         A Call's callee remembers its caller and the Call's completion id, to tell it the result.
         """
         call = _call_message(entry)
-        callee = ids.derived_invocation_id(parent.invocation_id, index)
         headers = {h.key: h.value for h in call.headers}
         is_call = isinstance(call, pb.CallCommandMessage)
         try:
+            callee = self._callee_of(parent.invocation_id, index, call)
             self.create(
                 call.service_name,
                 call.handler_name,
