@@ -15,6 +15,7 @@ if _REPO_ROOT not in sys.path:
 
 from adapters.aws.dynamodb_store import DynamoDBStore  # noqa: E402
 from tests.helpers.moto import fresh_store, moto_server  # noqa: E402
+from tests.helpers.services import serve_examples  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +39,16 @@ def new_store(moto_endpoint: str) -> Callable[..., DynamoDBStore]:
         return fresh_store(moto_endpoint, create_table=create_table)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The side-effects file of the module's example services (one JSON line per executed ctx.run)."""
+    return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
+
+
+@pytest.fixture(scope="module")
+def examples_url(effects_file: Path) -> Iterator[str]:
+    """The example services, served by hypercorn (HTTP/1.1) in their own process, for the module."""
+    with serve_examples(side_effects_file=effects_file) as (url, _process):
+        yield url

@@ -21,9 +21,8 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import describe
+from tests.helpers.dev import describe, dev_with_examples
 from tests.helpers.moto import unique_table_name
-from tests.helpers.services import serve_examples
 
 SETTINGS = Settings(
     inactivity_timeout_ms=10_000,
@@ -34,28 +33,9 @@ SETTINGS = Settings(
 
 
 @pytest.fixture(scope="module")
-def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
-
-
-@pytest.fixture(scope="module")
-def examples_url(effects_file: Path) -> Iterator[str]:
-    with serve_examples(side_effects_file=effects_file) as (url, _process):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    server = DevServer(
-        ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
-    )
-    server.start()
-    try:
-        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
-        assert reply.status_code == 201, reply.text
+    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def effects_of(effects_file: Path, invocation_id: str) -> list[str]:

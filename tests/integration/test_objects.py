@@ -21,35 +21,16 @@ import pytest
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import describe, wait_for
+from tests.helpers.dev import describe, dev_with_examples, wait_for
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
-from tests.helpers.services import serve_examples
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=30_000)
 
 
 @pytest.fixture(scope="module")
-def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
-
-
-@pytest.fixture(scope="module")
-def examples_url(effects_file: Path) -> Iterator[str]:
-    with serve_examples(side_effects_file=effects_file) as (url, _process):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    server = DevServer(
-        ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
-    )
-    server.start()
-    try:
-        server.control_plane.registry.register(examples_url)
+    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def unique(prefix: str) -> str:
