@@ -401,7 +401,19 @@ class Admin:
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
         record = loaded.record
-        return HttpResponse.json(invocation_json(record, Journal.load(record.input_entry, loaded.batches)))
+        out = invocation_json(record, Journal.load(record.input_entry, loaded.batches))
+        if record.status == "pending":
+            out["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        cycle = self.engine.deadlock(loaded) if record.status != "completed" else None
+        if cycle:
+            out["deadlock"] = {
+                "cycle": cycle,
+                "message": (
+                    " waits for ".join(cycle) + ": a cycle of calls that can never complete (e.g. an exclusive "
+                    "handler calling an exclusive handler of its own object key); cancel or kill one of them"
+                ),
+            }
+        return HttpResponse.json(out)
 
     def cancel_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Send the cancel signal (the handler sees a terminal error at its next await); 202.

@@ -100,11 +100,14 @@ class EffectsMixin(_Base):
         return self._callee_of(held.record.invocation_id, index, _call_message(held.journal.frames[index]))
 
     def _callee_of(self, parent_id: str, index: int, call: pb.CallCommandMessage | pb.OneWayCallCommandMessage) -> str:
-        """The invocation id a Call or OneWayCall at journal `index` names: derived from the caller and
-        the entry, or a workflow's run id. Raises `NotFound` for an unknown service or handler."""
+        """The invocation id a Call or OneWayCall at journal `index` names: a workflow's run id, the
+        id of the call's idempotency key for its target, or else one derived from the caller and the
+        entry. Raises `NotFound` for an unknown service or handler."""
         target = self.registry.resolve(call.service_name, call.handler_name)
         if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
             return ids.workflow_run_id(call.service_name, call.key)
+        if call.idempotency_key:  # one invocation per target and key, whoever calls
+            return ids.idempotent_invocation_id(call.service_name, call.handler_name, call.key, call.idempotency_key)
         return ids.derived_invocation_id(parent_id, index)
 
     def _derived_notifications(self, held: Held, entries: list[Frame]) -> list[Frame]:
@@ -181,10 +184,27 @@ class EffectsMixin(_Base):
                 caller_id=parent.invocation_id if is_call else "",
                 caller_completion_id=call.result_completion_id if is_call else 0,  # type: ignore[union-attr]
             )
-        except StoreConflict:
-            pass  # created by an earlier application of this effect (or a workflow's run exists)
+        except StoreConflict:  # created by an earlier application of this effect, or by another caller
+            if is_call:
+                self._attach(parent.invocation_id, call.result_completion_id, callee)  # type: ignore[union-attr]
         except TorporError as exc:
             log.error("call from %s at entry %d: %s", parent.invocation_id, index, exc.message)
+
+    def _attach(self, caller_id: str, completion_id: int, callee_id: str) -> None:
+        """Make a Call wait for a callee that exists already (a workflow's run, an idempotency key's
+        invocation): the callee tells it when it completes; if it has completed, tell it now."""
+        existing = self.store.get_invocation(callee_id)
+        if existing is None or (existing.caller_id, existing.caller_completion_id) == (caller_id, completion_id):
+            return  # this caller created it (an effect applied again): it is told already
+        if existing.status != "completed":
+            try:
+                self.store.attach_caller(callee_id, f"{caller_id}/{completion_id}")
+                return
+            except StoreConflict:  # it completed meanwhile (or went): read its result
+                existing = self.store.get_invocation(callee_id)
+                if existing is None:
+                    return
+        self._tell_caller(existing, caller_id, completion_id)
 
     def _resolve_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> None:
         try:
@@ -261,14 +281,15 @@ class EffectsMixin(_Base):
     def kill(self, invocation_id: str) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
-        The callees of its calls still open are killed too. Raises `NotFound`, or `Conflict` if it
-        already completed.
+        The callees of its calls still open are killed too, after it (killed first, a callee would
+        wake it with its failure, and its handler could end on its own before the kill). Raises
+        `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
+        self._finish_now(loaded.record, {"code": 409, "message": "killed"})
         for callee in self._open_callees(loaded):
             with contextlib.suppress(NotFound, Conflict):
                 self.kill(callee)
-        self._finish_now(loaded.record, {"code": 409, "message": "killed"})
 
     def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
         """Invocation ids of the callees whose results the invocation still awaits."""
@@ -281,6 +302,45 @@ class EffectsMixin(_Base):
             except NotFound:
                 continue  # its service is gone: nothing to cancel
         return out
+
+    def waits_for(self, record: InvocationRecord, loaded: LoadedInvocation | None = None) -> list[str]:
+        """The invocations `record` cannot go on without: the holder of its object key while it is
+        `pending` in the inbox, else the callees of its open calls. Empty once it completed."""
+        if record.status == "completed":
+            return []
+        if record.status == "pending":
+            holder = self.store.lock_holder(record.service, record.key)
+            return [holder] if holder and holder != record.invocation_id else []
+        loaded = loaded or self.store.load_invocation(record.invocation_id)
+        return self._open_callees(loaded) if loaded is not None else []
+
+    def deadlock(self, loaded: LoadedInvocation, max_hops: int = 16) -> list[str] | None:
+        """A cycle of waits through this invocation, as invocation ids from it back to it, or None.
+
+        The usual one: an exclusive handler of an object calls an exclusive handler of the same
+        key and waits; the callee waits in the key's inbox for the caller to end (Restate behaves
+        the same: such a call never completes). Only cancel or kill breaks it. Follows at most
+        `max_hops` waits (each costs a read or two), so a longer cycle is not reported.
+        """
+        start = loaded.record.invocation_id
+        paths: list[list[str]] = [[start]]
+        seen = {start}
+        for _ in range(max_hops):
+            next_paths: list[list[str]] = []
+            for path in paths:
+                current = loaded if path[-1] == start else self.store.load_invocation(path[-1])
+                if current is None:
+                    continue
+                for waited in self.waits_for(current.record, current):
+                    if waited == start:
+                        return [*path, start]
+                    if waited not in seen:
+                        seen.add(waited)
+                        next_paths.append([*path, waited])
+            if not next_paths:
+                return None
+            paths = next_paths
+        return None
 
     def pause(self, invocation_id: str) -> None:
         """Stop running the invocation until it is resumed (its key, if any, stays held).
@@ -355,26 +415,27 @@ class EffectsMixin(_Base):
             "next_retry_at_ms": 0,
             "waiting_on": None,
             "wake_up_at_ms": 0,
-            "expires_at_s": self._expiry_s(record, now),
+            **self._retention(record, now),
         }
         if epoch is None:
-            self._force(record.invocation_id, **changes)
+            ended = self._force(record.invocation_id, **changes)
         else:
-            self.store.update_invocation(record.invocation_id, epoch, modified_at_ms=now, **changes)
+            ended = self.store.update_invocation(
+                record.invocation_id, epoch, modified_at_ms=now, returning=True, **changes
+            )
         loaded = self.store.load_invocation(record.invocation_id)
         dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
         if loaded is not None:
             dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
         for due in dues - {0}:
             self.store.delete_timer(due, record.invocation_id)
-        self._ended(record)
+        self._ended(ended or record)
 
-    def _tell_caller(self, record: InvocationRecord) -> None:
-        """Store the CallCompletion for the invocation that called this one, and wake it."""
-        callee = self.store.get_invocation(record.invocation_id) or record
-        entry = call_result(callee, record.caller_completion_id)
-        notification = StoredNotification(f"c{record.caller_completion_id}", encode_frames([entry]), 0)
+    def _tell_caller(self, callee: InvocationRecord, caller_id: str, completion_id: int) -> None:
+        """Store the CallCompletion with the completed `callee`'s result for a caller, and wake it."""
+        entry = call_result(callee, completion_id)
+        notification = StoredNotification(f"c{completion_id}", encode_frames([entry]), 0)
         try:
-            self.notify(record.caller_id, notification)
+            self.notify(caller_id, notification)
         except NotFound:
-            log.error("%s completed, but its caller %s no longer exists", record.invocation_id, record.caller_id)
+            log.error("%s completed, but its caller %s no longer exists", callee.invocation_id, caller_id)

@@ -17,6 +17,7 @@ Sleep completions are not stored by timers at all: the lease holder derives them
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -200,7 +201,12 @@ class Engine(EffectsMixin):
         )
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
             self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)
-        self.store.create_invocation(record)
+        try:
+            self.store.create_invocation(record)
+        except StoreConflict:
+            if not self._drop_if_expired(invocation_id):  # its retention ended: the id is free again
+                raise
+            self.store.create_invocation(record)
         if pending:
             self.keys.enqueue(record)
         elif delayed:
@@ -286,7 +292,9 @@ class Engine(EffectsMixin):
         """
         if outcome in (Outcome.BUSY, Outcome.LEASE_LOST):
             record = self.store.get_invocation(invocation_id)
-            if record is not None and record.status not in ("completed", "pending", "paused"):
+            if record is not None and record.status == "completed":
+                self.retire(invocation_id)  # a retention timer (or a stale one: then nothing is due)
+            elif record is not None and record.status not in ("pending", "paused"):
                 self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
                 return
         self.store.delete_timer(due_ms, invocation_id)
@@ -468,17 +476,64 @@ class Engine(EffectsMixin):
     # --- endings ----------------------------------------------------------------------------------
 
     def _ended(self, record: InvocationRecord) -> None:
-        """After the invocation completed: wake waiting callers, hand its object key on, and start
-        the retention of a workflow's state and promises."""
+        """After the invocation completed (`record` as the completing write left it): wake waiting
+        callers, hand its object key on, start the retention of a workflow's state and promises,
+        and arm the timer that removes its journal after the journal retention (`retire`)."""
         self.waiters.notify(record.invocation_id)
         if record.caller_id:
-            self._tell_caller(record)
+            self._tell_caller(record, record.caller_id, record.caller_completion_id)
+        for caller in sorted(record.callers):
+            caller_id, _, completion_id = caller.rpartition("/")
+            self._tell_caller(record, caller_id, int(completion_id))
         if is_exclusive(record):
             self.keys.release(record)
         if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
             options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
             retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
             self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
+        if record.journal_expires_at_ms:  # found by the sweep; no scheduler wake-up for housekeeping
+            self.store.put_timer(min(record.journal_expires_at_ms, MAX_TIMER_MS), record.invocation_id)
+
+    def retire(self, invocation_id: str) -> bool:
+        """Remove what a completed invocation's retention says is due: its journal, then its record.
+
+        Called when one of its timers fires after completion. At `journal_expires_at_ms` the journal
+        batches and notifications go (the record stays for attach, output and idempotency, and a
+        timer is armed for its own expiry); at `expires_at_s` the whole invocation goes, so its id
+        (an idempotency key's, a workflow's run) is free again. Returns True if something was removed.
+        """
+        record = self.store.get_invocation(invocation_id)
+        if record is None or record.status != "completed":
+            return False
+        now = self.clock.now_ms()
+        if record.expires_at_s and record.expires_at_s * 1000 <= now + 1000:  # TTL is whole seconds
+            self._remove(record)
+            return True
+        if record.journal_expires_at_ms and record.journal_expires_at_ms <= now:
+            self.store.delete_journal(invocation_id)
+            if record.expires_at_s:
+                self.store.put_timer(min(record.expires_at_s * 1000, MAX_TIMER_MS), invocation_id)
+            with contextlib.suppress(StoreConflict):  # the journal is gone: not removed twice
+                self.store.update_invocation(invocation_id, record.epoch, journal_expires_at_ms=0)
+            return True
+        return False
+
+    def _drop_if_expired(self, invocation_id: str) -> bool:
+        """Delete a completed invocation whose retention has ended but which the sweep has not removed
+        yet, so its id can be used again; True if it was removed."""
+        record = self.store.get_invocation(invocation_id)
+        if record is None or record.status != "completed" or not record.expires_at_s:
+            return False
+        if record.expires_at_s * 1000 > self.clock.now_ms():
+            return False
+        self._remove(record)
+        return True
+
+    def _remove(self, record: InvocationRecord) -> None:
+        """Delete a completed invocation, and a workflow run's state and promises with it."""
+        self.store.delete_invocation(record.invocation_id)
+        if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
+            self.store.delete_keyed(record.service, record.key)
 
     def _suspend(self, held: Held) -> Outcome | None:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
@@ -515,7 +570,7 @@ class Engine(EffectsMixin):
                 wake_up_at_ms=0,
                 journal_length=len(held.journal),
                 effects_applied_upto=len(held.journal),
-                expires_at_s=self._expiry_s(held.record, now),
+                **self._retention(held.record, now),
             )
         except StoreConflict:
             return Outcome.LEASE_LOST
@@ -545,7 +600,7 @@ class Engine(EffectsMixin):
             "wake_up_at_ms": 0,
             "next_retry_at_ms": 0,
             "attempts": held.record.attempts,
-            "expires_at_s": self._expiry_s(held.record, now),
+            **self._retention(held.record, now),
         }
         if output.WhichOneof("result") == "failure":
             changes["failure"] = {"code": output.failure.code or 500, "message": output.failure.message}
@@ -599,7 +654,7 @@ class Engine(EffectsMixin):
                     failure={"code": failure.code, "message": failure.message},
                     completed_at_ms=now,
                     next_retry_at_ms=0,
-                    expires_at_s=self._expiry_s(held.record, now),
+                    **self._retention(held.record, now),
                 )
                 self._ended(record)
                 return Outcome.COMPLETED
@@ -623,24 +678,35 @@ class Engine(EffectsMixin):
         self.scheduler.wake_at(record.invocation_id, due)
         return Outcome.BACKING_OFF
 
-    def _expiry_s(self, record: InvocationRecord, now_ms: int) -> int:
-        """When a completed invocation (status, output, journal) may go (DynamoDB TTL, seconds).
+    def _retention(self, record: InvocationRecord, now_ms: int) -> dict[str, int]:
+        """When a completed invocation's journal, and then its record, are removed.
 
-        The journal retention (service option, else Torpor's `completed_retention_ms`), or the
-        idempotency retention if the request had an idempotency key and that is longer.
+        The journal goes after the journal retention (service option, else Torpor's
+        `completed_retention_ms`; 0 removes it at the next sweep). The record (status, output) stays
+        as long as the journal, or the idempotency retention if the request had an idempotency key,
+        or the workflow retention for a workflow's run, whichever is longest. Returns the changes
+        `expires_at_s` (the record's TTL, seconds) and `journal_expires_at_ms`.
         """
         options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
-        retention_ms = options.journal_retention_ms or self.settings.completed_retention_ms
-        if record.idempotency_key and options.idempotency_retention_ms:
-            retention_ms = max(retention_ms, options.idempotency_retention_ms)
-        return (now_ms + retention_ms) // 1000
+        journal_ms = options.journal_retention_ms
+        if journal_ms is None:
+            journal_ms = self.settings.completed_retention_ms
+        record_ms = journal_ms
+        if record.idempotency_key:
+            record_ms = max(record_ms, options.idempotency_retention_ms or self.settings.completed_retention_ms)
+        if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
+            record_ms = max(record_ms, options.workflow_retention_ms or self.settings.workflow_retention_ms)
+        return {"expires_at_s": -(-(now_ms + record_ms) // 1000), "journal_expires_at_ms": now_ms + journal_ms}
 
     def _update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:
         """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
         changes.setdefault("modified_at_ms", self.clock.now_ms())
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
-        self.store.update_invocation(held.record.invocation_id, held.record.epoch, doorbell=doorbell, **changes)
-        held.record = replace(held.record, **changes)  # type: ignore[arg-type]
+        completing = changes.get("status") == "completed"  # then read back `callers` attached meanwhile
+        fresh = self.store.update_invocation(
+            held.record.invocation_id, held.record.epoch, doorbell=doorbell, returning=completing, **changes
+        )
+        held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
 
 
 def far_future_ms(now_ms: int) -> int:

@@ -122,6 +122,8 @@ class InvocationRecord:
     inbox_seq: str = ""  # position in its key's inbox while `pending` (exclusive object handlers)
     caller_id: str = ""  # the invocation whose Call created this one, to be told the result
     caller_completion_id: int = 0  # that Call's result completion id
+    callers: frozenset[str] = frozenset()  # more callers to tell: "{caller_id}/{completion_id}" each
+    journal_expires_at_ms: int = 0  # a completed invocation's journal is removed at this time
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +207,21 @@ class Store(Protocol):
         """The invocation, its journal batches (by `start_index`) and stored notifications (one query)."""
 
     def delete_invocation(self, invocation_id: str) -> None:
-        """Delete the invocation's record, journal and notifications (a purge); idempotent."""
+        """Delete the invocation's record, journal and notifications (a purge); idempotent.
+
+        The record goes last, so an invocation with the same id cannot be created while its
+        predecessor's journal is still being deleted.
+        """
+
+    def delete_journal(self, invocation_id: str) -> None:
+        """Delete the invocation's journal batches and notifications, keeping its record; idempotent."""
+
+    def attach_caller(self, invocation_id: str, caller: str) -> None:
+        """Add `caller` ("{caller_id}/{completion_id}") to the invocation's `callers`, unless it completed.
+
+        One conditional write, so a caller either is told by the completion or sees it completed.
+        Raises `StoreConflict` if the invocation completed or does not exist (nothing written).
+        """
 
     def acquire_lease(
         self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
@@ -217,11 +233,12 @@ class Store(Protocol):
         """
 
     def update_invocation(
-        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, **changes: object
-    ) -> None:
+        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+    ) -> InvocationRecord | None:
         """Set fields of the invocation record (names as in `InvocationRecord`), if `epoch` still holds.
 
         With `doorbell`, also only if no notification was stored since the caller read that value.
+        With `returning`, returns the record after the update (same request); None otherwise.
         Raises `StoreConflict` if the epoch (or the doorbell) moved on.
         """
 
@@ -286,6 +303,9 @@ class Store(Protocol):
 
     def expire_keyed(self, scope: str, key: str, expires_at_s: int) -> None:
         """Set the TTL of every item of `scope/key` (state, promises, run claim): workflow retention."""
+
+    def delete_keyed(self, scope: str, key: str) -> None:
+        """Delete every item of `scope/key` (state, promises, waiters): a workflow's retention ended."""
 
     # timers: one record per (due time, invocation), visible and recoverable
     def put_timer(self, due_ms: int, invocation_id: str) -> None: ...

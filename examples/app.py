@@ -26,6 +26,7 @@ import restate
 from restate.aws_lambda import is_running_on_lambda
 
 from examples.calls import calls
+from examples.chain import chain
 from examples.greeter import greeter
 from examples.objects import counter, lazy_counter
 from examples.orders import orders
@@ -33,7 +34,7 @@ from examples.steps import steps
 from examples.waits import waits
 from examples.workflows import signup
 
-SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup, calls)
+SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup, calls, chain)
 """The services every example app hosts."""
 
 Scope = MutableMapping[str, Any]

@@ -99,3 +99,14 @@ async def put(ctx: restate.ObjectContext, entries: dict) -> int:
     for name, value in entries.items():
         ctx.set(name, value)
     return len(entries)
+
+
+@counter.handler()
+async def add_via_self(ctx: restate.ObjectContext, delta: int) -> int:
+    """Call `Counter/{same key}/add` and wait for it: a deadlock, kept as an example of one.
+
+    The callee is exclusive on the key this handler holds, so it waits in the key's inbox until
+    this invocation ends, and this invocation waits for the callee. Torpor does not break the cycle
+    (neither does Restate); `torpor invocations describe` names it. Cancel or kill the caller.
+    """
+    return await ctx.object_call(add, key=ctx.key(), arg=delta)

@@ -38,7 +38,7 @@ from typing import Any, cast
 from botocore.exceptions import ClientError
 from pynamodb.connection import Connection, TableConnection
 from pynamodb.connection.base import MetaTable
-from pynamodb.constants import PAY_PER_REQUEST_BILLING_MODE
+from pynamodb.constants import ALL_NEW, PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import TableDoesNotExist, TableError
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
@@ -323,19 +323,48 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         return LoadedInvocation(record, batches, notifications)
 
     def delete_invocation(self, invocation_id: str) -> None:
-        """Delete the invocation: its record, journal batches and notifications (BatchWriteItem).
+        """Delete the invocation: journal batches and notifications first, then its record; idempotent.
 
-        One keys-only query (paged) and one request per 25 deletes; idempotent.
+        One keys-only query (paged), one BatchWriteItem per 25 deletes, then one DeleteItem for
+        `META`: while the record exists no invocation with this id can be created, so none can
+        write into the partition being emptied.
         """
+        self._delete_partition(invocation_id, keep_record=False)
+
+    def delete_journal(self, invocation_id: str) -> None:
+        """Delete the invocation's journal batches and notifications, keeping `META`; idempotent."""
+        self._delete_partition(invocation_id, keep_record=True)
+
+    def _delete_partition(self, invocation_id: str, *, keep_record: bool) -> None:
         pk = invocation_pk(invocation_id)
         pages: ResultIterator[dict[str, Any]] = ResultIterator(
             self._connection.query, (pk,), {"consistent_read": True, "attributes_to_get": ["PK", "SK"]}
         )
-        sort_keys = [raw["SK"]["S"] for raw in pages]
+        sort_keys = [sk for sk in (raw["SK"]["S"] for raw in pages) if sk != META_SK]
         model = self._invocations
-        with model.batch_write() as batch:
-            for sk in sort_keys:
-                batch.delete(model(pk, sk))
+        if sort_keys:
+            with model.batch_write() as batch:
+                for sk in sort_keys:
+                    batch.delete(model(pk, sk))
+        if not keep_record:
+            self._connection.delete_item(pk, META_SK)
+
+    def attach_caller(self, invocation_id: str, caller: str) -> None:
+        """Add `caller` ("{caller_id}/{completion_id}") to the `callers` string set, unless completed.
+
+        One conditional UpdateItem (`ADD`, so a repeat changes nothing), if the record exists and its
+        status is not `completed`. Raises `StoreConflict` otherwise (nothing written).
+        """
+        model = self._invocations
+        conflict = f"invocation {invocation_id} has completed or does not exist"
+        too_large = f"invocation {invocation_id}: too many callers attached to fit in its 400 KB metadata item"
+        with translated_write(conflict=conflict, too_large=too_large):
+            self._connection.update_item(
+                invocation_pk(invocation_id),
+                META_SK,
+                actions=[model.callers.add({caller})],
+                condition=item_exists(model) & not_completed(model),
+            )
 
     def acquire_lease(
         self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
@@ -383,19 +412,22 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         return invocation_record(item)
 
     def update_invocation(
-        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, **changes: object
-    ) -> None:
+        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+    ) -> InvocationRecord | None:
         """Set fields of the invocation record, if its epoch is still `epoch`: one conditional UpdateItem.
 
         A value of None removes the attribute (it then reads back as the field's default); so does
         `expires_at_s=0`. A change of `status` or `modified_at_ms` also moves the invocation in the
-        `by_status` index. Nothing is returned, so the (possibly large) item is not sent back.
+        `by_status` index. Nothing is returned, so the (possibly large) item is not sent back, unless
+        `returning` asks for the record after the update (DynamoDB's ALL_NEW, in the same request).
 
         Args:
             invocation_id: The invocation to update.
             epoch: The epoch the caller's lease was granted with.
             doorbell: If given, also require the doorbell to read this value (an item without a
                 doorbell attribute reads 0): no notification was rung in since the caller read it.
+            returning: Return the whole record as it is after the update (e.g. to see `callers`
+                that attached meanwhile); None otherwise.
             **changes: New values, named as `InvocationRecord` fields. `invocation_id`, `epoch` and
                 `doorbell` cannot be among them (they name the parameters): the epoch moves only in
                 `acquire_lease` and `update_unless_completed`, the doorbell only in `ring`.
@@ -425,7 +457,16 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             "than DynamoDB's 400 KB limit; keep handler outputs and failure messages below ~350 KB"
         )
         with translated_write(conflict=conflict, too_large=too_large):
-            self._connection.update_item(invocation_pk(invocation_id), META_SK, actions=actions, condition=condition)
+            answer = self._connection.update_item(
+                invocation_pk(invocation_id),
+                META_SK,
+                actions=actions,
+                condition=condition,
+                return_values=ALL_NEW if returning else None,
+            )
+        if not returning:
+            return None
+        return invocation_record(model.from_raw_data(answer["Attributes"]))
 
     def update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
         """Set fields and bump the epoch, whoever holds the lease, unless the invocation completed.

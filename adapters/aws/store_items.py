@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from pynamodb.attributes import Attribute, BinaryAttribute, JSONAttribute, UnicodeAttribute
+from pynamodb.attributes import Attribute, BinaryAttribute, JSONAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.connection import TableConnection
 from pynamodb.constants import NUMBER
 from pynamodb.exceptions import PutError, UpdateError
@@ -237,6 +237,8 @@ class InvocationItem(Item):
     inbox_seq = UnicodeAttribute(null=True)
     caller_id = UnicodeAttribute(null=True)
     caller_completion_id = IntAttribute(null=True)
+    callers = UnicodeSetAttribute(null=True)  # a string set: `ADD` is idempotent; absent when empty
+    journal_expires_at_ms = IntAttribute(null=True)
 
 
 class BatchItem(Item):
@@ -360,6 +362,8 @@ def _stored(name: str, value: object) -> object:
     """A record field's value as the item holds it: JSON-able dicts, and None for "no attribute"."""
     if name == "expires_at_s" and value == 0:
         return None  # 0 means "keep forever": no TTL attribute at all
+    if isinstance(value, (set, frozenset)):
+        return set(value) or None  # DynamoDB has no empty sets
     if isinstance(value, Mapping):
         return dict(value)
     return value
@@ -378,6 +382,8 @@ def invocation_item(model: type[InvocationItem], record: InvocationRecord) -> In
 def invocation_record(item: InvocationItem) -> InvocationRecord:
     """The record a `META` item holds; an absent attribute reads as the field's default."""
     present = {name: getattr(item, name) for name in INVOCATION_FIELDS}
+    if present["callers"] is not None:
+        present["callers"] = frozenset(present["callers"])
     return InvocationRecord(**{name: value for name, value in present.items() if value is not None})
 
 

@@ -308,3 +308,18 @@ class KeyedStore:
                 lambda sk=sk: self._connection.update_item(pk, sk, actions=[action], condition=item_exists(model)),
                 too_large=f"{scope}/{key}: item {sk} does not fit in one DynamoDB item (400 KB)",
             )
+
+    def delete_keyed(self, scope: str, key: str) -> None:
+        """Delete every item of `scope/key`: a keys-only query, then one BatchWriteItem per 25 deletes.
+
+        For a workflow whose retention ended, so that a new run with its id starts from nothing.
+        Idempotent.
+        """
+        pk = keyed_pk(scope, key)
+        sort_keys = self._sort_keys(scope, key)
+        if not sort_keys:
+            return
+        model = self._state
+        with model.batch_write() as batch:
+            for sk in sort_keys:
+                batch.delete(model(pk, sk))

@@ -221,6 +221,8 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Starts at", invocation.get("execution_time")),
             ("Wakes up at", invocation.get("wake_up_at")),
             ("Waiting on", waiting_on_text(invocation)),
+            ("Key held by", invocation.get("waiting_for_key_holder")),
+            ("DEADLOCK", (invocation.get("deadlock") or {}).get("message")),
             ("Output", compact(invocation["completion_output"]) if "completion_output" in invocation else None),
             ("Failure", _failure(completion_failure) if completion_failure else None),
             ("Idempotency key", invocation.get("idempotency_key")),

@@ -33,7 +33,7 @@ SETTINGS = Settings(
     call_wait_ms=20_000,
     retry_policy=RetryPolicy(initial_interval_ms=200, max_attempts=5),
 )
-EXAMPLE_SERVICES = {"Calls", "Counter", "Greeter", "LazyCounter", "OrderService", "Signup", "Steps", "Waits"}
+EXAMPLE_SERVICES = {"Calls", "Chain", "Counter", "Greeter", "LazyCounter", "OrderService", "Signup", "Steps", "Waits"}
 UNKNOWN_INVOCATION = "inv_1" + "0" * 22
 INVOCATION_ID = re.compile(r"inv_[0-9A-Za-z]+")
 

@@ -190,3 +190,36 @@ def test_stopping_torpor_dev_mid_call_answers_202_and_the_next_start_finishes_it
             assert done.json() == 21
         finally:
             second.stop()
+
+
+def test_sigkill_mid_chain_and_a_restart_complete_the_chain_once(moto_endpoint: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.jsonl"
+    table = unique_table_name()
+    with serve_examples(side_effects_file=effects) as (services_url, _services):
+        # GIVEN a chain A → B → C where C sleeps, under a torpor dev that is then killed
+        with torpor_dev(moto_endpoint, table) as (ingress, admin, first):
+            assert httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30).status_code == 201
+            a = httpx.post(f"{ingress}/Chain/a/send", json=2000, timeout=30).json()["invocationId"]
+
+            def described(invocation_id: str) -> dict[str, Any]:
+                body: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
+                return body
+
+            def callee(caller: str) -> str | None:
+                ids = [e["invocation_id"] for e in described(caller)["journal"] if "invocation_id" in e]
+                return ids[0] if ids else None
+
+            b = wait_until(lambda: callee(a), 10, "a's call to b")
+            c = wait_until(lambda: callee(b), 10, "b's call to c")
+            wait_until(lambda: described(c)["status"] == "suspended", 10, "c's sleep")
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        # WHEN torpor dev starts again on the same table
+        with torpor_dev(moto_endpoint, table) as (ingress, admin, _second):
+            # THEN the chain completes, each caller getting its callee's result
+            done = httpx.get(f"{ingress}/restate/invocation/{a}/attach", timeout=60)
+            assert done.status_code == 200, done.text
+            assert done.json() == "a(b(c))"
+    # AND every step of every link ran exactly once
+    executed = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] in {a, b, c})
+    assert executed == Counter(["a-start", "b-start", "c-start", "c-done", "b-done", "a-done"])

@@ -82,6 +82,8 @@ EVERY_FIELD = InvocationRecord(
     inbox_seq="0000000001-00",
     caller_id="inv_caller",
     caller_completion_id=3,
+    callers=frozenset({"inv_other/4", "inv_third/1"}),
+    journal_expires_at_ms=1_700_000_100_000,
 )
 
 
@@ -753,3 +755,58 @@ def test_ensure_schema_on_an_existing_table_costs_two_requests(store: DynamoDBSt
     store.ensure_schema()
 
     assert store.request_count - before == 2  # DescribeTable, DescribeTimeToLive
+
+
+def test_attach_caller_adds_once_and_is_refused_once_completed(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_callee"))
+    store.attach_caller("inv_callee", "inv_a/3")
+    store.attach_caller("inv_callee", "inv_a/3")  # a repeat changes nothing
+    store.attach_caller("inv_callee", "inv_b/1")
+    assert store.get_invocation("inv_callee").callers == {"inv_a/3", "inv_b/1"}  # type: ignore[union-attr]
+    store.update_unless_completed("inv_callee", status="completed")
+    with pytest.raises(StoreConflict):
+        store.attach_caller("inv_callee", "inv_c/2")
+    with pytest.raises(StoreConflict):
+        store.attach_caller("inv_unknown", "inv_c/2")
+    assert store.get_invocation("inv_unknown") is None
+    assert store.get_invocation("inv_callee").callers == {"inv_a/3", "inv_b/1"}  # type: ignore[union-attr]
+
+
+def test_update_returning_gives_the_record_after_the_write(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_r"))
+    store.attach_caller("inv_r", "inv_a/1")
+    after = store.update_invocation("inv_r", 0, returning=True, status="completed", output=b"42")
+    assert after is not None
+    assert (after.status, after.output, after.callers) == ("completed", b"42", {"inv_a/1"})
+    assert store.update_invocation("inv_r", 0, completed_at_ms=5) is None
+
+
+def test_delete_journal_keeps_the_record_and_delete_invocation_removes_everything(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_j"))
+    for start in range(1, 40):  # more than one BatchWriteItem of 25
+        store.append_batch("inv_j", JournalBatch(start, b"entries", epoch=1, committed_at_ms=2_000))
+    store.put_notification("inv_j", StoredNotification("c1", b"\x00n", created_at_ms=3_000))
+    store.create_invocation(invocation("inv_other"))
+    store.append_batch("inv_other", JournalBatch(1, b"other", epoch=1, committed_at_ms=2_000))
+
+    store.delete_journal("inv_j")
+    loaded = store.load_invocation("inv_j")
+    assert loaded is not None
+    assert (loaded.batches, loaded.notifications) == ([], [])
+    store.delete_journal("inv_j")  # idempotent
+
+    store.delete_invocation("inv_j")
+    assert store.load_invocation("inv_j") is None
+    store.delete_invocation("inv_j")
+    assert len(store.load_invocation("inv_other").batches) == 1  # type: ignore[union-attr]
+
+
+def test_delete_keyed_removes_every_item_of_one_key_only(store: DynamoDBStore) -> None:
+    store.put_state("Signup", "w1", b"k", b"v")
+    assert store.try_lock("Signup", "w1", "inv_x")
+    store.put_state("Signup", "w2", b"k", b"kept")
+    store.delete_keyed("Signup", "w1")
+    assert store.load_state("Signup", "w1") == {}
+    assert store.lock_holder("Signup", "w1") is None
+    assert store.load_state("Signup", "w2") == {b"k": b"kept"}
+    store.delete_keyed("Signup", "w1")

@@ -31,10 +31,11 @@ EXPECTED_HANDLERS = {
     "OrderService": {"place"},
     "Steps": {"ten_steps", "n_steps", "flaky", "fail_terminal", "no_input", "one_step", "slow_steps", "big_step"},
     "Waits": {"sleep", "awakeable", "resolve", "booking", "send_later", "stamp"},
-    "Counter": {"add", "get", "add_then_fail", "add_after_sleep", "reset", "describe"},
+    "Counter": {"add", "get", "add_then_fail", "add_after_sleep", "reset", "describe", "add_via_self"},
     "LazyCounter": {"lazy_add", "read_many", "put"},
     "Signup": {"run", "confirm", "status", "peek"},
     "Calls": {"greet_twice", "count_to", "call_failing", "book_via"},
+    "Chain": {"a", "b", "c", "work", "call_once"},
 }
 
 

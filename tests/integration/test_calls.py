@@ -1,0 +1,205 @@
+"""Calls between services with real restate-sdk handlers: a chain A → B → C, cancel through it,
+idempotency keys on calls, journal and idempotency retention, and a call cycle on one object key.
+
+`torpor dev` wiring on a moto server over HTTP; the example services run under hypercorn.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from adapters.cli import main as cli
+from adapters.local.dev import DevServer
+from control_plane.settings import Settings
+from examples.side_effects import read_side_effects
+from tests.helpers.dev import describe, dev_with_examples, wait_for
+
+SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=30_000)
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
+    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
+        yield server
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{time.time_ns()}"
+
+
+def callee_of(dev: DevServer, caller: str) -> str | None:
+    """The invocation id the caller's first Call was given, once it is journaled."""
+    journal = describe(dev, caller)["journal"]
+    ids = [e.get("invocation_id") for e in journal if e["type"] == "CallInvocationIdCompletion"]
+    return ids[0] if ids else None
+
+
+def steps_of(effects_file: Path, *invocation_ids: str) -> list[str]:
+    wanted = set(invocation_ids)
+    return [e["step"] for e in read_side_effects(effects_file) if e["invocation_id"] in wanted]
+
+
+def test_a_chain_of_three_calls_returns_the_innermost_result_through_each_caller(
+    dev: DevServer, effects_file: Path
+) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Chain/a", json=0, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == "a(b(c))"
+    a = reply.headers["x-restate-id"]
+    b = callee_of(dev, a)
+    assert b is not None
+    c = callee_of(dev, b)
+    assert c is not None
+    assert describe(dev, c)["status"] == "completed"
+    assert sorted(steps_of(effects_file, a, b, c)) == sorted(
+        ["a-start", "b-start", "c-start", "c-done", "b-done", "a-done"]
+    )
+
+
+def test_cancel_of_the_chain_head_compensates_the_leaves_first(dev: DevServer, effects_file: Path) -> None:
+    a = httpx.post(f"{dev.ingress_url}/Chain/a/send", json=60_000, timeout=30).json()["invocationId"]
+    b = wait_for(lambda: callee_of(dev, a), 10, "a's call to b")
+    c = wait_for(lambda: callee_of(dev, b), 10, "b's call to c")
+    wait_for(lambda: describe(dev, c)["status"] == "suspended", 10, "c's sleep")
+
+    assert httpx.patch(f"{dev.admin_url}/invocations/{a}/cancel").status_code == 202
+
+    for invocation in (a, b, c):
+        outcome = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation}/attach", timeout=30)
+        assert outcome.status_code == 409, outcome.text
+    compensations = [s for s in steps_of(effects_file, a, b, c) if s.endswith("-compensate")]
+    assert compensations == ["c-compensate", "b-compensate", "a-compensate"]
+    assert "c-done" not in steps_of(effects_file, c)
+
+
+def test_two_callers_with_one_idempotency_key_share_one_callee_run(dev: DevServer, effects_file: Path) -> None:
+    key = unique("once")
+    request = {"key": key, "ms": 1500}
+    replies: list[httpx.Response] = []
+    callers = [
+        threading.Thread(
+            target=lambda: replies.append(httpx.post(f"{dev.ingress_url}/Chain/call_once", json=request, timeout=30))
+        )
+        for _ in range(2)
+    ]
+    for caller in callers:
+        caller.start()
+        time.sleep(0.3)  # the second caller arrives while the callee sleeps
+    for caller in callers:
+        caller.join(30)
+    assert [r.status_code for r in replies] == [200, 200]
+    work_ids = {r.json() for r in replies}
+    assert len(work_ids) == 1, "both callers must get the one callee's result"
+    (work,) = work_ids
+    assert {r.headers["x-restate-id"] for r in replies} != {work}
+    assert steps_of(effects_file, work) == ["work"]
+    # a caller arriving after the callee completed gets its stored result at once
+    late = httpx.post(f"{dev.ingress_url}/Chain/call_once", json=request, timeout=30)
+    assert late.json() == work
+    assert steps_of(effects_file, work) == ["work"]
+    # another key is another callee
+    other = httpx.post(f"{dev.ingress_url}/Chain/call_once", json={"key": unique("other"), "ms": 0}, timeout=30)
+    assert other.json() != work
+
+
+def test_concurrent_duplicates_at_the_ingress_attach_to_the_one_run(dev: DevServer, effects_file: Path) -> None:
+    headers = {"idempotency-key": unique("dup")}
+    replies: list[httpx.Response] = []
+
+    def post() -> None:
+        replies.append(httpx.post(f"{dev.ingress_url}/Chain/work", json=1000, headers=headers, timeout=30))
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert [r.status_code for r in replies] == [200] * 4
+    ids = {r.headers["x-restate-id"] for r in replies}
+    assert len(ids) == 1
+    assert {r.json() for r in replies} == ids
+    assert steps_of(effects_file, *ids) == ["work"]
+
+
+def test_journal_goes_after_its_retention_and_the_key_runs_again_after_the_idempotency_retention(
+    dev: DevServer, effects_file: Path
+) -> None:
+    config = {"journal_retention": "1s", "idempotency_retention": "4s"}
+    assert httpx.patch(f"{dev.admin_url}/services/Chain", json=config).status_code == 200
+    try:
+        headers = {"idempotency-key": unique("kept")}
+        first = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, headers=headers, timeout=30)
+        invocation = first.headers["x-restate-id"]
+        assert len(describe(dev, invocation)["journal"]) > 1
+
+        # after the journal retention: the journal is gone, the result still answers the same key
+        def journal_removed() -> bool:
+            dev.control_plane.sweep()
+            return len(describe(dev, invocation)["journal"]) == 1  # the input alone, kept in the record
+
+        wait_for(journal_removed, 10, "the journal to be removed")
+        assert not dev.store.load_invocation(invocation).batches  # type: ignore[union-attr]
+        again = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, headers=headers, timeout=30)
+        assert again.headers["x-restate-id"] == invocation
+        assert again.json() == first.json()
+
+        # after the idempotency retention: the invocation is gone and the same key runs anew
+        def record_removed() -> bool:
+            dev.control_plane.sweep()
+            return httpx.get(f"{dev.admin_url}/invocations/{invocation}").status_code == 404
+
+        wait_for(record_removed, 15, "the invocation to be removed")
+        third = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, headers=headers, timeout=30)
+        assert third.status_code == 200
+        assert third.headers["x-restate-id"] == invocation  # the key's id, free again
+        assert steps_of(effects_file, invocation) == ["work", "work"]
+    finally:
+        httpx.patch(f"{dev.admin_url}/services/Chain", json={"journal_retention": None, "idempotency_retention": None})
+
+
+def test_an_expired_idempotency_key_runs_anew_even_before_the_sweep(dev: DevServer, effects_file: Path) -> None:
+    assert httpx.patch(f"{dev.admin_url}/services/Chain", json={"idempotency_retention": "1s"}).status_code == 200
+    assert httpx.patch(f"{dev.admin_url}/services/Chain", json={"journal_retention": "1s"}).status_code == 200
+    try:
+        headers = {"idempotency-key": unique("expired")}
+        first = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, headers=headers, timeout=30)
+        time.sleep(2.2)
+        second = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, headers=headers, timeout=30)
+        assert second.status_code == 200
+        assert second.headers["x-restate-id"] == first.headers["x-restate-id"]
+        assert steps_of(effects_file, first.headers["x-restate-id"]) == ["work", "work"]
+    finally:
+        httpx.patch(f"{dev.admin_url}/services/Chain", json={"journal_retention": None, "idempotency_retention": None})
+
+
+def test_an_object_calling_its_own_key_is_a_deadlock_named_by_describe_and_broken_by_kill(dev: DevServer) -> None:
+    key = unique("self")
+    caller = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_via_self/send", json=5).json()["invocationId"]
+    callee = wait_for(lambda: callee_of(dev, caller), 10, "the call to its own key")
+    wait_for(lambda: describe(dev, callee)["status"] == "pending", 10, "the callee to queue for the key")
+
+    described: dict[str, Any] = wait_for(lambda: describe(dev, caller).get("deadlock"), 10, "a deadlock report")
+    assert described["cycle"] == [caller, callee, caller]
+    assert "cancel or kill" in described["message"]
+    callee_view = describe(dev, callee)
+    assert callee_view["waiting_for_key_holder"] == caller
+    assert callee_view["deadlock"]["cycle"] == [callee, caller, callee]
+
+    shown = CliRunner().invoke(
+        cli, ["--admin-url", dev.admin_url, "invocations", "describe", caller], env={"COLUMNS": "200"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "DEADLOCK" in shown.output
+
+    # killing the caller releases the key (and kills its open callee, as kill does)
+    assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/kill").status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{callee}/attach", timeout=30).status_code == 409
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=1, timeout=30).json() == 1
