@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from control_plane.durations import parse_duration_ms
+from control_plane.endpoints import parse_registration
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
 from control_plane.invocation import Engine
@@ -78,10 +79,13 @@ def describe_entry(index: int, entry: Frame) -> dict[str, Any]:
 
 
 def deployment_json(d: DeploymentRecord, services: list[ServiceRecord] | None = None) -> dict[str, Any]:
-    """A deployment as the admin API shows it."""
+    """A deployment as the admin API shows it: `arn` for a Lambda deployment, else `uri`."""
+    is_lambda = d.endpoint.startswith("arn:")
     return {
         "id": d.deployment_id,
-        "uri": d.endpoint,
+        ("arn" if is_lambda else "uri"): d.endpoint,
+        **({"assume_role_arn": d.auth["assume_role_arn"]} if "assume_role_arn" in d.auth else {}),
+        **({"auth": dict(d.auth)} if "google_id_token" in d.auth else {}),
         "protocol_type": "RequestResponse",
         "additional_headers": dict(d.additional_headers),
         "metadata": dict(d.metadata),
@@ -275,29 +279,25 @@ class Admin:
         return HttpResponse.json({"status": "ok"})
 
     def register(self, request: HttpRequest) -> HttpResponse:
-        """Register a deployment by URI (discovery), answering 201 with its id and services."""
+        """Register a deployment by `uri` or Lambda `arn` (see `control_plane.endpoints`): discovery,
+        then 201 with its id and services. 400 naming the fix for a bad body or an unpinned ARN."""
         body = request.json()
         if not isinstance(body, dict):
             raise BadRequest('the body must be a JSON object like {"uri": "http://localhost:9080"}')
-        if "arn" in body:
-            raise BadRequest(
-                'Lambda deployments ("arn") are not supported by this control plane yet; register an HTTP '
-                'endpoint with {"uri": ...}'
-            )
-        uri = body.get("uri")
-        if not isinstance(uri, str) or not uri.startswith(("http://", "https://")):
-            raise BadRequest('"uri" must be an http:// or https:// URL, e.g. {"uri": "http://localhost:9080"}')
         headers = body.get("additional_headers") or {}
         if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
             raise BadRequest('"additional_headers" must be an object of string values')
         force = body.get("force", False)
         if not isinstance(force, bool):
             raise BadRequest('"force" must be true or false')
+        target = parse_registration(body, force=force)
         metadata = body.get("metadata") or {}
         if body.get("dry_run"):
-            manifest = self.registry.discover(uri.rstrip("/"), headers)
+            manifest = self.registry.discover(target.endpoint, headers, target.auth)
             return HttpResponse.json({"id": None, "services": manifest["services"], "dry_run": True}, 200)
-        deployment, _ = self.registry.register(uri.rstrip("/"), headers, force=force, metadata=metadata)
+        deployment, _ = self.registry.register(
+            target.endpoint, headers, force=force, metadata=metadata, auth=target.auth
+        )
         services = [s for s in self.store.list_services() if s.name in deployment.services]
         return HttpResponse.json(deployment_json(deployment, services), 201)
 

@@ -423,6 +423,7 @@ class Engine(EffectsMixin):
                 headers,
                 body,
                 timeout_ms / 1000,
+                auth=deployment.auth or None,
             )
         except InvokerError as exc:
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")

@@ -49,7 +49,8 @@ output, must fit in it."""
 class DeploymentRecord:
     """A registered deployment: where handlers live and what its manifest said.
 
-    `endpoint` is an `http(s)://` URI (a local or Cloud Run endpoint) or a Lambda function ARN.
+    `endpoint` is an `http(s)://` URI (a local or Cloud Run endpoint), a Cloud Run service name
+    (`projects/P/locations/L/services/S`) or a Lambda function ARN (qualified with a version).
     `manifest` is the endpoint manifest as parsed JSON (Restate wire names, camelCase).
     """
 
@@ -62,6 +63,7 @@ class DeploymentRecord:
     created_at_ms: int
     services: Sequence[str] = ()
     metadata: Mapping[str, str] = field(default_factory=dict)
+    auth: Mapping[str, object] = field(default_factory=dict)  # how to invoke it, see `Invoker.request`
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,8 +365,13 @@ class Invoker(Protocol):
         headers: Mapping[str, str],
         body: bytes,
         timeout_s: float,
+        auth: Mapping[str, object] | None = None,
     ) -> HttpReply:
         """Send `method path` to the deployment at `endpoint`; `path` starts with `/`.
+
+        `auth` is the deployment's `auth`: `{"assume_role_arn": ARN}` (Lambda: invoke with that
+        role) or `{"google_id_token": {"audience": A}}` (Cloud Run: a Google ID token for `A`, by
+        default the service URL); None or empty for none.
 
         Raises `InvokerError` when no complete answer arrived within `timeout_s` seconds.
         """

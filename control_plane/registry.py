@@ -101,7 +101,9 @@ class Registry:
 
     # --- discovery and registration ---------------------------------------------------------------
 
-    def discover(self, endpoint: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    def discover(
+        self, endpoint: str, headers: Mapping[str, str], auth: Mapping[str, object] | None = None
+    ) -> dict[str, Any]:
         """Fetch and validate the endpoint manifest of `endpoint` (manifest v1..v4).
 
         Returns the manifest as parsed JSON (Restate's camelCase names). Raises `BadRequest` naming
@@ -109,7 +111,13 @@ class Registry:
         """
         try:
             reply = self.invoker.request(
-                endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, b"", _DISCOVERY_TIMEOUT_S
+                endpoint,
+                "GET",
+                "/discover",
+                {**headers, "accept": DISCOVERY_ACCEPT},
+                b"",
+                _DISCOVERY_TIMEOUT_S,
+                auth=auth or None,
             )
         except InvokerError as exc:
             raise BadRequest(
@@ -136,6 +144,7 @@ class Registry:
         *,
         force: bool = False,
         metadata: Mapping[str, str] | None = None,
+        auth: Mapping[str, object] | None = None,
     ) -> tuple[DeploymentRecord, bool]:
         """Register the deployment at `endpoint`; returns `(deployment, created)`.
 
@@ -145,7 +154,7 @@ class Registry:
         `UnsupportedProtocol` if no service protocol version in 5..7 fits.
         """
         headers = dict(additional_headers or {})
-        manifest = self.discover(endpoint, headers)
+        manifest = self.discover(endpoint, headers, auth)
         min_v, max_v = int(manifest["minProtocolVersion"]), int(manifest["maxProtocolVersion"])
         negotiate(min_v, min(max_v, self.settings.max_protocol_version))
         existing = next((d for d in self.store.list_deployments() if d.endpoint == endpoint), None)
@@ -167,6 +176,7 @@ class Registry:
             created_at_ms=self.clock.now_ms(),
             services=tuple(str(s["name"]) for s in manifest["services"]),
             metadata=dict(metadata or {}),
+            auth=dict(auth or {}),
         )
         self.store.put_deployment(deployment)
         if existing is not None:

@@ -275,6 +275,7 @@ class DeploymentItem(Item):
     created_at_ms = IntAttribute()
     services = JSONAttribute(null=True)
     metadata = JSONAttribute(null=True)
+    auth = JSONAttribute(null=True)
 
 
 class ServiceItem(Item):
@@ -416,6 +417,7 @@ def deployment_record(item: DeploymentItem) -> DeploymentRecord:
         created_at_ms=item.created_at_ms,
         services=tuple(item.services or ()),
         metadata=item.metadata or {},
+        auth=item.auth or {},
     )
 
 

@@ -50,6 +50,7 @@ class RegistryStore:
             created_at_ms=deployment.created_at_ms,
             services=list(deployment.services),
             metadata=dict(deployment.metadata),
+            auth=dict(deployment.auth) or None,
         )
         too_large = (
             f"deployment {deployment.deployment_id}: its manifest does not fit in one DynamoDB item (400 KB); "

@@ -64,7 +64,7 @@ def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> Table:
     for d in deployments:
         table.add_row(
             _cell(d.get("id")),
-            _cell(d.get("uri")),
+            _cell(d.get("uri") or d.get("arn")),
             _cell(", ".join(_service_names(d.get("services") or []))),
             _cell(_protocol(d)),
             _cell(d.get("created_at")),
@@ -84,7 +84,7 @@ def deployment_details(deployment: Mapping[str, Any]) -> Table:
     return details(
         [
             ("ID", deployment.get("id")),
-            ("URI", deployment.get("uri")),
+            ("URI", deployment.get("uri") or deployment.get("arn")),
             ("Protocol", _protocol(deployment)),
             ("SDK", deployment.get("sdk_version")),
             ("Created", deployment.get("created_at")),

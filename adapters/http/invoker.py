@@ -66,6 +66,7 @@ class HttpInvoker:
         headers: Mapping[str, str],
         body: bytes,
         timeout_s: float,
+        auth: Mapping[str, object] | None = None,
     ) -> HttpReply:
         """Send `method endpoint+path` with `body` and return the complete answer.
 
@@ -77,6 +78,7 @@ class HttpInvoker:
             body: Request body bytes.
             timeout_s: The whole answer, body included, must arrive within this many seconds
                 (connecting takes at most 10 s of it).
+            auth: Ignored: a plain HTTP deployment needs none (see `adapters.invokers`).
 
         Returns:
             The status, headers (lower-case names; repeated headers joined with ", ") and body.

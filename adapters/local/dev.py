@@ -33,9 +33,11 @@ from moto.server import ThreadedMotoServer
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
+from adapters.invokers import RoutingInvoker
 from adapters.local.asgi import asgi_app
 from adapters.local.scheduler import LocalScheduler
 from control_plane.errors import TorporError
+from control_plane.ports import Invoker
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 
@@ -129,7 +131,7 @@ class DevServer:
         self._moto: ThreadedMotoServer | None = None
         self._dynamodb_endpoint: str | None = None
         self._store: DynamoDBStore | None = None
-        self._invoker: HttpInvoker | None = None
+        self._invoker: RoutingInvoker | None = None
         self._scheduler: LocalScheduler | None = None
         self._sweeper: threading.Thread | None = None
         self._sweeping = threading.Event()
@@ -182,8 +184,8 @@ class DevServer:
         return self._require(self._scheduler)
 
     @property
-    def invoker(self) -> HttpInvoker:
-        """The `HttpInvoker` (after `start`)."""
+    def invoker(self) -> RoutingInvoker:
+        """The `RoutingInvoker` (after `start`): HTTP endpoints, Lambda ARNs and Cloud Run services."""
         return self._require(self._invoker)
 
     @staticmethod
@@ -252,7 +254,9 @@ class DevServer:
         self._store.ensure_schema()
 
     def _start_control_plane(self) -> None:
-        self._invoker = HttpInvoker()
+        self._invoker = RoutingInvoker(
+            HttpInvoker(), lambda_factory=self._lambda_invoker, cloud_run_factory=_cloud_run_invoker
+        )
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._scheduler.start(self._control_plane.advance, self._control_plane.timer_done)
@@ -260,6 +264,12 @@ class DevServer:
         self._sweeping = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="torpor-sweep", daemon=True)
         self._sweeper.start()
+
+    def _lambda_invoker(self) -> Invoker:
+        """The Lambda invoker: boto3 `Invoke` with the default credentials and region."""
+        from adapters.aws.lambda_invoker import LambdaInvoker
+
+        return LambdaInvoker(region=self.region)
 
     def _sweep_loop(self) -> None:
         """Sweep every `_SWEEP_INTERVAL_S` until `stop` (a failed sweep is logged and tried again)."""
@@ -427,3 +437,10 @@ def run_dev(
             signal.signal(sig, handler)
         if started:
             log.info("torpor dev: stopped")
+
+
+def _cloud_run_invoker() -> Invoker:
+    """The Cloud Run invoker: Google ID tokens from the application default credentials."""
+    from adapters.gcp.cloud_run import CloudRunInvoker
+
+    return CloudRunInvoker()

@@ -1,0 +1,76 @@
+"""`control_plane.ports.Invoker` for every kind of deployment: routes each request by its endpoint.
+
+- `arn:aws:lambda:…` → the Lambda invoker (boto3 `Invoke`, `adapters.aws.lambda_invoker`);
+- a Cloud Run service name, or an endpoint whose `auth` asks for a Google ID token → the Cloud Run
+  invoker (`adapters.gcp.cloud_run`);
+- any other `http(s)://` URL → the plain HTTP invoker.
+
+The Lambda and Cloud Run invokers are built on first use, so a process that never meets such a
+deployment never imports boto3's Lambda client or google-auth.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from control_plane.ports import HttpReply, Invoker, InvokerError
+
+
+class RoutingInvoker:
+    """Sends each request to the invoker for its endpoint's kind (see the module doc). Thread-safe.
+
+    Args:
+        http: The invoker for plain HTTP endpoints.
+        lambda_factory: Builds the Lambda invoker on first use; None: Lambda deployments are refused
+            with an `InvokerError` naming the fix.
+        cloud_run_factory: Builds the Cloud Run invoker on first use; None: likewise.
+    """
+
+    def __init__(
+        self,
+        http: Invoker,
+        *,
+        lambda_factory: Callable[[], Invoker] | None = None,
+        cloud_run_factory: Callable[[], Invoker] | None = None,
+    ) -> None:
+        self.http = http
+        self._factories = {"lambda": lambda_factory, "cloud_run": cloud_run_factory}
+        self._built: dict[str, Invoker] = {}
+        self._lock = threading.Lock()
+
+    def _invoker(self, kind: str) -> Invoker:
+        with self._lock:
+            if kind not in self._built:
+                factory = self._factories[kind]
+                if factory is None:
+                    what = "Lambda" if kind == "lambda" else "Cloud Run"
+                    raise InvokerError(f"this control plane was started without a {what} invoker")
+                self._built[kind] = factory()
+            return self._built[kind]
+
+    def request(
+        self,
+        endpoint: str,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        timeout_s: float,
+        auth: Mapping[str, object] | None = None,
+    ) -> HttpReply:
+        """`Invoker.request` on the invoker for `endpoint`'s kind. Raises `InvokerError`."""
+        if endpoint.startswith("arn:"):
+            invoker = self._invoker("lambda")
+        elif endpoint.startswith("projects/") or (auth and "google_id_token" in auth):
+            invoker = self._invoker("cloud_run")
+        else:
+            invoker = self.http
+        return invoker.request(endpoint, method, path, headers, body, timeout_s, auth=auth)
+
+    def close(self) -> None:
+        """Close every invoker built so far that can be closed."""
+        for invoker in [self.http, *self._built.values()]:
+            close = getattr(invoker, "close", None)
+            if callable(close):
+                close()
