@@ -1,0 +1,300 @@
+"""The control plane as AWS Lambda functions (aws-lambda-powertools: event handler, Logger, Metrics, Tracer).
+
+| function | handler | fed by |
+| --- | --- | --- |
+| ingress | `ingress_handler` | API Gateway HTTP API (payload v2): `/{service}/{handler}`, `/restate/...` |
+| admin | `admin_handler` | API Gateway HTTP API (payload v2) with IAM authorization: the admin API |
+| worker | `worker_handler` | SQS batches from the wake queue (partial batch failures reported) |
+| sweeper | `sweeper_handler` | an EventBridge schedule, every minute: `ControlPlane.sweep_due` |
+| deploy hook | `deploy_hook_handler` | a CloudFormation custom resource registering a function version |
+
+Each container builds one `ControlPlane` (`build_control_plane`) on first use, from the environment:
+`TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
+Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
+`TORPOR_SCHEDULE_GROUP`; `TORPOR_*` settings as in `control_plane.settings`. Endpoints come from
+boto3's own `AWS_ENDPOINT_URL_<SERVICE>` variables (tests point them at a moto server and the local
+Lambda emulator). Nothing in memory outlives a request that matters: every state change is in
+DynamoDB, every wake-up a message.
+
+API Gateway ends an integration after 29 s, so an ingress call waits at most
+`INGRESS_CALL_WAIT_MS` for its result and then answers `202` with the invocation id (attach with
+`/restate/invocation/{id}/attach`); the worker goes on with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import httpx
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.aws.timers import SqsScheduler, handle_wake_message
+from adapters.http.invoker import HttpInvoker
+from adapters.invokers import RoutingInvoker
+from control_plane.errors import Conflict, NotFound, TorporError
+from control_plane.http import HttpRequest, Router
+from control_plane.ports import Invoker
+from control_plane.runtime import ControlPlane
+from control_plane.settings import Settings
+
+__all__ = [
+    "INGRESS_CALL_WAIT_MS",
+    "admin_handler",
+    "build_control_plane",
+    "deploy_hook_handler",
+    "ingress_handler",
+    "sweeper_handler",
+    "worker_handler",
+]
+
+INGRESS_CALL_WAIT_MS = 25_000
+"""Longest an ingress call waits for its result on Lambda: under API Gateway's 29 s limit."""
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "torpor"))
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Torpor"))
+tracer = Tracer()
+copy_config_to_registered_loggers(source_logger=logger, include={"torpor"})  # the core's logs, as JSON
+
+_built: ControlPlane | None = None
+_wake_scheduler: SqsScheduler | None = None
+_build_lock = threading.Lock()
+
+
+class ConfigurationError(RuntimeError):
+    """A required environment variable is missing; the message names it."""
+
+
+def _required(environ: Mapping[str, str], name: str) -> str:
+    value = environ.get(name)
+    if not value:
+        raise ConfigurationError(f"{name} is not set: the function's environment must name it (see template.yaml)")
+    return value
+
+
+def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlane:
+    """This container's `ControlPlane`, built on first use from `environ` (default `os.environ`).
+
+    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`).
+    """
+    global _built, _wake_scheduler
+    with _build_lock:
+        if _built is not None:
+            return _built
+        env = os.environ if environ is None else environ
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+        store = DynamoDBStore(_required(env, "TORPOR_TABLE"), region=region)
+        sqs = boto3.client("sqs", region_name=region)
+        role = env.get("TORPOR_SCHEDULER_ROLE_ARN")
+        scheduler = SqsScheduler(
+            sqs,
+            _required(env, "TORPOR_WAKE_QUEUE_URL"),
+            scheduler_client=boto3.client("scheduler", region_name=region) if role else None,
+            schedule_target_role_arn=role,
+            queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN"),
+            dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
+            schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
+        )
+        settings = Settings.load(env)
+        settings = replace(settings, call_wait_ms=min(settings.call_wait_ms, INGRESS_CALL_WAIT_MS))
+
+        def lambda_invoker() -> Invoker:
+            from adapters.aws.lambda_invoker import LambdaInvoker
+
+            return LambdaInvoker(region=region)
+
+        def cloud_run_invoker() -> Invoker:
+            from adapters.gcp.cloud_run import CloudRunInvoker
+
+            return CloudRunInvoker()
+
+        invoker = RoutingInvoker(HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker)
+        _built = ControlPlane(store, invoker, scheduler, settings=settings)
+        _wake_scheduler = scheduler
+        return _built
+
+
+def reset() -> None:
+    """Forget this container's `ControlPlane` (tests build one per environment)."""
+    global _built, _wake_scheduler
+    with _build_lock:
+        _built, _wake_scheduler = None, None
+
+
+# --- HTTP: API Gateway HTTP API (payload format 2.0) ------------------------------------------------
+
+
+def _request(raw: Mapping[str, Any]) -> HttpRequest:
+    """Our `HttpRequest` from an HTTP API v2 event: the raw (percent-encoded) path and query."""
+    body = raw.get("body") or ""
+    payload = base64.b64decode(body) if raw.get("isBase64Encoded") else body.encode()
+    headers = {k.lower(): v for k, v in (raw.get("headers") or {}).items()}
+    method = ((raw.get("requestContext") or {}).get("http") or {}).get("method", "GET")
+    return HttpRequest(method, raw.get("rawPath") or "/", raw.get("rawQueryString") or "", headers, payload)
+
+
+def _serve(router: Router, resolver: APIGatewayHttpResolver, api: str) -> Response[bytes]:
+    request = _request(resolver.current_event.raw_event)
+    answer = router.dispatch(request)
+    invocation_id = answer.headers.get("x-restate-id")
+    logger.info(
+        "%s %s %s -> %d",
+        api,
+        request.method,
+        request.path,
+        answer.status,
+        extra={"invocation_id": invocation_id} if invocation_id else None,
+    )
+    metrics.add_metric(name=f"{api.title()}Requests", unit=MetricUnit.Count, value=1)
+    if answer.status >= 500:
+        metrics.add_metric(name=f"{api.title()}Errors", unit=MetricUnit.Count, value=1)
+    headers = {k: v for k, v in answer.headers.items() if k != "content-type"}
+    return Response(answer.status, answer.headers.get("content-type"), answer.body, headers)
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+_ingress_api = APIGatewayHttpResolver()
+_admin_api = APIGatewayHttpResolver()
+
+
+@_ingress_api.route(".+", method=_METHODS)
+def _ingress_route() -> Response[bytes]:
+    return _serve(build_control_plane().ingress.router, _ingress_api, "ingress")
+
+
+@_admin_api.route(".+", method=_METHODS)
+def _admin_route() -> Response[bytes]:
+    return _serve(build_control_plane().admin.router, _admin_api, "admin")
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def ingress_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The Restate ingress behind an HTTP API: call, send, attach, output, awakeables.
+
+    Takes an API Gateway HTTP API v2 event; returns its proxy response (bodies base64-encoded).
+    A call still running after `INGRESS_CALL_WAIT_MS` answers `202 {"invocationId"}`.
+    """
+    return _ingress_api.resolve(event, context)
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def admin_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The admin API (deployments, services, invocations) behind an IAM-authorized HTTP API."""
+    return _admin_api.resolve(event, context)
+
+
+# --- worker: SQS wake-ups ---------------------------------------------------------------------------
+
+_wake_processor = AsyncBatchProcessor(event_type=EventType.SQS)
+
+
+async def _wake(record: SQSRecord) -> str:
+    """One wake-up message: advance (or fire the timer of) its invocation, on a thread of its own."""
+    control_plane = build_control_plane()
+    assert _wake_scheduler is not None
+    outcome = await asyncio.to_thread(
+        handle_wake_message,
+        record.body,
+        advance=control_plane.advance,
+        on_timer=control_plane.on_timer,
+        scheduler=_wake_scheduler,
+        now_ms=control_plane.clock.now_ms(),
+    )
+    metrics.add_metric(name=f"Wake{str(outcome).title()}", unit=MetricUnit.Count, value=1)
+    return str(outcome)
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Advance the invocations a batch of wake-up messages names, concurrently.
+
+    Returns `{"batchItemFailures": [{"itemIdentifier": message id}, ...]}`: a message whose advance
+    raised goes back to the queue (and to its dead-letter queue after the redrive limit); the
+    others are deleted. Every advance is idempotent, so a redelivery changes nothing it should not.
+    """
+    build_control_plane()
+    return async_process_partial_response(event=event, record_handler=_wake, processor=_wake_processor, context=context)
+
+
+# --- sweeper ----------------------------------------------------------------------------------------
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def sweeper_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+    """Every minute: wake overdue timers, inboxes and expired leases (`ControlPlane.sweep_due`).
+
+    Returns `{"woken": n}`.
+    """
+    woken = build_control_plane().sweep_due()
+    metrics.add_metric(name="SweepWakeUps", unit=MetricUnit.Count, value=woken)
+    return {"woken": woken}
+
+
+# --- deploy hook: a CloudFormation custom resource ---------------------------------------------------
+
+
+@logger.inject_lambda_context
+def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
+    """Register a handler function version as a deployment when the stack deploys it.
+
+    Resource properties: `FunctionVersionArn` (a published version's ARN), optional `AssumeRoleArn`.
+    Create and Update register it (the physical id is the deployment id); Delete removes it unless
+    invocations are still pinned to it (they finish on it; it stays registered, as in Restate).
+    The answer goes to CloudFormation's pre-signed `ResponseURL`; a failure is reported as FAILED
+    with the reason, never left hanging.
+    """
+    properties = event.get("ResourceProperties") or {}
+    physical_id = event.get("PhysicalResourceId") or "unregistered"
+    data: dict[str, str] = {}
+    status, reason = "SUCCESS", ""
+    try:
+        control_plane = build_control_plane()
+        if event["RequestType"] in ("Create", "Update"):
+            arn = str(properties["FunctionVersionArn"])
+            role = properties.get("AssumeRoleArn")
+            deployment, _ = control_plane.registry.register(
+                arn, {}, force=True, auth={"assume_role_arn": role} if role else None
+            )
+            physical_id = deployment.deployment_id
+            data = {"DeploymentId": deployment.deployment_id}
+        elif physical_id.startswith("dp_"):
+            try:
+                control_plane.registry.remove(physical_id)
+            except Conflict as exc:
+                logger.warning("deployment %s stays registered: %s", physical_id, exc.message)
+            except NotFound:
+                pass
+    except (TorporError, KeyError, ConfigurationError) as exc:
+        status, reason = "FAILED", getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        logger.error("deploy hook failed: %s", reason)
+    answer = {
+        "Status": status,
+        "Reason": reason or f"see CloudWatch log stream {getattr(context, 'log_stream_name', '')}",
+        "PhysicalResourceId": physical_id,
+        "StackId": event.get("StackId"),
+        "RequestId": event.get("RequestId"),
+        "LogicalResourceId": event.get("LogicalResourceId"),
+        "Data": data,
+    }
+    httpx.put(event["ResponseURL"], content=json.dumps(answer).encode(), headers={"content-type": ""}, timeout=30)
