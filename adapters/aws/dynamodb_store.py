@@ -106,12 +106,12 @@ _TTL_UNSUPPORTED = frozenset({"UnknownOperationException"})  # dynalite has no T
 class _CountingConnection(Connection):
     """A pynamodb `Connection` that reports each DynamoDB API call (not botocore's retries) as it starts."""
 
-    def __init__(self, on_call: Callable[[], None], **kwargs: Any) -> None:
+    def __init__(self, on_call: Callable[[str], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._on_call = on_call
 
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
-        self._on_call()
+        self._on_call(operation_name)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
 
 
@@ -162,6 +162,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         self.region = region
         self.endpoint_url = endpoint_url
         self._request_count = 0
+        self._request_counts: dict[str, int] = {}
         self._request_count_lock = threading.Lock()
         self._connection = TableConnection(table_name)
         self._connection.connection = _CountingConnection(
@@ -202,9 +203,16 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         with self._request_count_lock:
             return self._request_count
 
-    def _count_request(self) -> None:
+    @property
+    def request_counts(self) -> dict[str, int]:
+        """DynamoDB API calls so far by operation, e.g. `{"PutItem": 3, "Query": 2}` (a copy)."""
+        with self._request_count_lock:
+            return dict(self._request_counts)
+
+    def _count_request(self, operation: str) -> None:
         with self._request_count_lock:
             self._request_count += 1
+            self._request_counts[operation] = self._request_counts.get(operation, 0) + 1
 
     # --- schema ----------------------------------------------------------------------------------
 
@@ -241,7 +249,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
     def _enable_ttl(self) -> None:
         # pynamodb has no DescribeTimeToLive: ask through its botocore client, and count the call.
         client: Any = self._connection.connection.client  # botocore's, untyped in pynamodb
-        self._count_request()
+        self._count_request("DescribeTimeToLive")
         try:
             described = client.describe_time_to_live(TableName=self.table_name)["TimeToLiveDescription"]
         except ClientError as exc:

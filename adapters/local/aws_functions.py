@@ -1,0 +1,117 @@
+"""Drive the control plane's Lambda functions on this machine, as API Gateway and SQS would.
+
+`LocalFunctions` sends synthetic API Gateway HTTP API (payload 2.0) events to the ingress and admin
+handlers of `adapters.aws.lambda_app`, and runs its worker handler on batches received from the wake
+queue, deleting the messages the worker did not report as failed (what the Lambda event source
+mapping does). With DynamoDB and SQS on a moto server and handlers on the local Lambda emulator,
+that is the whole AWS wiring without an AWS account (tests and `bench.aws_requests` use it).
+The environment of `adapters.aws.lambda_app.build_control_plane` must be set first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.aws import lambda_app
+
+
+@dataclass
+class Context:
+    """The parts of a Lambda context that powertools reads (a stand-in for the real one)."""
+
+    function_name: str = "torpor-test"
+    function_version: str = "$LATEST"
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:torpor-test"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "req"
+    log_group_name: str = "/aws/lambda/torpor-test"
+    log_stream_name: str = "stream"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@dataclass
+class LocalFunctions:
+    """The control plane's functions wired to one wake queue (`sqs` is a boto3 SQS client)."""
+
+    sqs: Any
+    queue_url: str
+
+    def http(self, api: str, method: str, path: str, body: object = None, **headers: str) -> tuple[int, Any, dict]:
+        """Send an HTTP API v2 event to the ingress or admin handler; (status, JSON body or text, headers)."""
+        raw_path, _, query = path.partition("?")
+        event = {
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": raw_path,
+            "rawQueryString": query,
+            "headers": {"content-type": "application/json", **headers},
+            "requestContext": {
+                "http": {"method": method, "path": raw_path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1"},
+                "requestId": uuid.uuid4().hex,
+                "routeKey": "$default",
+                "stage": "$default",
+            },
+            "body": base64.b64encode(json.dumps(body).encode()).decode() if body is not None else None,
+            "isBase64Encoded": body is not None,
+        }
+        handler = lambda_app.ingress_handler if api == "ingress" else lambda_app.admin_handler
+        answer = handler(event, Context(aws_request_id=uuid.uuid4().hex))
+        payload = answer.get("body") or ""
+        if answer.get("isBase64Encoded"):
+            payload = base64.b64decode(payload).decode()
+        try:
+            decoded: Any = json.loads(payload) if payload else None
+        except json.JSONDecodeError:
+            decoded = payload
+        return answer["statusCode"], decoded, {k.lower(): v for k, v in (answer.get("headers") or {}).items()}
+
+    def work(self, wait_s: int = 1) -> int:
+        """Receive one batch from the wake queue, run the worker on it, delete what it did not fail."""
+        received = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not received:
+            return 0
+        records = [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:wake",
+                "awsRegion": "us-east-1",
+            }
+            for m in received
+        ]
+        answer = lambda_app.worker_handler({"Records": records}, Context())
+        failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
+        for message in received:
+            if message["MessageId"] not in failed:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return len(received)
+
+    def until(self, condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
+        """Run the worker on the queue until `condition()` holds."""
+        deadline = time.monotonic() + deadline_s
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            self.work(wait_s=1)
+        raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
+
+    def describe(self, invocation_id: str) -> dict[str, Any]:
+        status, body, _ = self.http("admin", "GET", f"/invocations/{invocation_id}")
+        assert status == 200, body
+        return body  # type: ignore[no-any-return]
