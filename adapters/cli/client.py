@@ -20,6 +20,8 @@ import click
 import httpx
 from rich.console import Console
 
+from adapters.cli.aws_auth import SigV4, execute_api_region
+
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9070"
 DEFAULT_INGRESS_URL = "http://127.0.0.1:8080"
 ADMIN_URL_ENV = "TORPOR_ADMIN_URL"
@@ -163,7 +165,8 @@ class ApiClient:
         self.url_flag = url_flag
         self.read_timeout_s = read_timeout_s
         timeout = httpx.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s)
-        self._client = httpx.Client(base_url=base_url, timeout=timeout)
+        region = execute_api_region(base_url)  # an admin API behind API Gateway: IAM-signed requests
+        self._client = httpx.Client(base_url=base_url, timeout=timeout, auth=SigV4(region) if region else None)
 
     def __enter__(self) -> ApiClient:
         return self
