@@ -146,7 +146,7 @@ def _request(raw: Mapping[str, Any]) -> HttpRequest:
     return HttpRequest(method, raw.get("rawPath") or "/", raw.get("rawQueryString") or "", headers, payload)
 
 
-def _serve(router: Router, resolver: APIGatewayHttpResolver, api: str) -> Response[bytes]:
+def _serve(router: Router, resolver: APIGatewayHttpResolver, api: str) -> Response[str | bytes]:
     request = _request(resolver.current_event.raw_event)
     answer = router.dispatch(request)
     invocation_id = answer.headers.get("x-restate-id")
@@ -162,7 +162,14 @@ def _serve(router: Router, resolver: APIGatewayHttpResolver, api: str) -> Respon
     if answer.status >= 500:
         metrics.add_metric(name=f"{api.title()}Errors", unit=MetricUnit.Count, value=1)
     headers = {k: v for k, v in answer.headers.items() if k != "content-type"}
-    return Response(answer.status, answer.headers.get("content-type"), answer.body, headers)
+    content_type = answer.headers.get("content-type")
+    body: str | bytes = answer.body
+    if content_type and "json" in content_type:  # powertools would serialize a non-str JSON body again
+        try:
+            body = answer.body.decode()
+        except UnicodeDecodeError:
+            content_type = "application/octet-stream"  # not text: sent base64-encoded, as it is
+    return Response(answer.status, content_type, body, headers)
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -171,12 +178,12 @@ _admin_api = APIGatewayHttpResolver()
 
 
 @_ingress_api.route(".+", method=_METHODS)
-def _ingress_route() -> Response[bytes]:
+def _ingress_route() -> Response[str | bytes]:
     return _serve(build_control_plane().ingress.router, _ingress_api, "ingress")
 
 
 @_admin_api.route(".+", method=_METHODS)
-def _admin_route() -> Response[bytes]:
+def _admin_route() -> Response[str | bytes]:
     return _serve(build_control_plane().admin.router, _admin_api, "admin")
 
 

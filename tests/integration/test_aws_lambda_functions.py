@@ -1,0 +1,138 @@
+"""The control plane's Lambda functions end to end on moto: API Gateway events in, SQS wake-ups through.
+
+DynamoDB, SQS and EventBridge Scheduler are a moto server over HTTP; the example services are
+registered by Lambda ARN and served by the local Lambda emulator, reached through the real boto3
+`Invoke` path. The ingress and admin handlers get synthetic API Gateway HTTP API (v2) events; the
+worker handler gets the SQS batches received from the wake queue, and the messages it reports as
+failed stay on the queue, as the Lambda event source mapping would do.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import boto3
+import pytest
+
+from adapters.aws import lambda_app
+from adapters.local.aws_functions import LocalFunctions
+from adapters.local.lambda_emulator import LambdaEmulatorProcess
+from tests.helpers.moto import REGION, fresh_store
+from tests.helpers.services import REPO_ROOT
+
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
+
+
+@pytest.fixture(scope="module")
+def functions(moto_endpoint: str) -> Iterator[LocalFunctions]:
+    store = fresh_store(moto_endpoint)
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_endpoint)
+    queue_url = sqs.create_queue(QueueName=f"wake-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    with LambdaEmulatorProcess({"examples": "examples.app:app"}, cwd=REPO_ROOT) as emulator:
+        emulator_url = emulator.url
+        env = {
+            "TORPOR_TABLE": store.table_name,
+            "TORPOR_WAKE_QUEUE_URL": queue_url,
+            "AWS_ENDPOINT_URL_DYNAMODB": moto_endpoint,
+            "AWS_ENDPOINT_URL_SQS": moto_endpoint,
+            "AWS_ENDPOINT_URL_SCHEDULER": moto_endpoint,
+            "AWS_ENDPOINT_URL_LAMBDA": emulator_url,
+            "TORPOR_CALL_WAIT_MS": "3000",
+            "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
+        }
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        lambda_app.reset()
+        try:
+            functions = LocalFunctions(sqs, queue_url)
+            status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
+            assert status == 201, body
+            assert body["arn"] == ARN
+            yield functions
+        finally:
+            lambda_app.reset()
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def test_a_call_through_api_gateway_runs_the_lambda_handler_and_answers_its_result(functions: LocalFunctions) -> None:
+    status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann")
+    assert (status, body) == (200, "Hello, Ann!")
+    assert headers["x-restate-id"].startswith("inv_")
+
+
+def test_a_two_second_sleep_resumes_through_the_wake_queue_not_before(functions: LocalFunctions) -> None:
+    status, body, _ = functions.http("ingress", "POST", "/Waits/sleep/send", 2000)
+    assert status == 202, body
+    invocation_id = body["invocationId"]
+    sent = time.monotonic()
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "suspended", 10, "the sleep")
+    done = functions.until(
+        lambda: functions.describe(invocation_id)["status"] == "completed", 15, "the sleep to end through SQS"
+    )
+    assert done
+    assert time.monotonic() - sent >= 2.0
+    status, output, _ = functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")
+    assert (status, output) == (200, "slept 2000 ms")
+
+
+def test_an_awakeable_resolved_through_the_ingress_wakes_its_handler(functions: LocalFunctions) -> None:
+    status, body, _ = functions.http("ingress", "POST", "/Waits/awakeable/send")
+    assert status == 202, body
+    invocation_id = body["invocationId"]
+
+    def awakeable_id() -> str | None:
+        journal = functions.describe(invocation_id)["journal"]
+        values = [e.get("value") for e in journal if e["type"] == "RunCompletion"]
+        return values[0] if values and str(values[0]).startswith("sign_1") else None
+
+    published = functions.until(awakeable_id, 15, "the awakeable id to be journaled")
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "suspended", 10, "the handler to wait")
+    status, _, _ = functions.http("ingress", "POST", f"/restate/awakeables/{quote(published)}/resolve", "yes")
+    assert status == 202
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "completed", 15, "the resolution")
+    assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "got yes"
+
+
+def test_a_workflow_runs_once_and_its_promise_is_resolved_by_a_shared_handler(functions: LocalFunctions) -> None:
+    workflow_id = f"wf-{uuid.uuid4().hex[:8]}"
+    status, body, _ = functions.http("ingress", "POST", f"/Signup/{workflow_id}/run/send", "ann@example.com")
+    assert status == 202, body
+    again, body_again, _ = functions.http("ingress", "POST", f"/Signup/{workflow_id}/run/send", "ann@example.com")
+    assert (again, body_again["status"]) == (202, "PreviouslyAccepted")
+    invocation_id = body["invocationId"]
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "suspended", 15, "the run to wait")
+    status, _, _ = functions.http("ingress", "POST", f"/Signup/{workflow_id}/confirm", "secret")
+    assert status == 200
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "completed", 15, "the run to end")
+    status, output, _ = functions.http("ingress", "GET", f"/restate/workflow/Signup/{workflow_id}/output")
+    assert status == 200, output
+
+
+def test_a_call_longer_than_the_ingress_wait_answers_202_and_the_worker_finishes_it(functions: LocalFunctions) -> None:
+    status, body, _ = functions.http("ingress", "POST", "/Steps/slow_steps", {"n": 4, "step_ms": 1000})
+    assert status == 202, body
+    invocation_id = body["invocationId"]
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "completed", 30, "the worker to finish")
+    assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == 10
+
+
+def test_the_sweeper_wakes_an_overdue_timer_whose_message_was_lost(functions: LocalFunctions) -> None:
+    status, body, _ = functions.http("ingress", "POST", "/Waits/sleep/send", 500)
+    assert status == 202, body
+    invocation_id = body["invocationId"]
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "suspended", 10, "the sleep")
+    functions.sqs.purge_queue(QueueUrl=functions.queue_url)  # the wake-up is lost
+    time.sleep(1.0)
+    assert functions.work(wait_s=1) == 0
+    assert functions.describe(invocation_id)["status"] == "suspended"
+    plane = lambda_app.build_control_plane()
+    assert plane.sweep_due(grace_ms=0) >= 1
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "completed", 10, "the swept wake-up")
