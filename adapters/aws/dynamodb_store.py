@@ -111,7 +111,9 @@ class _CountingConnection(Connection):
         self._on_call = on_call
 
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
-        self._on_call(operation_name)
+        key = operation_kwargs.get("Key") or operation_kwargs.get("Item") or {}
+        on_record = key.get("SK", {}).get("S") == META_SK  # writes there also move the `by_status` index
+        self._on_call(f"{operation_name} META" if on_record else operation_name)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
 
 
@@ -205,7 +207,8 @@ class DynamoDBStore(KeyedStore, RegistryStore):
 
     @property
     def request_counts(self) -> dict[str, int]:
-        """DynamoDB API calls so far by operation, e.g. `{"PutItem": 3, "Query": 2}` (a copy)."""
+        """DynamoDB API calls so far by operation, e.g. `{"PutItem": 3, "UpdateItem META": 2, "Query": 1}`
+        (a copy); ` META` marks calls on an invocation record (`SK = META`)."""
         with self._request_count_lock:
             return dict(self._request_counts)
 

@@ -1,0 +1,253 @@
+"""The AWS requests one run of an example makes through the control plane's Lambda functions, and
+their orchestration cost per million runs at list prices.
+
+    python -m bench.aws_requests [--runs 20] [--memory-mb 512]
+
+Everything runs on this machine: DynamoDB, SQS and EventBridge Scheduler on a moto server, the
+example services on the local Lambda emulator (registered by ARN, invoked through boto3), the
+ingress and worker functions driven by `adapters.local.aws_functions.LocalFunctions` as API
+Gateway and the SQS event source mapping would. Requests are counted where they are made:
+DynamoDB by the store (per operation), SQS and Scheduler by botocore hooks on the control plane's
+clients, handler invocations by the emulator's call log, control-plane function invocations and
+their duration by the harness. The polling that waits for a run to end uses its own store and is
+not counted.
+
+Prices (us-east-1, on-demand list prices; see docs/deploying.md): API Gateway HTTP API $1.00 per
+million requests; Lambda $0.20 per million requests and $0.0000133334 per GB-s (arm64); DynamoDB
+$0.625 per million write request units, $0.125 per million read request units; SQS $0.40 per
+million requests; EventBridge Scheduler $1.00 per million invocations. DynamoDB units are
+estimated from requests: 1 WRU per item written (a write to an invocation record also moves its
+`by_status` index entry: +2 WRU, a delete and a put in the index; items above 1 KB cost more), 1 RRU
+per strongly consistent read or query page of up to 4 KB. Free tiers are ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+from adapters.aws import lambda_app
+from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.local.aws_functions import LocalFunctions
+from adapters.local.lambda_emulator import LambdaEmulatorProcess
+
+REGION = "us-east-1"
+ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
+PRICE_PER_MILLION = {
+    "api_gateway": 1.00,
+    "lambda_request": 0.20,
+    "dynamodb_wru": 0.625,
+    "dynamodb_rru": 0.125,
+    "sqs": 0.40,
+    "scheduler": 1.00,
+}
+LAMBDA_GB_S = 0.0000133334  # arm64
+_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
+_READS = ("GetItem", "Query", "Scan")
+
+
+class Counted(LocalFunctions):
+    """`LocalFunctions` that counts control-plane function invocations and their wall time (s)."""
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        super().__init__(sqs, queue_url)
+        self.invocations: Counter[str] = Counter()
+        self.seconds = 0.0
+
+    def http(self, api: str, method: str, path: str, body: object = None, **headers: str) -> tuple[int, Any, dict]:
+        started = time.perf_counter()
+        try:
+            return super().http(api, method, path, body, **headers)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.invocations[api] += 1
+
+    def work(self, wait_s: int = 1) -> int:
+        started = time.perf_counter()
+        handled = super().work(wait_s)
+        if handled:
+            self.seconds += time.perf_counter() - started
+            self.invocations["worker"] += 1
+            self.invocations["sqs_receive_delete"] += 2  # the event source mapping's receive and delete
+        return handled
+
+
+@contextmanager
+def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
+    """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions."""
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
+    os.environ.update(env)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    table = f"torpor-bench-{uuid.uuid4().hex[:8]}"
+    poll_store = DynamoDBStore(table, region=REGION, endpoint_url=endpoint)
+    poll_store.ensure_schema()
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
+    queue_url = sqs.create_queue(QueueName="wake")["QueueUrl"]
+    try:
+        with LambdaEmulatorProcess({"examples": "examples.app:app"}) as emulator:
+            os.environ.update(
+                {
+                    "TORPOR_TABLE": table,
+                    "TORPOR_WAKE_QUEUE_URL": queue_url,
+                    "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+                    "AWS_ENDPOINT_URL_SQS": endpoint,
+                    "AWS_ENDPOINT_URL_SCHEDULER": endpoint,
+                    "AWS_ENDPOINT_URL_LAMBDA": emulator.url,
+                    "POWERTOOLS_METRICS_DISABLED": "true",
+                    "POWERTOOLS_LOG_LEVEL": "WARNING",
+                }
+            )
+            lambda_app.reset()
+            functions = Counted(sqs, queue_url)
+            status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
+            if status != 201:
+                raise SystemExit(f"registering {ARN} failed: {body}")
+            calls: Counter[str] = Counter()
+            plane = lambda_app.build_control_plane()
+            scheduler: Any = plane.scheduler
+            for client, name in ((scheduler._sqs, "sqs"), (scheduler._scheduler, "scheduler")):
+                if client is not None:
+                    client.meta.events.register(
+                        f"before-call.{client.meta.service_model.endpoint_prefix}",
+                        lambda model, name=name, **_: calls.update([f"{name} {model.name}"]),
+                    )
+            yield functions, poll_store, emulator, calls
+    finally:
+        lambda_app.reset()
+        server.stop()
+
+
+def snapshot(functions: Counted, emulator: LambdaEmulatorProcess, calls: Counter[str]) -> dict[str, float]:
+    """Every counter, flattened: DynamoDB per operation, SQS/Scheduler calls, Lambda invocations."""
+    store: Any = lambda_app.build_control_plane().store
+    out: dict[str, float] = {f"dynamodb {op}": n for op, n in store.request_counts.items()}
+    out.update(calls)
+    out.update({f"lambda {name}": n for name, n in functions.invocations.items() if name != "sqs_receive_delete"})
+    out["sqs event source receive+delete"] = functions.invocations["sqs_receive_delete"]
+    out["lambda handler Invoke"] = sum(len(v) for v in emulator.calls().values())
+    out["control plane seconds"] = functions.seconds
+    return out
+
+
+def per_run(before: dict[str, float], after: dict[str, float], runs: int) -> dict[str, float]:
+    return {k: (after.get(k, 0) - before.get(k, 0)) / runs for k in after if after.get(k, 0) != before.get(k, 0)}
+
+
+def cost_per_million(counts: dict[str, float], memory_mb: int) -> dict[str, float]:
+    """Dollars per million runs, by service, from per-run counts."""
+    wru = rru = 0.0
+    for name, n in counts.items():
+        if not name.startswith("dynamodb "):
+            continue
+        operation = name.split()[1]
+        if operation == "BatchWriteItem":
+            wru += n * 25  # an upper bound: up to 25 items each
+        elif operation in _WRITES:
+            wru += n * (3 if name.endswith("META") else 1)
+        elif operation in _READS:
+            rru += n
+    sqs = sum(n for k, n in counts.items() if k.startswith("sqs")) + counts.get("sqs event source receive+delete", 0)
+    api = counts.get("lambda ingress", 0)
+    functions = sum(n for k, n in counts.items() if k.startswith("lambda ") and k != "lambda handler Invoke")
+    return {
+        "API Gateway": api * PRICE_PER_MILLION["api_gateway"],
+        "DynamoDB": wru * PRICE_PER_MILLION["dynamodb_wru"] + rru * PRICE_PER_MILLION["dynamodb_rru"],
+        "SQS": sqs * PRICE_PER_MILLION["sqs"],
+        "Scheduler": sum(n for k, n in counts.items() if k.startswith("scheduler Create"))
+        * PRICE_PER_MILLION["scheduler"],
+        "control-plane Lambda": functions * PRICE_PER_MILLION["lambda_request"]
+        + counts.get("control plane seconds", 0) * memory_mb / 1024 * LAMBDA_GB_S * 1_000_000,
+        "handler Lambda requests": counts.get("lambda handler Invoke", 0) * PRICE_PER_MILLION["lambda_request"],
+    }
+
+
+def run_scenario(
+    name: str,
+    runs: int,
+    start: Callable[[int], str],
+    done: Callable[[str], bool],
+    env: tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]],
+    memory_mb: int,
+) -> None:
+    functions, _poll, emulator, calls = env
+    before = snapshot(functions, emulator, calls)
+    for i in range(runs):
+        invocation_id = start(i)
+        deadline = time.monotonic() + 60
+        while not done(invocation_id):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: run {i} ({invocation_id}) did not complete in 60 s")
+            functions.work(wait_s=1)
+    counts = per_run(before, snapshot(functions, emulator, calls), runs)
+    costs = cost_per_million(counts, memory_mb)
+    print(f"\n## {name} ({runs} runs)\n")
+    print("| requests per run | count |\n| --- | --- |")
+    for key in sorted(counts):
+        if key != "control plane seconds":
+            print(f"| {key} | {counts[key]:.2f} |")
+    print(f"| control-plane Lambda time, s (at {memory_mb} MB) | {counts.get('control plane seconds', 0):.3f} |")
+    print("\n| cost per million runs | USD |\n| --- | --- |")
+    for key, usd in costs.items():
+        print(f"| {key} | {usd:.2f} |")
+    orchestration = sum(v for k, v in costs.items() if k != "handler Lambda requests")
+    print(f"| **orchestration total** (all but the handler's own Lambda) | **{orchestration:.2f}** |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="Runs per scenario (default 20).")
+    parser.add_argument("--memory-mb", type=int, default=512, help="Control-plane function memory (default 512).")
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
+    with aws_on_this_machine() as env:
+        functions, poll, _, _ = env
+
+        def completed(invocation_id: str) -> bool:
+            record = poll.get_invocation(invocation_id)
+            return record is not None and record.status == "completed"
+
+        def order(i: int) -> str:
+            status, body, headers = functions.http("ingress", "POST", "/OrderService/place", {"id": i, "amount": 5})
+            if status != 200:
+                raise SystemExit(f"order {i}: HTTP {status} {body}")
+            return str(headers["x-restate-id"])
+
+        def sleep(i: int) -> str:
+            status, body, _ = functions.http("ingress", "POST", "/Waits/sleep/send", 1000)
+            if status != 202:
+                raise SystemExit(f"sleep {i}: HTTP {status} {body}")
+            return str(body["invocationId"])
+
+        run_scenario(
+            "order workflow: OrderService/place (3 ctx.run steps), one call",
+            args.runs,
+            order,
+            completed,
+            env,
+            args.memory_mb,
+        )
+        run_scenario(
+            "a 1 s sleep: Waits/sleep sent, woken through SQS",
+            max(1, args.runs // 2),
+            sleep,
+            completed,
+            env,
+            args.memory_mb,
+        )
+
+
+if __name__ == "__main__":
+    main()
