@@ -47,7 +47,7 @@ from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, Router
-from control_plane.ports import Invoker
+from control_plane.ports import Invoker, SystemClock
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 
@@ -99,6 +99,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
         store = DynamoDBStore(_required(env, "TORPOR_TABLE"), region=region)
         sqs = boto3.client("sqs", region_name=region)
         role = env.get("TORPOR_SCHEDULER_ROLE_ARN")
+        clock = SystemClock()  # one clock for the core and the scheduler (tests move it)
         scheduler = SqsScheduler(
             sqs,
             _required(env, "TORPOR_WAKE_QUEUE_URL"),
@@ -107,6 +108,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN"),
             dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
+            clock=clock,
         )
         settings = Settings.load(env)
         settings = replace(settings, call_wait_ms=min(settings.call_wait_ms, INGRESS_CALL_WAIT_MS))
@@ -122,7 +124,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             return CloudRunInvoker()
 
         invoker = RoutingInvoker(HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker)
-        _built = ControlPlane(store, invoker, scheduler, settings=settings)
+        _built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings)
         _wake_scheduler = scheduler
         return _built
 

@@ -9,22 +9,25 @@ failed stay on the queue, as the Lambda event source mapping would do.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import boto3
 import pytest
 
 from adapters.aws import lambda_app
-from adapters.local.aws_functions import LocalFunctions
+from adapters.local.aws_functions import Context, LocalFunctions
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
+SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/torpor-scheduler"
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,9 @@ def functions(moto_endpoint: str) -> Iterator[LocalFunctions]:
     store = fresh_store(moto_endpoint)
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=moto_endpoint)
     queue_url = sqs.create_queue(QueueName=f"wake-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_url = sqs.create_queue(QueueName=f"schedules-dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     with LambdaEmulatorProcess({"examples": "examples.app:app"}, cwd=REPO_ROOT) as emulator:
         emulator_url = emulator.url
         env = {
@@ -42,6 +48,9 @@ def functions(moto_endpoint: str) -> Iterator[LocalFunctions]:
             "AWS_ENDPOINT_URL_SCHEDULER": moto_endpoint,
             "AWS_ENDPOINT_URL_LAMBDA": emulator_url,
             "TORPOR_CALL_WAIT_MS": "3000",
+            "TORPOR_WAKE_QUEUE_ARN": queue_arn,
+            "TORPOR_SCHEDULER_ROLE_ARN": SCHEDULER_ROLE,
+            "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
             "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
         }
         saved = {name: os.environ.get(name) for name in env}
@@ -136,3 +145,50 @@ def test_the_sweeper_wakes_an_overdue_timer_whose_message_was_lost(functions: Lo
     plane = lambda_app.build_control_plane()
     assert plane.sweep_due(grace_ms=0) >= 1
     functions.until(lambda: functions.describe(invocation_id)["status"] == "completed", 10, "the swept wake-up")
+
+
+def test_an_hour_long_sleep_is_a_schedule_whose_message_resumes_the_sleep_at_its_due_time_not_before(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, body, _ = functions.http("ingress", "POST", "/Waits/sleep/send", 3_600_000)
+    assert status == 202, body
+    invocation_id = body["invocationId"]
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "suspended", 10, "the sleep")
+
+    # the stored schedule: one-time, 60 s before the due time, to the wake queue, DLQ, deleted after
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    names = [s["Name"] for s in scheduler.list_schedules()["Schedules"] if invocation_id in s["Name"]]
+    assert len(names) == 1
+    schedule = scheduler.get_schedule(Name=names[0], GroupName="default")
+    due_ms = int(names[0].rsplit("-", 1)[1])
+    assert abs(due_ms - (time.time() * 1000 + 3_600_000)) < 15_000
+    expected_at = datetime.fromtimestamp((due_ms - 60_000) // 1000, tz=UTC).strftime("at(%Y-%m-%dT%H:%M:%S)")
+    assert schedule["ScheduleExpression"] == expected_at
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    target = schedule["Target"]
+    queue_arn = os.environ["TORPOR_WAKE_QUEUE_ARN"]
+    assert (target["Arn"], target["RoleArn"]) == (queue_arn, SCHEDULER_ROLE)
+    assert target["DeadLetterConfig"] == {"Arn": os.environ["TORPOR_SCHEDULE_DLQ_ARN"]}
+    assert json.loads(target["Input"]) == {"invocation_id": invocation_id, "due_ms": due_ms}
+
+    def deliver(body: str) -> None:
+        record = {"messageId": uuid.uuid4().hex, "receiptHandle": "r", "body": body, "attributes": {}}
+        record.update(
+            eventSource="aws:sqs", eventSourceARN=queue_arn, awsRegion=REGION, md5OfBody="", messageAttributes={}
+        )
+        assert lambda_app.worker_handler({"Records": [record]}, Context()) == {"batchItemFailures": []}
+
+    # delivered early (as the schedule lands 60 s ahead, or a stray copy): nothing runs
+    deliver(target["Input"])
+    assert functions.describe(invocation_id)["status"] == "suspended"
+    assert functions.describe(invocation_id)["attempts"] == 1
+
+    # at the due time, the same message resumes the sleep
+    plane = lambda_app.build_control_plane()
+    real_now = plane.clock.now_ms
+    monkeypatch.setattr(plane.clock, "now_ms", lambda: real_now() + 3_600_000 + 1_000)
+    deliver(target["Input"])
+    described = functions.describe(invocation_id)
+    assert described["status"] == "completed", described
+    assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "slept 3600000 ms"
