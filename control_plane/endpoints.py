@@ -106,6 +106,12 @@ def _google_auth(raw: object) -> dict[str, object]:
     options = options or {}
     if not isinstance(options, Mapping):
         raise BadRequest('"google_id_token" must be an object like {"audience": "https://svc-….run.app"}')
+    unknown = sorted(set(options) - {"audience"})
+    if unknown:
+        raise BadRequest(
+            f'"google_id_token" does not support {", ".join(unknown)}: Torpor fetches the token as its own '
+            'identity, so grant that service account roles/run.invoker on the service; give only "audience"'
+        )
     audience = options.get("audience")
     if audience is not None and not (isinstance(audience, str) and audience):
         raise BadRequest('"audience" must be a non-empty string')
