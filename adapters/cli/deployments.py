@@ -57,16 +57,31 @@ def deployments() -> None:
     callback=parse_headers,
     help="A header Torpor adds to every request to the deployment, e.g. Authorization=Bearer… (repeatable).",
 )
+@click.option(
+    "--assume-role-arn",
+    metavar="ROLE_ARN",
+    default=None,
+    help="For a Lambda ARN: invoke the function with this IAM role's credentials (STS AssumeRole).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Register without asking (asked only in a terminal).")
 @json_option
 @pass_config
-def register(config: CliConfig, url: str, force: bool, headers: dict[str, str], yes: bool) -> None:
+def register(
+    config: CliConfig, url: str, force: bool, headers: dict[str, str], assume_role_arn: str | None, yes: bool
+) -> None:
     """Register the deployment at URL: discover its services and route their handlers to it.
 
-    URL is the deployment's base URL, e.g. http://localhost:9080. In a terminal, the discovered
-    services are shown first and you are asked to confirm; --yes skips the question.
+    URL is the deployment's base URL, e.g. http://localhost:9080, or a Lambda function version's
+    ARN, e.g. arn:aws:lambda:eu-west-1:123456789012:function:NAME:3 (an unqualified, $LATEST or alias
+    ARN needs --force). In a terminal, the discovered services are shown first and you are asked to
+    confirm; --yes skips the question.
     """
-    body: dict[str, object] = {"arn": url} if url.startswith("arn:") else {"uri": url}
+    is_lambda = url.startswith("arn:")
+    if assume_role_arn is not None and not is_lambda:
+        raise click.UsageError("--assume-role-arn applies to Lambda ARNs only (arn:aws:lambda:…)")
+    body: dict[str, object] = {"arn": url} if is_lambda else {"uri": url}
+    if assume_role_arn is not None:
+        body["assume_role_arn"] = assume_role_arn
     body.update({"additional_headers": headers, "force": force})
     with admin_api(config) as api:
         if not yes and interactive():

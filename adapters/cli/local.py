@@ -35,6 +35,22 @@ class _Duration(click.ParamType):
 DURATION = _Duration()
 
 
+def _parse_lambda_functions(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """Click callback for `--lambda NAME=module:attr` (repeatable): function name → `module:attr`."""
+    from adapters.local.lambda_emulator import parse_function_spec
+
+    functions: dict[str, str] = {}
+    for value in values:
+        try:
+            name, target = parse_function_spec(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from exc
+        if name in functions:
+            raise click.BadParameter(f"function {name} is given twice", ctx, param)
+        functions[name] = target
+    return functions
+
+
 def _configure_logging() -> None:
     logging.basicConfig(
         level=logging.INFO,
@@ -102,6 +118,15 @@ def version() -> None:
     show_default=True,
     help="Invocations advanced at the same time.",
 )
+@click.option(
+    "--lambda",
+    "lambda_functions",
+    multiple=True,
+    metavar="NAME=module:attr",
+    callback=_parse_lambda_functions,
+    help="Run a Lambda handler in the local Lambda emulator (repeatable), e.g. Examples=examples.app:app; "
+    "register it as arn:aws:lambda:REGION:123456789012:function:NAME:1.",
+)
 def dev(
     host: str,
     ingress_port: int,
@@ -113,10 +138,12 @@ def dev(
     call_wait: int | None,
     lease_margin: int | None,
     workers: int,
+    lambda_functions: dict[str, str],
 ) -> None:
     """Run the control plane locally: ingress and admin APIs, DynamoDB on an embedded moto server.
 
-    Stop it with Ctrl+C (SIGINT) or SIGTERM.
+    With --lambda, Lambda handlers run in a local emulator (a subprocess) that Lambda deployments
+    are invoked on, through the same boto3 path as on AWS. Stop it with Ctrl+C (SIGINT) or SIGTERM.
     """
     from adapters.local.dev import run_dev  # local: hypercorn and moto load only for this command
 
@@ -150,6 +177,7 @@ def dev(
             region=region,
             settings=settings,
             workers=workers,
+            lambda_functions=lambda_functions,
         )
     except TorporError as exc:
         raise click.ClickException(exc.message) from exc

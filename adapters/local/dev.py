@@ -4,9 +4,11 @@ Parts, started in this order and stopped in reverse:
 
 1. an embedded moto server on 127.0.0.1 as DynamoDB (unless an external endpoint is given);
 2. the `DynamoDBStore` on it, with its table created;
-3. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
+3. with `lambda_functions` (`torpor dev --lambda NAME=module:attr`), the local Lambda emulator in a
+   subprocess (`adapters.local.lambda_emulator`), which the Lambda invoker then calls (and STS too);
+4. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
    `ControlPlane.advance`, and the start-up sweep re-arms unfinished invocations;
-4. two hypercorn servers (HTTP/1.1) in one asyncio loop on a background thread: ingress
+5. two hypercorn servers (HTTP/1.1) in one asyncio loop on a background thread: ingress
    (default 127.0.0.1:8080) and admin (default 127.0.0.1:9070).
 
 `DevServer(...).start()` returns once both servers answer HTTP; `.stop()` shuts everything down.
@@ -23,8 +25,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from types import FrameType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 from hypercorn.asyncio import serve
@@ -41,11 +44,15 @@ from control_plane.ports import Invoker
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 
+if TYPE_CHECKING:  # imported when used: `python -m adapters.local.lambda_emulator` must not find it loaded
+    from adapters.local.lambda_emulator import LambdaEmulatorProcess
+
 log = logging.getLogger("torpor.dev")
 
 _T = TypeVar("_T")
 
 _DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+_DUMMY_SESSION = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 _READY_TIMEOUT_S = 15.0  # how long start() waits for both servers to answer
 _GRACEFUL_TIMEOUT_S = 2.0  # hypercorn: how long open requests may finish after shutdown starts
 _SWEEP_INTERVAL_S = 60.0  # the safety net for lost wake-ups also runs while the server runs
@@ -101,6 +108,12 @@ class DevServer:
         settings: Runtime settings; None reads them with `Settings.load()`.
         workers: Size of the scheduler's worker pool (concurrent `advance` calls).
         http_concurrency: Requests each HTTP server dispatches at the same time.
+        lambda_functions: Function name → `module:attr` of its Lambda handler: runs them in the local
+            Lambda emulator (a subprocess, stopped by `stop`), so `arn:aws:lambda:REGION:ACCOUNT:
+            function:NAME:VERSION` deployments invoke them (any account; every version runs the same
+            code). None: Lambda deployments go to `lambda_endpoint` or AWS.
+        lambda_endpoint: URL of another Lambda API endpoint (and STS endpoint) for Lambda
+            deployments, e.g. an emulator already running; None: AWS's (or the emulator's).
     """
 
     def __init__(
@@ -116,7 +129,11 @@ class DevServer:
         settings: Settings | None = None,
         workers: int = 32,
         http_concurrency: int = 64,
+        lambda_functions: Mapping[str, str] | None = None,
+        lambda_endpoint: str | None = None,
     ) -> None:
+        if lambda_functions and lambda_endpoint:
+            raise ValueError("give lambda_functions (run the local emulator) or lambda_endpoint, not both")
         self.host = host
         self._ingress_port = ingress_port
         self._admin_port = admin_port
@@ -127,6 +144,9 @@ class DevServer:
         self.settings = settings if settings is not None else Settings.load()
         self.workers = workers
         self.http_concurrency = http_concurrency
+        self.lambda_functions = dict(lambda_functions or {})
+        self._lambda_endpoint = lambda_endpoint
+        self._emulator: LambdaEmulatorProcess | None = None
 
         self._moto: ThreadedMotoServer | None = None
         self._dynamodb_endpoint: str | None = None
@@ -188,6 +208,11 @@ class DevServer:
         """The `RoutingInvoker` (after `start`): HTTP endpoints, Lambda ARNs and Cloud Run services."""
         return self._require(self._invoker)
 
+    @property
+    def lambda_emulator(self) -> LambdaEmulatorProcess:
+        """The local Lambda emulator's process (after `start`, with `lambda_functions`): its `url`, `calls()`."""
+        return self._require(self._emulator)
+
     @staticmethod
     def _require(value: _T | None) -> _T:
         if value is None:
@@ -218,6 +243,8 @@ class DevServer:
         try:
             self._bind()  # first: a taken port fails before anything else starts
             self._start_store()
+            if self.lambda_functions:
+                self._start_lambda_emulator()
             self._start_control_plane()
             self._start_http()
         except BaseException:
@@ -265,11 +292,41 @@ class DevServer:
         self._sweeper = threading.Thread(target=self._sweep_loop, name="torpor-sweep", daemon=True)
         self._sweeper.start()
 
+    def _start_lambda_emulator(self) -> None:
+        """Start the local Lambda emulator with `lambda_functions`. Raises `DevServerError`."""
+        from adapters.local.lambda_emulator import LambdaEmulatorProcess, function_arn
+
+        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region)
+        try:
+            self._emulator.start()
+        except RuntimeError as exc:
+            raise DevServerError(
+                f"the local Lambda emulator did not start: {exc}; check each --lambda NAME=module:attr "
+                "(the module must import from the current directory)"
+            ) from exc
+        self._lambda_endpoint = self._emulator.url
+        for name in self.lambda_functions:
+            log.info(
+                "lambda function %s on %s: register it with torpor deployments register %s",
+                name,
+                self._emulator.url,
+                function_arn(name, "1", region=self.region),
+            )
+
     def _lambda_invoker(self) -> Invoker:
-        """The Lambda invoker: boto3 `Invoke` with the default credentials and region."""
+        """The Lambda invoker: boto3 `Invoke` (and STS `AssumeRole`) on AWS, or on `lambda_endpoint`.
+
+        A local endpoint takes any key: with no AWS credentials configured, dummy ones sign its requests.
+        """
+        import boto3
+
         from adapters.aws.lambda_invoker import LambdaInvoker
 
-        return LambdaInvoker(region=self.region)
+        endpoint = self._lambda_endpoint
+        session = None
+        if endpoint is not None and not _has_aws_credentials():
+            session = boto3.Session(region_name=self.region, **_DUMMY_SESSION)
+        return LambdaInvoker(region=self.region, endpoint_url=endpoint, sts_endpoint_url=endpoint, session=session)
 
     def _sweep_loop(self) -> None:
         """Sweep every `_SWEEP_INTERVAL_S` until `stop` (a failed sweep is logged and tried again)."""
@@ -374,6 +431,8 @@ class DevServer:
         if self._invoker is not None:
             self._invoker.close()
             self._invoker = None
+        if self._emulator is not None:
+            self._emulator.stop()
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
@@ -389,6 +448,7 @@ def run_dev(
     region: str = "us-east-1",
     settings: Settings | None = None,
     workers: int = 32,
+    lambda_functions: Mapping[str, str] | None = None,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
@@ -403,6 +463,7 @@ def run_dev(
         region: AWS region.
         settings: Runtime settings; None reads `Settings.load()`.
         workers: Size of the scheduler's worker pool.
+        lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
 
     Raises:
         DevServerError: The server could not start (the message names the fix).
@@ -424,6 +485,7 @@ def run_dev(
         region=region,
         settings=settings,
         workers=workers,
+        lambda_functions=lambda_functions,
     )
     started = False
     try:
