@@ -141,10 +141,10 @@ def test_register_with_json_prints_the_admin_apis_answer_and_sends_the_headers(
     assert stored["additional_headers"] == {"X-Team": "payments"}
 
 
-def test_register_a_lambda_arn_prints_the_admin_apis_error(fresh_dev: DevServer) -> None:
+def test_register_an_unpinned_lambda_arn_prints_the_admin_apis_error(fresh_dev: DevServer) -> None:
     result = torpor(fresh_dev, "deployments", "register", "arn:aws:lambda:us-east-1:123456789012:function:greeter")
     assert result.exit_code == 1
-    assert result.stderr.startswith('Error: Lambda deployments ("arn") are not supported')
+    assert result.stderr.startswith("Error: an unqualified ARN can change the code under a running invocation")
     assert "Traceback" not in result.output
     assert admin_get(fresh_dev, "/deployments") == {"deployments": []}
 
