@@ -183,6 +183,7 @@ class EffectsMixin(_Base):
                 idempotency_key=call.idempotency_key,
                 caller_id=parent.invocation_id if is_call else "",
                 caller_completion_id=call.result_completion_id if is_call else 0,  # type: ignore[union-attr]
+                trace_id=parent.trace_id,
             )
         except StoreConflict:  # created by an earlier application of this effect, or by another caller
             if is_call:

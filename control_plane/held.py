@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from control_plane.journal import AwaitPoint, Journal
@@ -31,6 +32,7 @@ class Held:
     stored: list[StoredNotification]
     awaiting: AwaitPoint | None = None
     state: dict[bytes, bytes] | None = None  # a keyed invocation's state, loaded once per advance
+    meter: Counter[str] = field(default_factory=Counter)  # AWS requests not yet folded into the record
 
     @classmethod
     def of(cls, loaded: LoadedInvocation) -> Held:

@@ -21,6 +21,8 @@ import contextlib
 import logging
 import random
 import threading
+import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from urllib.parse import quote
@@ -32,6 +34,7 @@ from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.held import Held, Outcome
 from control_plane.journal import Journal, awaited, notification_key
 from control_plane.keyed import Keys, is_exclusive, is_keyed
+from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
@@ -102,6 +105,7 @@ class Engine(EffectsMixin):
         clock: wall clock in ms.
         settings: runtime defaults.
         waiters: in-process notification of completions, for callers waiting on a result.
+        metrics: where invocations, attempts, suspensions, latencies are counted (none by default).
     """
 
     def __init__(
@@ -112,8 +116,10 @@ class Engine(EffectsMixin):
         clock: Clock,
         settings: Settings,
         waiters: CompletionWaiters,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics: Metrics = metrics or NoMetrics()
         self.registry = registry
         self.scheduler = scheduler
         self.clock = clock
@@ -143,6 +149,7 @@ class Engine(EffectsMixin):
         invocation_id: str | None = None,
         caller_id: str = "",
         caller_completion_id: int = 0,
+        trace_id: str = "",
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
@@ -151,6 +158,8 @@ class Engine(EffectsMixin):
         epoch) in the future, `scheduled` and woken then (a delayed send). An exclusive handler of
         a virtual object is `pending` in its key's inbox until it holds the key (never leased here).
         A workflow's `run` gets the workflow's deterministic run id, so it is created once.
+
+        Its trace is `trace_id` (a caller's), else the one of a `traceparent` among `headers`, else new.
 
         Raises `NotFound` for an unknown service or handler, `BadRequest` for a keyed service
         without a key, `StoreConflict` if the invocation id exists already.
@@ -198,6 +207,8 @@ class Engine(EffectsMixin):
             inbox_seq=f"{now:013d}{invocation_id}" if pending else "",
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
+            trace_id=trace_id or trace_id_from(headers),
+            requests={"dynamodb PutItem META": 1, **({"dynamodb PutItem": 1} if delayed else {})},
         )
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
             self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)
@@ -207,6 +218,7 @@ class Engine(EffectsMixin):
             if not self._drop_if_expired(invocation_id):  # its retention ended: the id is free again
                 raise
             self.store.create_invocation(record)
+        self.metrics.count("invocations_created", service=service, handler=handler)
         if pending:
             self.keys.enqueue(record)
         elif delayed:
@@ -224,8 +236,9 @@ class Engine(EffectsMixin):
 
         Returns the outcome and the invocation record as this worker last wrote it.
         """
-        held = Held(record, Journal.load(record.input_entry, ()), [])
-        return self._run(held, deadline_ms), held.record
+        with metered() as counts:
+            held = Held(record, Journal.load(record.input_entry, ()), [], meter=counts)
+            return self._run(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
 
@@ -234,7 +247,12 @@ class Engine(EffectsMixin):
 
         Idempotent and safe to call concurrently, twice, or late: a worker that does not get the
         lease returns `Outcome.BUSY`; a commit that loses its conditional write changes nothing.
+        The AWS requests it makes are counted onto the invocation (`InvocationRecord.requests`).
         """
+        with metered() as counts:
+            return self._advance(invocation_id, counts)
+
+    def _advance(self, invocation_id: str, counts: Counter[str]) -> Outcome:
         now = self.clock.now_ms()
         try:  # a handler with a longer inactivity timeout extends the lease in `_run`
             record = self.store.acquire_lease(invocation_id, now, now + self.settings.lease_ms, RUNNABLE)
@@ -244,6 +262,7 @@ class Engine(EffectsMixin):
         if loaded is None:
             return Outcome.BUSY
         held = Held.of(replace(loaded, record=record))
+        held.meter = counts
         if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
             # a delayed exclusive invocation is due: from now on it waits its turn for the key
             seq = f"{now:013d}{invocation_id}"
@@ -279,6 +298,7 @@ class Engine(EffectsMixin):
         if due_ms > self.clock.now_ms():  # early (clock skew, a tolerant consumer): not yet
             self.scheduler.wake_at(invocation_id, due_ms)
             return Outcome.NOT_DUE
+        self.metrics.observe("timer_lateness_ms", max(0, self.clock.now_ms() - due_ms))
         outcome = self.advance(invocation_id)
         self.timer_done(invocation_id, due_ms, outcome)
         return outcome
@@ -407,6 +427,7 @@ class Engine(EffectsMixin):
             "content-type": content_type,
             "accept": content_type,
             "x-restate-invocation-id": record.invocation_id,
+            "traceparent": traceparent(record.trace_id or trace_id_from({}), record.invocation_id),
         }
         if record.key:  # URL-encoded: keys are any UTF-8 string, headers are not
             headers["x-restate-service-key"] = quote(record.key, safe="")
@@ -415,6 +436,12 @@ class Engine(EffectsMixin):
         # never outlive the lease: a worker still inside its attempt must not meet its successor
         lease_left_ms = record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
         timeout_ms = max(1_000, min(options.inactivity_timeout_ms, lease_left_ms))
+        labels = {"service": record.service, "handler": record.handler}
+        self.metrics.count("attempts", **labels)
+        if record.attempts == 0:
+            self.metrics.count("invocations_started", **labels)
+        log.debug("attempt %d of %s", record.attempts + 1, record.invocation_id, extra=_log_fields(held.record))
+        started = time.perf_counter()
         try:
             reply = self.registry.invoker.request(
                 deployment.endpoint,
@@ -426,7 +453,9 @@ class Engine(EffectsMixin):
                 auth=deployment.auth or None,
             )
         except InvokerError as exc:
+            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
+        self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
         if reply.status == 415:
             return AttemptFailure(415, f"the deployment does not accept service protocol V{version} ({content_type})")
         if reply.status != 200:
@@ -481,6 +510,9 @@ class Engine(EffectsMixin):
         callers, hand its object key on, start the retention of a workflow's state and promises,
         and arm the timer that removes its journal after the journal retention (`retire`)."""
         self.waiters.notify(record.invocation_id)
+        outcome = "success" if record.failure is None else f"failure-{dict(record.failure).get('code', 500)}"
+        self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
+        log.info("%s completed: %s", record.invocation_id, outcome, extra=_log_fields(record))
         if record.caller_id:
             self._tell_caller(record, record.caller_id, record.caller_completion_id)
         for caller in sorted(record.callers):
@@ -554,6 +586,7 @@ class Engine(EffectsMixin):
             )
         except StoreConflict:
             return None if self._reload(held) else Outcome.LEASE_LOST
+        self.metrics.count("suspensions", service=held.record.service, handler=held.record.handler)
         return Outcome.SUSPENDED
 
     def _fail_terminally(self, held: Held, code: int, message: str) -> Outcome:
@@ -636,7 +669,15 @@ class Engine(EffectsMixin):
             "attempt": record.attempts,
             "related_command": failure.related_command,
         }
-        log.info("attempt %d of %s failed: %s %s", record.attempts, record.invocation_id, failure.code, failure.message)
+        log.info(
+            "attempt %d of %s failed: %s %s",
+            record.attempts,
+            record.invocation_id,
+            failure.code,
+            failure.message,
+            extra=_log_fields(record, code=failure.code),
+        )
+        self.metrics.count("attempt_failures", service=record.service, handler=record.handler)
         common: dict[str, object] = {
             "lease_until_ms": 0,
             "attempts": record.attempts,
@@ -657,12 +698,13 @@ class Engine(EffectsMixin):
                     next_retry_at_ms=0,
                     **self._retention(held.record, now),
                 )
-                self._ended(record)
+                self._ended(held.record)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(retry_count):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked
                 self._update(held, doorbell=record.doorbell, **common, status="paused", next_retry_at_ms=0)
                 self.waiters.notify(record.invocation_id)
+                self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
                 return Outcome.PAUSED
             due = now + policy.delay_ms(retry_count, failure.next_retry_delay_ms)
             self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
@@ -703,13 +745,27 @@ class Engine(EffectsMixin):
         """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
         changes.setdefault("modified_at_ms", self.clock.now_ms())
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
+        if held.meter:  # AWS requests made since the last write, folded in with this one
+            changes.setdefault("requests", dict(Counter(held.record.requests or {}) + held.meter))
         completing = changes.get("status") == "completed"  # then read back `callers` attached meanwhile
         fresh = self.store.update_invocation(
             held.record.invocation_id, held.record.epoch, doorbell=doorbell, returning=completing, **changes
         )
         held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
+        held.meter.clear()
 
 
 def far_future_ms(now_ms: int) -> int:
     """A time beyond any timer Torpor arms (10 years from `now_ms`), for sweeps."""
     return now_ms + _FAR_FUTURE_MS
+
+
+def _log_fields(record: InvocationRecord, **more: object) -> dict[str, object]:
+    """The structured fields of a log line about `record` (JSON keys on Lambda and with --log-format json)."""
+    return {
+        "invocation_id": record.invocation_id,
+        "service": record.service,
+        "handler": record.handler,
+        "attempt": record.attempts,
+        **more,
+    }

@@ -126,6 +126,8 @@ class InvocationRecord:
     caller_completion_id: int = 0  # that Call's result completion id
     callers: frozenset[str] = frozenset()  # more callers to tell: "{caller_id}/{completion_id}" each
     journal_expires_at_ms: int = 0  # a completed invocation's journal is removed at this time
+    trace_id: str = ""  # W3C trace id (32 hex digits) its attempts carry in `traceparent`
+    requests: Mapping[str, int] | None = None  # AWS requests it caused, by kind (`observability.record`)
 
 
 @dataclass(frozen=True, slots=True)

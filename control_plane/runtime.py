@@ -11,6 +11,7 @@ import logging
 from control_plane.admin import Admin
 from control_plane.ingress import Ingress
 from control_plane.invocation import Engine, Outcome, far_future_ms
+from control_plane.observability import InMemoryMetrics, Metrics
 from control_plane.ports import Clock, Invoker, Scheduler, Store, SystemClock
 from control_plane.registry import Registry
 from control_plane.settings import Settings
@@ -33,13 +34,15 @@ class ControlPlane:
         *,
         clock: Clock | None = None,
         settings: Settings | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
         self.waiters = CompletionWaiters()
         self.registry = Registry(store, invoker, self.clock, self.settings)
-        self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters)
+        self.metrics: Metrics = metrics or InMemoryMetrics()
+        self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics)
         self.scheduler = scheduler
         self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
         self.admin = Admin(self.registry, store, self.engine)

@@ -84,3 +84,9 @@ async def work(ctx: restate.Context, ms: int) -> str:
 async def call_once(ctx: restate.Context, request: dict) -> str:
     """Call `work` with `request["ms"]` under the idempotency key `request["key"]`; its result."""
     return await ctx.service_call(work, int(request["ms"]), idempotency_key=str(request["key"]))
+
+
+@chain.handler()
+async def trace(ctx: restate.Context) -> dict:
+    """The W3C `traceparent` this attempt arrived with (`{"traceparent": ...}`), for trace tests."""
+    return {"traceparent": ctx.request().attempt_headers.get("traceparent")}

@@ -82,6 +82,7 @@ from adapters.aws.store_items import (
 )
 from adapters.aws.store_keyed import KeyedStore
 from adapters.aws.store_registry import RegistryStore
+from control_plane.observability import record
 from control_plane.ports import (
     InvocationRecord,
     JournalBatch,
@@ -113,7 +114,10 @@ class _CountingConnection(Connection):
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
         key = operation_kwargs.get("Key") or operation_kwargs.get("Item") or {}
         on_record = key.get("SK", {}).get("S") == META_SK  # writes there also move the `by_status` index
-        self._on_call(f"{operation_name} META" if on_record else operation_name)
+        kind = f"{operation_name} META" if on_record else operation_name
+        self._on_call(kind)
+        items = sum(len(v) for v in operation_kwargs.get("RequestItems", {}).values())  # a batch: its items
+        record(f"dynamodb {kind}", items or 1)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
 
 

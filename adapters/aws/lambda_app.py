@@ -42,6 +42,7 @@ from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.aws.emf import EmfMetrics
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
@@ -124,7 +125,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             return CloudRunInvoker()
 
         invoker = RoutingInvoker(HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker)
-        _built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings)
+        _built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
         _wake_scheduler = scheduler
         return _built
 

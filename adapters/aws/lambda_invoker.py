@@ -55,6 +55,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from control_plane.observability import record
 from control_plane.ports import HttpReply, InvokerError
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
@@ -199,6 +200,7 @@ class LambdaInvoker:
                 raise InvokerError(f"no answer from Lambda function {endpoint} within {timeout_s:.1f} s")
             client = self._lambda_client(role, remaining_s)
             try:
+                record("lambda Invoke")
                 response = client.invoke(FunctionName=endpoint, InvocationType="RequestResponse", Payload=payload)
             except ClientError as exc:
                 code = _error_code(exc)

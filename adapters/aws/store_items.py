@@ -239,6 +239,8 @@ class InvocationItem(Item):
     caller_completion_id = IntAttribute(null=True)
     callers = UnicodeSetAttribute(null=True)  # a string set: `ADD` is idempotent; absent when empty
     journal_expires_at_ms = IntAttribute(null=True)
+    trace_id = UnicodeAttribute(null=True)
+    requests = JSONAttribute(null=True)
 
 
 class BatchItem(Item):

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
+from control_plane.observability import record
 from control_plane.ports import Clock, SystemClock
 
 log = logging.getLogger("torpor.timers")
@@ -225,6 +226,7 @@ class SqsScheduler:
             target["DeadLetterConfig"] = {"Arn": self._dead_letter_arn}
         name = schedule_name(invocation_id, due_ms)
         try:
+            record("scheduler CreateSchedule")
             self._scheduler.create_schedule(
                 Name=name,
                 GroupName=self._group,
@@ -248,6 +250,7 @@ class SqsScheduler:
 
     def _send(self, body: str, delay_s: int) -> None:
         # DelaySeconds always given, so a queue-level default delay never adds to ours.
+        record("sqs SendMessage")
         self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=body, DelaySeconds=delay_s)
 
 

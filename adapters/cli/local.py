@@ -51,13 +51,17 @@ def _parse_lambda_functions(ctx: click.Context, param: click.Parameter, values: 
     return functions
 
 
-def _configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
+def _configure_logging(log_format: str = "text") -> None:
+    """Log to stderr: readable lines, or with `json` one JSON object per line carrying the structured
+    fields (invocation_id, service, handler, attempt) the engine attaches (powertools' formatter)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+        handler.setFormatter(LambdaPowertoolsFormatter(service="torpor"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s: %(message)s", "%H:%M:%S"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     logging.getLogger("torpor.hypercorn").setLevel(logging.WARNING)  # "Running on ..." repeats our line
     for noisy in ("botocore", "urllib3", "httpx", "httpcore", "werkzeug"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -127,6 +131,13 @@ def version() -> None:
     help="Run a Lambda handler in the local Lambda emulator (repeatable), e.g. Examples=examples.app:app; "
     "register it as arn:aws:lambda:REGION:123456789012:function:NAME:1.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per line with invocation_id, service, handler and attempt.",
+)
 def dev(
     host: str,
     ingress_port: int,
@@ -139,6 +150,7 @@ def dev(
     lease_margin: int | None,
     workers: int,
     lambda_functions: dict[str, str],
+    log_format: str,
 ) -> None:
     """Run the control plane locally: ingress and admin APIs, DynamoDB on an embedded moto server.
 
@@ -147,7 +159,7 @@ def dev(
     """
     from adapters.local.dev import run_dev  # local: hypercorn and moto load only for this command
 
-    _configure_logging()
+    _configure_logging(log_format)
     if dynamodb_endpoint is not None and not dynamodb_endpoint.startswith(("http://", "https://")):
         raise click.BadParameter(
             f"{dynamodb_endpoint!r} is not a URL: write e.g. http://127.0.0.1:5000", param_hint="--dynamodb-endpoint"

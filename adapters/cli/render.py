@@ -226,6 +226,9 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Output", compact(invocation["completion_output"]) if "completion_output" in invocation else None),
             ("Failure", _failure(completion_failure) if completion_failure else None),
             ("Idempotency key", invocation.get("idempotency_key")),
+            ("AWS requests", requests_text(invocation.get("aws_requests") or {})),
+            ("AWS cost", cost_text(invocation.get("aws_cost_usd") or {})),
+            ("Trace id", invocation.get("trace_id")),
             ("Created", invocation.get("created_at")),
             ("Modified", invocation.get("modified_at")),
             ("Completed", invocation.get("completed_at")),
@@ -295,3 +298,24 @@ def journal_table(journal: Sequence[Mapping[str, Any]]) -> Table:
             _cell(entry_preview(entry)),
         )
     return table
+
+
+def requests_text(requests: Mapping[str, int]) -> str | None:
+    """AWS requests by service, e.g. "dynamodb 8 (PutItem 5, UpdateItem META 2, GetItem 1), sqs 2"."""
+    by_service: dict[str, dict[str, int]] = {}
+    for kind, n in requests.items():
+        service, _, operation = kind.partition(" ")
+        by_service.setdefault(service, {})[operation] = n
+    parts = []
+    for service, operations in sorted(by_service.items()):
+        detail = ", ".join(f"{op} {n}" for op, n in sorted(operations.items()))
+        parts.append(f"{service} {sum(operations.values())} ({detail})")
+    return "; ".join(parts) or None
+
+
+def cost_text(cost: Mapping[str, float]) -> str | None:
+    """The list-price cost of an invocation's AWS requests: total and per million such invocations."""
+    total = sum(cost.values())
+    if not total:
+        return None
+    return f"${total:.7f} (${total * 1_000_000:.2f} per million; control-plane Lambda time not included)"

@@ -35,7 +35,7 @@ EXPECTED_HANDLERS = {
     "LazyCounter": {"lazy_add", "read_many", "put"},
     "Signup": {"run", "confirm", "status", "peek"},
     "Calls": {"greet_twice", "count_to", "call_failing", "book_via"},
-    "Chain": {"a", "b", "c", "work", "call_once"},
+    "Chain": {"a", "b", "c", "work", "call_once", "trace"},
 }
 
 

@@ -1,0 +1,101 @@
+"""Metrics text, request metering, list-price costs and trace context."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from adapters.cli.local import _configure_logging
+from control_plane.observability import (
+    InMemoryMetrics,
+    cost_usd,
+    metered,
+    record,
+    trace_id_from,
+    traceparent,
+)
+
+
+def test_metrics_render_as_prometheus_text_with_labels_escaped() -> None:
+    metrics = InMemoryMetrics()
+    metrics.count("attempts", service="Greeter", handler="greet")
+    metrics.count("attempts", service="Greeter", handler="greet")
+    metrics.count("attempts", service='We"ird', handler="x")
+    metrics.observe("handler_latency_ms", 12.5, service="Greeter", handler="greet")
+    metrics.observe("handler_latency_ms", 7.5, service="Greeter", handler="greet")
+    text = metrics.render()
+    assert "# TYPE torpor_attempts_total counter" in text
+    assert 'torpor_attempts_total{handler="greet",service="Greeter"} 2' in text
+    assert 'torpor_attempts_total{handler="x",service="We\\"ird"} 1' in text
+    assert 'torpor_handler_latency_ms_count{handler="greet",service="Greeter"} 2' in text
+    assert 'torpor_handler_latency_ms_sum{handler="greet",service="Greeter"} 20' in text
+    assert 'torpor_handler_latency_ms_max{handler="greet",service="Greeter"} 12.500' in text
+    assert metrics.counter("attempts") == 3
+    assert metrics.counter("attempts", service="Greeter", handler="greet") == 2
+
+
+def test_requests_are_metered_per_context_and_not_outside() -> None:
+    record("dynamodb PutItem")  # outside: nothing to count into, no error
+    seen: list[int] = []
+    with metered() as counts:
+        record("dynamodb PutItem")
+        record("dynamodb BatchWriteItem", 25)
+        thread = threading.Thread(target=lambda: (record("sqs SendMessage"), seen.append(1)))
+        thread.start()
+        thread.join()
+    assert counts == {"dynamodb PutItem": 1, "dynamodb BatchWriteItem": 25}
+    assert seen == [1]
+
+
+def test_costs_use_list_prices_and_count_record_writes_with_their_index() -> None:
+    cost = cost_usd(
+        {
+            "dynamodb PutItem": 4,
+            "dynamodb UpdateItem META": 2,  # 3 write units each
+            "dynamodb Query": 8,
+            "sqs SendMessage": 5,
+            "scheduler CreateSchedule": 1,
+            "lambda Invoke": 10,
+        }
+    )
+    assert abs(cost["dynamodb"] - (10 * 0.625e-6 + 8 * 0.125e-6)) < 1e-15
+    assert abs(cost["sqs"] - 5 * 0.4e-6) < 1e-15
+    assert abs(cost["scheduler"] - 1e-6) < 1e-15
+    assert abs(cost["lambda_handler_requests"] - 10 * 0.2e-6) < 1e-15
+
+
+def test_a_valid_incoming_traceparent_keeps_its_trace_and_others_start_one() -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_id_from({"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}) == trace
+    for bad in ("", "garbage", f"00-{'0' * 32}-00f067aa0ba902b7-01", f"00-{trace}-{'0' * 16}-01"):
+        fresh = trace_id_from({"traceparent": bad})
+        assert len(fresh) == 32
+        assert fresh != trace
+    header = traceparent(trace, "inv_1abc")
+    assert header.startswith(f"00-{trace}-")
+    assert header.endswith("-01")
+    assert header == traceparent(trace, "inv_1abc") != traceparent(trace, "inv_2abc")
+
+
+def test_json_logs_carry_the_invocation_fields(capsys: object) -> None:
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = []
+    try:
+        _configure_logging("json")
+        logging.getLogger("torpor.invocation").info(
+            "attempt 1 of inv_1",
+            extra={"invocation_id": "inv_1", "service": "Greeter", "handler": "greet", "attempt": 1},
+        )
+        line = capsys.readouterr().err.strip().splitlines()[-1]  # type: ignore[attr-defined]
+    finally:
+        root.handlers = saved
+    logged = json.loads(line)
+    assert logged["message"] == "attempt 1 of inv_1"
+    assert (logged["invocation_id"], logged["service"], logged["handler"], logged["attempt"]) == (
+        "inv_1",
+        "Greeter",
+        "greet",
+        1,
+    )
