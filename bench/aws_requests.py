@@ -12,13 +12,9 @@ clients, handler invocations by the emulator's call log, control-plane function 
 their duration by the harness. The polling that waits for a run to end uses its own store and is
 not counted.
 
-Prices (us-east-1, on-demand list prices; see docs/deploying.md): API Gateway HTTP API $1.00 per
-million requests; Lambda $0.20 per million requests and $0.0000133334 per GB-s (arm64); DynamoDB
-$0.625 per million write request units, $0.125 per million read request units; SQS $0.40 per
-million requests; EventBridge Scheduler $1.00 per million invocations. DynamoDB units are
-estimated from requests: 1 WRU per item written (a write to an invocation record also moves its
-`by_status` index entry: +2 WRU, a delete and a put in the index; items above 1 KB cost more), 1 RRU
-per strongly consistent read or query page of up to 4 KB. Free tiers are ignored.
+Prices are `control_plane.observability.PRICES_USD` (us-east-1 list prices, on demand) and DynamoDB
+units are estimated as `cost_usd` says; Lambda time at $0.0000133334 per GB-s (arm64), measured as
+the wall time of the control-plane functions in this process. Free tiers are ignored.
 """
 
 from __future__ import annotations
@@ -40,20 +36,11 @@ from adapters.aws import lambda_app
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.aws_functions import LocalFunctions
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
+from control_plane.observability import PRICES_USD, cost_usd
 
 REGION = "us-east-1"
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
-PRICE_PER_MILLION = {
-    "api_gateway": 1.00,
-    "lambda_request": 0.20,
-    "dynamodb_wru": 0.625,
-    "dynamodb_rru": 0.125,
-    "sqs": 0.40,
-    "scheduler": 1.00,
-}
-LAMBDA_GB_S = 0.0000133334  # arm64
-_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
-_READS = ("GetItem", "Query", "Scan")
+LAMBDA_GB_S = 0.0000133334  # arm64, USD per GB-second
 
 
 class Counted(LocalFunctions):
@@ -147,30 +134,21 @@ def per_run(before: dict[str, float], after: dict[str, float], runs: int) -> dic
 
 
 def cost_per_million(counts: dict[str, float], memory_mb: int) -> dict[str, float]:
-    """Dollars per million runs, by service, from per-run counts."""
-    wru = rru = 0.0
-    for name, n in counts.items():
-        if not name.startswith("dynamodb "):
-            continue
-        operation = name.split()[1]
-        if operation == "BatchWriteItem":
-            wru += n * 25  # an upper bound: up to 25 items each
-        elif operation in _WRITES:
-            wru += n * (3 if name.endswith("META") else 1)
-        elif operation in _READS:
-            rru += n
-    sqs = sum(n for k, n in counts.items() if k.startswith("sqs")) + counts.get("sqs event source receive+delete", 0)
-    api = counts.get("lambda ingress", 0)
+    """Dollars per million runs, by service, from per-run counts (`control_plane.observability` prices)."""
+    requests = {k: v for k, v in counts.items() if k.startswith(("dynamodb ", "sqs ", "scheduler "))}
+    requests["lambda Invoke"] = counts.get("lambda handler Invoke", 0)
+    requests["sqs event source"] = counts.get("sqs event source receive+delete", 0)
+    priced = {k: v * 1_000_000 for k, v in cost_usd(requests).items()}  # type: ignore[arg-type]
     functions = sum(n for k, n in counts.items() if k.startswith("lambda ") and k != "lambda handler Invoke")
+    seconds = counts.get("control plane seconds", 0)
     return {
-        "API Gateway": api * PRICE_PER_MILLION["api_gateway"],
-        "DynamoDB": wru * PRICE_PER_MILLION["dynamodb_wru"] + rru * PRICE_PER_MILLION["dynamodb_rru"],
-        "SQS": sqs * PRICE_PER_MILLION["sqs"],
-        "Scheduler": sum(n for k, n in counts.items() if k.startswith("scheduler Create"))
-        * PRICE_PER_MILLION["scheduler"],
-        "control-plane Lambda": functions * PRICE_PER_MILLION["lambda_request"]
-        + counts.get("control plane seconds", 0) * memory_mb / 1024 * LAMBDA_GB_S * 1_000_000,
-        "handler Lambda requests": counts.get("lambda handler Invoke", 0) * PRICE_PER_MILLION["lambda_request"],
+        "API Gateway": counts.get("lambda ingress", 0) * PRICES_USD["api_gateway_request"] * 1_000_000,
+        "DynamoDB": priced["dynamodb"],
+        "SQS": priced["sqs"],
+        "Scheduler": priced["scheduler"],
+        "control-plane Lambda": (functions * PRICES_USD["lambda_request"] + seconds * memory_mb / 1024 * LAMBDA_GB_S)
+        * 1_000_000,
+        "handler Lambda requests": priced["lambda_handler_requests"],
     }
 
 
