@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import boto3
@@ -192,3 +195,53 @@ def test_an_hour_long_sleep_is_a_schedule_whose_message_resumes_the_sleep_at_its
     described = functions.describe(invocation_id)
     assert described["status"] == "completed", described
     assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "slept 3600000 ms"
+
+
+class _CloudFormation(BaseHTTPRequestHandler):
+    """Stands in for CloudFormation's pre-signed response URL: keeps each PUT body."""
+
+    answers: ClassVar[list[dict[str, Any]]] = []
+
+    def do_PUT(self) -> None:
+        length = int(self.headers["content-length"])
+        type(self).answers.append(json.loads(self.rfile.read(length)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+def test_the_deploy_hook_registers_a_version_on_create_and_answers_cloudformation(functions: LocalFunctions) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/response?signed=1"
+    version_arn = "arn:aws:lambda:us-east-1:123456789012:function:examples:7"
+    base = {"ResponseURL": url, "StackId": "stack", "RequestId": "r1", "LogicalResourceId": "Handlers"}
+    try:
+        lambda_app.deploy_hook_handler(
+            {**base, "RequestType": "Create", "ResourceProperties": {"FunctionVersionArn": version_arn}}, Context()
+        )
+        created = _CloudFormation.answers[-1]
+        assert created["Status"] == "SUCCESS", created
+        deployment_id = created["PhysicalResourceId"]
+        assert deployment_id.startswith("dp_")
+        assert created["Data"] == {"DeploymentId": deployment_id}
+        status, body, _ = functions.http("admin", "GET", f"/deployments/{deployment_id}")
+        assert (status, body["arn"]) == (200, version_arn)
+
+        # a bad version ARN is reported as FAILED with the reason, not left hanging
+        lambda_app.deploy_hook_handler(
+            {**base, "RequestType": "Create", "ResourceProperties": {"FunctionVersionArn": "nope"}}, Context()
+        )
+        assert _CloudFormation.answers[-1]["Status"] == "FAILED"
+        assert _CloudFormation.answers[-1]["Reason"]
+
+        # stack deletion removes the deployment
+        lambda_app.deploy_hook_handler(
+            {**base, "RequestType": "Delete", "PhysicalResourceId": deployment_id, "ResourceProperties": {}}, Context()
+        )
+        assert _CloudFormation.answers[-1]["Status"] == "SUCCESS"
+        assert functions.http("admin", "GET", f"/deployments/{deployment_id}")[0] == 404
+    finally:
+        server.shutdown()
