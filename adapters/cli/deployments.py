@@ -63,17 +63,32 @@ def deployments() -> None:
     default=None,
     help="For a Lambda ARN: invoke the function with this IAM role's credentials (STS AssumeRole).",
 )
+@click.option(
+    "--google-id-token",
+    is_flag=True,
+    help="For Cloud Run: send a Google ID token (audience: the service URL, or --audience). Implied for a "
+    "service name projects/P/locations/L/services/S.",
+)
+@click.option("--audience", default=None, help="The ID token's audience for --google-id-token (implies it).")
 @click.option("--yes", "-y", is_flag=True, help="Register without asking (asked only in a terminal).")
 @json_option
 @pass_config
 def register(
-    config: CliConfig, url: str, force: bool, headers: dict[str, str], assume_role_arn: str | None, yes: bool
+    config: CliConfig,
+    url: str,
+    force: bool,
+    headers: dict[str, str],
+    assume_role_arn: str | None,
+    google_id_token: bool,
+    audience: str | None,
+    yes: bool,
 ) -> None:
     """Register the deployment at URL: discover its services and route their handlers to it.
 
     URL is the deployment's base URL, e.g. http://localhost:9080, or a Lambda function version's
     ARN, e.g. arn:aws:lambda:eu-west-1:123456789012:function:NAME:3 (an unqualified, $LATEST or alias
-    ARN needs --force). In a terminal, the discovered services are shown first and you are asked to
+    ARN needs --force), or a Cloud Run service's URL (with --google-id-token) or name
+    (projects/P/locations/L/services/S). In a terminal, the discovered services are shown first and you are asked to
     confirm; --yes skips the question.
     """
     is_lambda = url.startswith("arn:")
@@ -82,6 +97,10 @@ def register(
     body: dict[str, object] = {"arn": url} if is_lambda else {"uri": url}
     if assume_role_arn is not None:
         body["assume_role_arn"] = assume_role_arn
+    if google_id_token or audience is not None:
+        if is_lambda:
+            raise click.UsageError("--google-id-token and --audience apply to Cloud Run URLs, not Lambda ARNs")
+        body["auth"] = {"google_id_token": {"audience": audience} if audience else {}}
     body.update({"additional_headers": headers, "force": force})
     with admin_api(config) as api:
         if not yes and interactive():

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -474,3 +475,17 @@ def test_services_config_edit_applies_the_edited_json_and_view_shows_the_source(
     finally:
         admin = httpx.patch(f"{dev.admin_url}/services/Greeter", json={"inactivity_timeout": None})
         assert admin.status_code == 200
+
+
+def test_register_with_a_google_id_token_asks_for_one_and_names_missing_credentials(
+    fresh_dev: DevServer, examples_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    result = torpor(fresh_dev, "deployments", "register", examples_url, "--audience", "https://x.a.run.app", "--yes")
+    assert result.exit_code == 1
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in result.stderr
+    assert admin_get(fresh_dev, "/deployments") == {"deployments": []}
+    arn = "arn:aws:lambda:us-east-1:123456789012:function:greeter:1"
+    misused = torpor(fresh_dev, "deployments", "register", arn, "--google-id-token", "--yes")
+    assert misused.exit_code == 2
+    assert "apply to Cloud Run URLs" in misused.stderr
