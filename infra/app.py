@@ -1,0 +1,188 @@
+"""The CDK app: Torpor's control plane and the example handler, registered by version.
+
+`cdk synth` / `cdk deploy` run this (`cdk.json`: `python3 -m infra.app`); so can you:
+`python -m infra.app` writes the cloud assembly to `$CDK_OUTDIR` or `.cache/cdk.out`. With
+`TORPOR_CDK_BUNDLE=0` the Lambda asset is not built (no pip, no network): enough to read or lint
+the template, not to deploy it.
+
+Context (`cdk deploy -c key=value`): `handlerFunctionNamePrefix`, `workerMaxConcurrency`,
+`logLevel`, `exampleHandler` (`false` to leave the example out), `stackName` (default `Torpor`).
+The stack is environment-agnostic: it deploys to the account and region of your credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App, Aws, CfnOutput, Duration, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.constructs import (
+    DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
+    RegisteredHandler,
+    TorporControlPlane,
+    logged_function,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CDK_JSON = REPO_ROOT / "cdk.json"
+
+EXAMPLE_HANDLER = "examples.app.app"
+"""The example app (`examples/app.py`), a Lambda handler when `AWS_LAMBDA_FUNCTION_NAME` is set."""
+
+
+class TorporStack(Stack):
+    """Torpor's control plane, and the example handler registered through the deploy hook.
+
+    Attributes:
+        control_plane: The `TorporControlPlane`.
+        example_handler: The example handler function, or None.
+        example_deployment: Its `RegisteredHandler`, or None.
+
+    Args:
+        scope: The app.
+        id: The stack's id (and name).
+        code: The control plane's code; `infra.bundling.torpor_code()` if None.
+        example_code: The example handler's code; `infra.bundling.example_handler_code()` if None.
+        handler_function_name_prefix: See `TorporControlPlane`; the example handler's name has it.
+        worker_max_concurrency: See `TorporControlPlane`.
+        log_level: See `TorporControlPlane`.
+        with_example_handler: Deploy and register the example handler.
+        **kwargs: Further `Stack` properties.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        code: lambda_.Code | None = None,
+        example_code: lambda_.Code | None = None,
+        handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
+        worker_max_concurrency: int = 10,
+        log_level: str = "INFO",
+        with_example_handler: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope, id, description="Torpor: durable execution for Restate-SDK handlers on Lambda", **kwargs
+        )
+        self.control_plane = TorporControlPlane(
+            self,
+            "ControlPlane",
+            code=code,
+            handler_function_name_prefix=handler_function_name_prefix,
+            worker_max_concurrency=worker_max_concurrency,
+            log_level=log_level,
+        )
+        self.example_handler: lambda_.Function | None = None
+        self.example_deployment: RegisteredHandler | None = None
+        if with_example_handler:
+            if example_code is None:
+                from infra.bundling import example_handler_code
+
+                example_code = example_handler_code()
+            self.example_handler = logged_function(
+                self,
+                "ExampleHandlerFunction",
+                code=example_code,
+                handler=EXAMPLE_HANDLER,
+                # restate-sdk's arm64 wheels need glibc 2.28: python3.12's Amazon Linux 2023, not 3.11's AL2.
+                runtime=lambda_.Runtime.PYTHON_3_12,
+                timeout=Duration.seconds(120),
+                log_retention=logs.RetentionDays.ONE_MONTH,
+                description="Torpor example services (restate-sdk, request/response mode)",
+                # The name carries the prefix the control plane may invoke.
+                function_name=f"{handler_function_name_prefix}{Aws.STACK_NAME}-examples",
+            )
+            self.example_deployment = RegisteredHandler(
+                self, "ExampleHandlerDeployment", control_plane=self.control_plane, function=self.example_handler
+            )
+            CfnOutput(
+                self,
+                "ExampleHandlerVersionArn",
+                value=self.example_deployment.version.function_arn,
+                description="The example handler's published version, registered as a deployment",
+            )
+            CfnOutput(
+                self,
+                "ExampleDeploymentId",
+                value=self.example_deployment.deployment_id,
+                description="The deployment id the deploy hook registered (dp_...)",
+            )
+        CfnOutput(
+            self,
+            "IngressUrl",
+            value=self.control_plane.ingress_url,
+            description="Base URL of the ingress (no auth), e.g. POST {IngressUrl}/Greeter/greet",
+        )
+        CfnOutput(
+            self,
+            "AdminUrl",
+            value=self.control_plane.admin_url,
+            description="Base URL of the admin API (SigV4, execute-api:Invoke), for torpor --admin-url",
+        )
+        CfnOutput(self, "TableName", value=self.control_plane.table.table_name, description="The DynamoDB table")
+        CfnOutput(self, "WakeQueueUrl", value=self.control_plane.wake_queue.queue_url, description="The SQS wake queue")
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The `context` of `cdk.json` (feature flags), so a direct run synthesizes what `cdk synth` does."""
+    return dict(json.loads(CDK_JSON.read_text()).get("context", {}))
+
+
+def build_app(
+    *,
+    bundle: bool = True,
+    context: Mapping[str, Any] | None = None,
+    outdir: str | None = None,
+    code: lambda_.Code | None = None,
+    example_code: lambda_.Code | None = None,
+) -> tuple[App, TorporStack]:
+    """The app with its one stack, configured from context (see the module doc).
+
+    Args:
+        bundle: Build the Lambda asset (pip); False skips it, for offline synthesis and tests.
+        context: Context values on top of `cdk.json`'s (the CLI's `-c` arrive by the environment).
+        outdir: The cloud assembly directory; the CLI's, else `.cache/cdk.out`.
+        code: The control plane's code instead of the bundled asset.
+        example_code: The example handler's code instead of the bundled asset.
+    """
+    values: dict[str, Any] = {**cdk_json_context(), **(context or {})}
+    if not bundle:
+        values["aws:cdk:bundling-stacks"] = []
+    if outdir is None and "CDK_OUTDIR" not in os.environ:
+        outdir = str(REPO_ROOT / ".cache" / "cdk.out")
+    app = App(context=values, outdir=outdir)
+
+    def setting(key: str, default: Any) -> Any:
+        value = app.node.try_get_context(key)
+        return default if value is None else value
+
+    stack = TorporStack(
+        app,
+        str(setting("stackName", "Torpor")),
+        code=code,
+        example_code=example_code,
+        handler_function_name_prefix=str(setting("handlerFunctionNamePrefix", DEFAULT_HANDLER_FUNCTION_NAME_PREFIX)),
+        worker_max_concurrency=int(setting("workerMaxConcurrency", 10)),
+        log_level=str(setting("logLevel", "INFO")),
+        with_example_handler=str(setting("exampleHandler", "true")).lower() != "false",
+    )
+    return app, stack
+
+
+def main() -> None:
+    """Synthesize the app (what `cdk synth` runs)."""
+    app, _ = build_app(bundle=os.environ.get("TORPOR_CDK_BUNDLE", "1") != "0")
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,527 @@
+"""CDK constructs for Torpor on AWS: the control plane, and handler versions registered with it.
+
+`TorporControlPlane` creates what `template.yaml` creates (the same properties, the same IAM):
+
+| resource | what |
+| --- | --- |
+| DynamoDB table | `PK`/`SK`, GSI `by_status` (`status_pk`/`status_sk`, ALL), TTL `expires_at`, on-demand, PITR |
+| wake queue | standard SQS, SSE, visibility 6 x the worker's 900 s, to a dead-letter queue after 5 receives |
+| schedules | an EventBridge Scheduler group, the role it sends to the wake queue with, a dead-letter queue |
+| functions | ingress, admin, worker, sweeper, deploy hook (`adapters.aws.lambda_app.*`), arm64, Python 3.11 |
+| HTTP APIs | ingress (`$default` route, no auth), admin (`$default` route, AWS_IAM) |
+| triggers | the worker's SQS event source mapping (batches of 10, partial failures), the sweeper's 1-minute rule |
+
+Each function has its own role and log group. The roles share three managed policies, nothing
+broader: `table_access_policy` (item and query actions on the table and its index),
+`handler_invoke_policy` (`lambda:InvokeFunction` on functions named with the handler prefix;
+`sts:AssumeRole` on the roles given) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
+schedules of the group, `iam:PassRole` of the scheduler role). The deploy hook gets no wake-up
+policy; the worker also consumes the queue.
+
+`RegisteredHandler` registers a handler function's version as a Torpor deployment on each deploy
+(a `Custom::TorporDeployment` served by the deploy hook function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as apigwv2_authorizers
+from aws_cdk import aws_apigatewayv2_integrations as apigwv2_integrations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+__all__ = [
+    "DEFAULT_HANDLER_FUNCTION_NAME_PREFIX",
+    "HANDLERS",
+    "RegisteredHandler",
+    "TorporControlPlane",
+    "logged_function",
+]
+
+DEFAULT_HANDLER_FUNCTION_NAME_PREFIX = "torpor-handler-"
+"""Handler functions the control plane may invoke are those whose name starts with this."""
+
+HANDLERS = {
+    "ingress": "adapters.aws.lambda_app.ingress_handler",
+    "admin": "adapters.aws.lambda_app.admin_handler",
+    "worker": "adapters.aws.lambda_app.worker_handler",
+    "sweeper": "adapters.aws.lambda_app.sweeper_handler",
+    "deploy_hook": "adapters.aws.lambda_app.deploy_hook_handler",
+}
+"""The control plane's Lambda handlers, by function."""
+
+RUNTIME = lambda_.Runtime.PYTHON_3_11
+ARCHITECTURE = lambda_.Architecture.ARM_64
+MEMORY_MB = 512
+
+HTTP_TIMEOUT = Duration.seconds(30)
+"""Ingress and admin: API Gateway ends a request after 29 s (the ingress answers 202 before)."""
+WORKER_TIMEOUT_S = 900
+SWEEPER_TIMEOUT = Duration.seconds(60)
+DEPLOY_HOOK_TIMEOUT = Duration.seconds(300)
+
+WAKE_QUEUE_VISIBILITY_TIMEOUT = Duration.seconds(6 * WORKER_TIMEOUT_S)
+"""Lambda asks for at least 6 x the function timeout on an SQS event source."""
+WAKE_QUEUE_MAX_RECEIVES = 5
+WORKER_BATCH_SIZE = 10
+SWEEP_EVERY = Duration.minutes(1)
+
+TABLE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:DescribeTable",
+    "dynamodb:DescribeTimeToLive",
+)
+"""What `DynamoDBStore` does with items (and describes); no table administration."""
+
+STATUS_INDEX = "by_status"
+TTL_ATTRIBUTE = "expires_at"
+
+
+def logged_function(
+    scope: Construct,
+    id: str,
+    *,
+    code: lambda_.Code,
+    handler: str,
+    timeout: Duration,
+    log_retention: logs.RetentionDays,
+    managed_policies: Sequence[iam.IManagedPolicy] = (),
+    statements: Sequence[iam.PolicyStatement] = (),
+    environment: Mapping[str, str] | None = None,
+    description: str | None = None,
+    function_name: str | None = None,
+    memory_size: int = MEMORY_MB,
+    runtime: lambda_.Runtime = RUNTIME,
+) -> lambda_.Function:
+    """An arm64 Python function with a role of its own that may only write to its own log group.
+
+    `{id}LogGroup` and `{id}Role` are created beside `{id}`: the role gets `managed_policies`,
+    an inline `logs` policy (`logs:CreateLogStream`, `logs:PutLogEvents` on the log group) and an
+    inline `permissions` policy with `statements` if any. No AWS managed policy is attached.
+
+    Args:
+        scope: Where the three constructs go.
+        id: The function's construct id.
+        code: The function's code.
+        handler: `module.attribute` of the handler.
+        timeout: The function timeout.
+        log_retention: How long the log group keeps logs.
+        managed_policies: Customer managed policies to attach to the role.
+        statements: Further permissions of this function alone.
+        environment: Environment variables.
+        description: The function's description.
+        function_name: An explicit name (a handler the control plane invokes must carry its prefix).
+        memory_size: Memory in MB.
+        runtime: The Lambda runtime (python3.11, the control plane's, unless given).
+    """
+    log_group = logs.LogGroup(scope, f"{id}LogGroup", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
+    inline = {
+        "logs": iam.PolicyDocument(
+            statements=[
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+                )
+            ]
+        )
+    }
+    if statements:
+        inline["permissions"] = iam.PolicyDocument(statements=list(statements))
+    role = iam.Role(
+        scope,
+        f"{id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        managed_policies=list(managed_policies),
+        inline_policies=inline,
+    )
+    return lambda_.Function(
+        scope,
+        id,
+        code=code,
+        handler=handler,
+        runtime=runtime,
+        architecture=ARCHITECTURE,
+        memory_size=memory_size,
+        timeout=timeout,
+        role=role,
+        log_group=log_group,
+        environment=dict(environment or {}),
+        description=description,
+        function_name=function_name,
+    )
+
+
+class TorporControlPlane(Construct):
+    """Torpor's control plane on AWS (see the module doc for what it creates).
+
+    Attributes:
+        table: The DynamoDB table (`DynamoDBStore`'s layout).
+        wake_queue: The standard SQS queue every wake-up lands on.
+        wake_dead_letter_queue: Where wake-ups go after 5 failed receives.
+        schedule_dead_letter_queue: Where EventBridge Scheduler puts wake-ups it could not deliver.
+        schedule_group: The EventBridge Scheduler group of Torpor's one-time schedules (L1).
+        scheduler_role: The role EventBridge Scheduler sends to the wake queue with.
+        table_access_policy: Item and query actions on the table and its index.
+        handler_invoke_policy: `lambda:InvokeFunction` on handler functions (see `allow_invoke`).
+        wake_up_policy: Arm wake-ups: SQS messages, schedules in the group, the scheduler role.
+        ingress_function, admin_function, worker_function, sweeper_function, deploy_hook_function:
+            The control plane's functions.
+        ingress_api: The ingress HTTP API (no auth).
+        admin_api: The admin HTTP API (AWS_IAM: SigV4-signed requests with `execute-api:Invoke`).
+        ingress_url: Base URL of the ingress.
+        admin_url: Base URL of the admin API.
+        environment: The environment variables every control-plane function gets.
+
+    Args:
+        scope: The parent construct.
+        id: This construct's id.
+        code: The code of the functions (the repository's packages with `requirements.txt`
+            installed); `infra.bundling.torpor_code()` if None.
+        handler_function_name_prefix: The control plane may invoke the functions of this account
+            and region whose name starts with this (and those given to `allow_invoke`).
+        handler_assume_role_arns: Roles the control plane may assume to invoke handlers in other
+            accounts (deployments registered with `assume_role_arn`).
+        worker_max_concurrency: Most worker instances the SQS event source runs at once (2 to 1000).
+        log_level: `LOG_LEVEL` of the functions.
+        log_retention: How long the functions' log groups keep logs.
+        table_removal_policy: What deleting the stack does to the table (kept by default).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        code: lambda_.Code | None = None,
+        handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
+        handler_assume_role_arns: Sequence[str] = (),
+        worker_max_concurrency: int = 10,
+        log_level: str = "INFO",
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        table_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, id)
+        if not 2 <= worker_max_concurrency <= 1000:
+            raise ValueError(f"worker_max_concurrency must be between 2 and 1000, got {worker_max_concurrency}")
+        if code is None:
+            from infra.bundling import torpor_code
+
+            code = torpor_code()
+        partition, region, account = Aws.PARTITION, Aws.REGION, Aws.ACCOUNT_ID
+
+        # --- state ---------------------------------------------------------------------------------
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="SK", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=table_removal_policy,
+        )
+        self.table.add_global_secondary_index(
+            index_name=STATUS_INDEX,
+            partition_key=dynamodb.Attribute(name="status_pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="status_sk", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+
+        # --- wake-ups ------------------------------------------------------------------------------
+        self.wake_dead_letter_queue = sqs.Queue(
+            self,
+            "WakeDeadLetterQueue",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+        )
+        self.wake_queue = sqs.Queue(
+            self,
+            "WakeQueue",
+            visibility_timeout=WAKE_QUEUE_VISIBILITY_TIMEOUT,
+            retention_period=Duration.days(4),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=WAKE_QUEUE_MAX_RECEIVES, queue=self.wake_dead_letter_queue
+            ),
+        )
+        self.schedule_dead_letter_queue = sqs.Queue(
+            self,
+            "ScheduleDeadLetterQueue",
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+        )
+        self.schedule_group = scheduler.CfnScheduleGroup(self, "ScheduleGroup")
+        group_name = self.schedule_group.ref
+        self.scheduler_role = iam.Role(
+            self,
+            "SchedulerRole",
+            description="Assumed by EventBridge Scheduler to deliver Torpor's long wake-ups to the wake queue.",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={
+                    "StringEquals": {
+                        "aws:SourceAccount": account,
+                        "aws:SourceArn": f"arn:{partition}:scheduler:{region}:{account}:schedule-group/{group_name}",
+                    }
+                },
+            ),
+            inline_policies={
+                "send-wake-ups": iam.PolicyDocument(
+                    statements=[
+                        iam.PolicyStatement(
+                            actions=["sqs:SendMessage"],
+                            resources=[self.wake_queue.queue_arn, self.schedule_dead_letter_queue.queue_arn],
+                        )
+                    ]
+                )
+            },
+        )
+
+        # --- least privilege -----------------------------------------------------------------------
+        self.table_access_policy = iam.ManagedPolicy(
+            self,
+            "TableAccessPolicy",
+            description="Torpor's items in its table and its by_status index; no table administration.",
+            statements=[
+                iam.PolicyStatement(
+                    actions=list(TABLE_ACTIONS),
+                    resources=[self.table.table_arn, f"{self.table.table_arn}/index/{STATUS_INDEX}"],
+                )
+            ],
+        )
+        invoke_statements = [
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[f"arn:{partition}:lambda:{region}:{account}:function:{handler_function_name_prefix}*"],
+            )
+        ]
+        if handler_assume_role_arns:
+            invoke_statements.append(
+                iam.PolicyStatement(actions=["sts:AssumeRole"], resources=list(handler_assume_role_arns))
+            )
+        self.handler_invoke_policy = iam.ManagedPolicy(
+            self,
+            "HandlerInvokePolicy",
+            description="Invoke handler functions (name prefix), and assume the roles given for other accounts.",
+            statements=invoke_statements,
+        )
+        self.wake_up_policy = iam.ManagedPolicy(
+            self,
+            "WakeUpPolicy",
+            description="Arm wake-ups: SQS delay messages, EventBridge Scheduler one-time schedules in Torpor's group.",
+            statements=[
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.wake_queue.queue_arn]),
+                iam.PolicyStatement(
+                    actions=["scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"],
+                    resources=[f"arn:{partition}:scheduler:{region}:{account}:schedule/{group_name}/*"],
+                ),
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[self.scheduler_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+                ),
+            ],
+        )
+
+        # --- functions -----------------------------------------------------------------------------
+        self.environment = {
+            "TORPOR_TABLE": self.table.table_name,
+            "TORPOR_WAKE_QUEUE_URL": self.wake_queue.queue_url,
+            "TORPOR_WAKE_QUEUE_ARN": self.wake_queue.queue_arn,
+            "TORPOR_SCHEDULE_GROUP": group_name,
+            "TORPOR_SCHEDULER_ROLE_ARN": self.scheduler_role.role_arn,
+            "TORPOR_SCHEDULE_DLQ_ARN": self.schedule_dead_letter_queue.queue_arn,
+            "POWERTOOLS_SERVICE_NAME": "torpor",
+            "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
+            "LOG_LEVEL": log_level,
+        }
+        everything = [self.table_access_policy, self.handler_invoke_policy, self.wake_up_policy]
+
+        def function(
+            id: str,
+            kind: str,
+            timeout: Duration,
+            description: str,
+            policies: Sequence[iam.IManagedPolicy] = everything,
+            statements: Sequence[iam.PolicyStatement] = (),
+        ) -> lambda_.Function:
+            return logged_function(
+                self,
+                id,
+                code=code,
+                handler=HANDLERS[kind],
+                timeout=timeout,
+                log_retention=log_retention,
+                managed_policies=policies,
+                statements=statements,
+                environment=self.environment,
+                description=description,
+            )
+
+        self.ingress_function = function(
+            "IngressFunction", "ingress", HTTP_TIMEOUT, "Torpor ingress (API Gateway HTTP API v2 events)"
+        )
+        self.admin_function = function(
+            "AdminFunction", "admin", HTTP_TIMEOUT, "Torpor admin API (API Gateway HTTP API v2 events, IAM-authorized)"
+        )
+        self.worker_function = function(
+            "WorkerFunction",
+            "worker",
+            Duration.seconds(WORKER_TIMEOUT_S),
+            "Torpor worker (SQS wake-ups, partial batch failures)",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+                    resources=[self.wake_queue.queue_arn],
+                )
+            ],
+        )
+        self.sweeper_function = function(
+            "SweeperFunction",
+            "sweeper",
+            SWEEPER_TIMEOUT,
+            "Torpor sweeper (the safety net for lost wake-ups, every minute)",
+        )
+        # Registration runs discovery against the handler and writes the registry: no wake-ups.
+        self.deploy_hook_function = function(
+            "DeployHookFunction",
+            "deploy_hook",
+            DEPLOY_HOOK_TIMEOUT,
+            "Torpor deploy hook (CloudFormation custom resource Custom::TorporDeployment)",
+            policies=[self.table_access_policy, self.handler_invoke_policy],
+        )
+
+        # --- triggers ------------------------------------------------------------------------------
+        self.ingress_api = apigwv2.HttpApi(
+            self,
+            "IngressApi",
+            description="Torpor ingress (Restate's ingress API)",
+            default_integration=apigwv2_integrations.HttpLambdaIntegration(
+                "IngressIntegration",
+                self.ingress_function,
+                payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+            ),
+        )
+        self.admin_api = apigwv2.HttpApi(
+            self,
+            "AdminApi",
+            description="Torpor admin API (SigV4-signed requests only)",
+            default_authorizer=apigwv2_authorizers.HttpIamAuthorizer(),
+            default_integration=apigwv2_integrations.HttpLambdaIntegration(
+                "AdminIntegration",
+                self.admin_function,
+                payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+            ),
+        )
+        self.ingress_url = self.ingress_api.api_endpoint
+        self.admin_url = self.admin_api.api_endpoint
+
+        lambda_.EventSourceMapping(
+            self,
+            "WorkerWakeUps",
+            target=self.worker_function,
+            event_source_arn=self.wake_queue.queue_arn,
+            batch_size=WORKER_BATCH_SIZE,
+            max_batching_window=Duration.seconds(0),
+            report_batch_item_failures=True,
+            max_concurrency=worker_max_concurrency,
+        )
+        events.Rule(
+            self,
+            "SweeperSchedule",
+            description="Torpor sweep, every minute",
+            schedule=events.Schedule.rate(SWEEP_EVERY),
+            targets=[events_targets.LambdaFunction(self.sweeper_function)],
+        )
+
+    def allow_invoke(self, function: lambda_.IFunction) -> None:
+        """Let the control plane invoke `function` (any version or alias) whatever its name.
+
+        Adds the function's ARN to `handler_invoke_policy`. The policy then depends on the
+        function: a function whose own properties refer back to the control plane (its URLs, say)
+        would make a cycle; name such a function with the handler prefix instead.
+        """
+        self.handler_invoke_policy.add_statements(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"], resources=[function.function_arn, f"{function.function_arn}:*"]
+            )
+        )
+
+    def grant_admin_access(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Allow `grantee` to call the admin API (`execute-api:Invoke` on every route of it)."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["execute-api:Invoke"],
+            resource_arns=[self.admin_api.arn_for_execute_api()],
+        )
+
+
+class RegisteredHandler(Construct):
+    """A handler function version registered as a Torpor deployment whenever the stack deploys it.
+
+    A `Custom::TorporDeployment` resource served by the control plane's deploy hook: Create and
+    Update register `FunctionVersionArn` (a new version is a new deployment; invocations already
+    running stay pinned to theirs), Delete removes the deployment unless invocations are still
+    pinned to it. The function must be one the control plane may invoke: named with the handler
+    prefix, or passed to `TorporControlPlane.allow_invoke`.
+
+    Attributes:
+        version: The registered version.
+        resource: The custom resource.
+        deployment_id: The deployment id (`dp_...`), a deploy-time token.
+
+    Args:
+        scope: The parent construct.
+        id: This construct's id.
+        control_plane: The control plane to register with.
+        function: A function whose `current_version` to register (a new version is published
+            whenever its code or configuration changes).
+        version: A version to register instead of `function`'s current one.
+        assume_role_arn: A role the control plane assumes to invoke the version (another account).
+
+    Raises:
+        ValueError: Neither or both of `function` and `version` given.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        control_plane: TorporControlPlane,
+        function: lambda_.Function | None = None,
+        version: lambda_.IVersion | None = None,
+        assume_role_arn: str | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        if (function is None) == (version is None):
+            raise ValueError("RegisteredHandler takes exactly one of function= and version=")
+        self.version: lambda_.IVersion = version if version is not None else function.current_version  # type: ignore[union-attr]
+        properties = {"FunctionVersionArn": self.version.function_arn}
+        if assume_role_arn:
+            properties["AssumeRoleArn"] = assume_role_arn
+        self.resource = CustomResource(
+            self,
+            "Deployment",
+            service_token=control_plane.deploy_hook_function.function_arn,
+            resource_type="Custom::TorporDeployment",
+            properties=properties,
+        )
+        self.deployment_id = self.resource.get_att_string("DeploymentId")

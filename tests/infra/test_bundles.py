@@ -1,0 +1,176 @@
+"""The Lambda code bundles: their requirements match pyproject.toml, and suffice to import the handlers.
+
+The import check runs each handler's module in a fresh interpreter that may import only the standard
+library, the bundle's own packages and the distributions its requirements file pulls in
+(transitively, from the installed metadata): what the deployed function would have, offline.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from infra.bundling import CONTROL_PLANE, EXAMPLE_HANDLER, Bundle
+from tests.infra.conftest import REPO_ROOT
+
+NOT_ON_LAMBDA = {
+    "click": "the torpor CLI",
+    "rich": "the torpor CLI's tables",
+    "hypercorn": "torpor dev's HTTP servers",
+    "moto": "torpor dev's embedded DynamoDB",
+    "werkzeug": "torpor dev's local Lambda emulator",
+}
+"""pyproject.toml dependencies the Lambda functions never import, and who does."""
+
+
+def _requirements(path: Path) -> dict[str, Requirement]:
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    requirements = [Requirement(line) for line in lines if line and not line.startswith("#")]
+    return {canonicalize_name(r.name): r for r in requirements}
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _same(a: Requirement, b: Requirement) -> bool:
+    return (a.specifier, a.extras, a.marker) == (b.specifier, b.extras, b.marker)
+
+
+def test_control_plane_requirements_are_pyproject_dependencies() -> None:
+    """Each dependency is in requirements.txt with the same specifier and extras, or said not to be needed."""
+    bundle = _requirements(REPO_ROOT / CONTROL_PLANE.requirements)
+    project = {canonicalize_name(r.name): r for r in map(Requirement, _pyproject()["dependencies"])}
+    for name, requirement in project.items():
+        if name in NOT_ON_LAMBDA:
+            assert name not in bundle, f"{name} is both needed and not needed on Lambda"
+            continue
+        assert name in bundle, f"{name} (pyproject.toml) is missing from requirements.txt, or add it to NOT_ON_LAMBDA"
+        assert _same(bundle[name], requirement), f"{bundle[name]} in requirements.txt, {requirement} in pyproject.toml"
+    assert set(bundle) <= set(project), f"not in pyproject.toml: {set(bundle) - set(project)}"
+    assert set(NOT_ON_LAMBDA) <= set(project), "NOT_ON_LAMBDA names a dependency pyproject.toml no longer has"
+
+
+def test_example_handler_requirements_are_the_examples_extra() -> None:
+    bundle = _requirements(REPO_ROOT / EXAMPLE_HANDLER.requirements)
+    extra = {canonicalize_name(r.name): r for r in map(Requirement, _pyproject()["optional-dependencies"]["examples"])}
+    assert set(bundle) == set(extra)
+    for name in extra:
+        assert _same(bundle[name], extra[name]), (bundle[name], extra[name])
+
+
+def test_sam_builds_the_same_bundles(sam_template: dict) -> None:
+    """`sam build` reads requirements.txt from the functions' CodeUri (the repository root) and the
+    example's restate-sdk from its layer's ContentUri: the same files as the CDK assets."""
+    assert sam_template["Globals"]["Function"]["CodeUri"] == "."
+    assert (REPO_ROOT / CONTROL_PLANE.requirements) == REPO_ROOT / "requirements.txt"
+    layer = sam_template["Resources"]["ExampleHandlerDependencies"]
+    assert layer["Properties"]["ContentUri"].rstrip("/") == str(Path(EXAMPLE_HANDLER.requirements).parent)
+    assert layer["Metadata"] == {"BuildMethod": f"python{EXAMPLE_HANDLER.python_version}", "BuildArchitecture": "arm64"}
+    assert sam_template["Globals"]["Function"]["Runtime"] == f"python{CONTROL_PLANE.python_version}"
+    example = sam_template["Resources"]["ExampleHandlerFunction"]["Properties"]
+    assert example["Runtime"] == f"python{EXAMPLE_HANDLER.python_version}"
+
+
+def test_pip_targets_lambda_arm64() -> None:
+    command = CONTROL_PLANE.pip_install_command("/out", "requirements.txt")
+    assert command[command.index("--python-version") + 1] == "3.11"
+    assert "manylinux2014_aarch64" in command
+    assert "--only-binary=:all:" in command
+    assert EXAMPLE_HANDLER.platforms[0] == "manylinux_2_28_aarch64"
+
+
+_PROBE = r"""
+import importlib.abc, importlib.metadata as md, json, sys
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+requirements_file, python_version, packages, modules, attributes = json.loads(sys.argv[1])
+environment = {"python_version": python_version, "python_full_version": python_version + ".0"}
+wanted = [Requirement(l.strip()) for l in open(requirements_file) if l.strip() and not l.strip().startswith("#")]
+extras_of = {}
+while wanted:
+    requirement = wanted.pop()
+    name = canonicalize_name(requirement.name)
+    extras = set(requirement.extras)
+    if name in extras_of and extras <= extras_of[name]:
+        continue
+    extras_of[name] = extras_of.get(name, set()) | extras
+    for line in md.distribution(name).requires or []:
+        dependency = Requirement(line)
+        marker = dependency.marker
+        if marker is None or any(marker.evaluate({**environment, "extra": e}) for e in extras_of[name] | {""}):
+            wanted.append(dependency)
+top_levels = {
+    module for module, dists in md.packages_distributions().items()
+    if any(canonicalize_name(d) in extras_of for d in dists)
+}
+allowed = set(sys.stdlib_module_names) | set(packages) | top_levels
+blocked = []
+
+class OnlyTheBundle(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in allowed or top in sys.builtin_module_names or top.startswith("_sysconfigdata"):
+            return None
+        blocked.append(name)
+        raise ModuleNotFoundError(f"No module named {name!r} in the bundle", name=name)
+
+sys.meta_path.insert(0, OnlyTheBundle())
+found = {}
+for module_name in modules:
+    module = __import__(module_name, fromlist=["_"])
+    for attribute in attributes.get(module_name, []):
+        found[f"{module_name}.{attribute}"] = callable(getattr(module, attribute, None))
+print(json.dumps({"found": found, "blocked": sorted(set(blocked)), "distributions": sorted(extras_of)}))
+"""
+
+
+def _probe(bundle: Bundle, modules: list[str], attributes: dict[str, list[str]]) -> dict:
+    argument = json.dumps(
+        [str(REPO_ROOT / bundle.requirements), bundle.python_version, list(bundle.packages), modules, attributes]
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, argument],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_control_plane_handlers_import_from_the_bundle_alone() -> None:
+    handlers = ["ingress_handler", "admin_handler", "worker_handler", "sweeper_handler", "deploy_hook_handler"]
+    modules = ["adapters.aws.lambda_app"]
+    if (REPO_ROOT / "adapters" / "aws" / "lambda_invoker.py").exists():
+        modules.append("adapters.aws.lambda_invoker")  # imported on the first Lambda deployment's request
+    probe = _probe(CONTROL_PLANE, modules, {"adapters.aws.lambda_app": handlers})
+    assert probe["found"] == {f"adapters.aws.lambda_app.{h}": True for h in handlers}
+    assert "aws-xray-sdk" in probe["distributions"]  # the [tracer] extra was followed
+    assert not {"moto", "hypercorn", "rich", "werkzeug", "restate-sdk"} & set(probe["distributions"])
+
+
+def test_example_handler_imports_from_its_bundle_alone() -> None:
+    probe = _probe(EXAMPLE_HANDLER, ["examples.app"], {"examples.app": ["app"]})
+    assert probe["found"] == {"examples.app.app": True}
+    assert "restate-sdk" in probe["distributions"]
+
+
+def test_probe_refuses_what_the_bundle_lacks(tmp_path: Path) -> None:
+    """The same probe fails when a needed requirement is missing (here: httpx)."""
+    lines = (REPO_ROOT / CONTROL_PLANE.requirements).read_text().splitlines()
+    without_httpx = tmp_path / "requirements.txt"
+    without_httpx.write_text("\n".join(line for line in lines if not line.startswith("httpx")))
+    crippled = Bundle("crippled", CONTROL_PLANE.packages, str(without_httpx), "3.11", CONTROL_PLANE.platforms)
+    with pytest.raises(AssertionError, match="No module named 'httpx' in the bundle"):
+        _probe(crippled, ["adapters.aws.lambda_app"], {})

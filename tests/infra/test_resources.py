@@ -1,0 +1,352 @@
+"""The resources and permissions of Torpor on AWS, checked on `template.yaml` and on the CDK template.
+
+Every test runs twice (the `facts` fixture: SAM, then CDK) against the same expected values, so the
+two ways to deploy cannot drift apart. References are compared as rendered by `Facts` (canonical
+names: `${Table.Arn}`, `${WakeQueue}`, ...; parameters at their defaults).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.aws.store_items import STATUS_INDEX, TTL_ATTRIBUTE, table_schema
+from tests.infra.facts import Facts
+
+CONTROL_PLANE = {
+    "IngressFunction": ("adapters.aws.lambda_app.ingress_handler", 30),
+    "AdminFunction": ("adapters.aws.lambda_app.admin_handler", 30),
+    "WorkerFunction": ("adapters.aws.lambda_app.worker_handler", 900),
+    "SweeperFunction": ("adapters.aws.lambda_app.sweeper_handler", 60),
+    "DeployHookFunction": ("adapters.aws.lambda_app.deploy_hook_handler", 300),
+}
+"""Each control-plane function: its handler string and timeout in seconds."""
+
+ENVIRONMENT = {
+    "TORPOR_TABLE": "${Table}",
+    "TORPOR_WAKE_QUEUE_URL": "${WakeQueue}",
+    "TORPOR_WAKE_QUEUE_ARN": "${WakeQueue.Arn}",
+    "TORPOR_SCHEDULE_GROUP": "${ScheduleGroup}",
+    "TORPOR_SCHEDULER_ROLE_ARN": "${SchedulerRole.Arn}",
+    "TORPOR_SCHEDULE_DLQ_ARN": "${ScheduleDeadLetterQueue.Arn}",
+    "POWERTOOLS_SERVICE_NAME": "torpor",
+    "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
+    "LOG_LEVEL": "INFO",
+}
+"""What every control-plane function's environment must be, exactly (rendered)."""
+
+ARN_PREFIX = "arn:${AWS::Partition}"
+REGION_ACCOUNT = "${AWS::Region}:${AWS::AccountId}"
+HANDLER_FUNCTIONS = f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:torpor-handler-*"
+SCHEDULES = f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/*"
+TABLE_RESOURCES = ("${Table.Arn}", "${Table.Arn}/index/by_status")
+TABLE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:DescribeTable",
+    "dynamodb:DescribeTimeToLive",
+)
+
+
+def _logs(function: str) -> set[tuple[str, str]]:
+    log_group = "${" + function.removesuffix("Function") + "LogGroup.Arn}"
+    return {("logs:CreateLogStream", log_group), ("logs:PutLogEvents", log_group)}
+
+
+def _table() -> set[tuple[str, str]]:
+    return {(action, resource) for action in TABLE_ACTIONS for resource in TABLE_RESOURCES}
+
+
+def _wake_ups() -> set[tuple[str, str]]:
+    return {
+        ("sqs:SendMessage", "${WakeQueue.Arn}"),
+        ("scheduler:CreateSchedule", SCHEDULES),
+        ("scheduler:DeleteSchedule", SCHEDULES),
+        ("scheduler:GetSchedule", SCHEDULES),
+        ("iam:PassRole", "${SchedulerRole.Arn}"),
+    }
+
+
+INVOKE = {("lambda:InvokeFunction", HANDLER_FUNCTIONS)}
+CONSUME = {
+    (action, "${WakeQueue.Arn}") for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+}
+
+EXPECTED_PERMISSIONS = {
+    "IngressFunction": _table() | _wake_ups() | INVOKE | _logs("IngressFunction"),
+    "AdminFunction": _table() | _wake_ups() | INVOKE | _logs("AdminFunction"),
+    "WorkerFunction": _table() | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
+    "SweeperFunction": _table() | _wake_ups() | INVOKE | _logs("SweeperFunction"),
+    "DeployHookFunction": _table() | INVOKE | _logs("DeployHookFunction"),
+    "ExampleHandlerFunction": _logs("ExampleHandlerFunction"),
+}
+"""Every (action, resource) each function's role allows, unconditionally, and nothing else."""
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+
+def test_table_is_what_the_store_creates(facts: Facts) -> None:
+    """Keys, attribute types and the GSI match `store_items.table_schema` (what `ensure_schema` creates)."""
+    (table_id,) = facts.of_type("AWS::DynamoDB::Table")
+    props = facts.props(table_id)
+    schema = table_schema("any")
+    assert props["KeySchema"] == schema["KeySchema"]
+    assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
+        schema["AttributeDefinitions"], key=lambda a: a["AttributeName"]
+    )
+    (index,) = props["GlobalSecondaryIndexes"]
+    (expected_index,) = schema["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == STATUS_INDEX == expected_index["IndexName"]
+    assert index["KeySchema"] == expected_index["KeySchema"]
+    assert index["Projection"] == {"ProjectionType": "ALL"}
+
+
+def test_table_is_on_demand_with_ttl_and_point_in_time_recovery(facts: Facts) -> None:
+    (table_id,) = facts.of_type("AWS::DynamoDB::Table")
+    props = facts.props(table_id)
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert "ProvisionedThroughput" not in props
+    assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert facts.resources[table_id]["DeletionPolicy"] == "Retain"
+    assert facts.resources[table_id]["UpdateReplacePolicy"] == "Retain"
+
+
+# --- queues and schedules --------------------------------------------------------------------------
+
+
+def test_wake_queue_redrives_after_five_receives_and_outlasts_the_worker(facts: Facts) -> None:
+    queue = facts.props(facts.id_of("WakeQueue"))
+    worker_timeout = int(facts.function("WorkerFunction")["Timeout"])
+    assert worker_timeout == 900
+    assert int(queue["VisibilityTimeout"]) >= 6 * worker_timeout
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+    assert facts.render(queue["RedrivePolicy"]["deadLetterTargetArn"]) == "${WakeDeadLetterQueue.Arn}"
+    assert not queue.get("FifoQueue"), "FIFO queues ignore per-message DelaySeconds"
+
+
+def test_every_queue_is_encrypted_and_there_are_three(facts: Facts) -> None:
+    queues = facts.of_type("AWS::SQS::Queue")
+    assert sorted(facts.name(q) for q in queues) == ["ScheduleDeadLetterQueue", "WakeDeadLetterQueue", "WakeQueue"]
+    for logical_id in queues:
+        assert facts.props(logical_id).get("SqsManagedSseEnabled") is True, logical_id
+
+
+def test_scheduler_role_only_sends_to_the_wake_queue_and_its_dead_letter_queue(facts: Facts) -> None:
+    role_id = facts.id_of("SchedulerRole")
+    (trust,) = facts.props(role_id)["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole"
+    conditions = {key: facts.render(value) for key, value in trust["Condition"]["StringEquals"].items()}
+    assert conditions == {
+        "aws:SourceAccount": "${AWS::AccountId}",
+        "aws:SourceArn": f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule-group/${{ScheduleGroup}}",
+    }
+    allowed = set().union(*(s.pairs() for s in facts.role_statements(role_id)))
+    assert allowed == {("sqs:SendMessage", "${WakeQueue.Arn}"), ("sqs:SendMessage", "${ScheduleDeadLetterQueue.Arn}")}
+    assert len(facts.of_type("AWS::Scheduler::ScheduleGroup")) == 1
+
+
+# --- functions -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_PLANE))
+def test_control_plane_function_handler_runtime_and_timeout(facts: Facts, name: str) -> None:
+    handler, timeout = CONTROL_PLANE[name]
+    props = facts.function(name)
+    assert props["Handler"] == handler
+    assert props["Runtime"] == "python3.11"
+    assert props["Architectures"] == ["arm64"]
+    assert int(props["Timeout"]) == timeout
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_PLANE))
+def test_control_plane_function_environment(facts: Facts, name: str) -> None:
+    variables = facts.function(name)["Environment"]["Variables"]
+    assert {key: facts.render(value) for key, value in variables.items()} == ENVIRONMENT
+
+
+def test_example_handler_is_a_version_the_control_plane_may_invoke(facts: Facts) -> None:
+    props = facts.function("ExampleHandlerFunction")
+    assert props["Handler"] == "examples.app.app"
+    assert props["Runtime"] == "python3.12"  # restate-sdk's arm64 wheels need glibc 2.28 (not python3.11's AL2)
+    assert props["Architectures"] == ["arm64"]
+    assert "Environment" not in props, "the example handler needs nothing of the control plane"
+    assert facts.render(props["FunctionName"]) == "torpor-handler-${AWS::StackName}-examples"
+
+
+def test_each_function_logs_to_its_own_log_group_with_retention(facts: Facts) -> None:
+    functions = [*CONTROL_PLANE, "ExampleHandlerFunction"]
+    for name in functions:
+        log_group = facts.render(facts.function(name)["LoggingConfig"]["LogGroup"])
+        assert log_group == "${" + name.removesuffix("Function") + "LogGroup}"
+        assert facts.render(facts.props(facts.id_of(log_group[2:-1]))["RetentionInDays"]) == "30"
+    assert len(facts.of_type("AWS::Logs::LogGroup")) == len(functions)
+
+
+# --- triggers --------------------------------------------------------------------------------------
+
+
+def test_worker_consumes_the_wake_queue_with_partial_batch_failures(facts: Facts) -> None:
+    (mapping_id,) = facts.of_type("AWS::Lambda::EventSourceMapping")
+    mapping = facts.props(mapping_id)
+    assert facts.render(mapping["EventSourceArn"]) == "${WakeQueue.Arn}"
+    assert facts.render(mapping["FunctionName"]) == "${WorkerFunction}"
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert int(mapping["BatchSize"]) == 10
+    assert facts.render(mapping["ScalingConfig"]["MaximumConcurrency"]) == "10"
+
+
+def test_sweeper_runs_every_minute(facts: Facts) -> None:
+    (rule_id,) = facts.of_type("AWS::Events::Rule")
+    rule = facts.props(rule_id)
+    assert rule["ScheduleExpression"] == "rate(1 minute)"
+    assert rule.get("State", "ENABLED") == "ENABLED"
+    assert [facts.render(t["Arn"]) for t in rule["Targets"]] == ["${SweeperFunction.Arn}"]
+    permissions = [
+        p
+        for p in facts.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "events.amazonaws.com"
+    ]
+    assert len(permissions) == 1
+    permission = permissions[0]["Properties"]
+    assert facts.render(permission["FunctionName"]) in ("${SweeperFunction}", "${SweeperFunction.Arn}")
+    assert facts.render(permission["SourceArn"]) == "${SweeperSchedule.Arn}"
+
+
+def _routes(facts: Facts, api: str) -> list[dict]:
+    api_id = facts.id_of(api)
+    return [
+        props
+        for props in (facts.props(r) for r in facts.of_type("AWS::ApiGatewayV2::Route"))
+        if facts.target(props["ApiId"]) == api_id
+    ]
+
+
+@pytest.mark.parametrize(("api", "authorization"), [("IngressApi", "NONE"), ("AdminApi", "AWS_IAM")])
+def test_http_api_routes_everything_to_its_function(facts: Facts, api: str, authorization: str) -> None:
+    base = api.removesuffix("Api")
+    assert facts.props(facts.id_of(api))["ProtocolType"] == "HTTP"
+    routes = _routes(facts, api)
+    assert [r["RouteKey"] for r in routes] == ["$default"]
+    for route in routes:
+        assert route.get("AuthorizationType", "NONE") == authorization
+        assert facts.render(route["Target"]) == "integrations/${" + base + "Integration}"
+    integration = facts.props(facts.id_of(f"{base}Integration"))
+    assert integration["IntegrationType"] == "AWS_PROXY"
+    assert integration["PayloadFormatVersion"] == "2.0"
+    assert facts.render(integration["IntegrationUri"]) == "${" + base + "Function.Arn}"
+    stages = [
+        facts.props(s)
+        for s in facts.of_type("AWS::ApiGatewayV2::Stage")
+        if facts.target(facts.props(s)["ApiId"]) == facts.id_of(api)
+    ]
+    assert [(s["StageName"], s["AutoDeploy"]) for s in stages] == [("$default", True)]
+    permissions = [
+        p["Properties"]
+        for p in facts.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+        and facts.render(p["Properties"]["FunctionName"]) in ("${" + base + "Function}", "${" + base + "Function.Arn}")
+    ]
+    assert len(permissions) == 1
+    source_arn = facts.render(permissions[0]["SourceArn"])
+    assert source_arn.startswith(f"{ARN_PREFIX}:execute-api:{REGION_ACCOUNT}:${{{api}}}/")
+
+
+def test_no_other_route_skips_iam_on_the_admin_api(facts: Facts) -> None:
+    """Every route of every API is one of the two above: nothing reaches the admin function unsigned."""
+    routes = [facts.props(r) for r in facts.of_type("AWS::ApiGatewayV2::Route")]
+    assert len(routes) == 2
+    assert len(facts.of_type("AWS::ApiGatewayV2::Api")) == 2
+    admin_integration = "integrations/${AdminIntegration}"
+    for route in routes:
+        if facts.render(route["Target"]) == admin_integration:
+            assert route["AuthorizationType"] == "AWS_IAM"
+
+
+def test_example_version_is_registered_through_the_deploy_hook(facts: Facts) -> None:
+    (resource_id,) = facts.of_type("Custom::TorporDeployment")
+    props = facts.props(resource_id)
+    assert facts.render(props["ServiceToken"]) == "${DeployHookFunction.Arn}"
+    assert facts.render(props["FunctionVersionArn"]) == "${ExampleHandlerFunction.Version}"
+    assert "AssumeRoleArn" not in props
+
+
+def test_outputs(facts: Facts) -> None:
+    outputs = {name: facts.render(o["Value"]) for name, o in facts.template["Outputs"].items()}
+    assert {k: outputs[k] for k in ("IngressUrl", "AdminUrl", "TableName", "WakeQueueUrl")} == {
+        "IngressUrl": "${IngressApi.ApiEndpoint}",
+        "AdminUrl": "${AdminApi.ApiEndpoint}",
+        "TableName": "${Table}",
+        "WakeQueueUrl": "${WakeQueue}",
+    }
+    assert outputs["ExampleDeploymentId"] == "${ExampleHandlerDeployment.DeploymentId}"
+    assert outputs["ExampleHandlerVersionArn"] == "${ExampleHandlerFunction.Version}"
+
+
+# --- IAM -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PERMISSIONS))
+def test_function_role_allows_exactly_what_it_needs(facts: Facts, name: str) -> None:
+    role_id = facts.target(facts.function(name)["Role"])
+    assert role_id is not None
+    assert facts.name(role_id) == name.removesuffix("Function") + "Role"
+    (trust,) = facts.props(role_id)["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "lambda.amazonaws.com"}
+    statements = [s for s in facts.role_statements(role_id) if not s.guarded]
+    assert all(s.effect == "Allow" for s in statements)
+    allowed = set().union(*(s.pairs() for s in statements))
+    assert allowed == EXPECTED_PERMISSIONS[name], (
+        f"missing {sorted(EXPECTED_PERMISSIONS[name] - allowed)}, extra {sorted(allowed - EXPECTED_PERMISSIONS[name])}"
+    )
+    for statement in statements:
+        if "iam:PassRole" in statement.actions:
+            assert statement.condition == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+    assert not props_has_managed_aws_policies(facts, role_id)
+
+
+def props_has_managed_aws_policies(facts: Facts, role_id: str) -> bool:
+    """Whether the role attaches a policy that is not in the template (an AWS managed policy)."""
+    return any(facts.target(arn) not in facts.resources for arn in facts.props(role_id).get("ManagedPolicyArns", []))
+
+
+def test_only_assume_role_is_behind_a_condition(facts: Facts) -> None:
+    """`sts:AssumeRole` for handlers in other accounts exists only when roles are given (none by default)."""
+    guarded = [s for _, s in facts.all_policy_statements() if s.guarded]
+    for statement in guarded:
+        assert statement.actions == ("sts:AssumeRole",)
+        assert statement.resources != ("*",)
+
+
+def test_no_wildcard_action_and_no_wildcard_resource(facts: Facts) -> None:
+    """No `*` in any action, and no `Resource: "*"`: none of Torpor's permissions needs one (no X-Ray)."""
+    statements = list(facts.all_policy_statements())
+    assert len(statements) >= 10
+    for where, statement in statements:
+        assert "NotAction" not in statement.raw, where
+        assert "NotResource" not in statement.raw, where
+        for action in statement.actions:
+            assert "*" not in action, f"{where}: {action}"
+        for resource in statement.resources:
+            assert resource != "*", f"{where}: {statement.actions} on *"
+            assert not resource.endswith(":*:*"), f"{where}: {resource}"
+
+
+def test_every_role_belongs_to_a_function_or_to_the_scheduler(facts: Facts) -> None:
+    """No other principal gets a permission: seven roles, and every policy is attached to one of them."""
+    roles = {facts.name(r) for r in facts.of_type("AWS::IAM::Role")}
+    assert roles == {name.removesuffix("Function") + "Role" for name in EXPECTED_PERMISSIONS} | {"SchedulerRole"}
+    role_ids = set(facts.of_type("AWS::IAM::Role"))
+    for policy_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for logical_id, policy in facts.of_type(policy_type).items():
+            attached = {facts.target(r) for r in policy["Properties"].get("Roles", [])}
+            attached |= {r for r in role_ids if {"Ref": logical_id} in facts.props(r).get("ManagedPolicyArns", [])}
+            assert attached, f"{logical_id} is attached to no role"
+            assert attached <= role_ids, f"{logical_id} is attached to {attached - role_ids}"
+            assert not policy["Properties"].get("Users"), logical_id
+            assert not policy["Properties"].get("Groups"), logical_id
