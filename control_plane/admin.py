@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from control_plane import ui
 from control_plane.durations import parse_duration_ms
 from control_plane.endpoints import parse_registration
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
+from control_plane.ids import awakeable_id
+from control_plane.ingress import FIRST_AWAKEABLE_SIGNAL
 from control_plane.invocation import Engine
-from control_plane.journal import Journal
-from control_plane.ports import DeploymentRecord, InvocationRecord, ServiceRecord, Store
-from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
+from control_plane.journal import AwaitPoint, Journal
+from control_plane.ports import (
+    DeploymentRecord,
+    InvocationRecord,
+    JournalBatch,
+    LoadedInvocation,
+    ServiceRecord,
+    Store,
+)
+from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry
 
@@ -48,10 +59,22 @@ def preview(data: bytes) -> Any:
             return "base64:" + base64.b64encode(data).decode()
 
 
-def describe_entry(index: int, entry: Frame) -> dict[str, Any]:
-    """One journal entry decoded for people: index, kind, type, name, ids and a value preview."""
+def describe_entry(index: int, entry: Frame, stored_at_ms: int = 0) -> dict[str, Any]:
+    """One journal entry decoded for people: index, kind, type, name, ids and a value preview.
+
+    `stored_at` is when the entry was committed (RFC 3339; omitted if `stored_at_ms` is 0); a Sleep
+    command has its `wake_up_at` (also as `wake_up_time`, the name the CLI reads).
+    """
+    out: dict[str, Any] = {"index": index, **describe_frame(entry)}
+    if stored_at_ms:
+        out["stored_at"] = rfc3339(stored_at_ms)
+    return out
+
+
+def describe_frame(entry: Frame) -> dict[str, Any]:
+    """A protocol message decoded for people: kind, type, name, ids, value preview, failure, wake-up time."""
     kind = "command" if is_command(entry.type) else "notification" if is_notification(entry.type) else "custom"
-    out: dict[str, Any] = {"index": index, "kind": kind, "type": type_name(entry.type)}
+    out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type)}
     message = entry.decode()
     if message is None:
         return out
@@ -70,11 +93,34 @@ def describe_entry(index: int, entry: Frame) -> dict[str, Any]:
     if isinstance(failure, pb.Failure):
         out["failure"] = {"code": failure.code, "message": failure.message}
     if entry.type == MessageType.Sleep:
-        out["wake_up_time"] = rfc3339(fields.get("wake_up_time", 0))
+        out["wake_up_at"] = out["wake_up_time"] = rfc3339(fields.get("wake_up_time", 0))
     if isinstance(fields.get("invocation_id"), str):
         out["invocation_id"] = fields["invocation_id"]
     if "service_name" in fields:
         out["target"] = f"{fields['service_name']}/{fields.get('handler_name', '')}"
+    return out
+
+
+def stored_times(record: InvocationRecord, batches: Sequence[JournalBatch], length: int) -> list[int]:
+    """When each of the journal's `length` entries was stored (ms): the Input with the invocation,
+    the others with the batch that committed them."""
+    starts = [(0, record.created_at_ms), *((b.start_index, b.committed_at_ms) for b in batches)]
+    times: list[int] = []
+    for i, (start, ms) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else length
+        times.extend([ms] * max(0, end - start))
+    return times
+
+
+def pending_notifications(loaded: LoadedInvocation, journal: Journal) -> list[dict[str, Any]]:
+    """Notifications delivered from outside (awakeables, cancel) and not yet folded into the journal,
+    in the order they were stored, each decoded with its `key` and `stored_at`."""
+    out: list[dict[str, Any]] = []
+    for stored in sorted(loaded.notifications, key=lambda n: (n.created_at_ms, n.key)):
+        if journal.has(stored.key):
+            continue
+        for entry in decode_frames(stored.entry):
+            out.append({"key": stored.key, **describe_frame(entry), "stored_at": rfc3339(stored.created_at_ms)})
     return out
 
 
@@ -120,8 +166,21 @@ def service_json(s: ServiceRecord) -> dict[str, Any]:
     }
 
 
-def invocation_json(record: InvocationRecord, journal: Journal | None = None) -> dict[str, Any]:
-    """An invocation as the admin API shows it; with `journal`, each entry decoded."""
+def _failure_json(failure: Mapping[str, object] | None) -> dict[str, Any] | None:
+    """A stored attempt failure, with `at` (RFC 3339) beside its `at_ms`."""
+    if not failure:
+        return None
+    out = dict(failure)
+    if isinstance(out.get("at_ms"), int):
+        out["at"] = rfc3339(out["at_ms"])
+    return out
+
+
+def invocation_json(
+    record: InvocationRecord, journal: Journal | None = None, stored_at_ms: Sequence[int] = ()
+) -> dict[str, Any]:
+    """An invocation as the admin API shows it; with `journal`, each entry decoded (with the time
+    it was stored, from `stored_at_ms`, one per entry, when given)."""
     target = f"{record.service}/{record.key}/{record.handler}" if record.key else f"{record.service}/{record.handler}"
     out: dict[str, Any] = {
         "id": record.invocation_id,
@@ -138,7 +197,7 @@ def invocation_json(record: InvocationRecord, journal: Journal | None = None) ->
         "execution_time": rfc3339(record.execution_time_ms),
         "wake_up_at": rfc3339(record.wake_up_at_ms),
         "waiting_on": dict(record.waiting_on) if record.waiting_on and record.status == "suspended" else None,
-        "last_failure": dict(record.last_failure) if record.last_failure else None,
+        "last_failure": _failure_json(record.last_failure),
         "created_at": rfc3339(record.created_at_ms),
         "modified_at": rfc3339(record.modified_at_ms),
         "completed_at": rfc3339(record.completed_at_ms),
@@ -152,7 +211,8 @@ def invocation_json(record: InvocationRecord, journal: Journal | None = None) ->
         elif record.output is not None:
             out["completion_output"] = preview(record.output)
     if journal is not None:
-        out["journal"] = [describe_entry(i, f) for i, f in enumerate(journal)]
+        times = list(stored_at_ms) or [0] * len(journal)
+        out["journal"] = [describe_entry(i, f, at) for i, (f, at) in enumerate(zip(journal, times, strict=True))]
     return out
 
 
@@ -248,12 +308,17 @@ def _parse_page_token(token: str | None) -> tuple[int, str] | None:
 class Admin:
     """Admin routes over the registry and the store."""
 
-    def __init__(self, registry: Registry, store: Store, engine: Engine) -> None:
+    def __init__(self, registry: Registry, store: Store, engine: Engine, *, ingress_url: str | None = None) -> None:
         self.registry = registry
         self.store = store
         self.engine = engine
+        self.ingress_url = ingress_url  # for the web UI's playground (GET /ui/config.json); None: unknown
         self.router = Router()
         r = self.router
+        r.add("GET", "/", self.ui_redirect)
+        r.add("GET", "/ui", self.ui_index)
+        r.add("GET", "/ui/config.json", self.ui_config)
+        r.add("GET", "/ui/{name}", self.ui_file)
         r.add("GET", "/health", self.health)
         r.add("POST", "/deployments", self.register)
         r.add("GET", "/deployments", self.list_deployments)
@@ -272,6 +337,27 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/resume", self.resume_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/purge", self.purge_invocation)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
+
+    def ui_redirect(self, request: HttpRequest) -> HttpResponse:
+        """`302` to the web UI (a relative location, so it holds behind a path prefix too)."""
+        return HttpResponse(302, b"", {"location": "ui/"})
+
+    def ui_index(self, request: HttpRequest) -> HttpResponse:
+        """The web UI's page at `/ui/`; `/ui` redirects there, so its relative links resolve under `/ui/`."""
+        if not request.path.endswith("/"):
+            return HttpResponse(302, b"", {"location": "ui/"})
+        return self.ui_file(request, "index.html")
+
+    def ui_config(self, request: HttpRequest) -> HttpResponse:
+        """`{"ingress_url": ...}`: where the UI's playground sends requests (null: the UI asks for it)."""
+        return HttpResponse.json({"ingress_url": self.ingress_url}, headers={"cache-control": "no-store"})
+
+    def ui_file(self, request: HttpRequest, name: str) -> HttpResponse:
+        """One static file of the web UI (HTML, JavaScript module, CSS); 404 if there is none by that name."""
+        response = ui.static_response(request, name)
+        if response is None:
+            raise NotFound(f"the web UI has no file {name!r}")
+        return response
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok"}` once the store answers."""
@@ -396,12 +482,21 @@ class Admin:
         return HttpResponse.json(body)
 
     def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
-        """One invocation with its journal decoded entry by entry. 404 if unknown."""
+        """One invocation with its journal decoded entry by entry, each with `stored_at`, and the
+        `pending_notifications` waiting outside it; a suspended one lists the ids of the awakeables
+        it awaits (`awaiting_awakeables`). 404 if unknown."""
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
         record = loaded.record
-        out = invocation_json(record, Journal.load(record.input_entry, loaded.batches))
+        journal = Journal.load(record.input_entry, loaded.batches)
+        out = invocation_json(record, journal, stored_times(record, loaded.batches, len(journal)))
+        out["pending_notifications"] = pending_notifications(loaded, journal)
+        if out["waiting_on"]:
+            signals = AwaitPoint.from_json(out["waiting_on"]).signals
+            out["awaiting_awakeables"] = [
+                awakeable_id(record.invocation_id, i) for i in sorted(signals) if i >= FIRST_AWAKEABLE_SIGNAL
+            ]
         if record.status == "pending":
             out["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
         cycle = self.engine.deadlock(loaded) if record.status != "completed" else None

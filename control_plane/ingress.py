@@ -3,13 +3,14 @@
 Paths as Restate serves them: `/restate/call|send/{service}/{handler}`, the plain `/{service}/{handler}`
 and `/{service}/{handler}/send`, and `/restate/invocation/{id}/attach|output`. Every answer about an
 invocation carries `x-restate-id`. A failed invocation answers with its error code as the HTTP status
-and `{"code", "message"}`.
+and `{"code", "message"}`. Browsers on any origin may call it (CORS, for the web UI's playground).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 from control_plane import ids
 from control_plane.durations import parse_duration_ms
@@ -63,6 +64,30 @@ def validate_input(target: Target, body: bytes) -> None:
 _ATTEMPT_RESERVE_MS = 5_000  # see `Ingress.call`
 
 
+CORS_HEADERS = {"access-control-allow-origin": "*", "access-control-expose-headers": "x-restate-id"}
+"""On every ingress answer: any origin may read it (no cookies are involved), `x-restate-id` included."""
+
+
+class CorsRouter(Router):
+    """A `Router` that browsers on other origins may call: the web UI's playground, served by the
+    admin API, calls the ingress. Answers carry `CORS_HEADERS`; a preflight `OPTIONS` gets `204`
+    allowing `GET`/`POST` with the headers it asks for, cached for 10 minutes."""
+
+    def dispatch(self, request: HttpRequest) -> HttpResponse:
+        """Answer a preflight, or run the matching route and add the CORS headers to its answer."""
+        if request.method.upper() == "OPTIONS":
+            preflight = {
+                "access-control-allow-methods": "GET, POST, OPTIONS",
+                "access-control-allow-headers": request.headers.get(
+                    "access-control-request-headers", "content-type, idempotency-key"
+                ),
+                "access-control-max-age": "600",
+            }
+            return HttpResponse(204, b"", {**CORS_HEADERS, **preflight})
+        response = super().dispatch(request)
+        return replace(response, headers={**response.headers, **CORS_HEADERS})
+
+
 class Ingress:
     """Ingress routes over the engine. `call_wait_ms` bounds how long a call waits (then 202)."""
 
@@ -71,7 +96,7 @@ class Ingress:
         self.store = store
         self.waiters = waiters
         self.call_wait_ms = call_wait_ms
-        self.router = Router()
+        self.router = CorsRouter()
         r = self.router
         r.add("POST", "/restate/call/{service}/{handler}", self.call)
         r.add("POST", "/restate/call/{service}/{key}/{handler}", self.call)
@@ -294,4 +319,4 @@ class Ingress:
         return HttpResponse(200, body, headers)
 
 
-__all__ = ["NOT_READY", "Ingress", "error_response", "validate_input"]
+__all__ = ["CORS_HEADERS", "NOT_READY", "CorsRouter", "Ingress", "error_response", "validate_input"]

@@ -286,6 +286,7 @@ class DevServer:
         )
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
+        self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         self._scheduler.start(self._control_plane.advance, self._control_plane.timer_done)
         self._control_plane.sweep()
         self._sweeping = threading.Event()

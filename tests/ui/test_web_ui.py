@@ -1,0 +1,143 @@
+"""The web UI in headless Chromium against `torpor dev` with the example services.
+
+Skipped when Playwright or a chromium binary is missing (CI installs both: see docs/ui.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from adapters.local.dev import DevServer
+from tests.helpers.dev import describe, wait_for
+from tests.ui.browser import call, chromium_path, send_and_wait
+
+pytest.importorskip("playwright.sync_api", reason="the web UI tests need playwright: pip install -e '.[test]'")
+if chromium_path() is None:
+    pytest.skip(
+        "the web UI tests need a chromium binary: apt-get install -y chromium (or set TORPOR_CHROMIUM)",
+        allow_module_level=True,
+    )
+
+from playwright.sync_api import Locator, Page, expect
+
+pytestmark = pytest.mark.slow
+
+
+def row(page: Page, invocation_id: str) -> Locator:
+    """The invocation list's row of `invocation_id`."""
+    return page.locator(f'[data-testid=invocation-row][data-id="{invocation_id}"]')
+
+
+def test_the_admin_root_redirects_to_the_ui_which_lists_running_and_completed_invocations(
+    page: Page, dev: DevServer
+) -> None:
+    done = call(dev, "/Greeter/greet", "Ann").headers["x-restate-id"]
+    sleeping = send_and_wait(dev, "/Waits/sleep/send", 60_000)["id"]
+
+    page.goto("/")
+
+    expect(page).to_have_url(re.compile(r"/ui/"))
+    expect(row(page, sleeping)).to_have_attribute("data-status", "suspended")
+    expect(row(page, sleeping)).to_contain_text("Waits/sleep")
+    expect(row(page, sleeping)).to_contain_text("wakes up in")
+    expect(row(page, done)).to_have_attribute("data-status", "completed")
+    expect(row(page, done)).to_contain_text("Greeter/greet")
+
+    # filters: only suspended invocations
+    page.locator("select[name=status]").select_option("suspended")
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"#/invocations\?status=suspended"))
+    expect(row(page, sleeping)).to_be_visible()
+    expect(row(page, done)).to_have_count(0)
+
+    # paging: one per page, newest first, the older one on the next page
+    call(dev, "/Greeter/greet", "Bob")
+    page.goto("/ui/#/invocations?service=Greeter&limit=1")
+    expect(page.locator("[data-testid=invocation-row]")).to_have_count(1)
+    expect(row(page, done)).to_have_count(0)  # the newest (Bob's) comes first
+    page.get_by_role("link", name="Older ⟶").click()
+    expect(row(page, done)).to_be_visible()
+
+
+def test_the_journal_timeline_shows_a_sleep_with_its_wake_up_time(page: Page, dev: DevServer) -> None:
+    sleeping = send_and_wait(dev, "/Waits/sleep/send", 60_000)
+    sleep_entry = sleeping["journal"][1]
+    assert sleep_entry["type"] == "Sleep"
+
+    page.goto(f"/ui/#/invocations/{sleeping['id']}")
+
+    expect(page.locator(".title-row h1")).to_have_text("Waits/sleep")
+    entry = page.locator("[data-testid=journal-entry][data-type=Sleep]")
+    expect(entry.get_by_test_id("wake-up")).to_contain_text(f"wakes up at {sleep_entry['wake_up_at']}")
+    expect(entry).to_contain_text("waiting")
+    expect(entry).to_contain_text(f"stored {sleep_entry['stored_at']}")
+    expect(page.locator("dl.facts")).to_contain_text(f"Sleep #1 until {sleep_entry['wake_up_at']}")
+
+
+def test_cancel_from_the_ui_ends_the_invocation_with_409_and_purge_removes_it(page: Page, dev: DevServer) -> None:
+    invocation_id = send_and_wait(dev, "/Waits/sleep/send", 60_000)["id"]
+    page.goto(f"/ui/#/invocations/{invocation_id}")
+    status = page.locator(".title-row [data-status]")
+    expect(status).to_have_attribute("data-status", "suspended")
+
+    page.get_by_role("button", name="Cancel").click()
+
+    # the page refreshes by itself until the invocation completes
+    expect(status).to_have_attribute("data-status", "completed")
+    expect(status).to_have_text("failed 409")
+    final = describe(dev, invocation_id)
+    assert final["completion_failure"]["code"] == 409
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Purge").click()
+    expect(page).to_have_url(re.compile(r"#/invocations$"))
+    wait_for(lambda: dev.store.get_invocation(invocation_id) is None, 10, "the purge")
+
+
+def test_an_awaited_awakeable_is_resolved_from_the_invocation_page(page: Page, dev: DevServer) -> None:
+    waiting = send_and_wait(dev, "/Waits/awakeable/send", None)
+    (awakeable,) = waiting["awaiting_awakeables"]
+    page.goto(f"/ui/#/invocations/{waiting['id']}")
+    expect(page.locator(".awakeable code")).to_have_text(awakeable)
+
+    page.locator(".awakeable input[aria-label='value (JSON)']").fill('"from the UI"')
+    page.get_by_role("button", name="Resolve").click()
+
+    expect(page.get_by_test_id("invocation-output")).to_have_text("got from the UI")
+
+
+def test_the_playground_invokes_a_handler_and_shows_its_result(page: Page, dev: DevServer) -> None:
+    page.goto("/ui/#/playground?service=Greeter&handler=greet")
+    page.locator("textarea[name=body]").fill('"Ann"')
+    page.get_by_role("button", name="Invoke").click()
+
+    expect(page.get_by_test_id("result-status")).to_have_text("HTTP 200")
+    expect(page.get_by_test_id("result-body")).to_have_text("Hello, Ann!")
+    # the x-restate-id header (exposed by the ingress's CORS headers) links to the invocation
+    page.get_by_test_id("playground-result").locator("a").click()
+    expect(page.locator(".title-row h1")).to_have_text("Greeter/greet")
+    expect(page.get_by_test_id("invocation-output")).to_have_text("Hello, Ann!")
+
+
+def test_the_playground_calls_an_object_by_key_and_the_state_viewer_shows_its_state(page: Page, dev: DevServer) -> None:
+    page.goto("/ui/#/playground?service=Counter&handler=add&key=ui%20key")
+    page.locator("textarea[name=body]").fill("5")
+    page.get_by_role("button", name="Invoke").click()
+    expect(page.get_by_test_id("result-body")).to_have_text("5")
+
+    page.goto("/ui/#/state?service=Counter&key=ui%20key")
+    expect(page.get_by_test_id("state")).to_contain_text("count")
+    expect(page.get_by_test_id("state").locator("pre")).to_have_text("5")
+
+
+def test_the_service_page_shows_handlers_and_each_option_with_its_source(page: Page, dev: DevServer) -> None:
+    page.goto("/ui/#/services")
+    page.get_by_role("link", name="Greeter", exact=True).click()
+
+    expect(page.locator(".title-row h1")).to_have_text("Greeter")
+    expect(page.get_by_role("cell", name="greet", exact=True)).to_be_visible()
+    timeout = page.locator("tr[data-option=inactivityTimeout]")
+    expect(timeout).to_contain_text("1 min")
+    expect(timeout).to_contain_text("built-in")
