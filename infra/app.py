@@ -6,7 +6,8 @@
 the template, not to deploy it.
 
 Context (`cdk deploy -c key=value`): `handlerFunctionNamePrefix`, `workerMaxConcurrency`,
-`logLevel`, `exampleHandler` (`false` to leave the example out), `stackName` (default `Torpor`).
+`logLevel`, `tracing` (`Active` for X-Ray), `exampleHandler` (`false` to leave the example out),
+`stackName` (default `Torpor`).
 The stack is environment-agnostic: it deploys to the account and region of your credentials.
 """
 
@@ -53,6 +54,7 @@ class TorporStack(Stack):
         handler_function_name_prefix: See `TorporControlPlane`; the example handler's name has it.
         worker_max_concurrency: See `TorporControlPlane`.
         log_level: See `TorporControlPlane`.
+        tracing_active: See `TorporControlPlane`.
         with_example_handler: Deploy and register the example handler.
         **kwargs: Further `Stack` properties.
     """
@@ -67,6 +69,7 @@ class TorporStack(Stack):
         handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
         worker_max_concurrency: int = 10,
         log_level: str = "INFO",
+        tracing_active: bool = False,
         with_example_handler: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -80,6 +83,7 @@ class TorporStack(Stack):
             handler_function_name_prefix=handler_function_name_prefix,
             worker_max_concurrency=worker_max_concurrency,
             log_level=log_level,
+            tracing_active=tracing_active,
         )
         self.example_handler: lambda_.Function | None = None
         self.example_deployment: RegisteredHandler | None = None
@@ -130,6 +134,13 @@ class TorporStack(Stack):
         )
         CfnOutput(self, "TableName", value=self.control_plane.table.table_name, description="The DynamoDB table")
         CfnOutput(self, "WakeQueueUrl", value=self.control_plane.wake_queue.queue_url, description="The SQS wake queue")
+        CfnOutput(
+            self,
+            "DeployHookArn",
+            value=self.control_plane.deploy_hook_function.function_arn,
+            description="ServiceToken of Custom::TorporDeployment (registers handler versions from other stacks)",
+            export_name=f"{self.stack_name}-DeployHookArn",
+        )
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -173,6 +184,7 @@ def build_app(
         handler_function_name_prefix=str(setting("handlerFunctionNamePrefix", DEFAULT_HANDLER_FUNCTION_NAME_PREFIX)),
         worker_max_concurrency=int(setting("workerMaxConcurrency", 10)),
         log_level=str(setting("logLevel", "INFO")),
+        tracing_active=str(setting("tracing", "PassThrough")) == "Active",
         with_example_handler=str(setting("exampleHandler", "true")).lower() != "false",
     )
     return app, stack

@@ -108,6 +108,7 @@ def logged_function(
     function_name: str | None = None,
     memory_size: int = MEMORY_MB,
     runtime: lambda_.Runtime = RUNTIME,
+    tracing: lambda_.Tracing | None = None,
 ) -> lambda_.Function:
     """An arm64 Python function with a role of its own that may only write to its own log group.
 
@@ -129,6 +130,9 @@ def logged_function(
         function_name: An explicit name (a handler the control plane invokes must carry its prefix).
         memory_size: Memory in MB.
         runtime: The Lambda runtime (python3.11, the control plane's, unless given).
+        tracing: X-Ray tracing; `Tracing.ACTIVE` adds `xray:PutTraceSegments` and
+            `xray:PutTelemetryRecords` on `*` to the role (X-Ray has no resource-level permissions).
+            None: Lambda's default (PassThrough), and no X-Ray permission.
     """
     log_group = logs.LogGroup(scope, f"{id}LogGroup", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
     inline = {
@@ -163,6 +167,7 @@ def logged_function(
         environment=dict(environment or {}),
         description=description,
         function_name=function_name,
+        tracing=tracing,
     )
 
 
@@ -199,6 +204,8 @@ class TorporControlPlane(Construct):
         worker_max_concurrency: Most worker instances the SQS event source runs at once (2 to 1000).
         log_level: `LOG_LEVEL` of the functions.
         log_retention: How long the functions' log groups keep logs.
+        tracing_active: X-Ray tracing of the functions (powertools Tracer): a trace per request,
+            billed by X-Ray; the roles may then write to X-Ray (on `*`: it has no resource ARNs).
         table_removal_policy: What deleting the stack does to the table (kept by default).
     """
 
@@ -213,6 +220,7 @@ class TorporControlPlane(Construct):
         worker_max_concurrency: int = 10,
         log_level: str = "INFO",
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        tracing_active: bool = False,
         table_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
@@ -373,6 +381,7 @@ class TorporControlPlane(Construct):
                 statements=statements,
                 environment=self.environment,
                 description=description,
+                tracing=lambda_.Tracing.ACTIVE if tracing_active else None,
             )
 
         self.ingress_function = function(

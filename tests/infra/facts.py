@@ -252,17 +252,25 @@ class Facts:
             raw=item,
         )
 
+    def managed_policies(self, role_id: str) -> list[tuple[str | None, bool]]:
+        """The managed policies a role attaches: (logical id or None if not in the template, guarded)."""
+        found = []
+        for arn in self.props(role_id).get("ManagedPolicyArns", []):
+            guarded = isinstance(arn, dict) and "Fn::If" in arn  # !If [Condition, !Ref Policy, !Ref AWS::NoValue]
+            managed = self.target(arn["Fn::If"][1] if guarded else arn)
+            found.append((managed if managed in self.resources else None, guarded))
+        return found
+
     def role_statements(self, role_id: str) -> list[Statement]:
         """Every statement that applies to a role: inline, attached managed policies, `AWS::IAM::Policy`."""
         props = self.props(role_id)
         found: list[Statement] = []
         for policy in props.get("Policies", []):
             found += self._statements(policy["PolicyDocument"])
-        for arn in props.get("ManagedPolicyArns", []):
-            managed = self.target(arn)
-            if managed is None or managed not in self.resources:
-                raise ValueError(f"role {role_id} has a managed policy that is not in the template: {arn!r}")
-            found += self._statements(self.props(managed)["PolicyDocument"])
+        for managed, guarded in self.managed_policies(role_id):
+            if managed is None:
+                raise ValueError(f"role {role_id} attaches a managed policy that is not in the template")
+            found += self._statements(self.props(managed)["PolicyDocument"], guarded)
         for policy_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             for policy in self.of_type(policy_type).values():
                 roles = [self.target(r) for r in policy["Properties"].get("Roles", [])]
@@ -278,5 +286,6 @@ class Facts:
                     yield logical_id, statement
         for policy_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             for logical_id, policy in self.of_type(policy_type).items():
-                for statement in self._statements(policy["Properties"]["PolicyDocument"]):
+                guarded = "Condition" in policy  # created only when its condition holds
+                for statement in self._statements(policy["Properties"]["PolicyDocument"], guarded):
                     yield logical_id, statement

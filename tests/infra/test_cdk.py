@@ -213,3 +213,20 @@ def test_registered_handler_takes_one_function_or_version() -> None:
     stack, control_plane = _control_plane()
     with pytest.raises(ValueError, match="exactly one of function= and version="):
         RegisteredHandler(stack, "Neither", control_plane=control_plane)
+
+
+def test_tracing_adds_xray_writes_on_star_and_nothing_else() -> None:
+    """X-Ray has no resource ARNs: with tracing on, its two write actions are the only `*` resource."""
+    stack, _ = _control_plane(tracing_active=True)
+    template = Template.from_stack(stack)
+    functions = template.find_resources("AWS::Lambda::Function")
+    assert len(functions) == 5
+    assert all(f["Properties"]["TracingConfig"] == {"Mode": "Active"} for f in functions.values())
+    star = [
+        statement
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Resource"] == "*"
+    ]
+    assert len(star) == 5
+    assert all(s["Action"] == ["xray:PutTraceSegments", "xray:PutTelemetryRecords"] for s in star), star
