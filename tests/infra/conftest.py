@@ -25,9 +25,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 
 from cfnlint.decode.cfn_yaml import load as load_cfn_yaml  # noqa: E402
 
-from tests.infra.facts import Facts  # noqa: E402
-
-SAM_TEMPLATE = REPO_ROOT / "template.yaml"
+from tests.infra.facts import SAM_TEMPLATE, Facts  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,11 @@ import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SAM_TEMPLATE = REPO_ROOT / "template.yaml"
 
 HANDLER_NAMES = {
     "adapters.aws.lambda_app.ingress_handler": "Ingress",

@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from infra.bundling import CONTROL_PLANE, EXAMPLE_HANDLER, Bundle
-from tests.infra.conftest import REPO_ROOT
+from tests.infra.facts import REPO_ROOT
 
 NOT_ON_LAMBDA = {
     "click": "the torpor CLI",

@@ -7,7 +7,7 @@ from typing import Any
 
 from cfnlint.api import ManualArgs, lint
 
-from tests.infra.conftest import SAM_TEMPLATE
+from tests.infra.facts import SAM_TEMPLATE
 
 REGIONS = ["us-east-1", "eu-west-1", "ap-northeast-1"]
 """Regions to lint for (resource and property availability differs by region)."""
