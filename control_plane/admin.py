@@ -21,6 +21,7 @@ from control_plane.ids import awakeable_id
 from control_plane.ingress import FIRST_AWAKEABLE_SIGNAL
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
+from control_plane.observability import InMemoryMetrics, cost_usd
 from control_plane.ports import (
     DeploymentRecord,
     InvocationRecord,
@@ -203,6 +204,9 @@ def invocation_json(
         "completed_at": rfc3339(record.completed_at_ms),
         "journal_length": len(journal) if journal is not None else record.journal_length,
         "idempotency_key": record.idempotency_key or None,
+        "trace_id": record.trace_id or None,
+        "aws_requests": dict(record.requests or {}),
+        "aws_cost_usd": {k: round(v, 9) for k, v in cost_usd(record.requests or {}).items()},
     }
     if record.status == "completed":
         out["completion_result"] = "failure" if record.failure else "success"
@@ -320,6 +324,7 @@ class Admin:
         r.add("GET", "/ui/config.json", self.ui_config)
         r.add("GET", "/ui/{name}", self.ui_file)
         r.add("GET", "/health", self.health)
+        r.add("GET", "/metrics", self.metrics)
         r.add("POST", "/deployments", self.register)
         r.add("GET", "/deployments", self.list_deployments)
         r.add("GET", "/deployments/{deployment_id}", self.get_deployment)
@@ -358,6 +363,14 @@ class Admin:
         if response is None:
             raise NotFound(f"the web UI has no file {name!r}")
         return response
+
+    def metrics(self, request: HttpRequest) -> HttpResponse:
+        """This process's metrics in the Prometheus text format (`torpor dev`); 404 where they go to
+        CloudWatch as EMF instead (the Lambda functions)."""
+        metrics = self.engine.metrics
+        if not isinstance(metrics, InMemoryMetrics):
+            raise NotFound("this control plane exports its metrics as CloudWatch EMF, not on /metrics")
+        return HttpResponse(200, metrics.render().encode(), {"content-type": "text/plain; version=0.0.4"})
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok"}` once the store answers."""

@@ -203,3 +203,39 @@ def test_an_object_calling_its_own_key_is_a_deadlock_named_by_describe_and_broke
     assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/kill").status_code == 202
     assert httpx.get(f"{dev.ingress_url}/restate/invocation/{callee}/attach", timeout=30).status_code == 409
     assert httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=1, timeout=30).json() == 1
+
+
+def test_metrics_costs_and_trace_context_of_an_invocation(dev: DevServer) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    reply = httpx.post(
+        f"{dev.ingress_url}/Chain/trace", headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}, timeout=30
+    )
+    assert reply.status_code == 200, reply.text
+    # the handler's attempt carried the caller's trace, with the invocation's own span
+    sent = reply.json()["traceparent"]
+    assert sent.startswith(f"00-{trace}-")
+    assert not sent.startswith(f"00-{trace}-00f067aa0ba902b7")
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["trace_id"] == trace
+    # the AWS requests it caused, and their cost at list prices
+    requests = invocation["aws_requests"]
+    assert requests["dynamodb PutItem META"] == 1  # its creation
+    assert sum(n for kind, n in requests.items() if kind.startswith("dynamodb")) >= 2
+    assert 0 < invocation["aws_cost_usd"]["dynamodb"] < 1e-4
+
+    metrics = httpx.get(f"{dev.admin_url}/metrics", timeout=10)
+    assert metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    for line in (
+        'torpor_invocations_completed_total{handler="trace",outcome="success",service="Chain"}',
+        'torpor_attempts_total{handler="trace",service="Chain"}',
+        'torpor_handler_latency_ms_count{handler="trace",service="Chain"}',
+    ):
+        assert line in text, f"{line} missing from /metrics"
+
+    shown = CliRunner().invoke(
+        cli, ["--admin-url", dev.admin_url, "invocations", "describe", invocation["id"]], env={"COLUMNS": "200"}
+    )
+    assert "AWS requests" in shown.output
+    assert "dynamodb" in shown.output
+    assert "per million" in shown.output
