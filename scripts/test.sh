@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Torpor with its test dependencies into .venv and run the whole test suite.
+# Install Torpor with its test dependencies into .venv (and dynalite, chromium) and run the whole test suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k crash -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,5 +10,10 @@ PYTHON=${PYTHON:-python3}
 # dynalite (npm) for the race tests: it serialises conditional writes as DynamoDB does.
 if [ ! -f .cache/dynalite/node_modules/dynalite/cli.js ]; then
   npm install --prefix .cache/dynalite --no-audit --no-fund --silent dynalite@3.2.2
+fi
+# Debian's chromium for the web UI's browser tests (Playwright drives it; no browser download).
+if ! command -v chromium >/dev/null 2>&1 && [ -z "${TORPOR_CHROMIUM:-}" ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 exec .venv/bin/python -m pytest "$@"
