@@ -441,6 +441,7 @@ class TorporControlPlane(Construct):
         )
         self.ingress_url = self.ingress_api.api_endpoint
         self.admin_url = self.admin_api.api_endpoint
+        self.admin_function.add_environment("TORPOR_INGRESS_URL", self.ingress_url)  # the web UI's playground
 
         lambda_.EventSourceMapping(
             self,

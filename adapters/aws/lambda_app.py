@@ -11,7 +11,8 @@
 Each container builds one `ControlPlane` (`build_control_plane`) on first use, from the environment:
 `TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
 Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
-`TORPOR_SCHEDULE_GROUP`; `TORPOR_*` settings as in `control_plane.settings`. Endpoints come from
+`TORPOR_SCHEDULE_GROUP`; `TORPOR_INGRESS_URL` (the admin function: the web UI's playground posts
+there); `TORPOR_*` settings as in `control_plane.settings`. Endpoints come from
 boto3's own `AWS_ENDPOINT_URL_<SERVICE>` variables (tests point them at a moto server and the local
 Lambda emulator). Nothing in memory outlives a request that matters: every state change is in
 DynamoDB, every wake-up a message.
@@ -125,9 +126,10 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             return CloudRunInvoker()
 
         invoker = RoutingInvoker(HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker)
-        _built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
-        _wake_scheduler = scheduler
-        return _built
+        built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
+        built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
+        _built, _wake_scheduler = built, scheduler
+        return built
 
 
 def reset() -> None:
