@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import pytest
 
 from adapters.local.dev import DevServer
@@ -141,3 +142,13 @@ def test_the_service_page_shows_handlers_and_each_option_with_its_source(page: P
     timeout = page.locator("tr[data-option=inactivityTimeout]")
     expect(timeout).to_contain_text("1 min")
     expect(timeout).to_contain_text("built-in")
+
+
+def test_the_invocation_page_shows_the_aws_requests_it_caused_and_their_cost(page: Page, dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Cost", timeout=30)
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    page.goto(f"/ui/#/invocations/{invocation['id']}")
+    section = page.get_by_test_id("aws-cost")
+    expect(section).to_contain_text("dynamodb PutItem META")
+    total = sum(invocation["aws_cost_usd"].values())
+    expect(section.get_by_test_id("aws-cost-total")).to_contain_text(f"${total * 1e6:.2f} per million")

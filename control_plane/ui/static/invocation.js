@@ -68,6 +68,7 @@ function page(inv, state, actions) {
     problems(inv),
     result(inv),
     awakeables(inv, actions),
+    costView(inv),
     h("h2", {}, `Journal `, h("span", { class: "muted" }, `${inv.journal.length} entries`)),
     timeline(inv),
     pending(inv),
@@ -237,4 +238,28 @@ function stateView(inv, state) {
       ? table(["Name", "Value"], entries.map(([name, value]) => h("tr", {}, h("td", { class: "mono" }, name), h("td", {}, h("pre", { class: "value" }, pretty(value))))))
       : h("p", { class: "muted" }, "No state."),
   ];
+}
+
+// The AWS requests this invocation caused (as metered by the control plane) and their list-price cost.
+function costView(inv) {
+  const requests = Object.entries(inv.aws_requests || {}).sort(([a], [b]) => a.localeCompare(b));
+  if (!requests.length) return null;
+  const cost = Object.entries(inv.aws_cost_usd || {}).filter(([, usd]) => usd > 0);
+  const total = cost.reduce((sum, [, usd]) => sum + usd, 0);
+  return h(
+    "section",
+    { "data-testid": "aws-cost" },
+    h("h2", {}, "AWS requests and cost"),
+    table(
+      ["Request", "Count"],
+      requests.map(([kind, n]) => h("tr", {}, h("td", { class: "mono" }, kind), h("td", {}, String(n)))),
+    ),
+    h(
+      "p",
+      { "data-testid": "aws-cost-total" },
+      `$${total.toFixed(7)} (${cost.map(([service, usd]) => `${service} $${usd.toFixed(7)}`).join(", ")}), `,
+      `$${(total * 1e6).toFixed(2)} per million such invocations, at us-east-1 list prices; `,
+      h("span", { class: "muted" }, "the control plane's own Lambda time is not included."),
+    ),
+  );
 }
