@@ -194,8 +194,11 @@ class LambdaInvoker:
             )
         backoff_s = _BACKOFF_INITIAL_S
         throttled = 0
+        last_throttle = ""
         while True:
             remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0 and throttled:  # the time went on throttled calls: say so
+                raise InvokerError(last_throttle)
             if remaining_s <= 0:
                 raise InvokerError(f"no answer from Lambda function {endpoint} within {timeout_s:.1f} s")
             client = self._lambda_client(role, remaining_s)
@@ -207,13 +210,14 @@ class LambdaInvoker:
                 if code not in _THROTTLED:
                     raise InvokerError(_describe_refusal(exc, endpoint, role)) from exc
                 throttled += 1
+                last_throttle = (
+                    f"Lambda throttled {endpoint} {throttled} time(s) within {timeout_s:.1f} s ({code}: "
+                    f"{_error_message(exc)}); raise the function's reserved concurrency or the account's "
+                    "concurrent executions quota (Service Quotas)"
+                )
                 wait_s = max(min(backoff_s, _BACKOFF_MAX_S) * random.uniform(0.5, 1.0), _retry_after_s(exc))
                 if time.monotonic() + wait_s >= deadline:
-                    raise InvokerError(
-                        f"Lambda throttled {endpoint} {throttled} time(s) within {timeout_s:.1f} s ({code}: "
-                        f"{_error_message(exc)}); raise the function's reserved concurrency or the account's "
-                        "concurrent executions quota (Service Quotas)"
-                    ) from exc
+                    raise InvokerError(last_throttle) from exc
                 time.sleep(wait_s)  # backoff between throttled calls, bounded by the deadline
                 backoff_s *= 2
                 continue
