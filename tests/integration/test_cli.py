@@ -34,7 +34,19 @@ SETTINGS = Settings(
     call_wait_ms=20_000,
     retry_policy=RetryPolicy(initial_interval_ms=200, max_attempts=5),
 )
-EXAMPLE_SERVICES = {"Calls", "Chain", "Counter", "Greeter", "LazyCounter", "OrderService", "Signup", "Steps", "Waits"}
+EXAMPLE_SERVICES = {
+    "Bench",
+    "Calls",
+    "Chain",
+    "Counter",
+    "Greeter",
+    "LazyCounter",
+    "OrderService",
+    "Sequence",
+    "Signup",
+    "Steps",
+    "Waits",
+}
 UNKNOWN_INVOCATION = "inv_1" + "0" * 22
 INVOCATION_ID = re.compile(r"inv_[0-9A-Za-z]+")
 
@@ -446,11 +458,14 @@ def test_invoke_with_an_idempotency_key_runs_once_and_pause_resume_purge(dev: De
     assert first.exit_code == 0, first.output
     assert again.exit_code == 0, again.output
     assert first.stdout.strip() == again.stdout.strip() == "2"
-    sent = torpor(dev, "--json", "invoke", "Steps", "flaky", "1000", "--send")
+    sent = torpor(dev, "--json", "invoke", "Waits", "sleep", "60000", "--send")
     invocation_id = json.loads(sent.stdout)["invocationId"]
     assert torpor(dev, "invocations", "pause", invocation_id).exit_code == 0
     assert admin_get(dev, f"/invocations/{invocation_id}")["status"] == "paused"
     assert torpor(dev, "invocations", "resume", invocation_id).exit_code == 0
+    # killed once it sleeps again: moto applies concurrent conditional writes to one item without
+    # serialising them (DynamoDB does; tests/races checks that on dynalite), so no worker races the kill
+    wait_for(lambda: admin_get(dev, f"/invocations/{invocation_id}")["status"] == "suspended", "the sleep")
     assert torpor(dev, "invocations", "kill", invocation_id, "--yes").exit_code == 0
     purged = torpor(dev, "invocations", "purge", invocation_id)
     assert purged.exit_code == 0, purged.output
