@@ -40,6 +40,7 @@ from control_plane.observability import PRICES_USD, cost_usd
 
 REGION = "us-east-1"
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
+SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/torpor-scheduler"
 LAMBDA_GB_S = 0.0000133334  # arm64, USD per GB-second
 
 
@@ -83,12 +84,18 @@ def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulat
     poll_store.ensure_schema()
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
     queue_url = sqs.create_queue(QueueName="wake")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_url = sqs.create_queue(QueueName="schedules-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
         with LambdaEmulatorProcess({"examples": "examples.app:app"}) as emulator:
             os.environ.update(
                 {
                     "TORPOR_TABLE": table,
                     "TORPOR_WAKE_QUEUE_URL": queue_url,
+                    "TORPOR_WAKE_QUEUE_ARN": queue_arn,  # waits over 15 min: EventBridge Scheduler schedules
+                    "TORPOR_SCHEDULER_ROLE_ARN": SCHEDULER_ROLE,
+                    "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
                     "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
                     "AWS_ENDPOINT_URL_SQS": endpoint,
                     "AWS_ENDPOINT_URL_SCHEDULER": endpoint,
@@ -189,7 +196,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=20, help="Runs per scenario (default 20).")
     parser.add_argument("--memory-mb", type=int, default=512, help="Control-plane function memory (default 512).")
     args = parser.parse_args(argv)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
+    for name in ("werkzeug", "torpor"):  # moto's request log, the functions' JSON logs
+        logging.getLogger(name).setLevel(logging.WARNING)
     with aws_on_this_machine() as env:
         functions, poll, _, _ = env
 

@@ -25,6 +25,7 @@ from typing import Any
 import restate
 from restate.aws_lambda import is_running_on_lambda
 
+from examples.bench import bench, sequence
 from examples.calls import calls
 from examples.chain import chain
 from examples.greeter import greeter
@@ -34,7 +35,7 @@ from examples.steps import steps
 from examples.waits import waits
 from examples.workflows import signup
 
-SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup, calls, chain)
+SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup, calls, chain, bench, sequence)
 """The services every example app hosts."""
 
 Scope = MutableMapping[str, Any]

@@ -20,7 +20,12 @@ from examples.app import cap_manifest, make_app
 from examples.side_effects import SIDE_EFFECTS_ENV, read_side_effects, record_side_effect
 from tests.helpers.services import MANIFEST_V3, MANIFEST_V4, free_port, serve_examples
 
-SERVICE_TYPES = {"Counter": "VIRTUAL_OBJECT", "LazyCounter": "VIRTUAL_OBJECT", "Signup": "WORKFLOW"}
+SERVICE_TYPES = {
+    "Counter": "VIRTUAL_OBJECT",
+    "LazyCounter": "VIRTUAL_OBJECT",
+    "Signup": "WORKFLOW",
+    "Sequence": "VIRTUAL_OBJECT",
+}
 STRING_INPUT = {"required": False, "contentType": "application/json", "jsonSchema": {"type": "string"}}
 STRING_OUTPUT = {"contentType": "application/json", "setContentTypeIfEmpty": False, "jsonSchema": {"type": "string"}}
 OBJECT_INPUT = {"required": False, "contentType": "application/json", "jsonSchema": {"type": "object"}}
@@ -36,6 +41,8 @@ EXPECTED_HANDLERS = {
     "Signup": {"run", "confirm", "status", "peek"},
     "Calls": {"greet_twice", "count_to", "call_failing", "book_via"},
     "Chain": {"a", "b", "c", "work", "call_once", "trace"},
+    "Bench": {"steps_sleep_steps"},
+    "Sequence": {"append", "get"},
 }
 
 
