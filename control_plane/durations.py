@@ -22,8 +22,20 @@ def parse_duration_ms(text: str) -> int:
     `d` (`500ms`, `1m30s`), or an ISO-8601 duration (`PT10S`, `P1D`).
 
     Raises:
-        ValueError: not one of those forms, or negative; the message shows the valid forms.
+        ValueError: not one of those forms, negative, or longer than `MAX_DURATION_MS` (100 years);
+            the message shows the valid forms.
     """
+    value = _parse_ms(text)
+    if value > MAX_DURATION_MS:
+        raise ValueError(f"{text!r} is longer than 100 years: write a shorter duration, e.g. 30d")
+    return value
+
+
+MAX_DURATION_MS = 100 * 365 * 24 * 3600 * 1000
+"""The longest duration accepted (100 years): beyond it, no timer or retention means anything."""
+
+
+def _parse_ms(text: str) -> int:
     raw = text.strip()
     if raw.isdigit():
         return int(raw)

@@ -14,6 +14,9 @@ from typing import Literal
 
 OnMaxAttempts = Literal["pause", "kill"]
 
+MAX_RETRY_DELAY_MS = 365 * 24 * 3600 * 1000
+"""No retry waits longer than a year, whatever the policy or the handler's `next_retry_delay` says."""
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -32,9 +35,13 @@ class RetryPolicy:
         policy for this one retry.
         """
         if next_retry_delay_ms is not None:
-            return max(0, next_retry_delay_ms)
-        delay = self.initial_interval_ms * self.exponentiation_factor ** max(0, failed_attempts - 1)
-        return int(min(delay, self.max_interval_ms))
+            return max(0, min(next_retry_delay_ms, MAX_RETRY_DELAY_MS))
+        delay = float(self.initial_interval_ms)
+        for _ in range(max(0, failed_attempts - 1)):  # stops growing at the cap: no overflow, however many
+            if delay >= self.max_interval_ms:
+                break
+            delay *= self.exponentiation_factor
+        return int(min(delay, self.max_interval_ms, MAX_RETRY_DELAY_MS))
 
     def exhausted(self, attempts: int) -> bool:
         """True once `attempts` attempts have been made and none may follow."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from control_plane import ids
+from control_plane.admin import service_overrides
+from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest
 from control_plane.retry import RetryPolicy
 
@@ -57,3 +59,26 @@ def test_default_retry_policy_backs_off_exponentially_up_to_the_cap() -> None:
     assert not policy.exhausted(69)
     assert policy.exhausted(70)
     assert policy.on_max_attempts == "pause"
+
+
+def test_a_huge_factor_or_attempt_count_caps_the_delay_instead_of_overflowing() -> None:
+    assert RetryPolicy(exponentiation_factor=1e308, max_attempts=5).delay_ms(4) == 60_000
+    assert RetryPolicy(max_attempts=3000).delay_ms(1026) == 60_000
+    assert RetryPolicy(max_interval_ms=10**30).delay_ms(10_000) == 365 * 24 * 3600 * 1000
+    assert RetryPolicy().delay_ms(3, next_retry_delay_ms=10**20) == 365 * 24 * 3600 * 1000
+
+
+@pytest.mark.parametrize(
+    "text", ["99999999999999999999999999999999999999999999999999d", "1000000000000000000000", "P40000D"]
+)
+def test_durations_longer_than_a_century_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="longer than 100 years"):
+        parse_duration_ms(text)
+    assert parse_duration_ms("36500d") == 36500 * 86_400_000
+
+
+def test_a_service_override_longer_than_a_century_is_a_400() -> None:
+    with pytest.raises(BadRequest, match="longer than 100 years"):
+        service_overrides({"journal_retention": 10**30})
+    with pytest.raises(BadRequest, match="longer than 100 years"):
+        service_overrides({"idempotency_retention": "99999999999999999999999999999999999999999999999999d"})
