@@ -259,12 +259,13 @@ class EffectsMixin(_Base):
     def cancel(self, invocation_id: str) -> None:
         """Send the cancel signal: the handler gets a terminal error (409) at its next await.
 
-        The callees of its calls still open are cancelled first. An invocation that has not started
+        The callees of its calls still open are cancelled first (those it created and nobody else
+        awaits, see `_own_callees`). An invocation that has not started
         is completed as cancelled at once; a paused one is made runnable so the signal reaches it.
         Raises `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
-        for callee in self._open_callees(loaded):  # the leaves first, as Restate does
+        for callee in self._own_callees(loaded):  # the leaves first, as Restate does
             with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
                 self.cancel(callee)
         record = loaded.record
@@ -282,15 +283,28 @@ class EffectsMixin(_Base):
     def kill(self, invocation_id: str) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
-        The callees of its calls still open are killed too, after it (killed first, a callee would
+        The callees of its calls still open are killed too (as for cancel, those it alone awaits),
+        after it (killed first, a callee would
         wake it with its failure, and its handler could end on its own before the kill). Raises
         `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
         self._finish_now(loaded.record, {"code": 409, "message": "killed"})
-        for callee in self._open_callees(loaded):
+        for callee in self._own_callees(loaded):
             with contextlib.suppress(NotFound, Conflict):
                 self.kill(callee)
+
+    def _own_callees(self, loaded: LoadedInvocation) -> list[str]:
+        """The open callees that cancel and kill reach: those this invocation created and nobody else
+        awaits. A callee shared through an idempotency key (or a workflow's run) with other callers,
+        or created by another request, goes on: those callers still want its result. (On a cancel the
+        handler's SDK also cancels every call it awaits, shared or not, as with Restate.)"""
+        out = []
+        for callee_id in self._open_callees(loaded):
+            callee = self.store.get_invocation(callee_id)
+            if callee is not None and callee.caller_id == loaded.record.invocation_id and not callee.callers:
+                out.append(callee_id)
+        return out
 
     def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
         """Invocation ids of the callees whose results the invocation still awaits."""

@@ -239,3 +239,20 @@ def test_metrics_costs_and_trace_context_of_an_invocation(dev: DevServer) -> Non
     assert "AWS requests" in shown.output
     assert "dynamodb" in shown.output
     assert "per million" in shown.output
+
+
+def test_killing_one_caller_of_a_shared_callee_leaves_it_to_the_others(dev: DevServer, effects_file: Path) -> None:
+    # (a cancel differs: the cancelled handler's SDK cancels the calls it awaits, shared or not, as in Restate)
+    request = {"key": unique("shared"), "ms": 3000}
+    callers = [
+        httpx.post(f"{dev.ingress_url}/Chain/call_once/send", json=request, timeout=30).json()["invocationId"]
+        for _ in range(2)
+    ]
+    work = wait_for(lambda: callee_of(dev, callers[0]), 10, "the first caller's call")
+    wait_for(lambda: dev.store.get_invocation(work).callers, 10, "the second caller to attach")  # type: ignore[union-attr]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{callers[0]}/kill").status_code == 202
+    killed = httpx.get(f"{dev.ingress_url}/restate/invocation/{callers[0]}/attach", timeout=30)
+    assert killed.status_code == 409
+    other = httpx.get(f"{dev.ingress_url}/restate/invocation/{callers[1]}/attach", timeout=30)
+    assert (other.status_code, other.json()) == (200, work)
+    assert steps_of(effects_file, work) == ["work"]
