@@ -23,6 +23,7 @@ from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.observability import InMemoryMetrics, cost_usd
 from control_plane.ports import (
+    INVOCATION_STATUSES,
     DeploymentRecord,
     InvocationRecord,
     JournalBatch,
@@ -35,16 +36,6 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry
 
 _PREVIEW_BYTES = 200
-INVOCATION_STATUSES = (
-    "pending",
-    "scheduled",
-    "ready",
-    "running",
-    "backing-off",
-    "suspended",
-    "paused",
-    "completed",
-)
 
 
 def preview(data: bytes) -> Any:
@@ -73,7 +64,8 @@ def describe_entry(index: int, entry: Frame, stored_at_ms: int = 0) -> dict[str,
 
 
 def describe_frame(entry: Frame) -> dict[str, Any]:
-    """A protocol message decoded for people: kind, type, name, ids, value preview, failure, wake-up time."""
+    """A protocol message decoded for people: kind, type, name, ids, value preview, failure, wake-up
+    time; a Call or OneWayCall has its `target` (`service/handler`) and, to a keyed service, `key`."""
     kind = "command" if is_command(entry.type) else "notification" if is_notification(entry.type) else "custom"
     out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type)}
     message = entry.decode()
@@ -99,6 +91,8 @@ def describe_frame(entry: Frame) -> dict[str, Any]:
         out["invocation_id"] = fields["invocation_id"]
     if "service_name" in fields:
         out["target"] = f"{fields['service_name']}/{fields.get('handler_name', '')}"
+        if isinstance(fields.get("key"), str):  # a call to a virtual object or workflow: its key
+            out["key"] = fields["key"]
     return out
 
 

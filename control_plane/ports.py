@@ -45,6 +45,10 @@ output, must fit in it."""
 # --- records -------------------------------------------------------------------------------------
 
 
+INVOCATION_STATUSES = ("pending", "scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed")
+"""Every status an invocation record can have (`InvocationRecord.status`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DeploymentRecord:
     """A registered deployment: where handlers live and what its manifest said.

@@ -84,6 +84,7 @@ from adapters.aws.store_keyed import KeyedStore
 from adapters.aws.store_registry import RegistryStore
 from control_plane.observability import record
 from control_plane.ports import (
+    INVOCATION_STATUSES,
     InvocationRecord,
     JournalBatch,
     LoadedInvocation,
@@ -135,7 +136,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
     """`control_plane.ports.Store` on one DynamoDB table (see the module docstring for the layout).
 
     Every read of an invocation, deployment, service or timer is strongly consistent;
-    `list_invocations` is not (it reads the GSI, or scans). Every write that changes an invocation is
+    `list_invocations` is not (it reads the GSI). Every write that changes an invocation is
     a single conditional write; a lost condition raises `StoreConflict` (`put_notification` answers
     False instead), an item above 400 KB raises `ItemTooLarge`. Deployments and services come from
     `RegistryStore`, keyed state, locks, inboxes and promises from `KeyedStore`.
@@ -650,11 +651,11 @@ class DynamoDBStore(KeyedStore, RegistryStore):
     ) -> list[InvocationRecord]:
         """Invocations, newest `modified_at_ms` first, optionally filtered; a page of them.
 
-        With `statuses`, one query of the `by_status` index per status, newest first, filtered by
-        `service`, `handler` and `key`, each stopping at `limit` matches. Without, a Scan of the
-        whole table filtered to `SK = META` (and the filters), sorted here: it reads every item,
-        journals included — fine for a small table and the admin API for now; a GSI by service
-        would replace it. Both read eventually consistent data.
+        One query of the `by_status` index per status (`statuses`, or every status), newest first,
+        filtered by `service`, `handler` and `key`, each stopping at `limit` matches, merged here:
+        at most a page of records per status is read, never the whole table. A filter by service
+        or key still reads (and pays for) the index entries it skips; a GSI by service would avoid
+        that. Eventually consistent.
 
         Args:
             statuses: Statuses to include, or None for all.
@@ -684,22 +685,16 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         for condition in conditions:
             wanted = condition if wanted is None else wanted & condition
         found: list[InvocationItem] = []
-        if statuses is None:
-            is_meta = model.sk == META_SK
-            found.extend(model.scan(filter_condition=is_meta if wanted is None else is_meta & wanted))
-            if before is not None:
-                found = [item for item in found if (item.modified_at_ms, item.invocation_id) < before]
-        else:
-            older = None if before is None else model.status_sk < status_sk(*before)
-            for status in dict.fromkeys(statuses):
-                found.extend(
-                    model.by_status.query(
-                        status_pk(status),
-                        range_key_condition=older,
-                        filter_condition=wanted,
-                        scan_index_forward=False,
-                        limit=limit,
-                    )
+        older = None if before is None else model.status_sk < status_sk(*before)
+        for status in dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses):
+            found.extend(
+                model.by_status.query(
+                    status_pk(status),
+                    range_key_condition=older,
+                    filter_condition=wanted,
+                    scan_index_forward=False,
+                    limit=limit,
                 )
+            )
         found.sort(key=lambda item: (item.modified_at_ms, item.invocation_id), reverse=True)
         return [invocation_record(item) for item in found[:limit]]

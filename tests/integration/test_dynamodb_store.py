@@ -812,3 +812,16 @@ def test_delete_keyed_removes_every_item_of_one_key_only(store: DynamoDBStore) -
     assert store.lock_holder("Signup", "w1") is None
     assert store.load_state("Signup", "w2") == {b"k": b"kept"}
     store.delete_keyed("Signup", "w1")
+
+
+def test_listing_every_status_queries_the_index_and_never_scans_the_table(store: DynamoDBStore) -> None:
+    store.create_invocation(invocation("inv_a", status="ready", modified_at_ms=1_000))
+    store.create_invocation(invocation("inv_b", status="pending", modified_at_ms=2_000))
+    store.create_invocation(invocation("inv_c", status="completed", modified_at_ms=3_000))
+    before = store.request_counts
+    listed = store.list_invocations(None, None, 2)
+    assert [r.invocation_id for r in listed] == ["inv_c", "inv_b"]
+    assert [r.invocation_id for r in store.list_invocations(None, None, 10, before=(2_000, "inv_b"))] == ["inv_a"]
+    after = store.request_counts
+    assert after.get("Scan", 0) == before.get("Scan", 0)
+    assert after["Query"] > before.get("Query", 0)
