@@ -300,6 +300,9 @@ def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
     except (TorporError, KeyError, ConfigurationError) as exc:
         status, reason = "FAILED", getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         logger.error("deploy hook failed: %s", reason)
+    except Exception as exc:  # anything else (AccessDenied, throttling): still answer, never leave CFN waiting
+        status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
+        logger.exception("deploy hook failed")
     answer = {
         "Status": status,
         "Reason": reason or f"see CloudWatch log stream {getattr(context, 'log_stream_name', '')}",

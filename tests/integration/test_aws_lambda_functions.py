@@ -237,6 +237,16 @@ def test_the_deploy_hook_registers_a_version_on_create_and_answers_cloudformatio
         assert _CloudFormation.answers[-1]["Status"] == "FAILED"
         assert _CloudFormation.answers[-1]["Reason"]
 
+        # so is an unexpected error (e.g. AccessDenied from AWS): CloudFormation is never left waiting
+        plane = lambda_app.build_control_plane()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(plane.registry, "register", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("denied")))
+            lambda_app.deploy_hook_handler(
+                {**base, "RequestType": "Update", "ResourceProperties": {"FunctionVersionArn": version_arn}}, Context()
+            )
+        assert _CloudFormation.answers[-1]["Status"] == "FAILED"
+        assert "RuntimeError: denied" in _CloudFormation.answers[-1]["Reason"]
+
         # stack deletion removes the deployment
         lambda_app.deploy_hook_handler(
             {**base, "RequestType": "Delete", "PhysicalResourceId": deployment_id, "ResourceProperties": {}}, Context()
