@@ -287,7 +287,9 @@ class DevServer:
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
-        self._scheduler.start(self._control_plane.advance, self._control_plane.timer_done)
+        self._scheduler.start(
+            self._control_plane.advance, self._control_plane.timer_done, self._control_plane.timer_fired
+        )
         self._control_plane.sweep()
         self._sweeping = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="torpor-sweep", daemon=True)

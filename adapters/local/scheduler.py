@@ -51,6 +51,7 @@ class LocalScheduler:
         self._workers = workers
         self._advance: Callable[[str], object] | None = None
         self._timer_done: Callable[[str, int, object], object] | None = None
+        self._timer_fired: Callable[[str, int], object] | None = None
         self._fired: dict[str, set[int]] = {}  # due times of timers that fired, per id, until an advance ran
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -67,7 +68,12 @@ class LocalScheduler:
 
     # --- life cycle -------------------------------------------------------------------------------
 
-    def start(self, advance: Callable[[str], object], timer_done: Callable[[str, int], object] | None = None) -> None:
+    def start(
+        self,
+        advance: Callable[[str], object],
+        timer_done: Callable[[str, int, object], object] | None = None,
+        timer_fired: Callable[[str, int], object] | None = None,
+    ) -> None:
         """Start the worker pool and the timer thread; from now on wake-ups call `advance(id)`.
 
         Wake-ups that arrived before `start` run now.
@@ -78,6 +84,8 @@ class LocalScheduler:
             timer_done: Called with `(id, due_ms, outcome)` after an `advance` that started once the
                 timer for `due_ms` had fired returned `outcome` without raising (e.g. to settle the
                 timer's record).
+            timer_fired: Called with `(id, due_ms)` on the timer thread when a timer fires (e.g. to
+                measure its lateness); it must be quick and must not raise.
 
         Raises:
             RuntimeError: The scheduler was started before, or stopped.
@@ -87,6 +95,7 @@ class LocalScheduler:
                 raise RuntimeError("a LocalScheduler can be started once; build a new one")
             self._advance = advance
             self._timer_done = timer_done
+            self._timer_fired = timer_fired
             self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="torpor-advance")
             self._started = True
             for invocation_id in self._queued:
@@ -224,5 +233,7 @@ class LocalScheduler:
                     continue  # woken early, by a new earlier timer, or by stop: look again
                 heapq.heappop(self._timers)
                 self._timer_keys.discard((due_ms, invocation_id))
+                if self._timer_fired is not None:
+                    self._timer_fired(invocation_id, due_ms)
                 self._fired.setdefault(invocation_id, set()).add(due_ms)
                 self._wake_locked(invocation_id)

@@ -226,7 +226,11 @@ def test_metrics_costs_and_trace_context_of_an_invocation(dev: DevServer) -> Non
     metrics = httpx.get(f"{dev.admin_url}/metrics", timeout=10)
     assert metrics.headers["content-type"].startswith("text/plain")
     text = metrics.text
+    sleeper = httpx.post(f"{dev.ingress_url}/Waits/sleep", json=50, timeout=30)  # a timer fires
+    assert sleeper.status_code == 200
+    text = httpx.get(f"{dev.admin_url}/metrics", timeout=10).text
     for line in (
+        "torpor_timer_lateness_ms_count",
         'torpor_invocations_completed_total{handler="trace",outcome="success",service="Chain"}',
         'torpor_attempts_total{handler="trace",service="Chain"}',
         'torpor_handler_latency_ms_count{handler="trace",service="Chain"}',
