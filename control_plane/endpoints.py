@@ -54,7 +54,7 @@ def lambda_arn_problem(arn: str) -> str | None:
         return (
             f"{what} can change the code under a running invocation; register a published version "
             f"({pin}, e.g. from `aws lambda publish-version` or AutoPublishAlias in SAM), "
-            'or pass "force": true to register it anyway'
+            'or pass "force": true (torpor deployments register --force) to register it anyway'
         )
     return None
 

@@ -80,8 +80,20 @@ def error_response(error: TorporError, headers: Mapping[str, str] | None = None)
 Handler = Callable[..., HttpResponse]
 
 
+def _decode_segment(segment: str) -> str:
+    """One path segment percent-decoded as UTF-8; `BadRequest` if the bytes are not UTF-8.
+
+    Decoding with replacement would make `%ff` and `%fe` the same key ("\\ufffd"), sharing state.
+    """
+    try:
+        return unquote(segment, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"path segment {segment!r} is not valid UTF-8 after percent-decoding") from exc
+
+
 class Router:
-    """Routes `(method, path pattern)` to handlers; `{name}` matches one path segment, URL-decoded.
+    """Routes `(method, path pattern)` to handlers; `{name}` matches one path segment, URL-decoded
+    (as UTF-8; a segment that is not answers 400).
 
     Patterns are tried in the order they were added. An unmatched path answers 404, a matched path
     with another method 405.
@@ -115,7 +127,7 @@ class Router:
                 if method != request.method.upper():
                     allowed.append(method)
                     continue
-                params = {name: unquote(value) for name, value in match.groupdict().items()}
+                params = {name: _decode_segment(value) for name, value in match.groupdict().items()}
                 return handler(request, **params)
             if allowed:
                 methods = ", ".join(allowed)

@@ -253,8 +253,8 @@ class Registry:
                 self._services[name] = (now, record)
         if record is None:
             raise NotFound(
-                f"service '{name}' not found; register the deployment that hosts it "
-                "(POST /deployments on the admin API)"
+                f"service '{name}' not found; register the deployment that hosts it with "
+                "torpor deployments register (POST /deployments on the admin API)"
             )
         return record
 

@@ -269,7 +269,11 @@ def entry_preview(entry: Mapping[str, Any]) -> str:
     """One journal entry's value for a table cell: value, failure, call target, wake-up time."""
     parts: list[str] = []
     if "target" in entry:
-        parts.append(f"→ {entry['target']}")
+        target = str(entry["target"])
+        if entry.get("key"):
+            service, _, handler = target.partition("/")
+            target = f"{service}/{entry['key']}/{handler}"
+        parts.append(f"→ {target}")
     if "value" in entry:
         parts.append(compact(entry["value"]))
     if "failure" in entry:
@@ -281,7 +285,8 @@ def entry_preview(entry: Mapping[str, Any]) -> str:
 
 def journal_table(journal: Sequence[Mapping[str, Any]]) -> Table:
     """The decoded journal: index, entry type, name and a value preview, one row per entry."""
-    table = Table(title=f"Journal ({len(journal)} entries)", title_justify="left")
+    count = f"{len(journal)} entry" if len(journal) == 1 else f"{len(journal)} entries"
+    table = Table(title=f"Journal ({count})", title_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("ENTRY", no_wrap=True)
     table.add_column("NAME", overflow="fold")

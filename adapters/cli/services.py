@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import quote
 
 import click
@@ -55,15 +56,66 @@ def config_group() -> None:
     """View or edit a service's configuration (admin overrides, until it is registered again)."""
 
 
-_EDITABLE = (
-    "inactivity_timeout",
-    "abort_timeout",
-    "journal_retention",
-    "idempotency_retention",
-    "workflow_completion_retention",
-    "public",
-    "retry_policy",
-)
+# The options `torpor services config edit` shows, as `PATCH /services/{name}` names them, and the
+# options `GET /services/{name}` shows in its `config` (durations in ms); also `public` and `retry_policy`.
+_DURATIONS = {
+    "inactivity_timeout": "inactivityTimeout",
+    "abort_timeout": "abortTimeout",
+    "journal_retention": "journalRetention",
+    "idempotency_retention": "idempotencyRetention",
+    "workflow_completion_retention": "workflowCompletionRetention",
+}
+_RETRY = {
+    "initial_interval": "retryPolicyInitialInterval",
+    "max_interval": "retryPolicyMaxInterval",
+    "max_attempts": "retryPolicyMaxAttempts",
+    "exponentiation_factor": "retryPolicyExponentiationFactor",
+    "on_max_attempts": "retryPolicyOnMaxAttempts",
+}
+_OVERRIDE = "admin override"
+
+
+def current_overrides(settings: dict[str, Any]) -> dict[str, Any]:
+    """The editable options of a service as `PATCH /services/{name}` takes them: the admin overrides
+    its `config` shows (source "admin override"), None for the options without one."""
+
+    def overridden(option: str) -> Any:
+        entry = settings.get(option) or {}
+        return entry.get("value") if entry.get("source") == _OVERRIDE else None
+
+    out: dict[str, Any] = {name: overridden(option) for name, option in _DURATIONS.items()}
+    private = overridden("ingressPrivate")
+    out["public"] = None if private is None else not private
+    retry = {name: overridden(option) for name, option in _RETRY.items()}
+    if isinstance(retry["on_max_attempts"], str):
+        retry["on_max_attempts"] = retry["on_max_attempts"].lower()
+    out["retry_policy"] = {k: v for k, v in retry.items() if v is not None} or None
+    return out
+
+
+def changed_options(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The `PATCH /services/{name}` body that turns the overrides `before` into `after`: the options
+    whose value changed, None removing an override (an option left out of `after` counts as null);
+    of `retry_policy`, only the changed fields. Options not in `before` are passed on as they are
+    (the admin API names an unknown one)."""
+
+    def same(a: object, b: object) -> bool:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # 1 is not true
+
+    changes = {k: v for k, v in after.items() if k not in before}
+    for option, old in before.items():
+        new = after.get(option)
+        if same(old, new):
+            continue
+        if option == "retry_policy" and isinstance(new, dict):
+            old_fields = old if isinstance(old, dict) else {}
+            names = dict.fromkeys([*old_fields, *new])
+            fields = {k: new.get(k) for k in names if not same(old_fields.get(k), new.get(k))}
+            if fields:
+                changes[option] = fields
+        else:
+            changes[option] = new
+    return changes
 
 
 @config_group.command("view")
@@ -94,10 +146,14 @@ def config_view(config: CliConfig, name: str) -> None:
 def config_edit(config: CliConfig, name: str) -> None:
     """Open $EDITOR on the overridable options of service NAME (JSON), then apply what changed.
 
-    Durations are written as "30s", "PT1H" or ms; `null` removes an override; `public: false`
-    makes the service private to the ingress.
+    The editor shows the service's current admin overrides (durations in ms) and null for the
+    options without one. Durations are written as "30s", "PT1H" or ms; setting an override to
+    `null` removes it; `public: false` makes the service private to the ingress.
     """
-    template = dict.fromkeys(_EDITABLE)
+    path = f"/services/{quote(name, safe='')}"
+    with admin_api(config) as api:
+        service = api.request("GET", path).json()
+    template = current_overrides(service.get("config") or {})
     edited = click.edit(json.dumps(template, indent=2) + "\n", extension=".json")
     if edited is None:
         console().print("No change.")
@@ -108,13 +164,14 @@ def config_edit(config: CliConfig, name: str) -> None:
         raise click.ClickException(f"the edited text is not JSON ({exc}); nothing was changed") from exc
     if not isinstance(changes, dict):
         raise click.ClickException("the edited text must be a JSON object; nothing was changed")
-    changes = {k: v for k, v in changes.items() if v is not None or k not in template}
+    changes = changed_options(template, changes)
     if not changes:
         console().print("No change.")
         return
     with admin_api(config) as api:
-        body = api.request("PATCH", f"/services/{quote(name, safe='')}", json_body=changes).json()
+        body = api.request("PATCH", path, json_body=changes).json()
     if config.as_json:
         emit_json(body)
         return
-    console().print(f"Applied to {name}: {', '.join(sorted(changes))}.", markup=False)
+    applied = [f"{k} (override removed)" if changes[k] is None else k for k in sorted(changes)]
+    console().print(f"Applied to {name}: {', '.join(applied)}.", markup=False)

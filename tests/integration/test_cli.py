@@ -158,6 +158,7 @@ def test_register_an_unpinned_lambda_arn_prints_the_admin_apis_error(fresh_dev: 
     result = torpor(fresh_dev, "deployments", "register", "arn:aws:lambda:us-east-1:123456789012:function:greeter")
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: an unqualified ARN can change the code under a running invocation")
+    assert 'pass "force": true (torpor deployments register --force)' in result.stderr
     assert "Traceback" not in result.output
     assert admin_get(fresh_dev, "/deployments") == {"deployments": []}
 
@@ -259,6 +260,7 @@ def test_services_describe_of_an_unknown_service_prints_the_404_message(dev: Dev
     reply = httpx.get(f"{dev.admin_url}/services/Nobody", timeout=10)
     assert reply.status_code == 404
     assert result.stderr == f"Error: {reply.json()['message']}\n"
+    assert "register the deployment that hosts it with torpor deployments register (POST /deployments" in result.stderr
 
 
 # --- invoke ----------------------------------------------------------------------------------------
@@ -328,6 +330,7 @@ def test_send_prints_the_id_and_describe_shows_the_journal(dev: DevServer) -> No
     assert re.search(r"Status +completed \(success\)", out)
     assert re.search(r"Attempts +2", out)
     assert re.search(r"Output +42", out)
+    assert "Journal (4 entries)" in out
     rows = re.findall(r"^│ +(\d+) │ (\w+) +│ ([\w-]*) +│ (.*?) +│$", out, re.MULTILINE)
     assert rows == [
         ("0", "Input", "", "41"),
@@ -335,6 +338,28 @@ def test_send_prints_the_id_and_describe_shows_the_journal(dev: DevServer) -> No
         ("2", "RunCompletion", "", "42"),
         ("3", "Output", "", "42"),
     ]
+
+
+def test_describe_shows_a_call_to_a_virtual_object_with_its_key(dev: DevServer) -> None:
+    key = f"k-{uuid.uuid4().hex[:8]}"
+    called = httpx.post(f"{dev.ingress_url}/Calls/count_to", json={"n": 1, "key": key}, timeout=30)
+    assert called.status_code == 200, called.text
+    invocation_id = called.headers["x-restate-id"]
+    [call] = [e for e in admin_get(dev, f"/invocations/{invocation_id}")["journal"] if e["type"] == "Call"]
+    assert (call["target"], call["key"]) == ("Counter/add", key)
+
+    described = torpor(dev, "invocations", "describe", invocation_id)
+    assert described.exit_code == 0, described.output
+    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add +│", described.stdout)
+
+
+def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Counter/%ff/add", json=1, timeout=10)
+    assert reply.status_code == 400
+    assert reply.json() == {
+        "code": 400,
+        "message": "path segment '%ff' is not valid UTF-8 after percent-decoding",
+    }
 
 
 def test_describe_with_json_is_the_admin_apis_json(dev: DevServer) -> None:
@@ -351,6 +376,9 @@ def test_a_delayed_send_is_scheduled_and_kill_completes_it(dev: DevServer) -> No
     [invocation_id] = INVOCATION_ID.findall(sent.stdout)
     assert re.search(r"Starts at +\d{4}-\d\d-\d\dT", sent.stdout)
     assert admin_get(dev, f"/invocations/{invocation_id}")["status"] == "scheduled"
+    described = torpor(dev, "invocations", "describe", invocation_id)
+    assert described.exit_code == 0, described.output
+    assert "Journal (1 entry)" in described.stdout
 
     killed = torpor(dev, "invocations", "kill", invocation_id)
     assert killed.exit_code == 0, killed.output
@@ -490,6 +518,47 @@ def test_services_config_edit_applies_the_edited_json_and_view_shows_the_source(
     finally:
         admin = httpx.patch(f"{dev.admin_url}/services/Greeter", json={"inactivity_timeout": None})
         assert admin.status_code == 200
+
+
+def test_services_config_edit_shows_the_current_overrides_and_null_removes_one(
+    dev: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overrides = {"inactivity_timeout": "45s", "abort_timeout": "2m", "retry_policy": {"max_attempts": 7}}
+    assert httpx.patch(f"{dev.admin_url}/services/Greeter", json=overrides, timeout=10).status_code == 200
+    shown: list[dict[str, Any]] = []
+
+    def null_the_inactivity_timeout(text: str, extension: str) -> str:
+        shown.append(json.loads(text))
+        return text.replace('"inactivity_timeout": 45000', '"inactivity_timeout": null')
+
+    try:
+        monkeypatch.setattr("click.edit", lambda text, extension: text)
+        unchanged = torpor(dev, "services", "config", "edit", "Greeter")
+        assert unchanged.exit_code == 0, unchanged.output
+        assert unchanged.stdout.strip() == "No change."
+
+        monkeypatch.setattr("click.edit", null_the_inactivity_timeout)
+        edited = torpor(dev, "services", "config", "edit", "Greeter")
+        assert edited.exit_code == 0, edited.output
+        assert shown == [
+            {
+                "inactivity_timeout": 45000,
+                "abort_timeout": 120000,
+                "journal_retention": None,
+                "idempotency_retention": None,
+                "workflow_completion_retention": None,
+                "public": None,
+                "retry_policy": {"max_attempts": 7},
+            }
+        ]
+        assert edited.stdout.strip() == "Applied to Greeter: inactivity_timeout (override removed)."
+        config = json.loads(torpor(dev, "--json", "services", "config", "view", "Greeter").stdout)
+        assert config["inactivityTimeout"]["source"] != "admin override"
+        assert config["abortTimeout"] == {"value": 120000, "source": "admin override"}
+        assert config["retryPolicyMaxAttempts"] == {"value": 7, "source": "admin override"}
+    finally:
+        cleared = {"inactivity_timeout": None, "abort_timeout": None, "retry_policy": None}
+        assert httpx.patch(f"{dev.admin_url}/services/Greeter", json=cleared, timeout=10).status_code == 200
 
 
 def test_register_with_a_google_id_token_asks_for_one_and_names_missing_credentials(

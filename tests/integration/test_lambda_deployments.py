@@ -161,7 +161,7 @@ def test_an_unpinned_arn_is_refused_and_accepted_with_force(
     assert refused.status_code == 400, refused.text
     message = refused.json()["message"]
     assert message.startswith(f"{what} can change the code under a running invocation")
-    assert message.endswith('or pass "force": true to register it anyway')
+    assert message.endswith('or pass "force": true (torpor deployments register --force) to register it anyway')
     assert httpx.get(f"{fresh_dev.admin_url}/deployments", timeout=10).json() == {"deployments": []}
 
     forced = register(fresh_dev, arn, force=True)

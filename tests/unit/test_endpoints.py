@@ -26,7 +26,7 @@ def test_an_unpinned_lambda_arn_is_refused_with_the_fix_unless_forced(arn: str) 
         parse_registration({"arn": arn}, force=False)
     assert "publish" in refused.value.message
     assert f"{FN}:<version>" in refused.value.message
-    assert '"force": true' in refused.value.message
+    assert '"force": true (torpor deployments register --force)' in refused.value.message
     assert parse_registration({"arn": arn}, force=True).endpoint == arn
 
 
