@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import subprocess
 import time
@@ -40,7 +41,8 @@ from tests.helpers.services import serve_examples, stop_process
 
 RESTATE_VERSION = "1.7.12"
 RESTATE_DIR = CACHE / "restate"
-RESTATE_BINARY = RESTATE_DIR / "node_modules/@restatedev/restate-server-linux-x64/bin/restate-server"
+_ARCH = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+RESTATE_BINARY = RESTATE_DIR / f"node_modules/@restatedev/restate-server-linux-{_ARCH}/bin/restate-server"
 
 
 def install_restate() -> str:
