@@ -747,7 +747,11 @@ class Engine(EffectsMixin):
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
         if held.meter:  # AWS requests made since the last write, folded in with this one
             changes.setdefault("requests", dict(Counter(held.record.requests or {}) + held.meter))
-        completing = changes.get("status") == "completed"  # then read back `callers` attached meanwhile
+        # completing an invocation others can attach to (its id is an idempotency key's or a workflow
+        # run's): read back, in the same request, the `callers` attached meanwhile
+        record = held.record
+        attachable = bool(record.idempotency_key) or (record.service_type, record.handler_type) == ("WORKFLOW",) * 2
+        completing = changes.get("status") == "completed" and attachable
         fresh = self.store.update_invocation(
             held.record.invocation_id, held.record.epoch, doorbell=doorbell, returning=completing, **changes
         )
