@@ -313,7 +313,7 @@ class Engine(EffectsMixin):
         if outcome in (Outcome.BUSY, Outcome.LEASE_LOST):
             record = self.store.get_invocation(invocation_id)
             if record is not None and record.status == "completed":
-                self.retire(invocation_id)  # a retention timer (or a stale one: then nothing is due)
+                self.retire(invocation_id, record)  # a retention timer (or a stale one: nothing is due)
             elif record is not None and record.status not in ("pending", "paused"):
                 self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
                 return
@@ -527,15 +527,16 @@ class Engine(EffectsMixin):
         if record.journal_expires_at_ms:  # found by the sweep; no scheduler wake-up for housekeeping
             self.store.put_timer(min(record.journal_expires_at_ms, MAX_TIMER_MS), record.invocation_id)
 
-    def retire(self, invocation_id: str) -> bool:
+    def retire(self, invocation_id: str, record: InvocationRecord | None = None) -> bool:
         """Remove what a completed invocation's retention says is due: its journal, then its record.
 
         Called when one of its timers fires after completion. At `journal_expires_at_ms` the journal
         batches and notifications go (the record stays for attach, output and idempotency, and a
         timer is armed for its own expiry); at `expires_at_s` the whole invocation goes, so its id
-        (an idempotency key's, a workflow's run) is free again. Returns True if something was removed.
+        (an idempotency key's, a workflow's run) is free again. `record`: the invocation as just
+        read, if the caller has it. Returns True if something was removed.
         """
-        record = self.store.get_invocation(invocation_id)
+        record = record or self.store.get_invocation(invocation_id)
         if record is None or record.status != "completed":
             return False
         now = self.clock.now_ms()

@@ -7,6 +7,7 @@ never builds an adapter itself.
 from __future__ import annotations
 
 import logging
+import time
 
 from control_plane.admin import Admin
 from control_plane.ingress import Ingress
@@ -20,6 +21,7 @@ from control_plane.waiters import CompletionWaiters
 log = logging.getLogger("torpor.runtime")
 
 _SWEEP_LIMIT = 10_000
+_SWEEP_BUDGET_MS = 40_000  # the sweeper function runs for 60 s at most
 _SWEEP_GRACE_MS = 30_000  # a wake-up this late is taken as lost (its message may still be on its way before)
 
 
@@ -67,18 +69,29 @@ class ControlPlane:
         """Stop starting attempts and release leases between attempts; waiting callers get 202."""
         self.engine.stop()
 
-    def sweep_due(self, grace_ms: int = _SWEEP_GRACE_MS) -> int:
+    def sweep_due(self, grace_ms: int = _SWEEP_GRACE_MS, budget_ms: int = _SWEEP_BUDGET_MS) -> int:
         """The periodic safety net where wake-ups are messages (the sweeper function on AWS).
 
         Cheaper than `sweep`: only timers overdue by more than `grace_ms` (their message was lost,
         or they are housekeeping timers such as retention, which get no message), inboxes whose
-        hand-over was lost, and `ready`/`running` invocations whose lease expired. Returns how many
-        wake-ups were sent.
+        hand-over was lost, and `ready`/`running` invocations whose lease expired. A completed
+        invocation's timer (retention) is carried out here, while `budget_ms` lasts, rather than
+        sent to the worker; the others are woken through the scheduler. Returns how many timers and
+        wake-ups were handled.
         """
         now = self.clock.now_ms()
+        started = time.monotonic()
         count = 0
         for due_ms, invocation_id in self.store.due_timers(now - grace_ms, _SWEEP_LIMIT):
-            self.scheduler.wake_at(invocation_id, due_ms)
+            if (time.monotonic() - started) * 1000 > budget_ms:
+                break  # the next sweep goes on
+            record = self.store.get_invocation(invocation_id)
+            if record is None or record.status == "completed":
+                if record is not None:
+                    self.engine.retire(invocation_id, record)
+                self.store.delete_timer(due_ms, invocation_id)  # done, or for an invocation that is gone
+            else:
+                self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
         keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
         for record in keys.values():

@@ -255,3 +255,24 @@ def test_the_deploy_hook_registers_a_version_on_create_and_answers_cloudformatio
         assert functions.http("admin", "GET", f"/deployments/{deployment_id}")[0] == 404
     finally:
         server.shutdown()
+        # the removed version took the services with it: route them to the module's deployment again
+        assert functions.http("admin", "POST", "/deployments", {"arn": ARN, "force": True})[0] in (200, 201)
+
+
+def test_the_sweeper_removes_an_invocation_after_its_retention_without_the_queue(functions: LocalFunctions) -> None:
+    config = {"journal_retention": "1s", "idempotency_retention": "1s"}
+    assert functions.http("admin", "PATCH", "/services/Greeter", config)[0] == 200
+    try:
+        status, _, headers = functions.http("ingress", "POST", "/Greeter/greet", "Old", **{"idempotency-key": "k-old"})
+        assert status == 200
+        invocation_id = headers["x-restate-id"]
+        time.sleep(2.2)
+        while functions.work(wait_s=0):  # whatever is queued, handled first
+            pass
+        assert lambda_app.build_control_plane().sweep_due(grace_ms=0) >= 1
+        assert functions.http("admin", "GET", f"/invocations/{invocation_id}")[0] == 404
+        assert functions.work(wait_s=1) == 0  # nothing went through the wake queue
+        assert not [d for d, i in lambda_app.build_control_plane().store.due_timers(2**40) if i == invocation_id]
+    finally:
+        reset = {"journal_retention": None, "idempotency_retention": None}
+        assert functions.http("admin", "PATCH", "/services/Greeter", reset)[0] == 200
