@@ -238,7 +238,7 @@ class Engine(EffectsMixin):
         """
         with metered() as counts:
             held = Held(record, Journal.load(record.input_entry, ()), [], meter=counts)
-            return self._run(held, deadline_ms), held.record
+            return self._run_guarded(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
 
@@ -280,7 +280,22 @@ class Engine(EffectsMixin):
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
         if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
             return self._not_due(held, "backing-off", record.next_retry_at_ms)
-        return self._run(held)
+        return self._run_guarded(held)
+
+    def _run_guarded(self, held: Held, deadline_ms: int | None = None) -> Outcome:
+        """`_run`, with an unexpected exception (a bug, a store error) counted as a failed attempt.
+
+        Without this the invocation would keep its lease until it expired and then run again,
+        uncounted, forever; as a failed attempt it backs off and, past the retry policy, pauses.
+        If even recording the failure fails, the exception propagates (the lease then expires).
+        """
+        try:
+            return self._run(held, deadline_ms)
+        except Exception as exc:
+            record = held.record
+            log.exception("advance of %s failed unexpectedly", record.invocation_id, extra=_log_fields(record))
+            failure = AttemptFailure(500, f"internal error in the control plane: {type(exc).__name__}: {exc}")
+            return self._failed(held, failure, None)
 
     def _not_due(self, held: Held, status: str, due_ms: int) -> Outcome:
         """Woken before its time (a duplicate or early timer): arm the timer again and release."""

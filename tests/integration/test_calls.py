@@ -260,3 +260,25 @@ def test_killing_one_caller_of_a_shared_callee_leaves_it_to_the_others(dev: DevS
     other = httpx.get(f"{dev.ingress_url}/restate/invocation/{callers[1]}/attach", timeout=30)
     assert (other.status_code, other.json()) == (200, work)
     assert steps_of(effects_file, work) == ["work"]
+
+
+def test_an_unexpected_error_in_the_control_plane_is_a_counted_failed_attempt(
+    dev: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = dev.control_plane.engine
+    real_commit = engine._commit
+    broken: list[str] = []
+
+    def commit_once_broken(held: Any, entries: Any) -> Any:
+        if not broken:
+            broken.append(held.record.invocation_id)
+            raise RuntimeError("store went away")
+        return real_commit(held, entries)
+
+    monkeypatch.setattr(engine, "_commit", commit_once_broken)
+    reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Bug", timeout=30)
+    assert reply.status_code == 200, reply.text  # retried by the policy, and then it went through
+    assert reply.json() == "Hello, Bug!"
+    invocation = describe(dev, reply.headers["x-restate-id"])
+    assert invocation["attempts"] == 2
+    assert "RuntimeError: store went away" in invocation["last_failure"]["message"]
