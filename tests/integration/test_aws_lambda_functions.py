@@ -276,3 +276,16 @@ def test_the_sweeper_removes_an_invocation_after_its_retention_without_the_queue
     finally:
         reset = {"journal_retention": None, "idempotency_retention": None}
         assert functions.http("admin", "PATCH", "/services/Greeter", reset)[0] == 200
+
+
+def test_the_admin_function_serves_the_web_ui_and_metrics_go_to_emf(functions: LocalFunctions) -> None:
+    status, _, headers = functions.http("admin", "GET", "/")
+    assert (status, headers["location"]) == (302, "ui/")
+    status, page, headers = functions.http("admin", "GET", "/ui/")
+    assert status == 200
+    assert headers["content-type"].startswith("text/html")
+    assert "<html" in page.lower()
+    status, script, headers = functions.http("admin", "GET", "/ui/app.js")
+    assert (status, headers["content-type"].split(";")[0]) == (200, "text/javascript")
+    assert "import" in script
+    assert functions.http("admin", "GET", "/metrics")[0] == 404  # on Lambda they are EMF log lines
