@@ -22,6 +22,11 @@ def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
     return body
 
 
+def unique(prefix: str) -> str:
+    """A name no other test uses: `{prefix}-{nanoseconds}` (object keys, idempotency keys, ...)."""
+    return f"{prefix}-{time.time_ns()}"
+
+
 def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
     """Poll `condition` every 10 ms until it returns something truthy (returned); AssertionError after the deadline."""
     deadline = time.monotonic() + deadline_s

@@ -20,7 +20,7 @@ from adapters.cli import main as cli
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import describe, dev_with_examples, wait_for
+from tests.helpers.dev import describe, dev_with_examples, unique, wait_for
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=30_000)
 
@@ -29,10 +29,6 @@ SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wa
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
     with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
         yield server
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{time.time_ns()}"
 
 
 def callee_of(dev: DevServer, caller: str) -> str | None:
