@@ -17,6 +17,14 @@ from collections.abc import Callable, Mapping
 from control_plane.ports import HttpReply, Invoker, InvokerError
 
 
+def cloud_run_invoker() -> Invoker:
+    """The Cloud Run invoker with Google ID tokens from the application default credentials (a factory
+    for `RoutingInvoker`; google-auth is imported only now)."""
+    from adapters.gcp.cloud_run import CloudRunInvoker
+
+    return CloudRunInvoker()
+
+
 class RoutingInvoker:
     """Sends each request to the invoker for its endpoint's kind (see the module doc). Thread-safe.
 

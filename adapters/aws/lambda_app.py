@@ -46,7 +46,7 @@ from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.emf import EmfMetrics
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
-from adapters.invokers import RoutingInvoker
+from adapters.invokers import RoutingInvoker, cloud_run_invoker
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, Router
 from control_plane.ports import Invoker, SystemClock
@@ -119,11 +119,6 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             from adapters.aws.lambda_invoker import LambdaInvoker
 
             return LambdaInvoker(region=region)
-
-        def cloud_run_invoker() -> Invoker:
-            from adapters.gcp.cloud_run import CloudRunInvoker
-
-            return CloudRunInvoker()
 
         invoker = RoutingInvoker(HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker)
         built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))

@@ -37,6 +37,7 @@ from moto.server import ThreadedMotoServer
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
+from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
 from adapters.local.asgi import asgi_app
 from adapters.local.scheduler import LocalScheduler
 from control_plane.errors import TorporError
@@ -502,10 +503,3 @@ def run_dev(
             signal.signal(sig, handler)
         if started:
             log.info("torpor dev: stopped")
-
-
-def _cloud_run_invoker() -> Invoker:
-    """The Cloud Run invoker: Google ID tokens from the application default credentials."""
-    from adapters.gcp.cloud_run import CloudRunInvoker
-
-    return CloudRunInvoker()
