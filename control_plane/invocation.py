@@ -33,7 +33,7 @@ from control_plane.effects import CANCEL_SIGNAL, EffectsMixin
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.held import Held, Outcome
 from control_plane.journal import Journal, awaited, notification_key
-from control_plane.keyed import Keys, is_exclusive, is_keyed
+from control_plane.keyed import Keys, is_exclusive, is_keyed, is_workflow_run
 from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -313,10 +313,14 @@ class Engine(EffectsMixin):
         if due_ms > self.clock.now_ms():  # early (clock skew, a tolerant consumer): not yet
             self.scheduler.wake_at(invocation_id, due_ms)
             return Outcome.NOT_DUE
-        self.metrics.observe("timer_lateness_ms", max(0, self.clock.now_ms() - due_ms))
+        self.timer_fired(invocation_id, due_ms)
         outcome = self.advance(invocation_id)
         self.timer_done(invocation_id, due_ms, outcome)
         return outcome
+
+    def timer_fired(self, invocation_id: str, due_ms: int) -> None:
+        """A timer for `due_ms` fired now: record its lateness (`timer_lateness_ms`)."""
+        self.metrics.observe("timer_lateness_ms", max(0, self.clock.now_ms() - due_ms))
 
     def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
         """Drop a fired timer's record, unless its wake-up may not have been used.
@@ -535,7 +539,7 @@ class Engine(EffectsMixin):
             self._tell_caller(record, caller_id, int(completion_id))
         if is_exclusive(record):
             self.keys.release(record)
-        if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
+        if is_workflow_run(record):
             options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
             retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
             self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
@@ -581,7 +585,7 @@ class Engine(EffectsMixin):
     def _remove(self, record: InvocationRecord) -> None:
         """Delete a completed invocation, and a workflow run's state and promises with it."""
         self.store.delete_invocation(record.invocation_id)
-        if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
+        if is_workflow_run(record):
             self.store.delete_keyed(record.service, record.key)
 
     def _suspend(self, held: Held) -> Outcome | None:
@@ -753,7 +757,7 @@ class Engine(EffectsMixin):
         record_ms = journal_ms
         if record.idempotency_key:
             record_ms = max(record_ms, options.idempotency_retention_ms or self.settings.completed_retention_ms)
-        if record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW":
+        if is_workflow_run(record):
             record_ms = max(record_ms, options.workflow_retention_ms or self.settings.workflow_retention_ms)
         return {"expires_at_s": -(-(now_ms + record_ms) // 1000), "journal_expires_at_ms": now_ms + journal_ms}
 
@@ -765,9 +769,9 @@ class Engine(EffectsMixin):
             changes.setdefault("requests", dict(Counter(held.record.requests or {}) + held.meter))
         # completing an invocation others can attach to (its id is an idempotency key's or a workflow
         # run's): read back, in the same request, the `callers` attached meanwhile
-        record = held.record
-        attachable = bool(record.idempotency_key) or (record.service_type, record.handler_type) == ("WORKFLOW",) * 2
-        completing = changes.get("status") == "completed" and attachable
+        completing = changes.get("status") == "completed" and (
+            bool(held.record.idempotency_key) or is_workflow_run(held.record)
+        )
         fresh = self.store.update_invocation(
             held.record.invocation_id, held.record.epoch, doorbell=doorbell, returning=completing, **changes
         )

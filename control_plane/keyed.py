@@ -39,9 +39,14 @@ def is_exclusive(record: InvocationRecord) -> bool:
     return record.service_type == "VIRTUAL_OBJECT" and record.handler_type != "SHARED"
 
 
+def is_workflow_run(record: InvocationRecord) -> bool:
+    """True for a workflow's `run` (its invocation id is the workflow id's, so it runs once)."""
+    return record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW"
+
+
 def may_write_state(record: InvocationRecord) -> bool:
     """Exclusive object handlers and a workflow's `run` write state; shared handlers only read."""
-    return is_exclusive(record) or (record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW")
+    return is_exclusive(record) or is_workflow_run(record)
 
 
 def _completed_by(record: InvocationRecord, completion_id: int) -> str:

@@ -58,8 +58,8 @@ class ControlPlane:
         self.engine.timer_done(invocation_id, due_ms, outcome)
 
     def timer_fired(self, invocation_id: str, due_ms: int) -> None:
-        """A local timer for `due_ms` fired now: record its lateness (`timer_lateness_ms`)."""
-        self.metrics.observe("timer_lateness_ms", max(0, self.clock.now_ms() - due_ms))
+        """`Engine.timer_fired`; what a local timer calls as it fires (its lateness is recorded)."""
+        self.engine.timer_fired(invocation_id, due_ms)
 
     def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
         """`Engine.on_timer`; what a timer calls when `due_ms` (ms since the epoch) has come."""
