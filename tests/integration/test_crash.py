@@ -24,20 +24,11 @@ import httpx
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
+from tests.helpers.dev import wait_for
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import REPO_ROOT, free_port, serve_examples
 
 STEPS = 10
-
-
-def wait_until(condition: Any, deadline_s: float, what: str) -> Any:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
 
 
 @contextmanager
@@ -63,7 +54,7 @@ def torpor_dev(moto_endpoint: str, table: str) -> Iterator[tuple[str, str, subpr
             return False
 
     try:
-        wait_until(healthy, 60, "torpor dev to answer /health")
+        wait_for(healthy, 60, "torpor dev to answer /health")
         yield f"http://127.0.0.1:{ingress_port}", admin, process
     finally:
         if process.poll() is None:
@@ -89,7 +80,7 @@ def test_sigkill_mid_invocation_loses_nothing_and_repeats_at_most_the_step_in_fl
                 journal = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json().get("journal", [])
                 return sum(1 for e in journal if e["type"] == "RunCompletion")
 
-            wait_until(lambda: committed_steps() >= 3, 30, "three committed steps")
+            wait_for(lambda: committed_steps() >= 3, 30, "three committed steps")
             # WHEN the control plane dies without any chance to clean up
             first.send_signal(signal.SIGKILL)
             first.wait(10)
@@ -103,7 +94,7 @@ def test_sigkill_mid_invocation_loses_nothing_and_repeats_at_most_the_step_in_fl
                 described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
                 return described if described["status"] == "completed" else None
 
-            invocation = wait_until(completed, 60, "the invocation to complete after the restart")
+            invocation = wait_for(completed, 60, "the invocation to complete after the restart")
             output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
             assert output.status_code == 200
             assert output.json() == STEPS * (STEPS + 1) // 2
@@ -129,7 +120,7 @@ def test_a_sleep_survives_sigkill_and_fires_at_once_after_a_restart_past_its_due
         with torpor_dev(moto_endpoint, table) as (ingress, admin, first):
             assert httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30).status_code == 201
             invocation_id = httpx.post(f"{ingress}/Waits/sleep/send", json=5000, timeout=30).json()["invocationId"]
-            wait_until(
+            wait_for(
                 lambda: httpx.get(f"{admin}/invocations/{invocation_id}").json()["status"] == "suspended",
                 10,
                 "the sleep to suspend",
@@ -142,7 +133,7 @@ def test_a_sleep_survives_sigkill_and_fires_at_once_after_a_restart_past_its_due
         restarted_at = time.monotonic()
         with torpor_dev(moto_endpoint, table) as (ingress, admin, _second):
             # THEN the invocation completes at once, with exactly one more handler request
-            done = wait_until(
+            done = wait_for(
                 lambda: (d := httpx.get(f"{admin}/invocations/{invocation_id}").json())["status"] == "completed" and d,
                 10,
                 "the invocation to complete after the restart",
@@ -170,7 +161,7 @@ def test_stopping_torpor_dev_mid_call_answers_202_and_the_next_start_finishes_it
             )
         )
         caller.start()
-        wait_until(lambda: first.store.list_invocations(["running"], None, 10), 10, "the call to start")
+        wait_for(lambda: first.store.list_invocations(["running"], None, 10), 10, "the call to start")
         # WHEN the control plane is stopped while the call runs
         stop_started = time.monotonic()
         first.stop()
@@ -209,9 +200,9 @@ def test_sigkill_mid_chain_and_a_restart_complete_the_chain_once(moto_endpoint: 
                 ids = [e["invocation_id"] for e in described(caller)["journal"] if "invocation_id" in e]
                 return ids[0] if ids else None
 
-            b = wait_until(lambda: callee(a), 10, "a's call to b")
-            c = wait_until(lambda: callee(b), 10, "b's call to c")
-            wait_until(lambda: described(c)["status"] == "suspended", 10, "c's sleep")
+            b = wait_for(lambda: callee(a), 10, "a's call to b")
+            c = wait_for(lambda: callee(b), 10, "b's call to c")
+            wait_for(lambda: described(c)["status"] == "suspended", 10, "c's sleep")
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         # WHEN torpor dev starts again on the same table
