@@ -120,7 +120,8 @@ def test_discovery_without_the_trusted_key_is_refused_with_a_clear_400(
     assert reply.status_code == 400, reply.text
     message = reply.json()["message"]
     assert "GET /discover answered HTTP 401" in message
-    assert "request identity" in message and "--request-identity-key-file" in message
+    assert "request identity" in message
+    assert "--request-identity-key-file" in message
 
 
 def test_an_invoke_signed_with_another_key_fails_the_attempt_with_the_hint(
@@ -149,9 +150,7 @@ def test_an_invoke_signed_with_another_key_fails_the_attempt_with_the_hint(
 
 
 @pytest.fixture(scope="module")
-def lambda_dev(
-    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DevServer]:
+def lambda_dev(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     """`torpor dev --lambda Signed=tests.helpers.signed_services:app --request-identity-key-file K`,
     the function trusting K's public key (the emulator inherits the variable)."""
     key = tmp_path_factory.mktemp("lambda-identity") / "key.pem"
@@ -245,5 +244,6 @@ def test_a_bad_key_file_is_a_clear_error_not_a_traceback(tmp_path: Path, content
         text=True,
     )
     assert result.returncode == 1
-    assert expected in result.stderr and "openssl genpkey -algorithm ed25519" in result.stderr
+    assert expected in result.stderr
+    assert "openssl genpkey -algorithm ed25519" in result.stderr
     assert "Traceback" not in result.stderr
