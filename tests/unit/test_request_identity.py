@@ -310,3 +310,27 @@ def test_the_lambda_event_carries_the_signature_in_its_headers() -> None:
         audience="/invoke/S/h",  # type: ignore[arg-type]
     )
     assert claims["aud"] == "/invoke/S/h"
+
+
+def test_the_lambda_functions_sign_with_the_key_their_environment_names() -> None:
+    """`build_control_plane` (every control-plane function, once per cold start) reads the key."""
+    from adapters.aws import lambda_app
+
+    pem = generate_pem().decode()
+    environment = {
+        "TORPOR_TABLE": "torpor",
+        "TORPOR_WAKE_QUEUE_URL": "http://127.0.0.1:9/queue",
+        "AWS_REGION": "us-east-1",
+        KEY_ENV: pem,
+    }
+    lambda_app.reset()
+    try:
+        invoker = lambda_app.build_control_plane(environment).registry.invoker
+        assert isinstance(invoker, RoutingInvoker)
+        assert invoker.signer is not None
+        assert invoker.signer.public_key == RequestSigner.from_pem(pem, source="test").public_key
+        lambda_app.reset()
+        with pytest.raises(RequestIdentityKeyError, match=f"from {KEY_ENV} is not a PEM private key"):
+            lambda_app.build_control_plane({**environment, KEY_ENV: "not a key"})
+    finally:
+        lambda_app.reset()
