@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, TypeVar
 import httpx
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
-from moto.server import ThreadedMotoServer
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
 from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
 from adapters.local.asgi import asgi_app
+from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
@@ -158,7 +158,7 @@ class DevServer:
         self.request_signer: RequestSigner | None = None
         """Signs requests to deployments (after `start`); None: they go unsigned."""
 
-        self._moto: ThreadedMotoServer | None = None
+        self._moto: SerialMotoServer | None = None
         self._dynamodb_endpoint: str | None = None
         self._store: DynamoDBStore | None = None
         self._invoker: RoutingInvoker | None = None
@@ -287,7 +287,7 @@ class DevServer:
             werkzeug_log = logging.getLogger("werkzeug")
             if werkzeug_log.level == logging.NOTSET:  # moto logs every request at INFO: noise here
                 werkzeug_log.setLevel(logging.WARNING)
-            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
+            self._moto = SerialMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
             self._moto.start()
             host, port = self._moto.get_host_and_port()
             self._dynamodb_endpoint = _url(host, port)
