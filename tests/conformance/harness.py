@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -71,6 +72,16 @@ def poll_until(fn: Callable[[], T], timeout_s: float = 10, interval_s: float = 0
         if time.monotonic() >= deadline:
             raise AssertionError(f"poll_until: nothing truthy within {timeout_s} s; {last}")
         time.sleep(interval_s)
+
+
+def idem() -> str:
+    """A fresh random idempotency key (or object key): `uuid4().hex`."""
+    return uuid.uuid4().hex
+
+
+def json_bytes(value: Any) -> list[int]:
+    """`value` as JSON, as the list of byte values a ProxyRequest's `message` carries."""
+    return list(json.dumps(value).encode())
 
 
 def free_port() -> int:
@@ -500,6 +511,14 @@ class Env:
             params=params,
             **self._request(body, None, idempotency_key, headers),
         )
+
+    def attach(self, invocation_id: str) -> httpx.Response:
+        """`GET /restate/invocation/{id}/attach`: wait for the invocation's result."""
+        return self.ingress.get(f"/restate/invocation/{invocation_id}/attach")
+
+    def output(self, invocation_id: str) -> httpx.Response:
+        """`GET /restate/invocation/{id}/output`: the result if there is one (470 while running)."""
+        return self.ingress.get(f"/restate/invocation/{invocation_id}/output")
 
 
 class PrivateEnv(Env):

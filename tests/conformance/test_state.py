@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from uuid import uuid4
 
-from tests.conformance.harness import Env, poll_until
-
-
-def idem() -> str:
-    return uuid4().hex
+from tests.conformance.harness import Env, idem, json_bytes, poll_until
 
 
 def test_add(env: Env) -> None:
@@ -30,7 +25,7 @@ def test_proxy_one_way_add(env: Env) -> None:
             "serviceName": "Counter",
             "virtualObjectKey": counter,
             "handlerName": "add",
-            "message": list(json.dumps(1).encode()),
+            "message": json_bytes(1),
         }
         reply = env.call("Proxy", "oneWayCall", request, idempotency_key=idem())
         assert reply.status_code == 200, reply.text
