@@ -203,7 +203,9 @@ def install_typescript_services() -> None:
             raise RuntimeError(f"{script} does not exist: the TypeScript services are not there yet")
         result = subprocess.run(["bash", str(script)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
-            raise RuntimeError(f"{script} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+            raise RuntimeError(
+                f"{script} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+            )
         _ts_install_done = True
 
 

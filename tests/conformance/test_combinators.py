@@ -29,6 +29,10 @@ def run_returns(value: str) -> dict[str, str]:
     return {"type": "runReturns", "value": value}
 
 
+def combine(kind: str, *commands: dict[str, Any]) -> dict[str, Any]:
+    return {"type": kind, "commands": list(commands)}
+
+
 def interpret(env: Env, key: str, *commands: dict[str, Any]) -> httpx.Response:
     return env.call(INTERPRETER, "interpretCommands", {"commands": list(commands)}, key=key, idempotency_key=idem())
 
@@ -58,7 +62,7 @@ def attached_value(env: Env, invocation_id: str) -> Any:
 
 
 def test_awakeable_or_timeout_using_await_any(env: Env) -> None:
-    reply = interpret(env, idem(), {"type": "awaitAny", "commands": [awakeable("awk1"), {"type": "sleep", "timeoutMillis": 100}]})
+    reply = interpret(env, idem(), combine("awaitAny", awakeable("awk1"), {"type": "sleep", "timeoutMillis": 100}))
     assert reply.status_code == 200, reply.text
     assert reply.json() == "sleep"
 
@@ -75,7 +79,9 @@ def test_first_successful_completed_awakeable(env: Env) -> None:
     commands = [awakeable("awk0"), run_fails("run0"), awakeable("awk1"), run_fails("run1"), awakeable("awk2"),
                 run_fails("run2")]  # fmt: skip
     result: list[httpx.Response] = []
-    caller = threading.Thread(target=lambda: result.append(interpret(env, key, {"type": "awaitAnySuccessful", "commands": commands})))
+    caller = threading.Thread(
+        target=lambda: result.append(interpret(env, key, {"type": "awaitAnySuccessful", "commands": commands}))
+    )
     caller.start()
     try:
 
@@ -102,7 +108,9 @@ def test_first_successful_completed_awakeable(env: Env) -> None:
 
 
 def test_signal_first_successful_or_all_failed(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitAnySuccessful", "commands": [signal("sig0"), signal("sig1"), signal("sig2")]})
+    invocation_id = send_interpret(
+        env, idem(), combine("awaitAnySuccessful", signal("sig0"), signal("sig1"), signal("sig2"))
+    )
     reject_signal(env, invocation_id, "sig0", "fail0")
     reject_signal(env, invocation_id, "sig2", "fail2")
     resolve_signal(env, invocation_id, "sig1", "success1")
@@ -110,7 +118,9 @@ def test_signal_first_successful_or_all_failed(env: Env) -> None:
 
 
 def test_signal_all_successful_or_first_failed(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitAllSucceededOrFirstFailed", "commands": [signal("sig0"), signal("sig1"), signal("sig2")]})
+    invocation_id = send_interpret(
+        env, idem(), combine("awaitAllSucceededOrFirstFailed", signal("sig0"), signal("sig1"), signal("sig2"))
+    )
     resolve_signal(env, invocation_id, "sig0", "val0")
     resolve_signal(env, invocation_id, "sig1", "val1")
     resolve_signal(env, invocation_id, "sig2", "val2")
@@ -118,7 +128,9 @@ def test_signal_all_successful_or_first_failed(env: Env) -> None:
 
 
 def test_signal_all_completed(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitAllCompleted", "commands": [signal("sig0"), signal("sig1"), signal("sig2")]})
+    invocation_id = send_interpret(
+        env, idem(), combine("awaitAllCompleted", signal("sig0"), signal("sig1"), signal("sig2"))
+    )
     resolve_signal(env, invocation_id, "sig0", "val0")
     reject_signal(env, invocation_id, "sig1", "err1")
     resolve_signal(env, invocation_id, "sig2", "val2")
@@ -126,30 +138,36 @@ def test_signal_all_completed(env: Env) -> None:
 
 
 def test_signal_first_completed(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitAny", "commands": [signal("sig0"), signal("sig1"), signal("sig2")]})
+    invocation_id = send_interpret(env, idem(), combine("awaitAny", signal("sig0"), signal("sig1"), signal("sig2")))
     resolve_signal(env, invocation_id, "sig1", "first")
     assert attached_value(env, invocation_id) == "first"
 
 
 def test_mixed_run_wins_race_against_signal(env: Env) -> None:
-    reply = interpret(env, idem(), {"type": "awaitFirstCompleted", "commands": [signal("sig"), run_returns("runval")]})
+    reply = interpret(env, idem(), combine("awaitFirstCompleted", signal("sig"), run_returns("runval")))
     assert reply.status_code == 200, reply.text
     assert reply.json() == "runval"
 
 
 def test_mixed_signal_wins_after_run_fails(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitFirstSucceededOrAllFailed", "commands": [run_fails("fail"), signal("sig")]})
+    invocation_id = send_interpret(
+        env, idem(), combine("awaitFirstSucceededOrAllFailed", run_fails("fail"), signal("sig"))
+    )
     resolve_signal(env, invocation_id, "sig", "sigval")
     assert attached_value(env, invocation_id) == "sigval"
 
 
 def test_mixed_all_succeeded_run_and_signal(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitAllSucceededOrFirstFailed", "commands": [run_returns("runval"), signal("sig")]})
+    invocation_id = send_interpret(
+        env, idem(), combine("awaitAllSucceededOrFirstFailed", run_returns("runval"), signal("sig"))
+    )
     resolve_signal(env, invocation_id, "sig", "sigval")
     assert attached_value(env, invocation_id) == "runval|sigval"
 
 
 def test_mixed_all_completed_run_signal_and_failed_run(env: Env) -> None:
-    invocation_id = send_interpret(env, idem(), {"type": "awaitAllCompleted", "commands": [run_returns("runval"), signal("sig"), run_fails("fail")]})
+    invocation_id = send_interpret(
+        env, idem(), combine("awaitAllCompleted", run_returns("runval"), signal("sig"), run_fails("fail"))
+    )
     resolve_signal(env, invocation_id, "sig", "sigval")
     assert attached_value(env, invocation_id) == "ok:runval|ok:sigval|err:fail"

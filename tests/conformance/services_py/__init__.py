@@ -38,6 +38,10 @@ SERVICES = (
 
 
 def make_app(identity_key: str | None = None) -> Any:
-    """The ASGI app serving `SERVICES`; `identity_key` (or `$TORPOR_CONFORMANCE_IDENTITY_KEY`) enables request signing."""
+    """The ASGI app serving `SERVICES`.
+
+    `identity_key` (else `$TORPOR_CONFORMANCE_IDENTITY_KEY`), a `publickeyv1_...` key, makes the
+    endpoint accept only requests signed with it.
+    """
     key = identity_key or os.environ.get("TORPOR_CONFORMANCE_IDENTITY_KEY") or None
     return restate.app(services=list(SERVICES), identity_keys=[key] if key else None)

@@ -169,12 +169,11 @@ async def interpret_commands(ctx: ObjectContext, req: dict[str, Any]) -> str:
             await reject_awakeable(ctx, command)
             result = ""
         elif kind == "getEnvVariable":
-            name = command["envName"]
 
-            def read_env() -> str:
+            def read_env(name: str) -> str:
                 return os.environ.get(name, "")
 
-            result = await ctx.run_typed("get_env", read_env)
+            result = await ctx.run_typed("get_env", read_env, name=command["envName"])
         elif kind == "awaitOne":
             result = await _value(_future(ctx, command["command"]))
         elif kind in _COMBINATORS:
