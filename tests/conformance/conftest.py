@@ -93,8 +93,26 @@ def _private_moto() -> Iterator[Callable[[], str]]:
         yield get
 
 
+@pytest.fixture(scope="module")
+def _private_pool() -> Iterator[tuple[Path, dict[tuple[str, int | None, bool], list[PrivateEnv]]]]:
+    """Private envs a finished test left running, by `(lang, max_attempts, request_identity)`, for
+    the next test of the module that asks for the same settings; all stopped at the end of the module.
+    Also the folder for request-identity keys (a restarted runtime reads its key file again)."""
+    idle: dict[tuple[str, int | None, bool], list[PrivateEnv]] = {}
+    with tempfile.TemporaryDirectory(prefix="conformance-private-") as scratch:
+        try:
+            yield Path(scratch), idle
+        finally:
+            for envs in idle.values():
+                for private in envs:
+                    private.close()
+
+
 @pytest.fixture
-def private_env(_private_moto: Callable[[], str]) -> Iterator[Callable[..., PrivateEnv]]:
+def private_env(
+    _private_moto: Callable[[], str],
+    _private_pool: tuple[Path, dict[tuple[str, int | None, bool], list[PrivateEnv]]],
+) -> Iterator[Callable[..., PrivateEnv]]:
     """A factory: `private_env(lang, *, max_attempts=None, request_identity=False)` → a started `PrivateEnv`.
 
     - `max_attempts=1`: the runtime's retry policy allows one attempt, then kills the invocation
@@ -104,32 +122,44 @@ def private_env(_private_moto: Callable[[], str]) -> Iterator[Callable[..., Priv
       (torpor: `--request-identity-key-file`; restate: `request-identity-private-key-pem-file`),
       the services accept only requests signed by it (`TORPOR_CONFORMANCE_IDENTITY_KEY`);
       `env.identity_public_key` holds the `publickeyv1_...` key.
-    Everything is stopped after the test.
+
+    Each env has its own runtime and services processes, used by this test alone. When the test
+    ends with both processes running (a test that kills one and starts it again counts), the env
+    is kept for the next test of the same module asking for the same settings (random keys keep
+    tests apart); otherwise it is stopped. Start-up is the slow part of these tests.
     """
-    created: list[PrivateEnv] = []
-    with tempfile.TemporaryDirectory(prefix="conformance-private-") as scratch:
+    scratch, idle = _private_pool
+    used: list[tuple[tuple[str, int | None, bool], PrivateEnv]] = []
 
-        def make(lang: str, *, max_attempts: int | None = None, request_identity: bool = False) -> PrivateEnv:
-            key_file: Path | None = None
-            public_key: str | None = None
-            if request_identity:
-                directory = Path(scratch) / uuid.uuid4().hex[:8]
-                directory.mkdir()
-                key_file, public_key = make_identity_key(directory)
-            services = Services(lang, identity_public_key=public_key)
-            runtime: TorporRuntime | RestateRuntime
-            if RUNTIME == "torpor":
-                table = f"conformance-{uuid.uuid4().hex[:12]}"
-                runtime = TorporRuntime(dynamodb_endpoint=_private_moto(), table=table, identity_key_file=key_file)
-            else:
-                runtime = RestateRuntime(max_attempts=max_attempts, identity_key_file=key_file)
-            private = PrivateEnv(runtime, services, identity_public_key=public_key)
-            created.append(private)
-            private.start(max_attempts=max_attempts)
+    def make(lang: str, *, max_attempts: int | None = None, request_identity: bool = False) -> PrivateEnv:
+        settings = (lang, max_attempts, request_identity)
+        if idle.get(settings):
+            private = idle[settings].pop()
+            used.append((settings, private))
             return private
+        key_file: Path | None = None
+        public_key: str | None = None
+        if request_identity:
+            directory = scratch / uuid.uuid4().hex[:8]
+            directory.mkdir()
+            key_file, public_key = make_identity_key(directory)
+        services = Services(lang, identity_public_key=public_key)
+        runtime: TorporRuntime | RestateRuntime
+        if RUNTIME == "torpor":
+            table = f"conformance-{uuid.uuid4().hex[:12]}"
+            runtime = TorporRuntime(dynamodb_endpoint=_private_moto(), table=table, identity_key_file=key_file)
+        else:
+            runtime = RestateRuntime(max_attempts=max_attempts, identity_key_file=key_file)
+        private = PrivateEnv(runtime, services, identity_public_key=public_key)
+        used.append((settings, private))
+        private.start(max_attempts=max_attempts)
+        return private
 
-        try:
-            yield make
-        finally:
-            for private in created:
+    try:
+        yield make
+    finally:
+        for settings, private in used:
+            if private.running:
+                idle.setdefault(settings, []).append(private)
+            else:
                 private.close()

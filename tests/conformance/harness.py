@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -429,9 +430,11 @@ class Env:
     # set-up ---------------------------------------------------------------------------------------
 
     def start(self, *, max_attempts: int | None = None) -> Env:
-        """Start the services and the runtime, register the deployment (201), apply `max_attempts`."""
-        self._services.start()
-        self._runtime.start()
+        """Start the services and the runtime (side by side), register the deployment, apply `max_attempts`."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            started = [pool.submit(self._services.start), pool.submit(self._runtime.start)]
+            for future in started:
+                future.result()
         self.register()
         if max_attempts is not None:
             self._runtime.set_max_attempts(self.admin, max_attempts)
@@ -453,6 +456,11 @@ class Env:
             self._services.stop()
             self.ingress.close()
             self.admin.close()
+
+    @property
+    def running(self) -> bool:
+        """Whether the runtime and the services processes are both running."""
+        return self._runtime.process.alive and self._services.process.alive
 
     @property
     def logs(self) -> list[Path]:
