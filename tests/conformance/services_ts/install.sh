@@ -60,7 +60,7 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$NODE" ]; then
   exit 0
 fi
 
-echo "conformance-ts: installing npm packages into $CACHE (first run: ~30 MB download, a minute or so)"
+echo "conformance-ts: installing npm packages into $CACHE (~65 MB download on a cold npm cache)"
 start=$(date +%s)
 rm -f "$STAMP"
 cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/"
