@@ -23,7 +23,7 @@ BLOCKING_OPERATIONS = ["CALL", "SLEEP", "AWAKEABLE"]
 
 # A call to an exclusive handler waits while the key is held: each probe gets this long (s) before
 # the poll tries again.
-PROBE_TIMEOUT_S = 2.0
+PROBE_TIMEOUT_S = 5.0
 # How long (s) the cancellation may take to tear the tree down on a loaded machine.
 TEARDOWN_TIMEOUT_S = 30.0
 

@@ -17,7 +17,7 @@ import httpx
 
 from tests.conformance.harness import poll_until
 
-PROBE_TIMEOUT_S = 2.0
+PROBE_TIMEOUT_S = 5.0
 TEARDOWN_TIMEOUT_S = 30.0
 
 
