@@ -93,7 +93,9 @@ def render(columns: dict[str, Path]) -> str:
                 if word != "skip":
                     totals[column][1] += 1
                     totals[column][0] += word == "pass"
-                if word != "pass" and message:
+                if word == "skip":
+                    notes.append(f"- {CLASSES.get(module, module)} `{label}` (skip everywhere it ran): {message}")
+                elif word != "pass" and message:
                     notes.append(f"- {CLASSES.get(module, module)} `{label}` ({column}, {word}): {message}")
         lines.append(f"| {CLASSES.get(module, module)} | `{label}` | " + " | ".join(cells) + " |")
     summary = ", ".join(f"{column}: {ok}/{total}" for column, (ok, total) in totals.items())
