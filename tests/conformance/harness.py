@@ -2,8 +2,8 @@
 test services of one language, and `Env`, the ingress/admin client the tests drive.
 
 The suite is a port of Restate's SDK conformance tests (`restatedev/e2e`, `sdk-tests/`) in their
-request/response ("alwaysSuspending") flavour; `/work/shared/conformance.md` and
-`tests/conformance/CONFORMANCE_HARNESS.md`-style contract: see `conftest.py` for the fixtures.
+request/response ("alwaysSuspending") flavour; `conftest.py` describes the fixtures, and
+`services_py/` the test-service contract both service sets implement.
 
 Every process writes its output to a log file under `.cache/conformance-logs/` (git-ignored); a
 failure message that concerns a process names its log.
@@ -11,7 +11,6 @@ failure message that concerns a process names its log.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -557,11 +556,6 @@ class PrivateEnv(Env):
     def start_services(self) -> None:
         """Start the services again on the same port."""
         self._services.start()
-
-
-def encode_base64(data: bytes) -> str:
-    """Standard base64 text of `data` (helper for tests that carry bytes in JSON)."""
-    return base64.b64encode(data).decode()
 
 
 @contextlib.contextmanager

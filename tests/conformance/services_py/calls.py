@@ -1,7 +1,7 @@
 """Test services that call others: Proxy, CancelTestRunner/CancelTestBlockingService, KillTestRunner/KillTestSingleton.
 
 Names and JSON shapes follow the SDK conformance suite's test-service contract
-(`/work/shared/conformance.md`).
+(the services of `restatedev/e2e` `sdk-tests/` `contracts/`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """State-holding test services: Counter, ListObject, MapObject, AwakeableHolder, BlockAndWaitWorkflow.
 
 Names and JSON shapes follow the SDK conformance suite's test-service contract
-(`/work/shared/conformance.md`, "The test-service contract").
+(the services of `restatedev/e2e` `sdk-tests/` `contracts/`).
 """
 
 from __future__ import annotations
