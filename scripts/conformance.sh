@@ -22,4 +22,9 @@ esac
 PYTHON=${PYTHON:-.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=python3
 export TORPOR_CONFORMANCE_RUNTIME=$runtime
-exec "$PYTHON" -m pytest tests/conformance -q "$@"
+# the whole suite unless test paths are given (e.g. tests/conformance/test_state.py)
+target=tests/conformance
+for arg in "$@"; do
+  case "$arg" in tests/*) target= ;; esac
+done
+exec "$PYTHON" -m pytest $target -q "$@"
