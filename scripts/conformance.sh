@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run the conformance suite (Restate's SDK tests as pytest, tests/conformance/) against one runtime.
+# Usage: scripts/conformance.sh [--runtime torpor|restate] [pytest args]
+#   --runtime torpor   (default) `torpor dev`
+#   --runtime restate  restate-server 1.7.12 (npm, installed into .cache/conformance-restate/ on first use)
+# Languages of the test services: TORPOR_CONFORMANCE_LANGS=python,typescript (default both).
+# Process logs go to .cache/conformance-logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runtime=torpor
+if [ "${1:-}" = "--runtime" ]; then
+  runtime=${2:?"--runtime needs torpor or restate"}
+  shift 2
+elif [[ "${1:-}" == --runtime=* ]]; then
+  runtime=${1#--runtime=}
+  shift
+fi
+case "$runtime" in
+  torpor|restate) ;;
+  *) echo "conformance.sh: unknown runtime '$runtime' (torpor or restate)" >&2; exit 2 ;;
+esac
+PYTHON=${PYTHON:-.venv/bin/python}
+[ -x "$PYTHON" ] || PYTHON=python3
+export TORPOR_CONFORMANCE_RUNTIME=$runtime
+# the whole suite unless test paths are given (e.g. tests/conformance/test_state.py)
+target=tests/conformance
+for arg in "$@"; do
+  case "$arg" in tests/*) target= ;; esac
+done
+exec "$PYTHON" -m pytest $target -q "$@"

@@ -1,0 +1,12 @@
+"""RunFlush (upstream `sdk-tests` RunFlush): in request/response mode a `ctx.run` result is acknowledged
+before the handler goes on, so the final execution replays every step: 0 steps executed in it."""
+
+from __future__ import annotations
+
+from tests.conformance.harness import Env, idem
+
+
+def test_flush(env: Env) -> None:
+    reply = env.call("TestUtilsService", "countExecutedSideEffects", 3, idempotency_key=idem())
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == 0
