@@ -7,6 +7,10 @@
 
 The Lambda and Cloud Run invokers are built on first use, so a process that never meets such a
 deployment never imports boto3's Lambda client or google-auth.
+
+With a `RequestSigner`, every request (discovery and invoke, whatever the kind) carries the request
+identity headers (`control_plane.request_identity`): for Lambda they go in the API-Gateway-proxy
+event's `headers`, where the SDK's Lambda handler reads them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from control_plane.ports import HttpReply, Invoker, InvokerError
+from control_plane.request_identity import RequestSigner
 
 
 def cloud_run_invoker() -> Invoker:
@@ -33,6 +38,7 @@ class RoutingInvoker:
         lambda_factory: Builds the Lambda invoker on first use; None: Lambda deployments are refused
             with an `InvokerError` naming the fix.
         cloud_run_factory: Builds the Cloud Run invoker on first use; None: likewise.
+        signer: Signs every request with Torpor's request identity key; None: requests go unsigned.
     """
 
     def __init__(
@@ -41,8 +47,10 @@ class RoutingInvoker:
         *,
         lambda_factory: Callable[[], Invoker] | None = None,
         cloud_run_factory: Callable[[], Invoker] | None = None,
+        signer: RequestSigner | None = None,
     ) -> None:
         self.http = http
+        self.signer = signer
         self._factories = {"lambda": lambda_factory, "cloud_run": cloud_run_factory}
         self._built: dict[str, Invoker] = {}
         self._lock = threading.Lock()
@@ -67,7 +75,10 @@ class RoutingInvoker:
         timeout_s: float,
         auth: Mapping[str, object] | None = None,
     ) -> HttpReply:
-        """`Invoker.request` on the invoker for `endpoint`'s kind. Raises `InvokerError`."""
+        """`Invoker.request` on the invoker for `endpoint`'s kind, signed. Raises `InvokerError`."""
+        if self.signer is not None:
+            identity = self.signer.headers(path)
+            headers = {**{k: v for k, v in headers.items() if k.lower() not in identity}, **identity}
         if endpoint.startswith("arn:"):
             invoker = self._invoker("lambda")
         elif endpoint.startswith("projects/") or (auth and "google_id_token" in auth):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -293,14 +294,18 @@ def _retry_overrides(value: object) -> dict[str, Any]:
     return out
 
 
+_PAGE_TOKEN = re.compile(r"([0-9]{1,16})\.(inv_1[0-9A-Za-z]{22})")
+"""A `next_page_token`: `{modified_at_ms}.{invocation_id}`, ASCII digits only (`str.isdigit` admits `²`)."""
+
+
 def _parse_page_token(token: str | None) -> tuple[int, str] | None:
-    """`(modified_at_ms, invocation_id)` from a `next_page_token`; `BadRequest` if malformed."""
+    """`(modified_at_ms, invocation_id)` from a `next_page_token`; `BadRequest` (400) if malformed."""
     if token is None:
         return None
-    ms, _, invocation_id = token.partition(".")
-    if not ms.isdigit() or not invocation_id.startswith("inv_"):
+    match = _PAGE_TOKEN.fullmatch(token)
+    if match is None:
         raise BadRequest("malformed page_token: pass the next_page_token of the previous answer unchanged")
-    return int(ms), invocation_id
+    return int(match.group(1)), match.group(2)
 
 
 class Admin:

@@ -14,11 +14,29 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.ids import invocation_id_bytes
 
 log = logging.getLogger("torpor.http")
+
+
+def parse_json(data: bytes, what: str, **options: Any) -> Any:
+    """`data` parsed as JSON (`options` go to `json.loads`).
+
+    Raises:
+        BadRequest: (400) naming `what`, if `data` is not valid JSON (an error raised by a
+            `parse_constant` option included), or if it nests arrays and objects deeper than Python's
+            parser can follow (about 1000 levels, the recursion limit).
+    """
+    try:
+        return json.loads(data, **options)
+    except RecursionError as exc:
+        raise BadRequest(f"{what} is JSON nested too deeply to parse (at most about 1000 levels)") from exc
+    except ValueError as exc:
+        raise BadRequest(f"{what} is not valid JSON: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +55,8 @@ class HttpRequest:
         return values[0] if values else None
 
     def json(self) -> object:
-        """The body parsed as JSON. Raises `BadRequest` (400) if it is not valid JSON."""
-        try:
-            return json.loads(self.body or b"null")
-        except ValueError as exc:
-            raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+        """The body parsed as JSON. Raises `BadRequest` (400) if it is not valid JSON or nested too deeply."""
+        return parse_json(self.body or b"null", "the request body")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +108,8 @@ def _decode_segment(segment: str) -> str:
 
 class Router:
     """Routes `(method, path pattern)` to handlers; `{name}` matches one path segment, URL-decoded
-    (as UTF-8; a segment that is not answers 400).
+    (as UTF-8; a segment that is not answers 400). A segment named `{invocation_id}` must be a
+    well-formed invocation id (`inv_1…`): else the answer is 400 "bad invocation id", not a 404.
 
     Patterns are tried in the order they were added. An unmatched path answers 404, a matched path
     with another method 405.
@@ -128,6 +144,8 @@ class Router:
                     allowed.append(method)
                     continue
                 params = {name: _decode_segment(value) for name, value in match.groupdict().items()}
+                if "invocation_id" in params:
+                    invocation_id_bytes(params["invocation_id"])  # BadRequest (400) if malformed
                 return handler(request, **params)
             if allowed:
                 methods = ", ".join(allowed)

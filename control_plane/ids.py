@@ -49,14 +49,22 @@ def invocation_id_from_bytes(raw: bytes) -> str:
 
 
 def invocation_id_bytes(invocation_id: str) -> bytes:
-    """The 16 bytes behind `inv_1…`. Raises `BadRequest` (400) for a malformed id."""
+    """The 16 bytes behind `inv_1…`.
+
+    Raises:
+        BadRequest: (400) "bad invocation id …" for a malformed id: another prefix, another length,
+            a character outside base62, or a number above 128 bits.
+    """
+    shown = invocation_id if len(invocation_id) <= 80 else invocation_id[:77] + "..."
     body = invocation_id[len(_INV_PREFIX) :]
     if not invocation_id.startswith(_INV_PREFIX) or len(body) != _INV_CHARS:
-        raise BadRequest(f"malformed invocation id {invocation_id!r}: expected inv_1 followed by 22 characters")
+        raise BadRequest(f"bad invocation id {shown!r}: expected inv_1 followed by 22 base62 characters")
     try:
         return _b62decode(body, INVOCATION_ID_BYTES)
-    except (ValueError, OverflowError) as exc:
-        raise BadRequest(f"malformed invocation id {invocation_id!r}: {exc}") from exc
+    except ValueError as exc:
+        raise BadRequest(f"bad invocation id {shown!r}: {exc}") from exc
+    except OverflowError as exc:
+        raise BadRequest(f"bad invocation id {shown!r}: its number does not fit in 16 bytes") from exc
 
 
 def new_invocation_id() -> str:

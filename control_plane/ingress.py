@@ -8,14 +8,13 @@ and `{"code", "message"}`. Browsers on any origin may call it (CORS, for the web
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 
 from control_plane import ids
 from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.http import HttpRequest, HttpResponse, Router, error_response, rfc3339
+from control_plane.http import HttpRequest, HttpResponse, Router, error_response, parse_json, rfc3339
 from control_plane.ids import parse_awakeable_id
 from control_plane.invocation import Engine
 from control_plane.ports import MAX_TIMER_MS, InvocationRecord, Store, StoreConflict, StoredNotification
@@ -38,27 +37,55 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")  # Python's json accepts NaN and Infinity; JSON does not
 
 
-def validate_input(target: Target, body: bytes) -> None:
-    """Check the request body against the handler's input description (endpoint manifest).
+def _media_type(content_type: str) -> tuple[str, str] | None:
+    """`(type, subtype)` of a content type, lower-case, parameters dropped; None without a `/`."""
+    kind, slash, sub = content_type.split(";")[0].strip().lower().partition("/")
+    return (kind.strip(), sub.strip()) if slash and kind.strip() and sub.strip() else None
 
-    Raises `BadRequest` (400) when a handler without input gets a body, a required input is missing,
-    or a JSON handler gets a body that is not JSON.
+
+def content_type_matches(content_type: str, accepted: str) -> bool:
+    """Whether a request's `content_type` is one the handler's `accepted` type admits.
+
+    `accepted` is the manifest's input `contentType`, which may hold wildcards as in `accept`
+    (`*/*`, `text/*`). Parameters (`; charset=utf-8`) are ignored and type and subtype compare
+    case-insensitively (RFC 9110, section 8.3.1).
     """
+    given, wanted = _media_type(content_type), _media_type(accepted)
+    if given is None or wanted is None:
+        return wanted == ("*", "*")
+    return wanted[0] in ("*", given[0]) and wanted[1] in ("*", given[1])
+
+
+def validate_input(target: Target, body: bytes, content_type: str | None = None) -> None:
+    """Check the request body and its `content-type` header against the handler's input description
+    (endpoint manifest: `input.contentType`, `input.required`).
+
+    The rules follow restate-server's ingress: a body needs a content type the handler accepts, and
+    a request without body needs no content type (unless the input is required). Torpor also admits
+    a content type without a body on a handler whose input is optional, and parses a JSON body.
+
+    Raises:
+        BadRequest: (400) a handler without input gets a body; a body comes without content type;
+            the content type is not the handler's (the message names both); a required input is
+            missing; a JSON handler gets a body that is not JSON or is nested too deeply.
+    """
+    where = f"handler '{target.service}/{target.handler}'"
     if target.input_content_type is None:
         if body.strip():
-            raise BadRequest(f"handler '{target.service}/{target.handler}' takes no input, but the request has a body")
+            raise BadRequest(f"{where} takes no input, but the request has a body")
         return
+    accepted = target.input_content_type
+    content_type = (content_type or "").strip()
+    if not content_type and body:
+        raise BadRequest(f"{where} takes '{accepted}': the request has a body but no content-type header")
+    if content_type and not content_type_matches(content_type, accepted):
+        raise BadRequest(f"content type '{content_type}' does not match the input of {where}, which takes '{accepted}'")
     if not body:
         if target.input_required:
-            raise BadRequest(f"handler '{target.service}/{target.handler}' needs an input body")
+            raise BadRequest(f"{where} needs an input body")
         return
-    if target.input_content_type.split(";")[0].strip().endswith("json"):
-        try:
-            json.loads(body, parse_constant=_reject_constant)
-        except ValueError as exc:
-            raise BadRequest(
-                f"handler '{target.service}/{target.handler}' takes JSON, and the body is not valid JSON: {exc}"
-            ) from exc
+    if accepted.split(";")[0].strip().endswith("json"):
+        parse_json(body, f"the body for {where} (which takes JSON)", parse_constant=_reject_constant)
 
 
 _ATTEMPT_RESERVE_MS = 5_000  # see `Ingress.call`
@@ -104,6 +131,10 @@ class Ingress:
         r.add("POST", "/restate/send/{service}/{key}/{handler}", self.send)
         r.add("GET", "/restate/invocation/{invocation_id}/attach", self.attach)
         r.add("GET", "/restate/invocation/{invocation_id}/output", self.output)
+        r.add("GET", "/restate/invocation/{service}/{handler}/{idempotency_key}/attach", self.attach_idempotent)
+        r.add("GET", "/restate/invocation/{service}/{handler}/{idempotency_key}/output", self.output_idempotent)
+        r.add("GET", "/restate/invocation/{service}/{key}/{handler}/{idempotency_key}/attach", self.attach_idempotent)
+        r.add("GET", "/restate/invocation/{service}/{key}/{handler}/{idempotency_key}/output", self.output_idempotent)
         r.add("GET", "/restate/workflow/{service}/{key}/attach", self.attach_workflow)
         r.add("GET", "/restate/workflow/{service}/{key}/output", self.workflow_output)
         r.add("POST", "/restate/awakeables/{awakeable_id}/resolve", self.resolve_awakeable)
@@ -111,6 +142,15 @@ class Ingress:
         r.add("POST", "/{service}/{key}/{handler}/send", self.send)
         r.add("POST", "/{service}/{first}/{second}", self.plain_three)
         r.add("POST", "/{service}/{handler}", self.call)
+        for method, empty_key_path in (
+            ("POST", "/restate/call/{service}//{handler}"),
+            ("POST", "/restate/send/{service}//{handler}"),
+            ("POST", "/{service}//{handler}/send"),
+            ("POST", "/{service}//{handler}"),
+            ("GET", "/restate/workflow/{service}//{suffix}"),
+            ("GET", "/restate/invocation/{service}//{handler}/{idempotency_key}/{suffix}"),
+        ):
+            r.add(method, empty_key_path, self.empty_key)
 
     # --- routes -------------------------------------------------------------------------------------
 
@@ -130,7 +170,7 @@ class Ingress:
         """
         self._reject_delay(request)
         target = self._target(request, service, handler, key)
-        idempotency_key = self._idempotency_key(request)
+        idempotency_key = self._idempotency_key(request, target)
         try:
             record = self.engine.create(
                 service,
@@ -176,7 +216,7 @@ class Ingress:
         execution_time_ms = self.engine.clock.now_ms() + delay_ms if delay_ms else 0
         if execution_time_ms > MAX_TIMER_MS:
             raise BadRequest(f"bad delay: {delay!r} ends after the latest time a timer can hold (the year 2286)")
-        idempotency_key = self._idempotency_key(request)
+        idempotency_key = self._idempotency_key(request, target)
         try:
             record = self.engine.create(
                 service,
@@ -256,25 +296,78 @@ class Ingress:
             )
         return self._result(record)
 
+    def attach_idempotent(
+        self, request: HttpRequest, service: str, handler: str, idempotency_key: str, key: str = ""
+    ) -> HttpResponse:
+        """Attach to the invocation sent to `service/handler` (of object `key`) with `idempotency_key`,
+        like `attach` by id. 404 if there is none (never sent, or its retention ended)."""
+        return self.attach(request, self._idempotent_invocation(service, handler, key, idempotency_key))
+
+    def output_idempotent(
+        self, request: HttpRequest, service: str, handler: str, idempotency_key: str, key: str = ""
+    ) -> HttpResponse:
+        """The result of the invocation sent with `idempotency_key`, like `output` by id (`470` while it runs)."""
+        return self.output(request, self._idempotent_invocation(service, handler, key, idempotency_key))
+
+    def empty_key(self, request: HttpRequest, **_: str) -> HttpResponse:
+        """A path with an empty virtual object or workflow key (`/Counter//add`): always a 400."""
+        raise BadRequest(
+            f"the key in {request.path} is empty: a virtual object or workflow key needs at least one character"
+        )
+
     # --- helpers ------------------------------------------------------------------------------------
+
+    def _idempotent_invocation(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
+        """The id of the live invocation sent to the target with `idempotency_key`; `NotFound` if none.
+
+        The id is derived from target and key (`ids.idempotent_invocation_id`); a completed invocation
+        whose retention ended but which the sweep has not removed yet counts as gone.
+        """
+        self._check_key(self.engine.registry.resolve(service, handler), key)
+        invocation_id = ids.idempotent_invocation_id(service, handler, key, idempotency_key)
+        record = self.store.get_invocation(invocation_id)
+        expired = (
+            record is not None
+            and record.status == "completed"
+            and 0 < record.expires_at_s * 1000 <= self.engine.clock.now_ms()
+        )
+        if record is None or expired:
+            target = f"{service}/{key}/{handler}" if key else f"{service}/{handler}"
+            raise NotFound(
+                f"invocation of {target} with idempotency key {idempotency_key!r} not found "
+                "(never sent, or its retention ended)"
+            )
+        return invocation_id
 
     def _target(self, request: HttpRequest, service: str, handler: str, key: str) -> Target:
         target = self.engine.registry.resolve(service, handler)
         if target.options.ingress_private:
             raise TorporError(f"service '{service}' is private: only other services may call it", status=403)
+        self._check_key(target, key)
+        validate_input(target, request.body, request.headers.get("content-type"))
+        return target
+
+    def _check_key(self, target: Target, key: str) -> None:
+        """A plain service takes no key, a virtual object or workflow needs one; else `BadRequest`."""
+        service, handler = target.service, target.handler
         if target.service_type == "SERVICE" and key:
             raise BadRequest(f"'{service}' is a service, not a virtual object or workflow: call /{service}/{handler}")
         if target.service_type != "SERVICE" and not key:
             kind = "virtual object" if target.service_type == "VIRTUAL_OBJECT" else "workflow"
             raise BadRequest(f"'{service}' is a {kind}: call it with a key, /{service}/{{key}}/{handler}")
-        validate_input(target, request.body)
-        return target
 
-    def _idempotency_key(self, request: HttpRequest) -> str:
-        """The `idempotency-key` header; an empty one is a 400 (Restate: it must not be empty)."""
+    def _idempotency_key(self, request: HttpRequest, target: Target) -> str:
+        """The `idempotency-key` header; `BadRequest` (400) for an empty one (it must not be empty) and
+        for any on a workflow's `run` handler, which runs once per workflow id already (restate-server
+        refuses it too; a key would also give the run an id other than the workflow's)."""
         value = request.headers.get("idempotency-key")
         if value is None:
             return ""
+        if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
+            raise BadRequest(
+                f"idempotency keys are not accepted on workflow handlers: '{target.service}/{target.handler}' "
+                "runs once per workflow id already; drop the idempotency-key header"
+            )
         if not value.strip():
             raise BadRequest("the idempotency-key header must not be empty")
         return value
@@ -319,4 +412,12 @@ class Ingress:
         return HttpResponse(200, body, headers)
 
 
-__all__ = ["CORS_HEADERS", "NOT_READY", "CorsRouter", "Ingress", "error_response", "validate_input"]
+__all__ = [
+    "CORS_HEADERS",
+    "NOT_READY",
+    "CorsRouter",
+    "Ingress",
+    "content_type_matches",
+    "error_response",
+    "validate_input",
+]

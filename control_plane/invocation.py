@@ -50,6 +50,7 @@ from control_plane.ports import (
 from control_plane.protocol import Frame, MessageType, encode_frames, frame, invocation_content_type
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
+from control_plane.request_identity import refusal_hint
 from control_plane.settings import Settings
 from control_plane.waiters import CompletionWaiters
 
@@ -479,7 +480,8 @@ class Engine(EffectsMixin):
             return AttemptFailure(415, f"the deployment does not accept service protocol V{version} ({content_type})")
         if reply.status != 200:
             text = reply.body[:300].decode("utf-8", "replace")
-            return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}")
+            hint = refusal_hint(reply.status)
+            return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}{hint}")
         return parse_answer(reply.body)
 
     def _commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:

@@ -18,6 +18,7 @@ from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.ports import Clock, DeploymentRecord, Invoker, InvokerError, ServiceRecord, Store
 from control_plane.protocol import DISCOVERY_ACCEPT, manifest_version_of, negotiate, parse_manifest
+from control_plane.request_identity import refusal_hint
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 
@@ -125,7 +126,10 @@ class Registry:
             ) from exc
         if reply.status != 200:
             text = reply.body[:200].decode("utf-8", "replace")
-            raise BadRequest(f"discovery of {endpoint} failed: GET /discover answered HTTP {reply.status}: {text}")
+            raise BadRequest(
+                f"discovery of {endpoint} failed: GET /discover answered HTTP {reply.status}: {text}"
+                + refusal_hint(reply.status)
+            )
         content_type = reply.headers.get("content-type", "")
         try:
             manifest_version_of(content_type)

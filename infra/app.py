@@ -7,7 +7,9 @@ the template, not to deploy it.
 
 Context (`cdk deploy -c key=value`): `handlerFunctionNamePrefix`, `workerMaxConcurrency`,
 `logLevel`, `tracing` (`Active` for X-Ray), `exampleHandler` (`false` to leave the example out),
-`stackName` (default `Torpor`).
+`stackName` (default `Torpor`), and for signed requests `requestIdentityKeyParameter` (an SSM
+SecureString name) or `requestIdentityKeySecretArn`, with `requestIdentityKeyKmsKeyArn` for a
+customer managed key.
 The stack is environment-agnostic: it deploys to the account and region of your credentials.
 """
 
@@ -56,6 +58,9 @@ class TorporStack(Stack):
         log_level: See `TorporControlPlane`.
         tracing_active: See `TorporControlPlane`.
         with_example_handler: Deploy and register the example handler.
+        request_identity_key_parameter: See `TorporControlPlane`.
+        request_identity_key_secret_arn: See `TorporControlPlane`.
+        request_identity_key_kms_key_arn: See `TorporControlPlane`.
         **kwargs: Further `Stack` properties.
     """
 
@@ -71,6 +76,9 @@ class TorporStack(Stack):
         log_level: str = "INFO",
         tracing_active: bool = False,
         with_example_handler: bool = True,
+        request_identity_key_parameter: str | None = None,
+        request_identity_key_secret_arn: str | None = None,
+        request_identity_key_kms_key_arn: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -84,6 +92,9 @@ class TorporStack(Stack):
             worker_max_concurrency=worker_max_concurrency,
             log_level=log_level,
             tracing_active=tracing_active,
+            request_identity_key_parameter=request_identity_key_parameter,
+            request_identity_key_secret_arn=request_identity_key_secret_arn,
+            request_identity_key_kms_key_arn=request_identity_key_kms_key_arn,
         )
         self.example_handler: lambda_.Function | None = None
         self.example_deployment: RegisteredHandler | None = None
@@ -186,6 +197,9 @@ def build_app(
         log_level=str(setting("logLevel", "INFO")),
         tracing_active=str(setting("tracing", "PassThrough")) == "Active",
         with_example_handler=str(setting("exampleHandler", "true")).lower() != "false",
+        request_identity_key_parameter=setting("requestIdentityKeyParameter", None),
+        request_identity_key_secret_arn=setting("requestIdentityKeySecretArn", None),
+        request_identity_key_kms_key_arn=setting("requestIdentityKeyKmsKeyArn", None),
     )
     return app, stack
 

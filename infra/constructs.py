@@ -16,7 +16,9 @@ broader: `table_access_policy` (item and query actions on the table and its inde
 `handler_invoke_policy` (`lambda:InvokeFunction` on functions named with the handler prefix;
 `sts:AssumeRole` on the roles given) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
 schedules of the group, `iam:PassRole` of the scheduler role). The deploy hook gets no wake-up
-policy; the worker also consumes the queue.
+policy; the worker also consumes the queue. With a request identity key (an SSM SecureString
+parameter or a Secrets Manager secret holding the PEM key Torpor signs requests to deployments
+with), a fourth, `request_identity_key_policy`, lets every function read it.
 
 `RegisteredHandler` registers a handler function's version as a Torpor deployment on each deploy
 (a `Custom::TorporDeployment` served by the deploy hook function).
@@ -184,6 +186,8 @@ class TorporControlPlane(Construct):
         table_access_policy: Item and query actions on the table and its index.
         handler_invoke_policy: `lambda:InvokeFunction` on handler functions (see `allow_invoke`).
         wake_up_policy: Arm wake-ups: SQS messages, schedules in the group, the scheduler role.
+        request_identity_key_policy: Read the request identity key (parameter or secret, and its
+            KMS key if given); None without one.
         ingress_function, admin_function, worker_function, sweeper_function, deploy_hook_function:
             The control plane's functions.
         ingress_api: The ingress HTTP API (no auth).
@@ -207,6 +211,11 @@ class TorporControlPlane(Construct):
         tracing_active: X-Ray tracing of the functions (powertools Tracer): a trace per request,
             billed by X-Ray; the roles may then write to X-Ray (on `*`: it has no resource ARNs).
         table_removal_policy: What deleting the stack does to the table (kept by default).
+        request_identity_key_parameter: Name of an SSM SecureString parameter holding the PEM
+            Ed25519 key every request to deployments is signed with (README "Signed requests").
+        request_identity_key_secret_arn: ARN of a Secrets Manager secret holding it, instead.
+        request_identity_key_kms_key_arn: The customer managed KMS key that parameter or secret is
+            encrypted with (kms:Decrypt through SSM or Secrets Manager only); None: an AWS managed key.
     """
 
     def __init__(
@@ -222,8 +231,13 @@ class TorporControlPlane(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         tracing_active: bool = False,
         table_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        request_identity_key_parameter: str | None = None,
+        request_identity_key_secret_arn: str | None = None,
+        request_identity_key_kms_key_arn: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if request_identity_key_parameter and request_identity_key_secret_arn:
+            raise ValueError("give request_identity_key_parameter or request_identity_key_secret_arn, not both")
         if not 2 <= worker_max_concurrency <= 1000:
             raise ValueError(f"worker_max_concurrency must be between 2 and 1000, got {worker_max_concurrency}")
         if code is None:
@@ -348,6 +362,43 @@ class TorporControlPlane(Construct):
             ],
         )
 
+        key_statements = []
+        if request_identity_key_parameter:
+            parameter = request_identity_key_parameter.lstrip("/")
+            key_statements.append(
+                iam.PolicyStatement(
+                    actions=["ssm:GetParameter"],
+                    resources=[f"arn:{partition}:ssm:{region}:{account}:parameter/{parameter}"],
+                )
+            )
+        if request_identity_key_secret_arn:
+            key_statements.append(
+                iam.PolicyStatement(
+                    actions=["secretsmanager:GetSecretValue"], resources=[request_identity_key_secret_arn]
+                )
+            )
+        if key_statements and request_identity_key_kms_key_arn:
+            key_statements.append(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    resources=[request_identity_key_kms_key_arn],
+                    conditions={
+                        "StringEquals": {
+                            "kms:ViaService": [f"ssm.{region}.amazonaws.com", f"secretsmanager.{region}.amazonaws.com"]
+                        }
+                    },
+                )
+            )
+        self.request_identity_key_policy: iam.ManagedPolicy | None = None
+        if key_statements:
+            self.request_identity_key_policy = iam.ManagedPolicy(
+                self,
+                "RequestIdentityKeyPolicy",
+                description="Read the request identity key (once per cold start), for the functions that call "
+                "deployments.",
+                statements=key_statements,
+            )
+
         # --- functions -----------------------------------------------------------------------------
         self.environment = {
             "TORPOR_TABLE": self.table.table_name,
@@ -356,11 +407,15 @@ class TorporControlPlane(Construct):
             "TORPOR_SCHEDULE_GROUP": group_name,
             "TORPOR_SCHEDULER_ROLE_ARN": self.scheduler_role.role_arn,
             "TORPOR_SCHEDULE_DLQ_ARN": self.schedule_dead_letter_queue.queue_arn,
+            "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": request_identity_key_parameter or "",
+            "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": request_identity_key_secret_arn or "",
             "POWERTOOLS_SERVICE_NAME": "torpor",
             "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
             "LOG_LEVEL": log_level,
         }
-        everything = [self.table_access_policy, self.handler_invoke_policy, self.wake_up_policy]
+        # every function calls deployments (discovery or invoke), so every one reads the key
+        key_policy = [self.request_identity_key_policy] if self.request_identity_key_policy else []
+        everything = [self.table_access_policy, self.handler_invoke_policy, self.wake_up_policy, *key_policy]
 
         def function(
             id: str,
@@ -414,7 +469,7 @@ class TorporControlPlane(Construct):
             "deploy_hook",
             DEPLOY_HOOK_TIMEOUT,
             "Torpor deploy hook (CloudFormation custom resource Custom::TorporDeployment)",
-            policies=[self.table_access_policy, self.handler_invoke_policy],
+            policies=[self.table_access_policy, self.handler_invoke_policy, *key_policy],
         )
 
         # --- triggers ------------------------------------------------------------------------------

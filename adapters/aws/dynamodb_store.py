@@ -293,9 +293,9 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         model = self._invocations
         item = invocation_item(model, invocation)
         invocation_id = invocation.invocation_id
-        too_large = (
-            f"invocation {invocation_id}: the request ({len(invocation.input_entry)} bytes of input) does not fit "
-            "in one DynamoDB item (400 KB); send a smaller body"
+        too_large = (  # no invocation id: the invocation was never created
+            f"the request ({len(invocation.input_entry)} bytes of input) does not fit in one DynamoDB item "
+            "(400 KB, 409,600 bytes, with the invocation's other fields); send a smaller body"
         )
         with translated_write(conflict=f"invocation {invocation_id} exists already", too_large=too_large):
             item.save(condition=item_absent(model))

@@ -12,7 +12,10 @@ Each container builds one `ControlPlane` (`build_control_plane`) on first use, f
 `TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
 Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
 `TORPOR_SCHEDULE_GROUP`; `TORPOR_INGRESS_URL` (the admin function: the web UI's playground posts
-there); `TORPOR_*` settings as in `control_plane.settings`. Endpoints come from
+there); `TORPOR_*` settings as in `control_plane.settings`; the request identity key that signs every
+request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
+`TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN` (or the other variables `adapters.request_identity` reads),
+read once per container. Endpoints come from
 boto3's own `AWS_ENDPOINT_URL_<SERVICE>` variables (tests point them at a moto server and the local
 Lambda emulator). Nothing in memory outlives a request that matters: every state change is in
 DynamoDB, every wake-up a message.
@@ -47,6 +50,7 @@ from adapters.aws.emf import EmfMetrics
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
+from adapters.request_identity import signer_from_environment
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, Router
 from control_plane.ports import Invoker, SystemClock
@@ -90,7 +94,8 @@ def _required(environ: Mapping[str, str], name: str) -> str:
 def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlane:
     """This container's `ControlPlane`, built on first use from `environ` (default `os.environ`).
 
-    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`).
+    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`),
+    `RequestIdentityKeyError` if the request identity key the environment names cannot be read.
     """
     global _built, _wake_scheduler
     with _build_lock:
@@ -120,7 +125,12 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
 
             return LambdaInvoker(region=region)
 
-        invoker = RoutingInvoker(HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker)
+        signer = signer_from_environment(env, region=region)
+        if signer is not None:
+            logger.info("request identity public key: %s", signer.public_key)
+        invoker = RoutingInvoker(
+            HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker, signer=signer
+        )
         built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         _built, _wake_scheduler = built, scheduler

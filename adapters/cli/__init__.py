@@ -1,6 +1,7 @@
 """The `torpor` command line (console entry point `main`), mirroring the `restate` CLI.
 
-`torpor version` and `torpor dev` run Torpor itself; the client commands talk HTTP to a running
+`torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
+it signs requests to deployments with); the client commands talk HTTP to a running
 control plane: `torpor deployments`, `torpor services` and `torpor invocations` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080). They print rich tables,
@@ -22,6 +23,7 @@ from adapters.cli.client import (
 from adapters.cli.deployments import deployments
 from adapters.cli.invocations import invocations, invoke
 from adapters.cli.local import VERSION, dev, version
+from adapters.cli.request_identity import request_identity
 from adapters.cli.services import services
 
 
@@ -59,5 +61,6 @@ main.add_command(deployments)
 main.add_command(services)
 main.add_command(invocations)
 main.add_command(invoke)
+main.add_command(request_identity)
 
 __all__ = ["VERSION", "main"]

@@ -132,6 +132,15 @@ def version() -> None:
     "register it as arn:aws:lambda:REGION:123456789012:function:NAME:1.",
 )
 @click.option(
+    "--request-identity-key-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="PATH",
+    help="Sign every request to deployments with the Ed25519 key in this PEM file (a new key is written "
+    "there, mode 0600, if the file does not exist); the public key to start deployments with is printed. "
+    "Default: the key TORPOR_REQUEST_IDENTITY_KEY_FILE or TORPOR_REQUEST_IDENTITY_KEY names, else unsigned.",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -150,6 +159,7 @@ def dev(
     lease_margin: int | None,
     workers: int,
     lambda_functions: dict[str, str],
+    request_identity_key_file: str | None,
     log_format: str,
 ) -> None:
     """Run the control plane locally: ingress and admin APIs, DynamoDB on an embedded moto server.
@@ -190,6 +200,7 @@ def dev(
             settings=settings,
             workers=workers,
             lambda_functions=lambda_functions,
+            request_identity_key_file=request_identity_key_file,
         )
     except TorporError as exc:
         raise click.ClickException(exc.message) from exc

@@ -17,7 +17,9 @@ request `CloudRunInvoker`:
    passes the other on to the service), through the wrapped HTTP invoker;
 5. on a 401 or 403 answer, drops the cached token and tries once more with a new one (a revoked or
    rotated key, a token the service no longer accepts). A second refusal is returned as the answer,
-   its body prefixed with what to fix (audience, or `roles/run.invoker`).
+   its body prefixed with what to fix (audience, or `roles/run.invoker`). A refusal from the
+   Restate SDK itself (it carries `x-restate-server`: the service did not accept Torpor's request
+   identity) is returned at once, as it is.
 
 Failures to get a URL or a token (no credentials, token endpoint refusing, service not found, the
 `gcp` extra not installed) raise `InvokerError` naming the fix. google-auth and google-cloud-run are
@@ -153,7 +155,7 @@ class CloudRunInvoker:
                 raise InvokerError(f"no time left to call {url} within {timeout_s:.1f} s (fetching an ID token)")
             sent[header] = f"Bearer {token}"
             reply = self._http.request(url, method, path, sent, body, remaining, auth=None)
-            if reply.status not in (401, 403):
+            if reply.status not in (401, 403) or _from_sdk(reply):
                 return reply
             self.forget_token(audience, token)
         assert reply is not None
@@ -357,6 +359,11 @@ def jwt_expiry(token: str) -> float | None:
     if isinstance(exp, bool) or not isinstance(exp, int | float):
         return None
     return float(exp)
+
+
+def _from_sdk(reply: HttpReply) -> bool:
+    """True if `reply` came from the Restate SDK behind Cloud Run (it names itself in `x-restate-server`)."""
+    return "x-restate-server" in reply.headers
 
 
 def _explain_refusal(reply: HttpReply, audience: str) -> HttpReply:

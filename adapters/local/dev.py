@@ -40,8 +40,10 @@ from adapters.invokers import RoutingInvoker
 from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
 from adapters.local.asgi import asgi_app
 from adapters.local.scheduler import LocalScheduler
+from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.ports import Invoker
+from control_plane.request_identity import RequestSigner
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 
@@ -115,6 +117,9 @@ class DevServer:
             code). None: Lambda deployments go to `lambda_endpoint` or AWS.
         lambda_endpoint: URL of another Lambda API endpoint (and STS endpoint) for Lambda
             deployments, e.g. an emulator already running; None: AWS's (or the emulator's).
+        request_identity_key_file: PEM file of the Ed25519 key that signs every request to
+            deployments (written, mode 0600, if missing); None: the key the `TORPOR_REQUEST_IDENTITY_KEY*`
+            environment names (`adapters.request_identity`), or unsigned requests.
     """
 
     def __init__(
@@ -132,6 +137,7 @@ class DevServer:
         http_concurrency: int = 64,
         lambda_functions: Mapping[str, str] | None = None,
         lambda_endpoint: str | None = None,
+        request_identity_key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if lambda_functions and lambda_endpoint:
             raise ValueError("give lambda_functions (run the local emulator) or lambda_endpoint, not both")
@@ -148,6 +154,9 @@ class DevServer:
         self.lambda_functions = dict(lambda_functions or {})
         self._lambda_endpoint = lambda_endpoint
         self._emulator: LambdaEmulatorProcess | None = None
+        self._request_identity_key_file = request_identity_key_file
+        self.request_signer: RequestSigner | None = None
+        """Signs requests to deployments (after `start`); None: they go unsigned."""
 
         self._moto: ThreadedMotoServer | None = None
         self._dynamodb_endpoint: str | None = None
@@ -242,6 +251,7 @@ class DevServer:
             raise RuntimeError("a DevServer can be started once; build a new one")
         self._started = True
         try:
+            self._load_request_identity()  # a bad key fails before anything starts
             self._bind()  # first: a taken port fails before anything else starts
             self._start_store()
             if self.lambda_functions:
@@ -258,7 +268,16 @@ class DevServer:
             self._dynamodb_endpoint,
             "embedded moto" if self.embedded_moto else "external",
         )
+        if self.request_signer is not None:
+            log.info("torpor dev: request identity public key: %s", self.request_signer.public_key)
         return self
+
+    def _load_request_identity(self) -> None:
+        """Read (or, with `request_identity_key_file` missing, write) the key. Raises `RequestIdentityKeyError`."""
+        if self._request_identity_key_file is not None:
+            self.request_signer = signer_from_file(self._request_identity_key_file, create=True)
+        else:
+            self.request_signer = signer_from_environment(region=self.region)
 
     def _start_store(self) -> None:
         credentials: dict[str, str | None] = {"aws_access_key_id": None, "aws_secret_access_key": None}
@@ -283,7 +302,10 @@ class DevServer:
 
     def _start_control_plane(self) -> None:
         self._invoker = RoutingInvoker(
-            HttpInvoker(), lambda_factory=self._lambda_invoker, cloud_run_factory=_cloud_run_invoker
+            HttpInvoker(),
+            lambda_factory=self._lambda_invoker,
+            cloud_run_factory=_cloud_run_invoker,
+            signer=self.request_signer,
         )
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
@@ -453,6 +475,7 @@ def run_dev(
     settings: Settings | None = None,
     workers: int = 32,
     lambda_functions: Mapping[str, str] | None = None,
+    request_identity_key_file: str | None = None,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
@@ -468,9 +491,11 @@ def run_dev(
         settings: Runtime settings; None reads `Settings.load()`.
         workers: Size of the scheduler's worker pool.
         lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
+        request_identity_key_file: PEM file of the request identity key (written if missing).
 
     Raises:
         DevServerError: The server could not start (the message names the fix).
+        RequestIdentityKeyError: The request identity key cannot be read or written.
     """
     stop_requested = threading.Event()
 
@@ -490,6 +515,7 @@ def run_dev(
         settings=settings,
         workers=workers,
         lambda_functions=lambda_functions,
+        request_identity_key_file=request_identity_key_file,
     )
     started = False
     try:

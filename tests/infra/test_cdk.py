@@ -26,6 +26,8 @@ ENVIRONMENT_KEYS = {
     "TORPOR_SCHEDULE_GROUP",
     "TORPOR_SCHEDULER_ROLE_ARN",
     "TORPOR_SCHEDULE_DLQ_ARN",
+    "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER",
+    "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "LOG_LEVEL",
@@ -231,3 +233,69 @@ def test_tracing_adds_xray_writes_on_star_and_nothing_else() -> None:
     ]
     assert len(star) == 5
     assert all(s["Action"] == ["xray:PutTraceSegments", "xray:PutTelemetryRecords"] for s in star), star
+
+
+def _roles_with(template: Template, policy_id: str) -> set[str]:
+    return {
+        role_id
+        for role_id, role in template.find_resources("AWS::IAM::Role").items()
+        if {"Ref": policy_id} in role["Properties"].get("ManagedPolicyArns", [])
+    }
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "action", "variable"),
+    [
+        (
+            "request_identity_key_parameter",
+            "/torpor/request-identity-key",
+            "ssm:GetParameter",
+            "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER",
+        ),
+        (
+            "request_identity_key_secret_arn",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:torpor-key-AbCdEf",
+            "secretsmanager:GetSecretValue",
+            "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN",
+        ),
+    ],
+)
+def test_request_identity_key_is_readable_by_every_control_plane_function(
+    option: str, value: str, action: str, variable: str
+) -> None:
+    """The five functions all call deployments (discovery or invoke): each reads the key, and only it."""
+    kms_key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    stack, control_plane = _control_plane(**{option: value, "request_identity_key_kms_key_arn": kms_key})
+    template = Template.from_stack(stack)
+    statements = _statements_of(template, "Read the request identity key")
+    assert [s["Action"] for s in statements] == [action, "kms:Decrypt"]
+    if action == "ssm:GetParameter":
+        assert statements[0]["Resource"]["Fn::Join"][1][-1] == ":parameter/torpor/request-identity-key"
+    else:
+        assert statements[0]["Resource"] == value
+    assert statements[1]["Resource"] == kms_key
+    via = statements[1]["Condition"]["StringEquals"]["kms:ViaService"]
+    assert [v["Fn::Join"][1][0] for v in via] == ["ssm.", "secretsmanager."]
+    assert control_plane.request_identity_key_policy is not None
+    policy_id = stack.get_logical_id(control_plane.request_identity_key_policy.node.default_child)
+    functions = template.find_resources("AWS::Lambda::Function")
+    assert len(functions) == 5
+    roles = {f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()}
+    assert _roles_with(template, policy_id) == roles
+    for function in functions.values():
+        assert function["Properties"]["Environment"]["Variables"][variable] == value
+
+
+def test_no_request_identity_key_gives_no_key_policy() -> None:
+    stack, control_plane = _control_plane()
+    assert control_plane.request_identity_key_policy is None
+    descriptions = [
+        p["Properties"].get("Description", "")
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::ManagedPolicy").values()
+    ]
+    assert not [d for d in descriptions if "request identity" in d]
+
+
+def test_request_identity_key_from_two_places_is_refused() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        _control_plane(request_identity_key_parameter="/k", request_identity_key_secret_arn="arn:aws:secretsmanager:x")

@@ -28,6 +28,8 @@ ENVIRONMENT = {
     "TORPOR_SCHEDULE_GROUP": "${ScheduleGroup}",
     "TORPOR_SCHEDULER_ROLE_ARN": "${SchedulerRole.Arn}",
     "TORPOR_SCHEDULE_DLQ_ARN": "${ScheduleDeadLetterQueue.Arn}",
+    "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": "",  # none by default: requests go unsigned
+    "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": "",
     "POWERTOOLS_SERVICE_NAME": "torpor",
     "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
     "LOG_LEVEL": "INFO",
@@ -320,12 +322,17 @@ XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 """X-Ray has no resource-level permissions: AWS requires `Resource: "*"` for these, and only these."""
 
 
-def test_only_assume_role_and_tracing_are_behind_a_condition(facts: Facts) -> None:
-    """Off by default: `sts:AssumeRole` (handlers in other accounts, when roles are given) and X-Ray
-    (when tracing is on; the CDK template of the default stack has none at all)."""
+KEY_READS = (("ssm:GetParameter",), ("secretsmanager:GetSecretValue",), ("kms:Decrypt",))
+"""Reading the request identity key: guarded by its parameters, on the one parameter, secret or KMS key."""
+
+
+def test_only_assume_role_key_reads_and_tracing_are_behind_a_condition(facts: Facts) -> None:
+    """Off by default: `sts:AssumeRole` (handlers in other accounts, when roles are given), reading the
+    request identity key (when one is given) and X-Ray (when tracing is on; the CDK template of the
+    default stack has none at all)."""
     guarded = [s for _, s in facts.all_policy_statements() if s.guarded]
     for statement in guarded:
-        if statement.actions == ("sts:AssumeRole",):
+        if statement.actions == ("sts:AssumeRole",) or statement.actions in KEY_READS:
             assert statement.resources != ("*",)
         else:
             assert statement.actions == XRAY_ACTIONS
@@ -359,3 +366,28 @@ def test_every_role_belongs_to_a_function_or_to_the_scheduler(facts: Facts) -> N
             assert attached <= role_ids, f"{logical_id} is attached to {attached - role_ids}"
             assert not policy["Properties"].get("Users"), logical_id
             assert not policy["Properties"].get("Groups"), logical_id
+
+
+def test_sam_request_identity_key_parameters_reach_every_control_plane_function(sam_template: dict) -> None:
+    """With the parameter (or secret) given, each control-plane role attaches the key policy, which
+    reads that parameter or secret only, and the KMS key only through SSM or Secrets Manager."""
+    facts = Facts(sam_template)
+    facts.parameters["RequestIdentityKeyParameter"] = "/torpor/request-identity-key"
+    policy_id = "RequestIdentityKeyPolicy"
+    assert facts.resources[policy_id]["Condition"] == "HasRequestIdentityKey"
+    statements = list(facts._statements(facts.props(policy_id)["PolicyDocument"]))
+    assert {(s.actions, s.resources) for s in statements} == {
+        (("ssm:GetParameter",), (f"{ARN_PREFIX}:ssm:{REGION_ACCOUNT}:parameter/torpor/request-identity-key",)),
+        (("secretsmanager:GetSecretValue",), ("",)),
+        (("kms:Decrypt",), ("",)),
+    }
+    (kms,) = [s for s in statements if s.actions == ("kms:Decrypt",)]
+    via = [facts.render(v) for v in kms.condition["StringEquals"]["kms:ViaService"]]
+    assert via == ["ssm.${AWS::Region}.amazonaws.com", "secretsmanager.${AWS::Region}.amazonaws.com"]
+    for name in CONTROL_PLANE:
+        role_id = facts.target(facts.function(name)["Role"])
+        assert (policy_id, True) in facts.managed_policies(role_id), name
+        variables = facts.function(name)["Environment"]["Variables"]
+        assert facts.render(variables["TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER"]) == "/torpor/request-identity-key"
+    example_role = facts.target(facts.function("ExampleHandlerFunction")["Role"])
+    assert policy_id not in {m for m, _ in facts.managed_policies(example_role)}

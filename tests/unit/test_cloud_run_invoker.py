@@ -179,6 +179,25 @@ def test_a_second_refusal_is_returned_with_what_to_fix() -> None:
     assert len(http.sent) == 4
 
 
+def test_the_sdks_own_401_is_returned_as_it_is_without_a_new_token() -> None:
+    """A Restate SDK refusing Torpor's request identity answers 401 with `x-restate-server`: the ID
+    token was fine, so it is neither dropped nor explained as a Cloud Run refusal."""
+
+    class SdkRefusal(FakeHttp):
+        def request(self, *args: Any, **kwargs: Any) -> HttpReply:
+            super().request(*args, **kwargs)
+            return HttpReply(status=401, headers={"x-restate-server": "restate-sdk-python"}, body=b"")
+
+    http = SdkRefusal()
+    fetcher = Fetcher()
+    invoker = CloudRunInvoker(http, id_token_fetcher=fetcher, clock=lambda: NOW)
+    reply = call(invoker)
+    assert (reply.status, reply.body) == (401, b"")
+    assert len(http.sent) == 1
+    call(invoker)
+    assert len(fetcher.calls) == 1  # the token was kept
+
+
 def test_forgetting_a_refused_token_keeps_a_newer_one() -> None:
     invoker, _, _, _ = make()
     newer = invoker.id_token(URL)

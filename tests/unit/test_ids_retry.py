@@ -27,7 +27,7 @@ def test_extreme_id_bytes_round_trip() -> None:
 
 @pytest.mark.parametrize("bad", ["inv_1", "dp_123", "inv_1" + "!" * 22, "inv_1" + "z" * 23])
 def test_malformed_invocation_id_is_a_400(bad: str) -> None:
-    with pytest.raises(BadRequest, match="malformed invocation id"):
+    with pytest.raises(BadRequest, match="bad invocation id"):
         ids.invocation_id_bytes(bad)
 
 
