@@ -51,6 +51,7 @@ npm_ci() {  # $1: package folder, $2: cache folder, $3: label for messages; npm 
     # --ignore-scripts: nothing runs at install time (the Node binary ships inside its package).
     (cd "$2" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
     lock_hash "$1" > "$2/installed.sha256"
+    INSTALLED_NOW=1
     echo "$3: installed in $(( $(date +%s) - start )) s"
   fi
   exec 9>&-
@@ -104,8 +105,7 @@ install() {
     esac
   done
   node="$(find_node install)"
-  local fresh=1
-  installed "$DIR" "$CACHE" && fresh=0
+  INSTALLED_NOW=0
   npm_ci "$DIR" "$CACHE" "$NAME"
   # Node resolves the sources' imports from DIR/node_modules (a folder left there by a plain
   # `npm install` is replaced: the link makes every run use exactly the locked packages).
@@ -113,7 +113,7 @@ install() {
     rm -rf "$DIR/node_modules"
     ln -s "$CACHE/node_modules" "$DIR/node_modules"
   fi
-  if [ "$fresh" = 1 ]; then
+  if [ "$INSTALLED_NOW" = 1 ]; then
     echo "$NAME: node $("$node" --version) ($node)," \
       "@restatedev/restate-sdk $("$node" -p "require('$CACHE/node_modules/@restatedev/restate-sdk/package.json').version")"
   fi
