@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Torpor with its test dependencies into .venv (and dynalite, chromium) and run the whole test suite.
+# Install Torpor with its test dependencies into .venv (and dynalite, the TypeScript SDK, chromium) and run the whole test suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k crash -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,10 @@ PYTHON=${PYTHON:-python3}
 if [ ! -f .cache/dynalite/node_modules/dynalite/cli.js ]; then
   npm install --prefix .cache/dynalite --no-audit --no-fund --silent dynalite@3.2.2
 fi
+# The TypeScript SDK (npm) for the conformance suite's TypeScript services and the TypeScript example,
+# and Node 22 from npm when the machine's node is older (all into .cache/, git-ignored).
+tests/conformance/services_ts/install.sh
+scripts/node_app.sh install ts-example examples/typescript
 # Debian's chromium for the web UI's browser tests (Playwright drives it; no browser download).
 if ! command -v chromium >/dev/null 2>&1 && [ -z "${TORPOR_CHROMIUM:-}" ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
