@@ -364,6 +364,7 @@ class Registry:
         """
         record = self.service(name)
         settings_source = dict(self.settings.sources)
+        policy = self.settings.retry_policy
         fallback = {
             "inactivityTimeout": (self.settings.inactivity_timeout_ms, "inactivity_timeout_ms"),
             "abortTimeout": (self.settings.inactivity_timeout_ms, "inactivity_timeout_ms"),
@@ -371,11 +372,11 @@ class Registry:
             "idempotencyRetention": (self.settings.completed_retention_ms, "completed_retention_ms"),
             "workflowCompletionRetention": (self.settings.workflow_retention_ms, "workflow_retention_ms"),
             "ingressPrivate": (False, ""),
-            "retryPolicyInitialInterval": (self.settings.retry_policy.initial_interval_ms, ""),
-            "retryPolicyMaxInterval": (self.settings.retry_policy.max_interval_ms, ""),
-            "retryPolicyMaxAttempts": (self.settings.retry_policy.max_attempts, ""),
-            "retryPolicyExponentiationFactor": (self.settings.retry_policy.exponentiation_factor, ""),
-            "retryPolicyOnMaxAttempts": (self.settings.retry_policy.on_max_attempts.upper(), ""),
+            "retryPolicyInitialInterval": (policy.initial_interval_ms, "retry_policy.initial_interval_ms"),
+            "retryPolicyMaxInterval": (policy.max_interval_ms, "retry_policy.max_interval_ms"),
+            "retryPolicyMaxAttempts": (policy.max_attempts, "retry_policy.max_attempts"),
+            "retryPolicyExponentiationFactor": (policy.exponentiation_factor, "retry_policy.exponentiation_factor"),
+            "retryPolicyOnMaxAttempts": (policy.on_max_attempts.upper(), "retry_policy.on_max_attempts"),
         }
         out: dict[str, dict[str, Any]] = {}
         for option, (value, setting) in fallback.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from control_plane.errors import BadRequest
@@ -26,7 +26,8 @@ class Settings:
         call_wait_ms: how long an ingress call waits for the result before answering 202 with the
             invocation id (API Gateway allows 29 s).
         completed_retention_ms: how long a completed invocation (status, output, journal) is kept.
-        retry_policy: default policy for failed attempts.
+        retry_policy: default policy for failed attempts (`TORPOR_RETRY_POLICY_MAX_ATTEMPTS=1`,
+            `[torpor.retry_policy] max_attempts = 1`; see `retry_policy_changes`).
         max_protocol_version: highest service protocol version Torpor offers (5..7).
         eager_state_max_bytes: a keyed invocation's state goes whole in StartMessage up to this size
             (keys + values, bytes); above it, Torpor sends `partial_state` and answers lazy reads.
@@ -72,11 +73,24 @@ class Settings:
             raise BadRequest(f"cannot read {path}: {exc}") from exc
         names = {f.name for f in fields(cls)} - {"retry_policy", "sources"}
         changes: dict[str, object] = {}
+        policy_table = table.pop("retry_policy", {})
+        if not isinstance(policy_table, dict):
+            raise BadRequest(f"{path}: [torpor] retry_policy must be a table ([torpor.retry_policy])")
+        policy = retry_policy_changes(
+            {name: str(value) for name, value in policy_table.items()},
+            lambda name: f"{path}: [torpor.retry_policy] {name}",
+        )
+        if policy:
+            changes["retry_policy"] = replace(settings.retry_policy, **policy)
         for name, value in table.items():
             if name not in names or isinstance(value, bool) or not isinstance(value, int):
                 raise BadRequest(f"{path}: [torpor] {name} = {value!r} is not a known integer setting")
             changes[name] = value
-        sources = {**settings.sources, **dict.fromkeys(changes, "torpor.toml")}
+        sources = {
+            **settings.sources,
+            **dict.fromkeys((n for n in changes if n != "retry_policy"), "torpor.toml"),
+            **dict.fromkeys((f"retry_policy.{n}" for n in policy), "torpor.toml"),
+        }
         return replace(settings, **changes, sources=sources)  # type: ignore[arg-type]
 
     @classmethod
@@ -96,4 +110,47 @@ class Settings:
                     changes[f.name] = int(env[name])
                 except ValueError as exc:
                     raise BadRequest(f"environment variable {name} has value {env[name]!r}: not an integer") from exc
-        return cls(**changes, sources=dict.fromkeys(changes, "environment"))  # type: ignore[arg-type]
+        prefix = "TORPOR_RETRY_POLICY_"
+        policy = retry_policy_changes(
+            {name[len(prefix) :].lower(): value for name, value in env.items() if name.startswith(prefix)},
+            lambda name: f"environment variable {prefix}{name.upper()}",
+        )
+        sources = {
+            **dict.fromkeys(changes, "environment"),
+            **dict.fromkeys((f"retry_policy.{n}" for n in policy), "environment"),
+        }
+        if policy:
+            changes["retry_policy"] = RetryPolicy(**policy)  # type: ignore[arg-type]
+        return cls(**changes, sources=sources)  # type: ignore[arg-type]
+
+
+def retry_policy_changes(values: Mapping[str, str], where: Callable[[str], str]) -> dict[str, object]:
+    """Parse default retry policy fields given as text: `{"max_attempts": "1", "on_max_attempts": "kill"}`
+    → `{"max_attempts": 1, "on_max_attempts": "kill"}` (names as `RetryPolicy`'s attributes; durations
+    in ms; `exponentiation_factor` a number >= 1; `max_attempts` >= 1; `on_max_attempts` `pause` or `kill`).
+
+    Raises `BadRequest` naming the setting (`where(name)`) for an unknown name or a bad value.
+    """
+    known = {f.name for f in fields(RetryPolicy)}
+    out: dict[str, object] = {}
+    for name, text in values.items():
+        if name not in known:
+            raise BadRequest(f"{where(name)}: unknown retry policy field (known: {', '.join(sorted(known))})")
+        value: object
+        try:
+            if name == "on_max_attempts":
+                value = text.strip().lower()
+                if value not in ("pause", "kill"):
+                    raise ValueError("expected pause or kill")
+            elif name == "exponentiation_factor":
+                value = float(text)
+                if not value >= 1:
+                    raise ValueError("expected a number >= 1")
+            else:
+                value = int(text)
+                if value < (1 if name == "max_attempts" else 0):
+                    raise ValueError("expected at least 1" if name == "max_attempts" else "expected ms >= 0")
+        except ValueError as exc:
+            raise BadRequest(f"{where(name)} has value {text!r}: {exc}") from exc
+        out[name] = value
+    return out

@@ -116,7 +116,7 @@ def private_env(
     """A factory: `private_env(lang, *, max_attempts=None, request_identity=False)` → a started `PrivateEnv`.
 
     - `max_attempts=1`: the runtime's retry policy allows one attempt, then kills the invocation
-      (torpor: a retry-policy override on every registered service through the admin API;
+      (torpor: `TORPOR_RETRY_POLICY_MAX_ATTEMPTS=1`, `..._ON_MAX_ATTEMPTS=kill`;
       restate: `default-retry-policy` max-attempts 1, on-max-attempts kill, as upstream).
     - `request_identity=True`: a new Ed25519 key; the runtime signs with the private key
       (torpor: `--request-identity-key-file`; restate: `request-identity-private-key-pem-file`),
@@ -147,12 +147,14 @@ def private_env(
         runtime: TorporRuntime | RestateRuntime
         if RUNTIME == "torpor":
             table = f"conformance-{uuid.uuid4().hex[:12]}"
-            runtime = TorporRuntime(dynamodb_endpoint=_private_moto(), table=table, identity_key_file=key_file)
+            runtime = TorporRuntime(
+                dynamodb_endpoint=_private_moto(), table=table, max_attempts=max_attempts, identity_key_file=key_file
+            )
         else:
             runtime = RestateRuntime(max_attempts=max_attempts, identity_key_file=key_file)
         private = PrivateEnv(runtime, services, identity_public_key=public_key)
         used.append((settings, private))
-        private.start(max_attempts=max_attempts)
+        private.start()
         return private
 
     try:

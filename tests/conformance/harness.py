@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from base58 import b58encode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE = REPO_ROOT / ".cache"
@@ -251,7 +252,12 @@ class TorporRuntime:
     name = "torpor"
 
     def __init__(
-        self, *, dynamodb_endpoint: str | None = None, table: str = "torpor", identity_key_file: Path | None = None
+        self,
+        *,
+        dynamodb_endpoint: str | None = None,
+        table: str = "torpor",
+        max_attempts: int | None = None,
+        identity_key_file: Path | None = None,
     ) -> None:
         self.ingress_port, self.admin_port = free_port(), free_port()
         self.ingress_url = f"http://127.0.0.1:{self.ingress_port}"
@@ -265,7 +271,14 @@ class TorporRuntime:
         if identity_key_file is not None:
             argv += ["--request-identity-key-file", str(identity_key_file)]
         extra = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-        self.process = ManagedProcess("torpor-dev", argv, child_env(extra if dynamodb_endpoint else None))
+        extra = extra if dynamodb_endpoint else {}
+        if max_attempts is not None:  # the default retry policy, as NonDeterminismErrors configures it upstream
+            extra |= {
+                "TORPOR_RETRY_POLICY_MAX_ATTEMPTS": str(max_attempts),
+                "TORPOR_RETRY_POLICY_ON_MAX_ATTEMPTS": "kill",
+                "TORPOR_RETRY_POLICY_INITIAL_INTERVAL_MS": "1",
+            }
+        self.process = ManagedProcess("torpor-dev", argv, child_env(extra or None))
 
     def start(self) -> None:
         self.process.start()
@@ -279,17 +292,6 @@ class TorporRuntime:
 
     def close(self) -> None:
         self.process.stop()
-
-    def set_max_attempts(self, admin: httpx.Client, max_attempts: int) -> None:
-        """Give every registered service a retry policy of `max_attempts` attempts, then kill (admin API).
-
-        `torpor dev` has no default-retry-policy setting; a per-service override is what it offers.
-        """
-        services = admin.get("/services").raise_for_status().json()["services"]
-        for service in services:
-            body = {"retry_policy": {"max_attempts": max_attempts, "on_max_attempts": "kill", "initial_interval": 1}}
-            reply = admin.patch(f"/services/{service['name']}", json=body)
-            assert reply.status_code == 200, reply.text
 
 
 def restate_binary() -> Path:
@@ -365,26 +367,11 @@ class RestateRuntime:
         self.process.stop()
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
-    def set_max_attempts(self, admin: httpx.Client, max_attempts: int) -> None:
-        """Nothing to do: the default retry policy came from the environment at start."""
-
 
 Runtime = TorporRuntime | RestateRuntime
 
 
 # --- request identity ------------------------------------------------------------------------------
-
-_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-
-def base58(data: bytes) -> str:
-    """Bitcoin-alphabet base58 (the SDKs' `publickeyv1_` keys)."""
-    number = int.from_bytes(data, "big")
-    out = ""
-    while number:
-        number, rest = divmod(number, 58)
-        out = _B58[rest] + out
-    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out
 
 
 def make_identity_key(directory: Path) -> tuple[Path, str]:
@@ -397,7 +384,7 @@ def make_identity_key(directory: Path) -> tuple[Path, str]:
     path = directory / "request-identity.pem"
     path.write_bytes(pem)
     raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return path, "publickeyv1_" + base58(raw)
+    return path, "publickeyv1_" + b58encode(raw).decode()
 
 
 # --- the env the tests drive -----------------------------------------------------------------------
@@ -428,15 +415,13 @@ class Env:
 
     # set-up ---------------------------------------------------------------------------------------
 
-    def start(self, *, max_attempts: int | None = None) -> Env:
-        """Start the services and the runtime (side by side), register the deployment, apply `max_attempts`."""
+    def start(self) -> Env:
+        """Start the services and the runtime (side by side), register the deployment."""
         with ThreadPoolExecutor(max_workers=2) as pool:
             started = [pool.submit(self._services.start), pool.submit(self._runtime.start)]
             for future in started:
                 future.result()
         self.register()
-        if max_attempts is not None:
-            self._runtime.set_max_attempts(self.admin, max_attempts)
         return self
 
     def register(self) -> None:

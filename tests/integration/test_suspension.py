@@ -426,6 +426,21 @@ def test_admin_overrides_of_a_services_retry_policy_apply_and_show_their_source(
     )
 
 
+def test_the_default_retry_policy_from_the_environment_applies_and_shows_its_source(
+    moto_endpoint: str, examples_url: str
+) -> None:
+    settings = Settings.load({"TORPOR_RETRY_POLICY_MAX_ATTEMPTS": "2", "TORPOR_RETRY_POLICY_INITIAL_INTERVAL_MS": "10"})
+    with dev_with_examples(moto_endpoint, examples_url, settings) as dev:
+        shown = httpx.get(f"{dev.admin_url}/services/Steps").json()["config"]
+        assert shown["retryPolicyMaxAttempts"] == {"value": 2, "source": "environment"}
+        assert shown["retryPolicyMaxInterval"]["source"] == "built-in"
+        sent = httpx.post(f"{dev.ingress_url}/Steps/flaky/send", json=1000).json()
+        paused = wait_for(
+            lambda: (d := describe(dev, sent["invocationId"]))["status"] == "paused" and d, 10, "the pause"
+        )
+        assert paused["attempts"] == 2
+
+
 def test_a_private_service_refuses_the_ingress(dev: DevServer) -> None:
     try:
         assert httpx.patch(f"{dev.admin_url}/services/Greeter", json={"public": False}).status_code == 200

@@ -32,3 +32,34 @@ def test_a_bad_torpor_toml_names_the_file_and_the_setting(tmp_path: Path, line: 
 def test_a_bad_environment_value_names_the_variable() -> None:
     with pytest.raises(BadRequest, match="TORPOR_CALL_WAIT_MS"):
         Settings.load({"TORPOR_CALL_WAIT_MS": "abc"}, None)
+
+
+def test_the_default_retry_policy_comes_from_the_environment_and_torpor_toml(tmp_path: Path) -> None:
+    config = tmp_path / "torpor.toml"
+    config.write_text("[torpor.retry_policy]\nmax_attempts = 3\non_max_attempts = 'kill'\n")
+    env = {"TORPOR_RETRY_POLICY_MAX_ATTEMPTS": "1", "TORPOR_RETRY_POLICY_INITIAL_INTERVAL_MS": "10"}
+    from_env = Settings.load(env, None).retry_policy
+    assert (from_env.max_attempts, from_env.initial_interval_ms, from_env.on_max_attempts) == (1, 10, "pause")
+    settings = Settings.load(env, str(config))
+    policy = settings.retry_policy
+    assert (policy.max_attempts, policy.initial_interval_ms, policy.on_max_attempts) == (3, 10, "kill")
+    assert policy.max_interval_ms == Settings().retry_policy.max_interval_ms
+    assert settings.sources == {
+        "retry_policy.max_attempts": "torpor.toml",
+        "retry_policy.on_max_attempts": "torpor.toml",
+        "retry_policy.initial_interval_ms": "environment",
+    }
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"TORPOR_RETRY_POLICY_MAX_ATTEMPTS": "0"}, "TORPOR_RETRY_POLICY_MAX_ATTEMPTS"),
+        ({"TORPOR_RETRY_POLICY_ON_MAX_ATTEMPTS": "explode"}, "TORPOR_RETRY_POLICY_ON_MAX_ATTEMPTS"),
+        ({"TORPOR_RETRY_POLICY_EXPONENTIATION_FACTOR": "0.5"}, "TORPOR_RETRY_POLICY_EXPONENTIATION_FACTOR"),
+        ({"TORPOR_RETRY_POLICY_MAX_TRIES": "3"}, "TORPOR_RETRY_POLICY_MAX_TRIES"),
+    ],
+)
+def test_a_bad_retry_policy_setting_names_the_variable(env: dict[str, str], named: str) -> None:
+    with pytest.raises(BadRequest, match=named):
+        Settings.load(env, None)
