@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from control_plane import ids
@@ -166,7 +166,7 @@ class EffectsMixin(_Base):
                 self._resolve_awakeable(complete.awakeable_id, signal)
             elif entry.type == MessageType.SendSignal:
                 send = pb.SendSignalCommandMessage.FromString(entry.payload)
-                self._send_signal(send)
+                self._send_signal(held.record, send)
             elif entry.type in KEYED_EFFECTS and is_keyed(held.record):
                 self.keys.apply(held.record, held.state, entry)
                 if entry.type == MessageType.CompletePromise and not is_workflow_run(held.record):
@@ -241,7 +241,17 @@ class EffectsMixin(_Base):
         except NotFound:
             log.error("CompleteAwakeable for %s: that invocation does not exist (any more)", awakeable_id)
 
-    def _send_signal(self, send: pb.SendSignalCommandMessage) -> None:
+    def _send_signal(self, sender: InvocationRecord, send: pb.SendSignalCommandMessage) -> None:
+        """Deliver a SendSignal command's signal. The cancel signal (a cancelled handler's SDK sends it
+        to the calls it awaits) is a `cancel` of the target: one that has not started ends at once,
+        unless it waits in the inbox of the object key the sender holds (it would run only once the
+        sender ended: it gets the signal then, as with restate-server 1.7.12)."""
+        if send.WhichOneof("signal_id") == "idx" and send.idx == CANCEL_SIGNAL:
+            target = self.store.get_invocation(send.target_invocation_id)
+            if target is not None and target.status != "completed" and not _behind(sender, target):
+                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                    self.cancel(send.target_invocation_id)
+                return
         signal = pb.SignalNotificationMessage()
         which = send.WhichOneof("result")
         if which == "failure":
@@ -281,19 +291,13 @@ class EffectsMixin(_Base):
     def cancel(self, invocation_id: str) -> None:
         """Send the cancel signal: the handler gets a terminal error (409) at its next await.
 
-        The callees of its calls still open are cancelled first (those it created and nobody else
-        awaits, see `_own_callees`), except one waiting in the inbox of the object key this
-        invocation holds (a deadlock): the handler's SDK sends that one the cancel signal, which it
-        gets once it runs, after this invocation ended (restate-server 1.7.12 behaves the same).
-        An invocation that has not started is completed as cancelled at once; a paused one is made
-        runnable so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
+        Its callees are not cancelled here: the handler's SDK sends the cancel signal to every call
+        it awaits when it sees its own (`_send_signal`), as with restate-server 1.7.12, so a chain
+        A → B → C is cancelled from A down. An invocation that has not started is completed as
+        cancelled at once; a paused one is made runnable so the signal reaches it. Raises
+        `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
-        for callee in self._own_callees(loaded):  # the leaves first
-            if _behind(loaded.record, callee):
-                continue
-            with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                self.cancel(callee.invocation_id)
         record = loaded.record
         if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
             try:  # only if no worker started it since we read it (the epoch would have moved)
@@ -311,34 +315,25 @@ class EffectsMixin(_Base):
 
         Every callee it started and that has not completed is killed too, as restate-server 1.7.12
         does: those of its open calls (a callee shared through an idempotency key with other callers
-        included: they get its 409) and those of its one-way calls. A callee waiting in the inbox of
-        the object key this invocation holds is killed before it (its end would hand it the key),
-        the others after it (killed first, a callee would wake it with its failure). Raises
-        `NotFound`, or `Conflict` if it already completed.
+        included: they get its 409) and those of its one-way calls. All after it is marked
+        completed (killed first, a callee would wake it with its failure, and its handler could end
+        on its own before the kill); one waiting in the inbox of the object key this invocation
+        holds before it hands the key on (it would start). Raises `NotFound`, or `Conflict` if it
+        already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
         callees = self._started_callees(loaded)
-        for callee in callees:
-            if _behind(loaded.record, callee):
-                with contextlib.suppress(NotFound, Conflict):
-                    self.kill(callee.invocation_id)
-        self._finish_now(loaded.record, {"code": 409, "message": "killed"}, "killed")
-        for callee in callees:
-            if not _behind(loaded.record, callee):
-                with contextlib.suppress(NotFound, Conflict):
-                    self.kill(callee.invocation_id)
 
-    def _own_callees(self, loaded: LoadedInvocation) -> list[InvocationRecord]:
-        """The open callees a cancel reaches: those this invocation created and nobody else awaits.
-        A callee shared through an idempotency key (or a workflow's run) with other callers, or
-        created by another request, is not cancelled here; the handler's SDK cancels every call it
-        awaits, shared or not, when it sees the signal."""
-        out = []
-        for callee_id in self._open_callees(loaded):
-            callee = self.store.get_invocation(callee_id)
-            if callee is not None and callee.caller_id == loaded.record.invocation_id and not callee.callers:
-                out.append(callee)
-        return out
+        def kill_callees(behind: bool) -> None:
+            for callee in callees:
+                if _behind(loaded.record, callee) == behind:
+                    with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                        self.kill(callee.invocation_id)
+
+        self._finish_now(
+            loaded.record, {"code": 409, "message": "killed"}, "killed", before_ended=lambda: kill_callees(True)
+        )
+        kill_callees(False)
 
     def _started_callees(self, loaded: LoadedInvocation) -> list[InvocationRecord]:
         """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
@@ -467,12 +462,18 @@ class EffectsMixin(_Base):
             raise Conflict(f"invocation {invocation_id} has already completed") from exc
 
     def _finish_now(
-        self, record: InvocationRecord, failure: Mapping[str, object], completion: str, epoch: int | None = None
+        self,
+        record: InvocationRecord,
+        failure: Mapping[str, object],
+        completion: str,
+        epoch: int | None = None,
+        before_ended: Callable[[], None] | None = None,
     ) -> None:
         """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers.
 
         `completion` is the kind stored with it (`cancelled`, `killed`). With `epoch`, only if the
-        invocation's epoch is still that (`StoreConflict` otherwise).
+        invocation's epoch is still that (`StoreConflict` otherwise). `before_ended` runs after the
+        completing write, before callers are told and the object key is handed on (`_ended`).
         """
         now = self.clock.now_ms()
         changes: dict[str, object] = {
@@ -498,6 +499,8 @@ class EffectsMixin(_Base):
             dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
         for due in dues - {0}:
             self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
+        if before_ended is not None:
+            before_ended()
         self._ended(ended or record)
 
     def _drop_sleep_timers(self, held: Held) -> None:

@@ -55,7 +55,7 @@ async def book_via(ctx: restate.Context, ms: int) -> str:
 async def send_then_sleep(ctx: restate.Context, ms: int) -> str:
     """Send Waits/booking (a one-way call, which sleeps `ms`), then sleep `ms` itself; the callee's id.
 
-    Cancelling or killing this invocation while it sleeps leaves the one-way callee running.
+    Cancelling this invocation while it sleeps leaves the one-way callee running; killing it kills the callee too.
     """
     callee = await ctx.service_send(booking, ms).invocation_id()
     await ctx.sleep(timedelta(milliseconds=ms))

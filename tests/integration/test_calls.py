@@ -60,7 +60,8 @@ def test_a_chain_of_three_calls_returns_the_innermost_result_through_each_caller
     )
 
 
-def test_cancel_of_the_chain_head_compensates_the_leaves_first(dev: DevServer, effects_file: Path) -> None:
+def test_cancel_of_the_chain_head_travels_down_through_each_sdk(dev: DevServer, effects_file: Path) -> None:
+    # as restate-server 1.7.12 does: A sees the signal, its SDK cancels B (and B's SDK, C) while A compensates
     a = httpx.post(f"{dev.ingress_url}/Chain/a/send", json=60_000, timeout=30).json()["invocationId"]
     b = wait_for(lambda: callee_of(dev, a), 10, "a's call to b")
     c = wait_for(lambda: callee_of(dev, b), 10, "b's call to c")
@@ -72,7 +73,7 @@ def test_cancel_of_the_chain_head_compensates_the_leaves_first(dev: DevServer, e
         outcome = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation}/attach", timeout=30)
         assert outcome.status_code == 409, outcome.text
     compensations = [s for s in steps_of(effects_file, a, b, c) if s.endswith("-compensate")]
-    assert compensations == ["c-compensate", "b-compensate", "a-compensate"]
+    assert compensations == ["a-compensate", "b-compensate", "c-compensate"]
     assert "c-done" not in steps_of(effects_file, c)
 
 
@@ -241,6 +242,26 @@ def test_metrics_costs_and_trace_context_of_an_invocation(dev: DevServer) -> Non
     assert "AWS requests" in shown.output
     assert "dynamodb" in shown.output
     assert "per million" in shown.output
+
+
+def test_cancelling_a_caller_takes_its_callee_out_of_another_holders_inbox(dev: DevServer, effects_file: Path) -> None:
+    # as restate-server 1.7.12 does (which keeps no record of the callee; Torpor keeps it, cancelled)
+    key = unique("held")
+    holder = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_after_sleep/send", json={"ms": 3000, "delta": 1})
+    wait_for(lambda: describe(dev, holder.json()["invocationId"])["status"] == "suspended", 10, "the holder's sleep")
+    caller = httpx.post(f"{dev.ingress_url}/Calls/count_to/send", json={"key": key, "n": 1}).json()["invocationId"]
+    callee = wait_for(lambda: callee_of(dev, caller), 10, "the call")
+    wait_for(lambda: describe(dev, callee)["status"] == "pending", 10, "the callee to queue for the key")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/cancel").status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{caller}/attach", timeout=30).status_code == 409
+    wait_for(lambda: describe(dev, callee)["status"] == "completed", 10, "the callee to leave the inbox")
+    assert describe(dev, callee)["completion_kind"] == "cancelled"
+    assert describe(dev, callee)["attempts"] == 0
+    assert (
+        httpx.get(f"{dev.ingress_url}/restate/invocation/{holder.json()['invocationId']}/attach", timeout=30).json()
+        == 1
+    )
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=30).json() == 1
 
 
 def test_killing_one_caller_of_a_shared_callee_kills_it_for_every_caller(dev: DevServer, effects_file: Path) -> None:

@@ -327,7 +327,7 @@ def test_send_prints_the_id_and_describe_shows_the_journal(dev: DevServer) -> No
     assert described.exit_code == 0, described.output
     out = described.stdout
     assert re.search(r"Target +Steps/one_step", out)
-    assert re.search(r"Status +completed \(success\)", out)
+    assert re.search(r"Status +completed \(succeeded\)", out)
     assert re.search(r"Attempts +2", out)
     assert re.search(r"Output +42", out)
     assert "Journal (4 entries)" in out
