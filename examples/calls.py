@@ -47,7 +47,7 @@ async def call_failing(ctx: restate.Context, message: str) -> str:
 
 @calls.handler()
 async def book_via(ctx: restate.Context, ms: int) -> str:
-    """Call Waits/booking (which sleeps `ms`); cancelling this invocation cancels the booking first."""
+    """Call Waits/booking (which sleeps `ms`); cancelling this invocation cancels the booking too."""
     return await ctx.service_call(booking, ms)
 
 
