@@ -24,6 +24,7 @@ from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.observability import InMemoryMetrics, cost_usd
 from control_plane.ports import (
+    COMPLETION_KINDS,
     INVOCATION_STATUSES,
     DeploymentRecord,
     InvocationRecord,
@@ -172,6 +173,12 @@ def _failure_json(failure: Mapping[str, object] | None) -> dict[str, Any] | None
     return out
 
 
+def completion_kind(record: InvocationRecord) -> str:
+    """How a completed invocation ended: `succeeded`, `failed`, `cancelled` or `killed` (stored by
+    the completing write; a record stored before that field existed says `succeeded` or `failed`)."""
+    return record.completion or ("failed" if record.failure else "succeeded")
+
+
 def invocation_json(
     record: InvocationRecord, journal: Journal | None = None, stored_at_ms: Sequence[int] = ()
 ) -> dict[str, Any]:
@@ -205,6 +212,7 @@ def invocation_json(
     }
     if record.status == "completed":
         out["completion_result"] = "failure" if record.failure else "success"
+        out["completion_kind"] = completion_kind(record)
         if record.failure:
             out["completion_failure"] = dict(record.failure)
         elif record.output is not None:
@@ -466,12 +474,20 @@ class Admin:
     def list_invocations(self, request: HttpRequest) -> HttpResponse:
         """`{"invocations": [...], "next_page_token"?}`, newest first.
 
-        Filters: `?status=`, `?service=`, `?handler=`, `?key=`; `?limit=` (1..1000, default 100) and
-        `?page_token=` (from the previous answer) page through the rest.
+        Filters: `?status=`, `?service=`, `?handler=`, `?key=`, `?completion=` (a completed one's
+        `completion_kind`: succeeded, failed, cancelled, killed); `?limit=` (1..1000, default 100)
+        and `?page_token=` (from the previous answer) page through the rest.
         """
         status = request.query("status")
         if status is not None and status not in INVOCATION_STATUSES:
             raise BadRequest(f"unknown status {status!r}; one of: {', '.join(INVOCATION_STATUSES)}")
+        completion = request.query("completion")
+        if completion is not None and completion not in COMPLETION_KINDS:
+            raise BadRequest(f"unknown completion {completion!r}; one of: {', '.join(COMPLETION_KINDS)}")
+        if completion is not None and status not in (None, "completed"):
+            raise BadRequest(f"completion={completion} lists completed invocations only, not status={status}")
+        if completion is not None:
+            status = "completed"
         try:
             limit = int(request.query("limit") or 100)
         except ValueError as exc:
@@ -486,6 +502,7 @@ class Admin:
             handler=request.query("handler"),
             key=request.query("key"),
             before=before,
+            completion=completion,
         )
         body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
         if len(records) > limit:

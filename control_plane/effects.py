@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.held import Held
 from control_plane.journal import Journal, notification_key
-from control_plane.keyed import is_exclusive, is_keyed
-from control_plane.ports import InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
+from control_plane.keyed import is_exclusive, is_keyed, is_workflow_run
+from control_plane.ports import MAX_TIMER_MS, InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -63,6 +63,15 @@ def call_result(callee: InvocationRecord, completion_id: int) -> Frame:
     else:
         result.value.content = callee.output or b""
     return frame(result)
+
+
+def _behind(holder: InvocationRecord, callee: InvocationRecord) -> bool:
+    """True if `callee` waits in the inbox of the object key that `holder` (an exclusive handler) holds."""
+    return (
+        is_exclusive(holder)
+        and callee.status == "pending"
+        and (callee.service, callee.key) == (holder.service, holder.key)
+    )
 
 
 def notification(key: str, message: object) -> StoredNotification:
@@ -157,9 +166,22 @@ class EffectsMixin(_Base):
                 self._resolve_awakeable(complete.awakeable_id, signal)
             elif entry.type == MessageType.SendSignal:
                 send = pb.SendSignalCommandMessage.FromString(entry.payload)
-                self._send_signal(send)
+                self._send_signal(held.record, send)
             elif entry.type in KEYED_EFFECTS and is_keyed(held.record):
                 self.keys.apply(held.record, held.state, entry)
+                if entry.type == MessageType.CompletePromise and not is_workflow_run(held.record):
+                    self._expire_without_run(held.record)
+
+    def _expire_without_run(self, record: InvocationRecord) -> None:
+        """A shared handler completed a promise of a workflow whose `run` does not exist (not yet, or
+        no more) or has ended: nothing else would ever remove it, so the workflow's items expire after
+        the workflow retention from now (TTL). A `run` created later removes that TTL again."""
+        run = self.store.get_invocation(ids.workflow_run_id(record.service, record.key))
+        if run is not None and run.status != "completed":
+            return  # its completion sets the TTL of everything
+        options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
+        self.store.expire_keyed(record.service, record.key, -(-(self.clock.now_ms() + retention_ms) // 1000))
 
     def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame) -> None:
         """Create the invocation a Call or OneWayCall asks for (conditional: once per command).
@@ -219,7 +241,17 @@ class EffectsMixin(_Base):
         except NotFound:
             log.error("CompleteAwakeable for %s: that invocation does not exist (any more)", awakeable_id)
 
-    def _send_signal(self, send: pb.SendSignalCommandMessage) -> None:
+    def _send_signal(self, sender: InvocationRecord, send: pb.SendSignalCommandMessage) -> None:
+        """Deliver a SendSignal command's signal. The cancel signal (a cancelled handler's SDK sends it
+        to the calls it awaits) is a `cancel` of the target: one that has not started ends at once,
+        unless it waits in the inbox of the object key the sender holds (it would run only once the
+        sender ended: it gets the signal then, as with restate-server 1.7.12)."""
+        if send.WhichOneof("signal_id") == "idx" and send.idx == CANCEL_SIGNAL:
+            target = self.store.get_invocation(send.target_invocation_id)
+            if target is not None and target.status != "completed" and not _behind(sender, target):
+                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                    self.cancel(send.target_invocation_id)
+                return
         signal = pb.SignalNotificationMessage()
         which = send.WhichOneof("result")
         if which == "failure":
@@ -259,19 +291,17 @@ class EffectsMixin(_Base):
     def cancel(self, invocation_id: str) -> None:
         """Send the cancel signal: the handler gets a terminal error (409) at its next await.
 
-        The callees of its calls still open are cancelled first (those it created and nobody else
-        awaits, see `_own_callees`). An invocation that has not started
-        is completed as cancelled at once; a paused one is made runnable so the signal reaches it.
-        Raises `NotFound`, or `Conflict` if it already completed.
+        Its callees are not cancelled here: the handler's SDK sends the cancel signal to every call
+        it awaits when it sees its own (`_send_signal`), as with restate-server 1.7.12, so a chain
+        A → B → C is cancelled from A down. An invocation that has not started is completed as
+        cancelled at once; a paused one is made runnable so the signal reaches it. Raises
+        `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
-        for callee in self._own_callees(loaded):  # the leaves first, as Restate does
-            with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                self.cancel(callee)
         record = loaded.record
         if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
             try:  # only if no worker started it since we read it (the epoch would have moved)
-                self._finish_now(record, {"code": 409, "message": "cancelled"}, epoch=record.epoch)
+                self._finish_now(record, {"code": 409, "message": "cancelled"}, "cancelled", epoch=record.epoch)
                 return
             except StoreConflict:
                 pass  # it started: deliver the signal instead, so the handler can compensate
@@ -283,27 +313,42 @@ class EffectsMixin(_Base):
     def kill(self, invocation_id: str) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
-        The callees of its calls still open are killed too (as for cancel, those it alone awaits),
-        after it (killed first, a callee would
-        wake it with its failure, and its handler could end on its own before the kill). Raises
-        `NotFound`, or `Conflict` if it already completed.
+        Every callee it started and that has not completed is killed too, as restate-server 1.7.12
+        does: those of its open calls (a callee shared through an idempotency key with other callers
+        included: they get its 409) and those of its one-way calls. All after it is marked
+        completed (killed first, a callee would wake it with its failure, and its handler could end
+        on its own before the kill); one waiting in the inbox of the object key this invocation
+        holds before it hands the key on (it would start). Raises `NotFound`, or `Conflict` if it
+        already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
-        self._finish_now(loaded.record, {"code": 409, "message": "killed"})
-        for callee in self._own_callees(loaded):
-            with contextlib.suppress(NotFound, Conflict):
-                self.kill(callee)
+        callees = self._started_callees(loaded)
 
-    def _own_callees(self, loaded: LoadedInvocation) -> list[str]:
-        """The open callees that cancel and kill reach: those this invocation created and nobody else
-        awaits. A callee shared through an idempotency key (or a workflow's run) with other callers,
-        or created by another request, goes on: those callers still want its result. (On a cancel the
-        handler's SDK also cancels every call it awaits, shared or not, as with Restate.)"""
+        def kill_callees(behind: bool) -> None:
+            for callee in callees:
+                if _behind(loaded.record, callee) == behind:
+                    with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                        self.kill(callee.invocation_id)
+
+        self._finish_now(
+            loaded.record, {"code": 409, "message": "killed"}, "killed", before_ended=lambda: kill_callees(True)
+        )
+        kill_callees(False)
+
+    def _started_callees(self, loaded: LoadedInvocation) -> list[InvocationRecord]:
+        """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
+        journal = Journal.load(loaded.record.input_entry, loaded.batches)
+        held = Held(loaded.record, journal, [])
+        wanted = list(self._open_callees(loaded))
+        for index, entry in enumerate(journal.frames):
+            if entry.type == MessageType.OneWayCall:
+                with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
+                    wanted.append(self._callee_id(held, index))
         out = []
-        for callee_id in self._open_callees(loaded):
+        for callee_id in dict.fromkeys(wanted):
             callee = self.store.get_invocation(callee_id)
-            if callee is not None and callee.caller_id == loaded.record.invocation_id and not callee.callers:
-                out.append(callee_id)
+            if callee is not None and callee.status != "completed":
+                out.append(callee)
         return out
 
     def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
@@ -416,15 +461,25 @@ class EffectsMixin(_Base):
         except StoreConflict as exc:
             raise Conflict(f"invocation {invocation_id} has already completed") from exc
 
-    def _finish_now(self, record: InvocationRecord, failure: Mapping[str, object], epoch: int | None = None) -> None:
+    def _finish_now(
+        self,
+        record: InvocationRecord,
+        failure: Mapping[str, object],
+        completion: str,
+        epoch: int | None = None,
+        before_ended: Callable[[], None] | None = None,
+    ) -> None:
         """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers.
 
-        With `epoch`, only if the invocation's epoch is still that (`StoreConflict` otherwise).
+        `completion` is the kind stored with it (`cancelled`, `killed`). With `epoch`, only if the
+        invocation's epoch is still that (`StoreConflict` otherwise). `before_ended` runs after the
+        completing write, before callers are told and the object key is handed on (`_ended`).
         """
         now = self.clock.now_ms()
         changes: dict[str, object] = {
             "status": "completed",
             "failure": dict(failure),
+            "completion": completion,
             "lease_until_ms": 0,
             "completed_at_ms": now,
             "next_retry_at_ms": 0,
@@ -443,8 +498,16 @@ class EffectsMixin(_Base):
         if loaded is not None:
             dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
         for due in dues - {0}:
-            self.store.delete_timer(due, record.invocation_id)
+            self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
+        if before_ended is not None:
+            before_ended()
         self._ended(ended or record)
+
+    def _drop_sleep_timers(self, held: Held) -> None:
+        """Delete the timers of sleeps the handler no longer awaits (it completed, e.g. cancelled
+        during a sleep): one DeleteItem per open sleep, none in the usual case."""
+        for due in set(held.journal.open_sleeps().values()):
+            self.store.delete_timer(min(due, MAX_TIMER_MS), held.record.invocation_id)
 
     def _tell_caller(self, callee: InvocationRecord, caller_id: str, completion_id: int) -> None:
         """Store the CallCompletion with the completed `callee`'s result for a caller, and wake it."""

@@ -219,6 +219,8 @@ class Engine(EffectsMixin):
             if not self._drop_if_expired(invocation_id):  # its retention ended: the id is free again
                 raise
             self.store.create_invocation(record)
+        if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
+            self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
         self.metrics.count("invocations_created", service=service, handler=handler)
         if pending:
             self.keys.enqueue(record)
@@ -276,7 +278,7 @@ class Engine(EffectsMixin):
         fresh = [n for n in held.stored if not held.journal.has(n.key)]
         if record.execution_time_ms > now:  # a delayed invocation starts at its time, whatever arrives
             if any(n.key == f"s{CANCEL_SIGNAL}" for n in fresh):
-                return self._fail_terminally(held, 409, "cancelled")
+                return self._fail_terminally(held, 409, "cancelled", "cancelled")
             return self._not_due(held, "scheduled", record.execution_time_ms)
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
         if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
@@ -611,14 +613,16 @@ class Engine(EffectsMixin):
         self.metrics.count("suspensions", service=held.record.service, handler=held.record.handler)
         return Outcome.SUSPENDED
 
-    def _fail_terminally(self, held: Held, code: int, message: str) -> Outcome:
-        """Complete the invocation with a failure that no retry can mend (e.g. 413: too large)."""
+    def _fail_terminally(self, held: Held, code: int, message: str, completion: str = "failed") -> Outcome:
+        """Complete the invocation with a failure that no retry can mend (e.g. 413: too large);
+        `completion` is the kind stored with it (`failed`, or `cancelled` before it started)."""
         now = self.clock.now_ms()
         try:
             self._update(
                 held,
                 status="completed",
                 failure={"code": code, "message": message},
+                completion=completion,
                 lease_until_ms=0,
                 completed_at_ms=now,
                 next_retry_at_ms=0,
@@ -630,6 +634,7 @@ class Engine(EffectsMixin):
             )
         except StoreConflict:
             return Outcome.LEASE_LOST
+        self._drop_sleep_timers(held)
         self._ended(held.record)
         return Outcome.COMPLETED
 
@@ -660,12 +665,16 @@ class Engine(EffectsMixin):
         }
         if output.WhichOneof("result") == "failure":
             changes["failure"] = {"code": output.failure.code or 500, "message": output.failure.message}
+            # a failure after the cancel signal reached the handler is its cancellation
+            changes["completion"] = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
         else:
             changes["output"] = output.value.content
+            changes["completion"] = "succeeded"
         try:
             self._update(held, **changes)
         except StoreConflict:
             return Outcome.LEASE_LOST
+        self._drop_sleep_timers(held)
         self._ended(held.record)
         return Outcome.COMPLETED
 
@@ -716,6 +725,7 @@ class Engine(EffectsMixin):
                     **common,
                     status="completed",
                     failure={"code": failure.code, "message": failure.message},
+                    completion="failed" if failure.behavior == pb.FAIL else "killed",
                     completed_at_ms=now,
                     next_retry_at_ms=0,
                     **self._retention(held.record, now),

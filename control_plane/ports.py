@@ -48,6 +48,11 @@ output, must fit in it."""
 INVOCATION_STATUSES = ("pending", "scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed")
 """Every status an invocation record can have (`InvocationRecord.status`)."""
 
+COMPLETION_KINDS = ("succeeded", "failed", "cancelled", "killed")
+"""How a completed invocation ended (`InvocationRecord.completion`): an output; a failure (a
+terminal error, or the retry policy ended it); a failure after the cancel signal reached it (or
+cancelled before it started); killed (also: the retry policy's `on_max_attempts = kill`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class DeploymentRecord:
@@ -132,6 +137,7 @@ class InvocationRecord:
     journal_expires_at_ms: int = 0  # a completed invocation's journal is removed at this time
     trace_id: str = ""  # W3C trace id (32 hex digits) its attempts carry in `traceparent`
     requests: Mapping[str, int] | None = None  # AWS requests it caused, by kind (`observability.record`)
+    completion: str = ""  # how it completed: one of `COMPLETION_KINDS`, set by the completing write
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,9 +345,11 @@ class Store(Protocol):
         handler: str | None = None,
         key: str | None = None,
         before: tuple[int, str] | None = None,
+        completion: str | None = None,
     ) -> list[InvocationRecord]:
-        """Invocations, newest first, filtered by status, service, handler and key; a page of at most
-        `limit`, older than `before` = `(modified_at_ms, invocation_id)` of the previous page's last."""
+        """Invocations, newest first, filtered by status, service, handler, key and completion kind
+        (`InvocationRecord.completion`); a page of at most `limit`, older than `before` =
+        `(modified_at_ms, invocation_id)` of the previous page's last."""
 
 
 @dataclass(frozen=True, slots=True)

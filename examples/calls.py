@@ -5,6 +5,8 @@ While it waits, the caller is suspended; the callee's result comes back as a Cal
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import restate
 from restate import TerminalError
 
@@ -45,5 +47,16 @@ async def call_failing(ctx: restate.Context, message: str) -> str:
 
 @calls.handler()
 async def book_via(ctx: restate.Context, ms: int) -> str:
-    """Call Waits/booking (which sleeps `ms`); cancelling this invocation cancels the booking first."""
+    """Call Waits/booking (which sleeps `ms`); cancelling this invocation cancels the booking too."""
     return await ctx.service_call(booking, ms)
+
+
+@calls.handler()
+async def send_then_sleep(ctx: restate.Context, ms: int) -> str:
+    """Send Waits/booking (a one-way call, which sleeps `ms`), then sleep `ms` itself; the callee's id.
+
+    Cancelling this invocation while it sleeps leaves the one-way callee running; killing it kills the callee too.
+    """
+    callee = await ctx.service_send(booking, ms).invocation_id()
+    await ctx.sleep(timedelta(milliseconds=ms))
+    return callee

@@ -2,9 +2,8 @@
 
 `Chain/a` calls `Chain/b`, which calls `Chain/c`, which sleeps `ms` milliseconds; each result
 flows back up (`"a(b(c))"`). Every step is a `ctx.run`, recorded as a side effect, so tests can
-see that each ran once. Cancelling `a` while `c` sleeps cancels the open callees first: `c`
-compensates, then `b`, then `a` (each catches the 409 terminal error, records a compensation step
-and raises it on).
+see that each ran once. Cancelling `a` while `c` sleeps reaches `a`, whose SDK cancels `b`, whose
+SDK cancels `c`: each catches the 409 terminal error, records a compensation step and raises it on.
 
 `Chain/call_once` calls `Chain/work` with the idempotency key it is given: however many callers
 use the same key, `work` runs once and each of them gets its result.

@@ -40,3 +40,9 @@ async def peek(ctx: restate.WorkflowSharedContext) -> str:
     """The confirmation code if the promise is completed, else "pending"."""
     value = await ctx.promise("confirmation", type_hint=str).peek()
     return value if value is not None else "pending"
+
+
+@signup.handler()
+async def await_confirmation(ctx: restate.WorkflowSharedContext) -> str:
+    """Wait for the confirmation promise beside `run` (a shared handler awaiting it too); its value."""
+    return await ctx.promise("confirmation", type_hint=str).value()

@@ -648,6 +648,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         handler: str | None = None,
         key: str | None = None,
         before: tuple[int, str] | None = None,
+        completion: str | None = None,
     ) -> list[InvocationRecord]:
         """Invocations, newest `modified_at_ms` first, optionally filtered; a page of them.
 
@@ -665,6 +666,8 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             key: Only invocations of this object key or workflow id.
             before: `(modified_at_ms, invocation_id)` of the last record of the previous page: only
                 older ones.
+            completion: Only completed invocations that ended so (`succeeded`, `failed`,
+                `cancelled`, `killed`; stored by the completing write).
 
         Returns:
             At most `limit` records, ordered by `modified_at_ms` then invocation id, newest first.
@@ -678,6 +681,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
                 (service, model.service == service),
                 (handler, model.handler == handler),
                 (key, model.key == key),
+                (completion, model.completion == completion),
             )
             if value is not None
         ]

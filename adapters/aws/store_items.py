@@ -241,6 +241,7 @@ class InvocationItem(Item):
     journal_expires_at_ms = IntAttribute(null=True)
     trace_id = UnicodeAttribute(null=True)
     requests = JSONAttribute(null=True)
+    completion = UnicodeAttribute(null=True)  # absent on items written before it existed
 
 
 class BatchItem(Item):

@@ -40,6 +40,11 @@ def invocations() -> None:
 @click.option("--handler", metavar="NAME", help="Only invocations of this handler.")
 @click.option("--key", metavar="KEY", help="Only invocations of this object key or workflow id.")
 @click.option(
+    "--completion",
+    type=click.Choice(["succeeded", "failed", "cancelled", "killed"]),
+    help="Only completed invocations that ended so.",
+)
+@click.option(
     "--limit", type=click.IntRange(1, 1000), default=None, help="At most this many, newest first [admin API: 100]."
 )
 @click.option("--page-token", metavar="TOKEN", help="The next page: the token the previous page printed.")
@@ -51,6 +56,7 @@ def list_invocations(
     service: str | None,
     handler: str | None,
     key: str | None,
+    completion: str | None,
     limit: int | None,
     page_token: str | None,
 ) -> None:
@@ -60,6 +66,7 @@ def list_invocations(
         ("service", service),
         ("handler", handler),
         ("key", key),
+        ("completion", completion),
         ("limit", limit),
         ("page_token", page_token),
     )

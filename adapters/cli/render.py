@@ -195,7 +195,7 @@ def invocations_table(invocations: Sequence[Mapping[str, Any]]) -> Table:
 
 def _status(invocation: Mapping[str, Any]) -> str:
     status = str(invocation.get("status", ""))
-    result = invocation.get("completion_result")
+    result = invocation.get("completion_kind") or invocation.get("completion_result")
     return f"{status} ({result})" if result else status
 
 

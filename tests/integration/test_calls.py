@@ -60,7 +60,8 @@ def test_a_chain_of_three_calls_returns_the_innermost_result_through_each_caller
     )
 
 
-def test_cancel_of_the_chain_head_compensates_the_leaves_first(dev: DevServer, effects_file: Path) -> None:
+def test_cancel_of_the_chain_head_travels_down_through_each_sdk(dev: DevServer, effects_file: Path) -> None:
+    # as restate-server 1.7.12 does: A sees the signal, its SDK cancels B (and B's SDK, C) while A compensates
     a = httpx.post(f"{dev.ingress_url}/Chain/a/send", json=60_000, timeout=30).json()["invocationId"]
     b = wait_for(lambda: callee_of(dev, a), 10, "a's call to b")
     c = wait_for(lambda: callee_of(dev, b), 10, "b's call to c")
@@ -72,7 +73,7 @@ def test_cancel_of_the_chain_head_compensates_the_leaves_first(dev: DevServer, e
         outcome = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation}/attach", timeout=30)
         assert outcome.status_code == 409, outcome.text
     compensations = [s for s in steps_of(effects_file, a, b, c) if s.endswith("-compensate")]
-    assert compensations == ["c-compensate", "b-compensate", "a-compensate"]
+    assert compensations == ["a-compensate", "b-compensate", "c-compensate"]
     assert "c-done" not in steps_of(effects_file, c)
 
 
@@ -195,9 +196,11 @@ def test_an_object_calling_its_own_key_is_a_deadlock_named_by_describe_and_broke
     assert shown.exit_code == 0, shown.output
     assert "DEADLOCK" in shown.output
 
-    # killing the caller releases the key (and kills its open callee, as kill does)
+    # killing the caller releases the key and kills its queued callee first (restate-server 1.7.12 kills it too)
     assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/kill").status_code == 202
     assert httpx.get(f"{dev.ingress_url}/restate/invocation/{callee}/attach", timeout=30).status_code == 409
+    assert describe(dev, callee)["completion_kind"] == "killed"
+    assert describe(dev, callee)["attempts"] == 0
     assert httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=1, timeout=30).json() == 1
 
 
@@ -241,8 +244,28 @@ def test_metrics_costs_and_trace_context_of_an_invocation(dev: DevServer) -> Non
     assert "per million" in shown.output
 
 
-def test_killing_one_caller_of_a_shared_callee_leaves_it_to_the_others(dev: DevServer, effects_file: Path) -> None:
-    # (a cancel differs: the cancelled handler's SDK cancels the calls it awaits, shared or not, as in Restate)
+def test_cancelling_a_caller_takes_its_callee_out_of_another_holders_inbox(dev: DevServer, effects_file: Path) -> None:
+    # as restate-server 1.7.12 does (which keeps no record of the callee; Torpor keeps it, cancelled)
+    key = unique("held")
+    holder = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_after_sleep/send", json={"ms": 3000, "delta": 1})
+    wait_for(lambda: describe(dev, holder.json()["invocationId"])["status"] == "suspended", 10, "the holder's sleep")
+    caller = httpx.post(f"{dev.ingress_url}/Calls/count_to/send", json={"key": key, "n": 1}).json()["invocationId"]
+    callee = wait_for(lambda: callee_of(dev, caller), 10, "the call")
+    wait_for(lambda: describe(dev, callee)["status"] == "pending", 10, "the callee to queue for the key")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/cancel").status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{caller}/attach", timeout=30).status_code == 409
+    wait_for(lambda: describe(dev, callee)["status"] == "completed", 10, "the callee to leave the inbox")
+    assert describe(dev, callee)["completion_kind"] == "cancelled"
+    assert describe(dev, callee)["attempts"] == 0
+    assert (
+        httpx.get(f"{dev.ingress_url}/restate/invocation/{holder.json()['invocationId']}/attach", timeout=30).json()
+        == 1
+    )
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=30).json() == 1
+
+
+def test_killing_one_caller_of_a_shared_callee_kills_it_for_every_caller(dev: DevServer, effects_file: Path) -> None:
+    # as restate-server 1.7.12 does: a kill reaches every callee the killed handler started
     request = {"key": unique("shared"), "ms": 3000}
     callers = [
         httpx.post(f"{dev.ingress_url}/Chain/call_once/send", json=request, timeout=30).json()["invocationId"]
@@ -254,8 +277,27 @@ def test_killing_one_caller_of_a_shared_callee_leaves_it_to_the_others(dev: DevS
     killed = httpx.get(f"{dev.ingress_url}/restate/invocation/{callers[0]}/attach", timeout=30)
     assert killed.status_code == 409
     other = httpx.get(f"{dev.ingress_url}/restate/invocation/{callers[1]}/attach", timeout=30)
-    assert (other.status_code, other.json()) == (200, work)
-    assert steps_of(effects_file, work) == ["work"]
+    assert (other.status_code, other.json()["message"]) == (409, "killed")
+    assert describe(dev, work)["completion_kind"] == "killed"
+    assert describe(dev, callers[1])["completion_kind"] == "failed"  # it failed with its callee's 409
+    assert steps_of(effects_file, work) == []
+
+
+def test_cancelling_a_deadlocked_caller_lets_its_queued_callee_run_after_it(dev: DevServer) -> None:
+    # as restate-server 1.7.12 does: the callee waiting for the caller's key is not cancelled with
+    # it; the caller's SDK sends it the cancel signal, which it gets once it runs (`add` never awaits)
+    key = unique("self-cancel")
+    caller = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_via_self/send", json=5).json()["invocationId"]
+    callee = wait_for(lambda: callee_of(dev, caller), 10, "the call to its own key")
+    wait_for(lambda: describe(dev, caller).get("deadlock"), 10, "a deadlock report")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/cancel").status_code == 202
+    ended = httpx.get(f"{dev.ingress_url}/restate/invocation/{caller}/attach", timeout=30)
+    assert (ended.status_code, ended.json()["message"]) == (409, "cancelled")
+    ran = httpx.get(f"{dev.ingress_url}/restate/invocation/{callee}/attach", timeout=30)
+    assert (ran.status_code, ran.json()) == (200, 5)
+    assert httpx.post(f"{dev.ingress_url}/Counter/{key}/get", timeout=30).json() == 5
+    assert describe(dev, caller)["completion_kind"] == "cancelled"
+    assert describe(dev, callee)["completion_kind"] == "succeeded"
 
 
 def test_an_unexpected_error_in_the_control_plane_is_a_counted_failed_attempt(

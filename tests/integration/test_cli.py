@@ -327,7 +327,7 @@ def test_send_prints_the_id_and_describe_shows_the_journal(dev: DevServer) -> No
     assert described.exit_code == 0, described.output
     out = described.stdout
     assert re.search(r"Target +Steps/one_step", out)
-    assert re.search(r"Status +completed \(success\)", out)
+    assert re.search(r"Status +completed \(succeeded\)", out)
     assert re.search(r"Attempts +2", out)
     assert re.search(r"Output +42", out)
     assert "Journal (4 entries)" in out
@@ -408,6 +408,11 @@ def test_describe_a_suspended_invocation_shows_its_wake_up_and_what_it_waits_for
     assert cancelled.stdout.startswith(f"Cancel requested for {invocation_id}")
     done = wait_for(invocation_with_status(dev, invocation_id, "completed"), "the cancelled sleep to complete")
     assert done["completion_failure"]["code"] == 409
+    assert re.search(r"Status +completed \(cancelled\)", torpor(dev, "invocations", "describe", invocation_id).stdout)
+    listed = torpor(dev, "invocations", "list", "--completion", "cancelled", "--limit", "1000")
+    assert listed.exit_code == 0, listed.output
+    assert re.search(rf"│ {invocation_id} +│ Waits/sleep +│ completed \(cancelled\)", listed.stdout)
+    assert "(succeeded)" not in listed.stdout
 
 
 @pytest.mark.parametrize("action", ["cancel", "kill"])
@@ -424,7 +429,7 @@ def test_invocations_list_filters_by_service_and_status(dev: DevServer) -> None:
 
     listed = torpor(dev, "invocations", "list", "--service", "Greeter", "--status", "completed", "--limit", "1000")
     assert listed.exit_code == 0, listed.output
-    assert re.search(rf"│ {invocation_id} +│ Greeter/greet +│ completed \(success\) +│ +1 │", listed.stdout)
+    assert re.search(rf"│ {invocation_id} +│ Greeter/greet +│ completed \(succeeded\) +│ +1 │", listed.stdout)
     assert "Steps/" not in listed.stdout
 
     as_json = torpor(dev, "--json", "invocations", "list", "--service", "Greeter", "--limit", "1")

@@ -86,6 +86,7 @@ EVERY_FIELD = InvocationRecord(
     journal_expires_at_ms=1_700_000_100_000,
     trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
     requests={"dynamodb PutItem": 2, "sqs SendMessage": 1},
+    completion="failed",
 )
 
 

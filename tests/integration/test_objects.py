@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import boto3
@@ -243,6 +244,37 @@ def test_workflow_state_and_promises_get_the_retention_ttl(dev: DevServer) -> No
     assert len(items) >= 3  # two state entries and the promise, at least
     horizon = time.time() + SETTINGS.workflow_retention_ms / 1000
     assert all(abs(int(item["expires_at"]["N"]) - horizon) < 120 for item in items)
+
+
+def _workflow_items(dev: DevServer, wf: str) -> list[dict[str, Any]]:
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=dev.dynamodb_endpoint,
+        region_name=REGION,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    ).query(
+        TableName=dev.table,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"OBJ#Signup#{hashlib.sha256(wf.encode()).hexdigest()}"}},
+    )["Items"]
+
+
+def test_a_promise_completed_before_its_workflow_ever_ran_expires_after_the_workflow_retention(
+    dev: DevServer,
+) -> None:
+    wf = unique("no-run")
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="C", timeout=30).json() == "confirmed"
+    items = _workflow_items(dev, wf)
+    assert len(items) == 1  # the promise
+    horizon = time.time() + SETTINGS.workflow_retention_ms / 1000
+    assert abs(int(items[0]["expires_at"]["N"]) - horizon) < 120
+    # a run started later keeps it for as long as it runs: the TTL goes, and comes back when it ends
+    run = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run/send", json="c@example.com", timeout=30)
+    assert run.status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/attach", timeout=30)
+    assert done.json() == {"email": "c@example.com", "confirmed_with": "C"}
+    wait_for(lambda: all("expires_at" in item for item in _workflow_items(dev, wf)), 10, "the run's retention TTL")
 
 
 # --- calls between services ------------------------------------------------------------------------

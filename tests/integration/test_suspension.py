@@ -480,3 +480,69 @@ def test_journal_and_idempotency_retention_set_when_a_completed_invocation_expir
         httpx.patch(
             f"{dev.admin_url}/services/Greeter", json={"journal_retention": None, "idempotency_retention": None}
         )
+
+
+def _timers_of(dev: DevServer, invocation_id: str, until_ms: int) -> list[int]:
+    return [due for due, i in dev.store.due_timers(until_ms) if i == invocation_id]
+
+
+def test_cancel_during_a_sleep_removes_the_sleeps_timer(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=600_000).json()
+    invocation_id = sent["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 10, "suspension")
+    horizon = int(time.time() * 1000) + 700_000
+    assert _timers_of(dev, invocation_id, horizon), "the sleep arms a timer"
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel").status_code == 202
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/attach", timeout=30).status_code == 409
+    assert _timers_of(dev, invocation_id, horizon) == []  # (its retention timer is 24 h away)
+
+
+def test_kill_reaches_one_way_callees_and_cancel_leaves_them_running(dev: DevServer, effects_file: Path) -> None:
+    # as restate-server 1.7.12 does: a kill reaches every callee the handler started, a cancel only
+    # the calls it awaits
+    outcomes, callers = {}, {}
+    for action in ("cancel", "kill"):
+        caller = httpx.post(f"{dev.ingress_url}/Calls/send_then_sleep/send", json=6_000).json()["invocationId"]
+        journal = wait_for(
+            lambda caller=caller: (d := describe(dev, caller))["status"] == "suspended" and d["journal"],
+            10,
+            "suspension",
+        )
+        callee = next(e["invocation_id"] for e in journal if e["type"] == "CallInvocationIdCompletion")
+        wait_for(lambda callee=callee: describe(dev, callee)["status"] == "suspended", 10, "the callee's sleep")
+        assert httpx.patch(f"{dev.admin_url}/invocations/{caller}/{action}").status_code == 202
+        done = httpx.get(f"{dev.ingress_url}/restate/invocation/{callee}/attach", timeout=30)
+        outcomes[action] = (done.status_code, describe(dev, callee).get("completion_kind"))
+        callers[action] = describe(dev, caller).get("completion_kind")
+    assert outcomes == {"cancel": (200, "succeeded"), "kill": (409, "killed")}
+    assert callers == {"cancel": "cancelled", "kill": "killed"}
+
+
+def test_the_completion_kind_tells_cancel_kill_and_a_terminal_error_apart(dev: DevServer) -> None:
+    cancelled = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=60_000).json()["invocationId"]
+    killed = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=60_000).json()["invocationId"]
+    for invocation_id in (cancelled, killed):
+        wait_for(lambda i=invocation_id: describe(dev, i)["status"] == "suspended", 10, "suspension")
+    httpx.patch(f"{dev.admin_url}/invocations/{cancelled}/cancel")
+    httpx.patch(f"{dev.admin_url}/invocations/{killed}/kill")
+    failed = httpx.post(f"{dev.ingress_url}/Steps/fail_terminal", json="no", timeout=30).headers["x-restate-id"]
+    succeeded = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="x", timeout=30).headers["x-restate-id"]
+    not_started = httpx.post(f"{dev.ingress_url}/restate/send/Waits/stamp?delay=1h", json={}).json()["invocationId"]
+    httpx.patch(f"{dev.admin_url}/invocations/{not_started}/cancel")
+    httpx.get(f"{dev.ingress_url}/restate/invocation/{cancelled}/attach", timeout=30)
+    expected = {cancelled: "cancelled", killed: "killed", failed: "failed", succeeded: "succeeded"}
+    expected[not_started] = "cancelled"
+    assert {i: describe(dev, i)["completion_kind"] for i in expected} == expected
+    assert describe(dev, cancelled)["completion_failure"]["code"] == 409
+
+    for kind in ("cancelled", "killed", "failed", "succeeded"):
+        listed = httpx.get(f"{dev.admin_url}/invocations", params={"completion": kind, "limit": 1000}).json()
+        ids = {i["id"] for i in listed["invocations"]}
+        assert {i for i, k in expected.items() if k == kind} <= ids, kind
+        assert not {i for i, k in expected.items() if k != kind} & ids, kind
+        assert {i["completion_kind"] for i in listed["invocations"]} == {kind}
+    bad = httpx.get(f"{dev.admin_url}/invocations", params={"completion": "aborted"})
+    assert bad.status_code == 400
+    assert "succeeded, failed, cancelled, killed" in bad.json()["message"]
+    mixed = httpx.get(f"{dev.admin_url}/invocations", params={"completion": "killed", "status": "suspended"})
+    assert mixed.status_code == 400

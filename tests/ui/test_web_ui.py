@@ -87,9 +87,19 @@ def test_cancel_from_the_ui_ends_the_invocation_with_409_and_purge_removes_it(pa
 
     # the page refreshes by itself until the invocation completes
     expect(status).to_have_attribute("data-status", "completed")
-    expect(status).to_have_text("failed 409")
+    expect(status).to_have_text("cancelled")
+    expect(status).to_have_attribute("data-completion", "cancelled")
+    expect(page.get_by_role("heading", name="Cancelled")).to_be_visible()
     final = describe(dev, invocation_id)
     assert final["completion_failure"]["code"] == 409
+
+    # the list filters by how an invocation ended
+    page.goto("/ui/#/invocations")
+    page.locator("select[name=completion]").select_option("cancelled")
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"#/invocations\?completion=cancelled"))
+    expect(row(page, invocation_id)).to_be_visible()
+    page.goto(f"/ui/#/invocations/{invocation_id}")
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Purge").click()

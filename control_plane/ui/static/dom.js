@@ -76,11 +76,17 @@ export function pretty(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
-/** A status badge; a completed invocation that failed shows as "failed". */
+/** A status badge; a completed invocation shows how it ended unless it succeeded: "failed 500",
+ * "cancelled", "killed" (its `completion_kind`). */
 export function statusBadge(invocation) {
-  const failed = invocation.status === "completed" && invocation.completion_result === "failure";
-  const label = failed ? `failed ${invocation.completion_failure?.code ?? ""}`.trim() : invocation.status;
-  return h("span", { class: `badge status-${failed ? "failed" : invocation.status}`, "data-status": invocation.status }, label);
+  const kind = invocation.status === "completed" ? invocation.completion_kind || (invocation.completion_result === "failure" ? "failed" : "succeeded") : "";
+  const ended = kind && kind !== "succeeded";
+  const label = kind === "failed" ? `failed ${invocation.completion_failure?.code ?? ""}`.trim() : ended ? kind : invocation.status;
+  return h(
+    "span",
+    { class: `badge status-${ended ? "failed" : invocation.status}`, "data-status": invocation.status, "data-completion": kind || null },
+    label,
+  );
 }
 
 /** A notice box: kind is "info", "warn" or "error". */

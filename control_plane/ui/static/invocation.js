@@ -133,7 +133,8 @@ function result(inv) {
   if (inv.status !== "completed") return null;
   if (inv.completion_result === "failure") {
     const f = inv.completion_failure || {};
-    return [h("h2", {}, "Failure"), notice("error", h("strong", {}, `${f.code}: `), f.message)];
+    const heading = { cancelled: "Cancelled", killed: "Killed" }[inv.completion_kind] || "Failure";
+    return [h("h2", {}, heading), notice("error", h("strong", {}, `${f.code}: `), f.message)];
   }
   return [h("h2", {}, "Result"), h("pre", { class: "value", "data-testid": "invocation-output" }, pretty(inv.completion_output ?? ""))];
 }

@@ -1,13 +1,14 @@
-// #/invocations?status=&service=&key=&limit=&page_token= : filters, paging, a refreshing table.
+// #/invocations?status=&completion=&service=&key=&limit=&page_token= : filters, paging, a refreshing table.
 
 import { admin } from "./api.js";
 import { add, h, link, notice, relative, replace, statusBadge, table, time } from "./dom.js";
 
 export const STATUSES = ["pending", "scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed"];
+export const COMPLETIONS = ["succeeded", "failed", "cancelled", "killed"];
 
 /** The invocation list page. */
 export async function render(root, { query }, context) {
-  const filters = Object.fromEntries(["status", "service", "key", "limit", "page_token"].map((n) => [n, query.get(n) || ""]));
+  const filters = Object.fromEntries(["status", "completion", "service", "key", "limit", "page_token"].map((n) => [n, query.get(n) || ""]));
   const { services } = await admin("services");
   add(root, h("h1", {}, "Invocations"), filterForm(filters, services));
   const body = h("div");
@@ -45,6 +46,7 @@ function filterForm(filters, services) {
     "form",
     { class: "filters", onsubmit: (event) => apply(event, form) },
     h("label", {}, "Status ", select("status", STATUSES, "any status")),
+    h("label", {}, "Completion ", select("completion", COMPLETIONS, "any completion")),
     h("label", {}, "Service ", select("service", services.map((s) => s.name).sort(), "any service")),
     h("label", {}, "Key ", h("input", { name: "key", value: filters.key, placeholder: "object or workflow key" })),
     h("label", {}, "Per page ", select("limit", ["20", "50", "100", "500"], "100")),
