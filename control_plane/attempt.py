@@ -7,11 +7,13 @@ protocol, "Stream lifecycle"). A proposal is stored as its RunCompletion notific
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from control_plane.errors import ProtocolViolation
-from control_plane.journal import AwaitPoint
+from control_plane.failures import MAX_STORED_CHARS, clip
+from control_plane.journal import AwaitPoint, Journal
 from control_plane.protocol import (
+    MESSAGE_CLASSES,
     Frame,
     MessageType,
     decode_frames,
@@ -19,10 +21,11 @@ from control_plane.protocol import (
     is_command,
     is_custom,
     is_notification,
+    type_name,
 )
 from control_plane.protocol import protocol_pb2 as pb
 
-_MAX_MESSAGE_CHARS = 4096  # failure texts are stored on the invocation item (400 KB in all)
+_MAX_MESSAGE_CHARS = MAX_STORED_CHARS  # failure texts are stored on the invocation item (400 KB in all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,20 @@ class AttemptFailure:
     behavior: int = pb.RETRY  # ErrorBehavior (V7): RETRY, PAUSE or FAIL
     related_command: str | None = None
     stacktrace: str = ""
+    related_command_index: int | None = None  # command index (Input is 0) the failure is about
+    related_command_type: int | None = None  # its message type code
+    entries: tuple[Frame, ...] = field(default=(), compare=False)  # sent before its ErrorMessage
+
+    def related(self) -> dict[str, object]:
+        """`related_command_{index,type,name}` for `last_failure` (those known; the type as a kind name)."""
+        out: dict[str, object] = {}
+        if self.related_command_index is not None:
+            out["related_command_index"] = self.related_command_index
+        if self.related_command_type is not None:
+            out["related_command_type"] = type_name(self.related_command_type)
+        if self.related_command is not None:
+            out["related_command_name"] = self.related_command
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +86,8 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
     for f in frames:
         t = f.type
         message = f.decode()  # ProtocolViolation if the payload does not parse
+        if is_command(t) and (t not in MESSAGE_CLASSES or t == MessageType.Input):
+            return AttemptFailure(571, f"the deployment sent an unknown command type {t:#06x}")
         if is_command(t) or is_custom(t):
             entries.append(Frame(t, f.payload))  # the ack flag is a request, never stored
         elif t == MessageType.ProposeRunCompletion:
@@ -88,14 +107,17 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
         elif t == MessageType.Error:
             error = message
             assert isinstance(error, pb.ErrorMessage)
-            related = error.related_command_name if error.HasField("related_command_name") else None
+            related = clip(error.related_command_name, 256) if error.HasField("related_command_name") else None
             return AttemptFailure(
                 code=error.code or 500,
-                message=error.message[:_MAX_MESSAGE_CHARS],
+                message=clip(error.message, _MAX_MESSAGE_CHARS),
                 next_retry_delay_ms=error.next_retry_delay if error.HasField("next_retry_delay") else None,
                 behavior=error.behavior,
                 related_command=related,
-                stacktrace=error.stacktrace[:_MAX_MESSAGE_CHARS],
+                stacktrace=clip(error.stacktrace, _MAX_MESSAGE_CHARS),
+                related_command_index=error.related_command_index if error.HasField("related_command_index") else None,
+                related_command_type=error.related_command_type if error.HasField("related_command_type") else None,
+                entries=tuple(entries),
             )
         elif t in (MessageType.AwaitingOn, MessageType.CommandAck):
             continue  # hints for observability; nothing to store
@@ -104,3 +126,49 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
         else:
             return AttemptFailure(571, f"unexpected message type {t:#06x} in the deployment's answer")
     return AttemptFailure(571, "the deployment's answer ended without End, Suspension or Error")
+
+
+def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | None) -> AttemptFailure | None:
+    """Refuse an answer that no SDK following the protocol sends, before anything of it is stored.
+
+    `entries` are the answer's new entries in order (see `parse_answer`), `awaiting` its Suspension's
+    await point (None for End). Refused (571, the deployment's side is untrusted input): a run
+    completion for a completion id that no Run command of the journal or the answer was given, or one
+    already completed; a second Output command; a Suspension that awaits nothing, or a completion id
+    no command was given (it could never be woken). Returns the failure, or None if the answer is fine.
+    """
+    runs, issued, outputs = set(journal.runs), set(journal.issued), journal.outputs
+    completed = set(journal.completions)
+    scratch = Journal()
+    for index, f in enumerate(entries):
+        if f.type == MessageType.RunCompletion:
+            cid = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
+            if cid not in runs:
+                return _violation(f"a run completion for completion id {cid}, which no Run command was given", index)
+            if cid in completed:
+                return _violation(f"a second run completion for completion id {cid}", index)
+            completed.add(cid)
+            continue
+        if not is_command(f.type):
+            continue
+        scratch.extend([f])
+        runs |= scratch.runs
+        issued |= scratch.issued
+        if scratch.outputs + outputs > 1:
+            return _violation("a second Output command: an invocation has exactly one result", index)
+    if awaiting is None:
+        return None
+    if not (awaiting.completions or awaiting.signals or awaiting.named_signals):
+        return _violation("a Suspension that awaits nothing: it could never be resumed", None)
+    never = sorted(awaiting.completions - issued)
+    if never:
+        return _violation(
+            f"a Suspension awaiting completion id {never[0]}, which no command was given: it could never be resumed",
+            None,
+        )
+    return None
+
+
+def _violation(what: str, entry: int | None) -> AttemptFailure:
+    where = f" (new entry {entry})" if entry is not None else ""
+    return AttemptFailure(571, f"the deployment's answer breaks the service protocol: {what}{where}")
