@@ -121,9 +121,18 @@ async def always_fails(ctx: restate.Context) -> str:
     raise ValueError("this attempt fails")
 
 
+patched = restate.Service("Patched")
+
+
+@patched.handler()
+async def fails(ctx: restate.Context) -> str:
+    _counted(ctx, "handler")
+    raise ValueError("this attempt fails")
+
+
 @pytest.fixture(scope="module")
 def services_url() -> Iterator[str]:
-    with serve_asgi(restate.app([retries, one_shot], protocol="request_response")) as url:
+    with serve_asgi(restate.app([retries, one_shot, patched], protocol="request_response")) as url:
         yield url
 
 
@@ -213,6 +222,24 @@ def test_a_service_whose_policy_allows_zero_attempts_gets_exactly_one(dev: DevSe
     reply = httpx.post(f"{dev.ingress_url}/restate/send/OneShot/always_fails", timeout=30)
     assert reply.status_code == 202, reply.text
     invocation_id = reply.json()["invocationId"]
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] == "paused" and d, 20, "the invocation to pause"
+    )
+    assert invocation["attempts"] == 1
+    assert EXECUTIONS[f"{invocation_id}/handler"] == 1
+
+
+def test_max_attempts_zero_through_the_admin_api_is_a_400_naming_the_field(dev: DevServer) -> None:
+    reply = httpx.patch(f"{dev.admin_url}/services/Patched", json={"retry_policy": {"max_attempts": 0}}, timeout=30)
+    assert reply.status_code == 400
+    assert "retry_policy.max_attempts" in reply.json()["message"]
+
+
+def test_max_attempts_one_through_the_admin_api_gets_exactly_one_attempt(dev: DevServer) -> None:
+    reply = httpx.patch(f"{dev.admin_url}/services/Patched", json={"retry_policy": {"max_attempts": 1}}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Patched/fails", timeout=30)
+    invocation_id = sent.json()["invocationId"]
     invocation = wait_for(
         lambda: (d := describe(dev, invocation_id))["status"] == "paused" and d, 20, "the invocation to pause"
     )
