@@ -7,7 +7,7 @@ protocol, "Stream lifecycle"). A proposal is stored as its RunCompletion notific
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from control_plane.errors import ProtocolViolation
 from control_plane.failures import MAX_STORED_CHARS, clip
@@ -41,6 +41,7 @@ class AttemptFailure:
     related_command_index: int | None = None  # command index (Input is 0) the failure is about
     related_command_type: int | None = None  # its message type code
     entries: tuple[Frame, ...] = field(default=(), compare=False)  # sent before its ErrorMessage
+    recorded_command: dict[str, object] | None = field(default=None, compare=False)  # a mismatch's journaled side
 
     def related(self) -> dict[str, object]:
         """`related_command_{index,type,name}` for `last_failure` (those known; the type as a kind name)."""
@@ -51,6 +52,8 @@ class AttemptFailure:
             out["related_command_type"] = type_name(self.related_command_type)
         if self.related_command is not None:
             out["related_command_name"] = self.related_command
+        if self.recorded_command is not None:
+            out["recorded_command"] = self.recorded_command
         return out
 
 
@@ -172,3 +175,58 @@ def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | 
 def _violation(what: str, entry: int | None) -> AttemptFailure:
     where = f" (new entry {entry})" if entry is not None else ""
     return AttemptFailure(571, f"the deployment's answer breaks the service protocol: {what}{where}")
+
+
+def command_summary(f: Frame, index: int) -> dict[str, object]:
+    """A command in a few words for `last_failure`: `index` (command index), `type`, `name` and,
+    for what reaches another invocation, its `target` (a call's `service/[key/]handler`, an attach's
+    or signal's invocation id, a state or promise key)."""
+    out: dict[str, object] = {"index": index, "type": type_name(f.type)}
+    try:
+        message = f.decode()
+    except ProtocolViolation:
+        return out
+    if message is None:
+        return out
+    fields = {d.name: v for d, v in message.ListFields()}
+    name = fields.get("entry_name" if f.type == MessageType.SendSignal else "name")
+    if name:
+        out["name"] = clip(str(name), 256)
+    if "service_name" in fields:
+        key = fields.get("key")
+        out["target"] = "/".join(str(p) for p in (fields["service_name"], key, fields.get("handler_name", "")) if p)
+    elif "target_invocation_id" in fields:
+        out["target"] = fields["target_invocation_id"]
+    elif "invocation_id" in fields:
+        out["target"] = fields["invocation_id"]
+    elif isinstance(fields.get("key"), bytes | str):
+        key = fields["key"]
+        out["target"] = clip(key.decode("utf-8", "replace") if isinstance(key, bytes) else key, 256)
+    return out
+
+
+def _said(command: dict[str, object]) -> str:
+    name = f" '{command['name']}'" if command.get("name") else ""
+    target = f" to {command['target']}" if command.get("target") else ""
+    return f"{command['type']}{name}{target} at command index {command['index']}"
+
+
+def explain_mismatch(journal: Journal, failure: AttemptFailure) -> AttemptFailure:
+    """Name both sides of a journal mismatch (570): the command the journal recorded at the index the
+    SDK reports, and the one the handler now sends (kind, name, index; a call's target).
+
+    The SDK reports the new command in `related_command_*` of its ErrorMessage; the recorded one is
+    read from the journal. Returns `failure` with the recorded command added to its message and
+    `recorded_command` set; any other failure is returned as it is.
+    """
+    index = failure.related_command_index
+    if failure.code != 570 or index is None or not 0 <= index < len(journal.commands):
+        return failure
+    recorded = command_summary(journal.frames[journal.commands[index]], index)
+    new: dict[str, object] = {"index": index, "type": type_name(failure.related_command_type or 0)}
+    if failure.related_command_type is None:
+        new["type"] = "unknown"
+    if failure.related_command:
+        new["name"] = failure.related_command
+    text = f"journal mismatch: the journal recorded {_said(recorded)}; the handler now sends {_said(new)}"
+    return replace(failure, message=clip(f"{text}\n{failure.message}", _MAX_MESSAGE_CHARS), recorded_command=recorded)

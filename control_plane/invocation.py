@@ -28,7 +28,7 @@ from dataclasses import replace
 from urllib.parse import quote
 
 from control_plane import ids
-from control_plane.attempt import AttemptAnswer, AttemptFailure, check_answer, parse_answer
+from control_plane.attempt import AttemptAnswer, AttemptFailure, check_answer, explain_mismatch, parse_answer
 from control_plane.effects import CANCEL_SIGNAL, EffectsMixin
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
@@ -397,6 +397,7 @@ class Engine(EffectsMixin):
             attempted = True
             result = self._attempt(held, options, pending)
             if isinstance(result, AttemptFailure):
+                result = explain_mismatch(held.journal, result)
                 kept = self._keep_failed_run(held, result, pending)
                 if isinstance(kept, Outcome):
                     return kept

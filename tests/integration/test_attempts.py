@@ -20,6 +20,9 @@ from restate import RunOptions, TerminalError
 from restate.retry_policy import InvocationRetryPolicy
 
 from adapters.local.dev import DevServer
+from control_plane.ports import JournalBatch
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from tests.helpers.asgi import serve_asgi
@@ -245,3 +248,29 @@ def test_max_attempts_one_through_the_admin_api_gets_exactly_one_attempt(dev: De
     )
     assert invocation["attempts"] == 1
     assert EXECUTIONS[f"{invocation_id}/handler"] == 1
+
+
+# --- what last_failure says --------------------------------------------------------------------------
+
+
+def test_a_journal_mismatch_names_the_recorded_call_and_the_new_step(dev: DevServer) -> None:
+    # GIVEN an invocation whose journal records a Call where the handler's code now runs a step
+    cp = dev.control_plane
+    record = cp.engine.create("Retries", "run_succeeds_on", b"1", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    recorded = pb.CallCommandMessage(
+        service_name="Retries", handler_name="echo", parameter=b'"x"', result_completion_id=1, name="ask"
+    )
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames([frame(recorded)]), record.epoch, 1))
+    # WHEN it is advanced
+    cp.advance(record.invocation_id)
+    # THEN its last failure names both sides: kind, name, index, and the call's target
+    failure = describe(dev, record.invocation_id)["last_failure"]
+    assert failure["code"] == 570
+    assert "the journal recorded Call 'ask' to Retries/echo at command index 1" in failure["message"]
+    assert "the handler now sends Run 'flaky' at command index 1" in failure["message"]
+    assert failure["recorded_command"] == {"index": 1, "type": "Call", "name": "ask", "target": "Retries/echo"}
+    assert failure["related_command_index"] == 1
+    assert failure["related_command_type"] == "Run"
+    assert failure["related_command_name"] == "flaky"
+    cp.engine.kill(record.invocation_id)
