@@ -90,7 +90,7 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
         t = f.type
         message = f.decode()  # ProtocolViolation if the payload does not parse
         if is_command(t) and (t not in MESSAGE_CLASSES or t == MessageType.Input):
-            return AttemptFailure(571, f"the deployment sent an unknown command type {t:#06x}")
+            return AttemptFailure(571, f"the deployment sent an unknown command type {t:#06x}", related_command_type=t)
         if is_command(t) or is_custom(t):
             entries.append(Frame(t, f.payload))  # the ack flag is a request, never stored
         elif t == MessageType.ProposeRunCompletion:
@@ -147,9 +147,9 @@ def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | 
         if f.type == MessageType.RunCompletion:
             cid = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
             if cid not in runs:
-                return _violation(f"a run completion for completion id {cid}, which no Run command was given", index)
+                return _violation(f"a run completion for completion id {cid}, which no Run command was given", index, f)
             if cid in completed:
-                return _violation(f"a second run completion for completion id {cid}", index)
+                return _violation(f"a second run completion for completion id {cid}", index, f)
             completed.add(cid)
             continue
         if not is_command(f.type):
@@ -158,7 +158,8 @@ def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | 
         runs |= scratch.runs
         issued |= scratch.issued
         if scratch.outputs + outputs > 1:
-            return _violation("a second Output command: an invocation has exactly one result", index)
+            command_index = len(journal.commands) + len(scratch.commands) - 1
+            return _violation("a second Output command: an invocation has exactly one result", index, f, command_index)
     if awaiting is None:
         return None
     if not (awaiting.completions or awaiting.signals or awaiting.named_signals):
@@ -172,9 +173,17 @@ def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | 
     return None
 
 
-def _violation(what: str, entry: int | None) -> AttemptFailure:
+def _violation(
+    what: str, entry: int | None, f: Frame | None = None, command_index: int | None = None
+) -> AttemptFailure:
+    """A 571 failure naming the offending entry (its position among the answer's new entries, its type)."""
     where = f" (new entry {entry})" if entry is not None else ""
-    return AttemptFailure(571, f"the deployment's answer breaks the service protocol: {what}{where}")
+    return AttemptFailure(
+        571,
+        f"the deployment's answer breaks the service protocol: {what}{where}",
+        related_command_type=f.type if f is not None else None,
+        related_command_index=command_index,
+    )
 
 
 def command_summary(f: Frame, index: int) -> dict[str, object]:

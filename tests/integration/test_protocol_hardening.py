@@ -7,7 +7,9 @@ deployment is a fake (`tests.helpers.fake_deployment`) that answers discovery, t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -139,12 +141,10 @@ def test_retries_back_off_even_when_each_failed_attempt_makes_the_journal_grow(d
     types = [e["type"] for e in invocation["journal"]]
     assert types == ["Input"] + ["Run"] * MAX_ATTEMPTS  # each failing step is kept (the SDK counts its retries)
     stored = [e["stored_at"] for e in invocation["journal"][1:]]
-    gaps_ms = [_ms(b) - _ms(a) for a, b in zip(stored, stored[1:], strict=False)]
+    gaps_ms = [_ms(b) - _ms(a) for a, b in itertools.pairwise(stored)]
     # the policy's backoff: 100 ms, 200 ms, 400 ms between attempts, not 100 ms each time
     assert gaps_ms[-1] >= 350, gaps_ms
 
 
 def _ms(rfc3339: str) -> int:
-    from datetime import datetime
-
     return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000)
