@@ -65,6 +65,23 @@ async def run_gives_up(ctx: restate.Context, max_attempts: int) -> dict:
 
 
 @retries.handler()
+async def run_gives_up_after(ctx: restate.Context, max_duration_ms: int) -> dict:
+    """A step that always fails, retried for at most `max_duration_ms` (RunOptions.max_duration)."""
+
+    def always_fails() -> str:
+        raise ValueError(f"execution {_counted(ctx, 'timed')} fails")
+
+    options: RunOptions[str] = RunOptions(
+        max_duration=timedelta(milliseconds=max_duration_ms), initial_retry_interval=timedelta(milliseconds=100)
+    )
+    try:
+        await ctx.run_typed("timed", always_fails, options)
+    except TerminalError as exc:
+        return {"caught": exc.message, "executions": EXECUTIONS[f"{ctx.request().id}/timed"]}
+    return {"caught": None}
+
+
+@retries.handler()
 async def run_succeeds_on(ctx: restate.Context, succeed_on: int) -> int:
     """A step that fails until its `succeed_on`-th execution, under a run retry policy of 5 attempts."""
 
@@ -172,6 +189,15 @@ def test_a_step_that_always_fails_is_tried_max_attempts_times_then_the_handler_c
     assert invocation["status"] == "completed"
     assert invocation["attempts"] == 3  # two executions of the step, then one that reads its failure
     assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "RunCompletion", "Output"]
+
+
+def test_a_step_retried_for_a_max_duration_gives_up_once_it_has_passed(dev: DevServer) -> None:
+    # the SDK adds up StartMessage.duration_since_last_stored_entry and the execution's own time
+    reply = call(dev, "Retries/run_gives_up_after", 400)
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["caught"] is not None
+    assert 2 <= body["executions"] < 20  # 20: the invocation's own policy, which it never reaches
 
 
 def test_a_step_that_succeeds_on_its_third_execution_returns_that_execution(dev: DevServer) -> None:
