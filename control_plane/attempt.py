@@ -7,11 +7,13 @@ protocol, "Stream lifecycle"). A proposal is stored as its RunCompletion notific
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from control_plane.errors import ProtocolViolation
-from control_plane.journal import AwaitPoint
+from control_plane.failures import MAX_STORED_CHARS, clip
+from control_plane.journal import AwaitPoint, Journal
 from control_plane.protocol import (
+    MESSAGE_CLASSES,
     Frame,
     MessageType,
     decode_frames,
@@ -19,10 +21,11 @@ from control_plane.protocol import (
     is_command,
     is_custom,
     is_notification,
+    type_name,
 )
 from control_plane.protocol import protocol_pb2 as pb
 
-_MAX_MESSAGE_CHARS = 4096  # failure texts are stored on the invocation item (400 KB in all)
+_MAX_MESSAGE_CHARS = MAX_STORED_CHARS  # failure texts are stored on the invocation item (400 KB in all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,23 @@ class AttemptFailure:
     behavior: int = pb.RETRY  # ErrorBehavior (V7): RETRY, PAUSE or FAIL
     related_command: str | None = None
     stacktrace: str = ""
+    related_command_index: int | None = None  # command index (Input is 0) the failure is about
+    related_command_type: int | None = None  # its message type code
+    entries: tuple[Frame, ...] = field(default=(), compare=False)  # sent before its ErrorMessage
+    recorded_command: dict[str, object] | None = field(default=None, compare=False)  # a mismatch's journaled side
+
+    def related(self) -> dict[str, object]:
+        """`related_command_{index,type,name}` for `last_failure` (those known; the type as a kind name)."""
+        out: dict[str, object] = {}
+        if self.related_command_index is not None:
+            out["related_command_index"] = self.related_command_index
+        if self.related_command_type is not None:
+            out["related_command_type"] = type_name(self.related_command_type)
+        if self.related_command is not None:
+            out["related_command_name"] = self.related_command
+        if self.recorded_command is not None:
+            out["recorded_command"] = self.recorded_command
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +89,8 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
     for f in frames:
         t = f.type
         message = f.decode()  # ProtocolViolation if the payload does not parse
+        if is_command(t) and (t not in MESSAGE_CLASSES or t == MessageType.Input):
+            return AttemptFailure(571, f"the deployment sent an unknown command type {t:#06x}", related_command_type=t)
         if is_command(t) or is_custom(t):
             entries.append(Frame(t, f.payload))  # the ack flag is a request, never stored
         elif t == MessageType.ProposeRunCompletion:
@@ -88,14 +110,17 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
         elif t == MessageType.Error:
             error = message
             assert isinstance(error, pb.ErrorMessage)
-            related = error.related_command_name if error.HasField("related_command_name") else None
+            related = clip(error.related_command_name, 256) if error.HasField("related_command_name") else None
             return AttemptFailure(
                 code=error.code or 500,
-                message=error.message[:_MAX_MESSAGE_CHARS],
+                message=clip(error.message, _MAX_MESSAGE_CHARS),
                 next_retry_delay_ms=error.next_retry_delay if error.HasField("next_retry_delay") else None,
                 behavior=error.behavior,
                 related_command=related,
-                stacktrace=error.stacktrace[:_MAX_MESSAGE_CHARS],
+                stacktrace=clip(error.stacktrace, _MAX_MESSAGE_CHARS),
+                related_command_index=error.related_command_index if error.HasField("related_command_index") else None,
+                related_command_type=error.related_command_type if error.HasField("related_command_type") else None,
+                entries=tuple(entries),
             )
         elif t in (MessageType.AwaitingOn, MessageType.CommandAck):
             continue  # hints for observability; nothing to store
@@ -104,3 +129,113 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
         else:
             return AttemptFailure(571, f"unexpected message type {t:#06x} in the deployment's answer")
     return AttemptFailure(571, "the deployment's answer ended without End, Suspension or Error")
+
+
+def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | None) -> AttemptFailure | None:
+    """Refuse an answer that no SDK following the protocol sends, before anything of it is stored.
+
+    `entries` are the answer's new entries in order (see `parse_answer`), `awaiting` its Suspension's
+    await point (None for End). Refused (571, the deployment's side is untrusted input): a run
+    completion for a completion id that no Run command of the journal or the answer was given, or one
+    already completed; a second Output command; a Suspension that awaits nothing, or a completion id
+    no command was given (it could never be woken). Returns the failure, or None if the answer is fine.
+    """
+    runs, issued, outputs = set(journal.runs), set(journal.issued), journal.outputs
+    completed = set(journal.completions)
+    scratch = Journal()
+    for index, f in enumerate(entries):
+        if f.type == MessageType.RunCompletion:
+            cid = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
+            if cid not in runs:
+                return _violation(f"a run completion for completion id {cid}, which no Run command was given", index, f)
+            if cid in completed:
+                return _violation(f"a second run completion for completion id {cid}", index, f)
+            completed.add(cid)
+            continue
+        if not is_command(f.type):
+            continue
+        scratch.extend([f])
+        runs |= scratch.runs
+        issued |= scratch.issued
+        if scratch.outputs + outputs > 1:
+            command_index = len(journal.commands) + len(scratch.commands) - 1
+            return _violation("a second Output command: an invocation has exactly one result", index, f, command_index)
+    if awaiting is None:
+        return None
+    if not (awaiting.completions or awaiting.signals or awaiting.named_signals):
+        return _violation("a Suspension that awaits nothing: it could never be resumed", None)
+    never = sorted(awaiting.completions - issued)
+    if never:
+        return _violation(
+            f"a Suspension awaiting completion id {never[0]}, which no command was given: it could never be resumed",
+            None,
+        )
+    return None
+
+
+def _violation(
+    what: str, entry: int | None, f: Frame | None = None, command_index: int | None = None
+) -> AttemptFailure:
+    """A 571 failure naming the offending entry (its position among the answer's new entries, its type)."""
+    where = f" (new entry {entry})" if entry is not None else ""
+    return AttemptFailure(
+        571,
+        f"the deployment's answer breaks the service protocol: {what}{where}",
+        related_command_type=f.type if f is not None else None,
+        related_command_index=command_index,
+    )
+
+
+def command_summary(f: Frame, index: int) -> dict[str, object]:
+    """A command in a few words for `last_failure`: `index` (command index), `type`, `name` and,
+    for what reaches another invocation, its `target` (a call's `service/[key/]handler`, an attach's
+    or signal's invocation id, a state or promise key)."""
+    out: dict[str, object] = {"index": index, "type": type_name(f.type)}
+    try:
+        message = f.decode()
+    except ProtocolViolation:
+        return out
+    if message is None:
+        return out
+    fields = {d.name: v for d, v in message.ListFields()}
+    name = fields.get("entry_name" if f.type == MessageType.SendSignal else "name")
+    if name:
+        out["name"] = clip(str(name), 256)
+    if "service_name" in fields:
+        key = fields.get("key")
+        out["target"] = "/".join(str(p) for p in (fields["service_name"], key, fields.get("handler_name", "")) if p)
+    elif "target_invocation_id" in fields:
+        out["target"] = fields["target_invocation_id"]
+    elif "invocation_id" in fields:
+        out["target"] = fields["invocation_id"]
+    elif isinstance(fields.get("key"), bytes | str):
+        key = fields["key"]
+        out["target"] = clip(key.decode("utf-8", "replace") if isinstance(key, bytes) else key, 256)
+    return out
+
+
+def _said(command: dict[str, object]) -> str:
+    name = f" '{command['name']}'" if command.get("name") else ""
+    target = f" to {command['target']}" if command.get("target") else ""
+    return f"{command['type']}{name}{target} at command index {command['index']}"
+
+
+def explain_mismatch(journal: Journal, failure: AttemptFailure) -> AttemptFailure:
+    """Name both sides of a journal mismatch (570): the command the journal recorded at the index the
+    SDK reports, and the one the handler now sends (kind, name, index; a call's target).
+
+    The SDK reports the new command in `related_command_*` of its ErrorMessage; the recorded one is
+    read from the journal. Returns `failure` with the recorded command added to its message and
+    `recorded_command` set; any other failure is returned as it is.
+    """
+    index = failure.related_command_index
+    if failure.code != 570 or index is None or not 0 <= index < len(journal.commands):
+        return failure
+    recorded = command_summary(journal.frames[journal.commands[index]], index)
+    new: dict[str, object] = {"index": index, "type": type_name(failure.related_command_type or 0)}
+    if failure.related_command_type is None:
+        new["type"] = "unknown"
+    if failure.related_command:
+        new["name"] = failure.related_command
+    text = f"journal mismatch: the journal recorded {_said(recorded)}; the handler now sends {_said(new)}"
+    return replace(failure, message=clip(f"{text}\n{failure.message}", _MAX_MESSAGE_CHARS), recorded_command=recorded)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.failures import wire_failure
 from control_plane.held import Held
 from control_plane.journal import Journal, notification_key
 from control_plane.keyed import is_exclusive, is_keyed, is_workflow_run
@@ -56,10 +57,7 @@ def call_result(callee: InvocationRecord, completion_id: int) -> Frame:
     """The CallCompletion notification carrying a completed callee's output or failure."""
     result = pb.CallCompletionNotificationMessage(completion_id=completion_id)
     if callee.failure is not None:
-        failure = dict(callee.failure)
-        result.failure.CopyFrom(
-            pb.Failure(code=int(str(failure.get("code", 500))), message=str(failure.get("message", "")))
-        )
+        result.failure.CopyFrom(wire_failure(callee.failure))
     else:
         result.value.content = callee.output or b""
     return frame(result)
@@ -421,7 +419,13 @@ class EffectsMixin(_Base):
         record = self._loaded_or_404(invocation_id).record
         if record.status != "paused":
             raise Conflict(f"invocation {invocation_id} is {record.status}, not paused; only paused ones resume")
-        changes: dict[str, object] = {"status": "ready", "retry_count": 0, "next_retry_at_ms": 0, "lease_until_ms": 0}
+        changes: dict[str, object] = {
+            "status": "ready",
+            "retry_count": 0,
+            "failures_in_a_row": 0,
+            "next_retry_at_ms": 0,
+            "lease_until_ms": 0,
+        }
         waits_for_key = is_exclusive(record) and self.store.lock_holder(record.service, record.key) != invocation_id
         if waits_for_key:  # paused before it held its object key: back in the inbox
             changes.update(status="pending", inbox_seq=f"{self.clock.now_ms():013d}{invocation_id}")

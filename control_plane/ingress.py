@@ -14,6 +14,7 @@ from dataclasses import replace
 from control_plane import ids
 from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.failures import metadata_of
 from control_plane.http import HttpRequest, HttpResponse, Router, error_response, parse_json, rfc3339
 from control_plane.ids import parse_awakeable_id
 from control_plane.invocation import Engine
@@ -405,6 +406,8 @@ class Ingress:
             failure = dict(record.failure)
             error = TorporError(str(failure.get("message", "")), status=_http_status(failure.get("code", 500)))
             body = {"code": int(str(failure.get("code", 500))), "message": error.message}
+            if metadata_of(failure):
+                body["metadata"] = metadata_of(failure)
             return HttpResponse.json(body, error.status, headers)
         body = record.output or b""
         if body:

@@ -28,9 +28,10 @@ from dataclasses import replace
 from urllib.parse import quote
 
 from control_plane import ids
-from control_plane.attempt import AttemptAnswer, AttemptFailure, parse_answer
+from control_plane.attempt import AttemptAnswer, AttemptFailure, check_answer, explain_mismatch, parse_answer
 from control_plane.effects import CANCEL_SIGNAL, EffectsMixin
 from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
 from control_plane.journal import Journal, awaited, notification_key
 from control_plane.keyed import Keys, is_exclusive, is_keyed, is_workflow_run
@@ -47,7 +48,15 @@ from control_plane.ports import (
     Store,
     StoreConflict,
 )
-from control_plane.protocol import Frame, MessageType, encode_frames, frame, invocation_content_type
+from control_plane.protocol import (
+    Frame,
+    MessageType,
+    encode_frames,
+    frame,
+    invocation_content_type,
+    is_command,
+    is_custom,
+)
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
 from control_plane.request_identity import refusal_hint
@@ -391,29 +400,87 @@ class Engine(EffectsMixin):
             attempted = True
             result = self._attempt(held, options, pending)
             if isinstance(result, AttemptFailure):
+                result = explain_mismatch(held.journal, result)
+                kept = self._keep_failed_run(held, result, pending)
+                if isinstance(kept, Outcome):
+                    return kept
                 return self._failed(held, result, options)
             entries = pending + result.entries
+            refused = check_answer(held.journal, entries, None if result.ended else result.awaiting)
+            if refused is not None:
+                return self._failed(held, refused, options)
             try:
                 derived = self._derived_notifications(held, entries)
             except TorporError as exc:
                 return self._failed(held, AttemptFailure(exc.status, exc.message), options)
             start = len(held.journal)
-            committed = self._commit(held, entries + derived)
+            committed = self._commit_and_apply(held, entries + derived)
             if isinstance(committed, Outcome):
                 return committed
             if committed:  # another commit landed first: apply its effects, start over from the journal
                 self._apply_effects(held, start)
                 held.awaiting = None
                 continue
-            if any(f.type in _EFFECTFUL for f in entries):
-                try:  # still ours? A kill (or a successor) moved the epoch: carry out nothing
-                    self._update(held)
-                except StoreConflict:
-                    return Outcome.LEASE_LOST
-            self._apply_effects(held, start)
+            held.record = replace(held.record, failures_in_a_row=0)  # saved with the next write
             if result.ended:
                 return self._complete(held)
             held.awaiting = result.awaiting
+
+    def _commit_and_apply(self, held: Held, entries: list[Frame]) -> Outcome | bool:
+        """`_commit`, then carry out the committed entries' effects if the lease is still ours.
+
+        Returns what `_commit` does: an `Outcome` to end with, True if another commit landed first
+        (nothing of ours stored), False when stored and applied.
+        """
+        start = len(held.journal)
+        committed = self._commit(held, entries)
+        if committed is not False:
+            return committed
+        if any(f.type in _EFFECTFUL for f in entries):
+            try:  # still ours? A kill (or a successor) moved the epoch: carry out nothing
+                self._update(held)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+        self._apply_effects(held, start)
+        return False
+
+    def _keep_failed_run(self, held: Held, failure: AttemptFailure, pending: list[Frame]) -> Outcome | None:
+        """Store what a failed attempt sent up to the Run command its ErrorMessage is about.
+
+        The SDK retries a failing `ctx.run` with its own policy (RunOptions.max_attempts, ...) and
+        counts its attempts from `StartMessage.retry_count_since_last_stored_entry` only when the Run
+        command is the last one replayed (sdk-shared-core, run retries): so the Run command, and the
+        entries before it, must be in the journal. They are committed (notifications delivered in
+        this attempt, then the commands) and their effects carried out like any committed entry's
+        (the next attempt would send the same commands again); nothing after the Run command is kept.
+        Any other failed attempt commits nothing. Returns an `Outcome` to end with, or None.
+        """
+        if failure.related_command_type != MessageType.Run or failure.related_command_index is None:
+            return None
+        new_index = failure.related_command_index - len(held.journal.commands)
+        if new_index < 0:  # a Run command already in the journal: nothing new to keep
+            return None
+        entries = list(failure.entries)
+        seen = -1
+        for cut, f in enumerate(entries):
+            if is_command(f.type) or is_custom(f.type):
+                seen += 1
+            if seen == new_index:
+                if f.type != MessageType.Run:
+                    return None  # the ErrorMessage names another command: keep nothing
+                entries = entries[: cut + 1]
+                break
+        else:
+            return None
+        kept = pending + entries
+        if check_answer(held.journal, kept, None) is not None:
+            return None
+        try:
+            derived = self._derived_notifications(held, kept)
+        except TorporError:
+            return None
+        committed = self._commit_and_apply(held, kept + derived)
+        return committed if isinstance(committed, Outcome) else None
 
     def _attempt(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
         """One request to the pinned deployment with Start + the whole journal + pending notifications."""
@@ -433,6 +500,8 @@ class Engine(EffectsMixin):
             partial_state=False,
             retry_count_since_last_stored_entry=record.retry_count if same_prefix else 0,
         )
+        if same_prefix and record.retry_count and record.retry_since_ms:
+            start.duration_since_last_stored_entry = max(0, self.clock.now_ms() - record.retry_since_ms)
         if held.state is not None:
             entries, partial = self.keys.start_state(
                 held.state, options.enable_lazy_state, self.settings.eager_state_max_bytes
@@ -484,6 +553,12 @@ class Engine(EffectsMixin):
             text = reply.body[:300].decode("utf-8", "replace")
             hint = refusal_hint(reply.status)
             return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}{hint}")
+        answered = reply.headers.get("content-type", "")
+        if answered.split(";")[0].strip().lower() != content_type:
+            shown = clip(answered, 200) if answered else "no content-type"
+            return AttemptFailure(
+                571, f"the deployment answered with {shown}, not the negotiated service protocol's {content_type}"
+            )
         return parse_answer(reply.body)
 
     def _commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:
@@ -503,9 +578,9 @@ class Engine(EffectsMixin):
                 self.store.append_batch(held.record.invocation_id, batch)
             except ItemTooLarge:
                 message = (
-                    f"a journal entry takes {len(batch.entries)} bytes, more than a DynamoDB item holds "
-                    f"({MAX_ITEM_BYTES} bytes); keep values passed through ctx.run, state, calls and awakeables "
-                    "smaller"
+                    f"a journal entry takes {len(batch.entries)} bytes, more than the {limit} bytes a journal item "
+                    f"holds (a DynamoDB item's {MAX_ITEM_BYTES} bytes, less room for its other attributes); keep "
+                    "values passed through ctx.run, state, calls and awakeables smaller"
                 )
                 return self._fail_terminally(held, 413, message)
             except StoreConflict:
@@ -605,6 +680,7 @@ class Engine(EffectsMixin):
                 next_retry_at_ms=0,
                 waiting_on=held.awaiting.to_json(),
                 wake_up_at_ms=min(sleeps, default=0),
+                failures_in_a_row=0,
                 journal_length=len(held.journal),
                 effects_applied_upto=len(held.journal),
             )
@@ -664,12 +740,13 @@ class Engine(EffectsMixin):
             **self._retention(held.record, now),
         }
         if output.WhichOneof("result") == "failure":
-            changes["failure"] = {"code": output.failure.code or 500, "message": output.failure.message}
+            changes["failure"] = stored_failure(output.failure)
             # a failure after the cancel signal reached the handler is its cancellation
             changes["completion"] = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
         else:
             changes["output"] = output.value.content
             changes["completion"] = "succeeded"
+            changes["last_failure"] = None  # a failure of an earlier attempt is no news once it succeeded
         try:
             self._update(held, **changes)
         except StoreConflict:
@@ -692,13 +769,16 @@ class Engine(EffectsMixin):
         ).retry_policy
         now = self.clock.now_ms()
         journal_length = len(held.journal)
-        retry_count = record.retry_count + 1 if journal_length <= record.retry_at_length else 1
+        grew = journal_length > record.retry_at_length  # a new stored entry restarts the SDK's count
+        retry_count = 1 if grew else record.retry_count + 1
+        in_a_row = record.failures_in_a_row + 1  # the backoff grows however the journal did
         last_failure = {
             "code": failure.code,
             "message": failure.message,
             "at_ms": now,
             "attempt": record.attempts,
             "related_command": failure.related_command,
+            **failure.related(),
         }
         log.info(
             "attempt %d of %s failed: %s %s",
@@ -714,12 +794,14 @@ class Engine(EffectsMixin):
             "attempts": record.attempts,
             "retry_count": retry_count,
             "retry_at_length": journal_length,
+            "retry_since_ms": now if grew else record.retry_since_ms or now,
+            "failures_in_a_row": in_a_row,
             "last_failure": last_failure,
             "journal_length": journal_length,
             "effects_applied_upto": journal_length,
         }
         try:
-            if failure.behavior == pb.FAIL or (policy.exhausted(retry_count) and policy.on_max_attempts == "kill"):
+            if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
                 self._update(
                     held,
                     **common,
@@ -732,13 +814,13 @@ class Engine(EffectsMixin):
                 )
                 self._ended(held.record)
                 return Outcome.COMPLETED
-            if failure.behavior == pb.PAUSE or policy.exhausted(retry_count):
+            if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked
                 self._update(held, doorbell=record.doorbell, **common, status="paused", next_retry_at_ms=0)
                 self.waiters.notify(record.invocation_id)
                 self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
                 return Outcome.PAUSED
-            due = now + policy.delay_ms(retry_count, failure.next_retry_delay_ms)
+            due = now + policy.delay_ms(in_a_row, failure.next_retry_delay_ms)
             self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
             self._update(held, **common, status="backing-off", next_retry_at_ms=due, wake_up_at_ms=due)
         except StoreConflict:

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 
 from control_plane.errors import ProtocolViolation
 from control_plane.ports import JournalBatch
-from control_plane.protocol import Frame, MessageType, decode_frames, is_notification
+from control_plane.protocol import (
+    COMPLETABLE,
+    MESSAGE_CLASSES,
+    Frame,
+    MessageType,
+    decode_frames,
+    is_command,
+    is_custom,
+    is_notification,
+)
 from control_plane.protocol import protocol_pb2 as pb
 
 
@@ -31,6 +40,10 @@ class Journal:
     sleeps: dict[int, int] = field(default_factory=dict)  # completion id -> wake_up_time (ms) of each Sleep
     derived: dict[int, Frame] = field(default_factory=dict)  # completion id -> command the runtime completes
     calls: dict[int, int] = field(default_factory=dict)  # result completion id -> journal index of the Call
+    issued: set[int] = field(default_factory=set)  # completion ids some command was given
+    runs: set[int] = field(default_factory=set)  # result completion ids of the Run commands
+    commands: list[int] = field(default_factory=list)  # journal index of each command (command index -> entry)
+    outputs: int = 0  # Output commands in the journal (at most one is valid)
 
     @classmethod
     def load(cls, input_entry: bytes, batches: Iterable[JournalBatch]) -> Journal:
@@ -59,6 +72,8 @@ class Journal:
         first = len(self.frames)
         self.frames.extend(frames)
         for offset, f in enumerate(frames):
+            if is_command(f.type) or is_custom(f.type):
+                self._index_command(first + offset, f)
             if f.type == MessageType.Call:
                 self.calls[pb.CallCommandMessage.FromString(f.payload).result_completion_id] = first + offset
                 continue
@@ -78,6 +93,23 @@ class Journal:
                 self.named_signals.add(key[1:])
             else:
                 self.completions.add(int(key[1:]))
+
+    def _index_command(self, index: int, f: Frame) -> None:
+        """Record a command's position and the completion ids it was given (Run's apart)."""
+        self.commands.append(index)
+        if f.type == MessageType.Output:
+            self.outputs += 1
+            return
+        if f.type not in COMPLETABLE:
+            return
+        message = MESSAGE_CLASSES[MessageType(f.type)].FromString(f.payload)
+        completion_id = getattr(message, "result_completion_id", None)
+        if completion_id is not None and f.type != MessageType.OneWayCall:
+            self.issued.add(completion_id)
+            if f.type == MessageType.Run:
+                self.runs.add(completion_id)
+        if f.type in (MessageType.Call, MessageType.OneWayCall):
+            self.issued.add(message.invocation_id_notification_idx)  # type: ignore[attr-defined]
 
     def has(self, key: str) -> bool:
         """True if the notification with this key (see `notification_key`) is in the journal."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from control_plane.failures import stored_failure, wire_failure
 from control_plane.journal import Journal
 from control_plane.ports import Clock, InvocationRecord, PromiseRecord, Scheduler, Store, StoreConflict
 from control_plane.protocol import Frame, MessageType, frame
@@ -168,11 +169,7 @@ class Keys:
             which = command.WhichOneof("completion")
             promise = PromiseRecord(
                 value=command.completion_value.content if which == "completion_value" else None,
-                failure=(
-                    {"code": command.completion_failure.code, "message": command.completion_failure.message}
-                    if which == "completion_failure"
-                    else None
-                ),
+                failure=(stored_failure(command.completion_failure) if which == "completion_failure" else None),
                 completed_by=_completed_by(record, command.result_completion_id),
             )
             stored = self.store.complete_promise(record.service, record.key, command.key, promise)
@@ -241,9 +238,7 @@ class Keys:
                     return None  # not completed yet: wait (the completer wakes us)
                 result.void.SetInParent()
             elif promise.failure is not None:
-                failure = dict(promise.failure)
-                code = int(str(failure.get("code", 500)))
-                result.failure.CopyFrom(pb.Failure(code=code, message=str(failure.get("message", ""))))
+                result.failure.CopyFrom(wire_failure(promise.failure))
             else:
                 result.value.content = promise.value or b""
             return result

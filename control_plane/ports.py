@@ -114,6 +114,8 @@ class InvocationRecord:
     attempts: int = 0  # attempts started, in all
     retry_count: int = 0  # failed attempts since the journal last grew
     retry_at_length: int = 0  # journal length when `retry_count` was last counted
+    retry_since_ms: int = 0  # first failure at that journal length (`duration_since_last_stored_entry`)
+    failures_in_a_row: int = 0  # failed attempts since the last one that succeeded: the backoff and max attempts
     next_retry_at_ms: int = 0
     last_failure: Mapping[str, object] | None = None  # {"code", "message", "at_ms", "attempt", ...}
     waiting_on: Mapping[str, object] | None = None  # what a suspended invocation awaits

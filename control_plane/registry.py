@@ -325,7 +325,7 @@ class Registry:
             initial_interval_ms=int(opt("retryPolicyInitialInterval", default.initial_interval_ms)),
             exponentiation_factor=float(opt("retryPolicyExponentiationFactor", default.exponentiation_factor)),
             max_interval_ms=int(opt("retryPolicyMaxInterval", default.max_interval_ms)),
-            max_attempts=int(opt("retryPolicyMaxAttempts", default.max_attempts)),
+            max_attempts=_max_attempts(opt("retryPolicyMaxAttempts", None), default.max_attempts),
             on_max_attempts="kill" if on_max == "kill" else "pause",
         )
         retention = opt("journalRetention", None)
@@ -395,3 +395,14 @@ class Registry:
         with self._lock:
             self._deployments.clear()
             self._services.clear()
+
+
+def _max_attempts(given: Any, default: int) -> int:
+    """A manifest's or the admin API's `retryPolicyMaxAttempts`; 0 means one attempt, no retries.
+
+    The manifest allows 0 (a non-negative integer); restate-server 1.7 reads it as 1, so do we,
+    rather than as Torpor's "no limit" (`RetryPolicy.max_attempts == 0`, settings only).
+    """
+    if given is None:
+        return default
+    return max(1, int(given))

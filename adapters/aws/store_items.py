@@ -218,6 +218,8 @@ class InvocationItem(Item):
     attempts = IntAttribute(null=True)
     retry_count = IntAttribute(null=True)
     retry_at_length = IntAttribute(null=True)
+    retry_since_ms = IntAttribute(null=True)
+    failures_in_a_row = IntAttribute(null=True)
     next_retry_at_ms = IntAttribute(null=True)
     last_failure = JSONAttribute(null=True)
     waiting_on = JSONAttribute(null=True)

@@ -1,0 +1,61 @@
+"""Failures as stored and as carried on the wire: `{"code", "message", "metadata"}` <-> `Failure`.
+
+A terminal failure (an invocation's, a callee's result, a durable promise's) is stored as a JSON
+object `{"code": int, "message": str, "metadata": {str: str}}`; `metadata` is left out when empty,
+so records written before it existed read the same. On the wire it is the protocol's `Failure`
+message, whose `metadata` (key/value pairs, Restate service protocol V6+) the SDKs fill from e.g.
+`TerminalError(..., metadata={...})`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from control_plane.protocol import protocol_pb2 as pb
+
+MAX_STORED_CHARS = 4096
+"""Longest failure text (message, stack trace, command name) kept on the invocation item (400 KB in all)."""
+MAX_METADATA_CHARS = 16 * 1024
+"""Most characters of failure metadata (keys and values together) kept with a stored failure."""
+
+
+def clip(text: str, limit: int = MAX_STORED_CHARS) -> str:
+    """`text`, cut to `limit` characters with a visible marker saying how long it was."""
+    if len(text) <= limit:
+        return text
+    marker = f"… [truncated: {len(text)} characters in all]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def stored_failure(failure: pb.Failure) -> dict[str, object]:
+    """The stored form of a wire `Failure`: code (0 means 500), message and metadata (if any).
+
+    Metadata beyond `MAX_METADATA_CHARS` in all is dropped entry by entry (the first ones stay).
+    """
+    out: dict[str, object] = {"code": failure.code or 500, "message": failure.message}
+    metadata: dict[str, str] = {}
+    size = 0
+    for entry in failure.metadata:
+        size += len(entry.key) + len(entry.value)
+        if size > MAX_METADATA_CHARS:
+            break
+        metadata[entry.key] = entry.value
+    if metadata:
+        out["metadata"] = metadata
+    return out
+
+
+def metadata_of(stored: Mapping[str, object]) -> dict[str, str]:
+    """The metadata of a stored failure (`{}` for one stored without it)."""
+    metadata = stored.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in metadata.items()}
+
+
+def wire_failure(stored: Mapping[str, object]) -> pb.Failure:
+    """The wire `Failure` of a stored failure, metadata included."""
+    failure = pb.Failure(code=int(str(stored.get("code", 500))), message=str(stored.get("message", "")))
+    for key, value in metadata_of(stored).items():
+        failure.metadata.add(key=key, value=value)
+    return failure

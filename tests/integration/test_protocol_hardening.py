@@ -1,0 +1,150 @@
+"""The deployment's side of the service protocol is untrusted input: answers no SDK sends.
+
+Each answer here is a failed attempt with a clear `last_failure` and the policy's backoff; nothing
+of it is committed, and nothing hangs. `torpor dev` wiring on a moto server over HTTP; the
+deployment is a fake (`tests.helpers.fake_deployment`) that answers discovery, then crafted frames.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.local.dev import DevServer
+from control_plane.protocol import Frame, frame
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.retry import RetryPolicy
+from control_plane.settings import Settings
+from tests.helpers.asgi import serve_asgi
+from tests.helpers.dev import describe, wait_for
+from tests.helpers.fake_deployment import Answer, FakeDeployment
+from tests.helpers.moto import unique_table_name
+
+MAX_ATTEMPTS = 4
+SETTINGS = Settings(
+    inactivity_timeout_ms=10_000,
+    lease_margin_ms=2_000,
+    call_wait_ms=20_000,
+    retry_policy=RetryPolicy(initial_interval_ms=100, exponentiation_factor=2, max_attempts=MAX_ATTEMPTS),
+)
+
+
+def output(text: str) -> Frame:
+    return frame(pb.OutputCommandMessage(value=pb.Value(content=f'"{text}"'.encode())))
+
+
+def commands_in(journal: list[Frame]) -> int:
+    """Commands in the journal the runtime sent (Input included): the next command's index."""
+    return sum(1 for f in journal if 0x0400 <= f.type < 0x8000)
+
+
+def growing_run(start: pb.StartMessage, journal: list[Frame]) -> Answer:
+    """Each attempt sends one more Run command and fails on it, as a step that keeps failing would."""
+    index = commands_in(journal)
+    run = pb.RunCommandMessage(result_completion_id=index, name=f"step-{index}")
+    error = pb.ErrorMessage(code=500, message="step failed", related_command_index=index, related_command_type=0x0411)
+    return Answer([frame(run), frame(error)])
+
+
+ANSWERS = {
+    "run_completion_without_run": lambda s, j: Answer(
+        [
+            frame(pb.ProposeRunCompletionMessage(result_completion_id=5, value=b"1")),
+            frame(pb.SuspensionMessage(waiting_completions=[5])),
+        ]
+    ),
+    "unknown_command": lambda s, j: Answer([Frame(0x0415, b""), output("x"), frame(pb.EndMessage())]),
+    "suspension_on_nothing": lambda s, j: Answer([frame(pb.SuspensionMessage())]),
+    "suspension_on_unknown_completion": lambda s, j: Answer([frame(pb.SuspensionMessage(waiting_completions=[9]))]),
+    "two_outputs": lambda s, j: Answer([output("a"), output("b"), frame(pb.EndMessage())]),
+    "wrong_content_type": lambda s, j: Answer([output("a"), frame(pb.EndMessage())], content_type="application/json"),
+    "huge_error": lambda s, j: Answer(
+        [frame(pb.ErrorMessage(code=500, message="m" * 3_000_000, related_command_name="n" * 3_000_000))]
+    ),
+    "growing_run": growing_run,
+}
+
+
+@pytest.fixture(scope="module")
+def fake() -> FakeDeployment:
+    return FakeDeployment(ANSWERS)
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str, fake: FakeDeployment) -> Iterator[DevServer]:
+    with serve_asgi(fake) as url:
+        server = DevServer(
+            ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
+        )
+        server.start()
+        try:
+            reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": url}, timeout=30)
+            assert reply.status_code == 201, reply.text
+            yield server
+        finally:
+            server.stop()
+
+
+def paused_after_retries(dev: DevServer, handler: str) -> dict[str, Any]:
+    """Send `Fake/{handler}` and wait until the policy's attempts are spent (status `paused`)."""
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Fake/{handler}", timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    invocation: dict[str, Any] = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] == "paused" and d, 30, f"{handler} to pause"
+    )
+    return invocation
+
+
+@pytest.mark.parametrize(
+    ("handler", "expected"),
+    [
+        ("run_completion_without_run", "a run completion for completion id 5, which no Run command was given"),
+        ("unknown_command", "unknown command type 0x0415"),
+        ("suspension_on_nothing", "a Suspension that awaits nothing"),
+        ("suspension_on_unknown_completion", "a Suspension awaiting completion id 9, which no command was given"),
+        ("two_outputs", "a second Output command"),
+        ("wrong_content_type", "answered with application/json, not the negotiated service protocol's"),
+    ],
+)
+def test_an_answer_no_sdk_sends_is_a_failed_attempt_that_commits_nothing(
+    dev: DevServer, fake: FakeDeployment, handler: str, expected: str
+) -> None:
+    invocation = paused_after_retries(dev, handler)
+    assert invocation["attempts"] == MAX_ATTEMPTS
+    assert fake.attempts[handler] >= MAX_ATTEMPTS
+    assert invocation["last_failure"]["code"] == 571
+    assert expected in invocation["last_failure"]["message"]
+    assert [e["type"] for e in invocation["journal"]] == ["Input"]
+
+
+def test_an_error_message_megabytes_long_is_stored_truncated_with_a_marker(dev: DevServer) -> None:
+    invocation = paused_after_retries(dev, "huge_error")
+    assert invocation["attempts"] == MAX_ATTEMPTS
+    failure = invocation["last_failure"]
+    assert failure["code"] == 500
+    assert len(failure["message"]) <= 4096
+    assert failure["message"].startswith("mmm")
+    assert failure["message"].endswith("[truncated: 3000000 characters in all]")
+    assert failure["related_command_name"].endswith("[truncated: 3000000 characters in all]")
+    assert len(failure["related_command_name"]) <= 256
+
+
+def test_retries_back_off_even_when_each_failed_attempt_makes_the_journal_grow(dev: DevServer) -> None:
+    invocation = paused_after_retries(dev, "growing_run")
+    assert invocation["attempts"] == MAX_ATTEMPTS
+    types = [e["type"] for e in invocation["journal"]]
+    assert types == ["Input"] + ["Run"] * MAX_ATTEMPTS  # each failing step is kept (the SDK counts its retries)
+    stored = [e["stored_at"] for e in invocation["journal"][1:]]
+    gaps_ms = [_ms(b) - _ms(a) for a, b in itertools.pairwise(stored)]
+    # the policy's backoff: 100 ms, 200 ms, 400 ms between attempts, not 100 ms each time
+    assert gaps_ms[-1] >= 350, gaps_ms
+
+
+def _ms(rfc3339: str) -> int:
+    return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000)

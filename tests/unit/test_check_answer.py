@@ -1,0 +1,54 @@
+"""Which answers are refused before anything is committed (`attempt.check_answer`), and which pass."""
+
+from __future__ import annotations
+
+from control_plane.attempt import check_answer
+from control_plane.journal import AwaitPoint, Journal
+from control_plane.protocol import Frame, encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
+
+
+def _journal(*messages: object) -> Journal:
+    """A journal of the Input command and `messages`, as committed by earlier attempts."""
+    journal = Journal.load(encode_frames([frame(pb.InputCommandMessage())]), [])
+    journal.extend([frame(m) for m in messages])  # type: ignore[arg-type]
+    return journal
+
+
+def _run_completion(cid: int) -> Frame:
+    return frame(pb.RunCompletionNotificationMessage(completion_id=cid, value=pb.Value(content=b"1")))
+
+
+def test_a_step_proposed_and_awaited_in_the_same_answer_passes() -> None:
+    entries = [frame(pb.RunCommandMessage(result_completion_id=1, name="s")), _run_completion(1)]
+    assert check_answer(_journal(), entries, AwaitPoint(completions=frozenset({1}))) is None
+
+
+def test_a_step_of_an_earlier_attempt_may_be_completed_now() -> None:
+    journal = _journal(pb.RunCommandMessage(result_completion_id=1, name="s"))
+    assert check_answer(journal, [_run_completion(1)], AwaitPoint(completions=frozenset({1}))) is None
+
+
+def test_awaiting_a_call_s_invocation_id_or_an_awakeable_signal_passes() -> None:
+    call = pb.CallCommandMessage(
+        service_name="S", handler_name="h", invocation_id_notification_idx=1, result_completion_id=2
+    )
+    await_point = AwaitPoint(completions=frozenset({1}), signals=frozenset({17}))
+    assert check_answer(_journal(), [frame(call)], await_point) is None
+
+
+def test_a_second_completion_of_one_step_is_refused() -> None:
+    journal = _journal(pb.RunCommandMessage(result_completion_id=1, name="s"))
+    journal.extend([_run_completion(1)])
+    failure = check_answer(journal, [_run_completion(1)], None)
+    assert failure is not None
+    assert "a second run completion for completion id 1" in failure.message
+
+
+def test_an_output_after_a_stored_output_is_refused_with_its_command_index() -> None:
+    journal = _journal(pb.OutputCommandMessage(value=pb.Value(content=b"1")))
+    failure = check_answer(journal, [frame(pb.OutputCommandMessage(value=pb.Value(content=b"2")))], None)
+    assert failure is not None
+    assert failure.code == 571
+    assert failure.related()["related_command_index"] == 2
+    assert failure.related()["related_command_type"] == "Output"
