@@ -25,7 +25,9 @@ from examples.side_effects import read_side_effects
 from tests.helpers.dev import describe, dev_with_examples, unique, wait_for
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
 
-SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=30_000)
+# Calls wait up to 100 s before a 202: fifty exclusive calls on one key run one after another (about
+# 0.4 s each on moto here), and these tests check order and exclusion, not speed (that is bench/'s).
+SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=100_000)
 
 
 @pytest.fixture(scope="module")
