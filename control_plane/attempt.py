@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from control_plane.errors import ProtocolViolation
 from control_plane.failures import MAX_STORED_CHARS, clip
-from control_plane.journal import AwaitPoint, Journal
+from control_plane.journal import AwaitPoint, Journal, notification_key
 from control_plane.protocol import (
     MESSAGE_CLASSES,
     Frame,
@@ -131,14 +131,20 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
     return AttemptFailure(571, "the deployment's answer ended without End, Suspension or Error")
 
 
-def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | None) -> AttemptFailure | None:
+def check_answer(
+    journal: Journal, entries: list[Frame], awaiting: AwaitPoint | None, sent: int = 0
+) -> AttemptFailure | None:
     """Refuse an answer that no SDK following the protocol sends, before anything of it is stored.
 
     `entries` are the answer's new entries in order (see `parse_answer`), `awaiting` its Suspension's
-    await point (None for End). Refused (571, the deployment's side is untrusted input): a run
-    completion for a completion id that no Run command of the journal or the answer was given, or one
-    already completed; a second Output command; a Suspension that awaits nothing, or a completion id
-    no command was given (it could never be woken). Returns the failure, or None if the answer is fine.
+    await point (None for End). `journal` is the journal the attempt was sent, and the first `sent`
+    of `entries` the notifications sent with it beyond the journal (delivered in this attempt).
+    Refused (571, the deployment's side is untrusted input): a run completion for a completion id
+    that no Run command of the journal or the answer was given, or one already completed; a second
+    Output command; a Suspension that awaits nothing, or a completion id no command was given (it
+    could never be woken); a Suspension awaiting a notification the attempt was sent (the SDK could
+    have resumed: the runtime would re-invoke it at once, again and again). Returns the failure, or
+    None if the answer is fine.
     """
     runs, issued, outputs = set(journal.runs), set(journal.issued), journal.outputs
     completed = set(journal.completions)
@@ -170,7 +176,44 @@ def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | 
             f"a Suspension awaiting completion id {never[0]}, which no command was given: it could never be resumed",
             None,
         )
+    resumable = _already_sent(journal, entries[:sent], awaiting)
+    if resumable:
+        return _violation(
+            f"a Suspension awaiting {resumable}, already sent to it in this attempt: the handler "
+            "could have resumed instead of suspending",
+            None,
+        )
     return None
+
+
+def _already_sent(journal: Journal, delivered: list[Frame], awaiting: AwaitPoint) -> str:
+    """The leaves of `awaiting` whose notification the attempt was sent, in words ("" if none).
+
+    One is enough to refuse: the runtime resumes a suspension as soon as one awaited notification is
+    present (`Journal.can_resume`, Restate service protocol "Suspension and await tracking"), and an
+    SDK never names one it was sent: for an any-of await it would have resumed, and from an all-of
+    await (V7 `awaiting_on` tree) it drops the children already done before suspending; V5/V6 lists
+    name only what is still pending. Notifications that arrive during the attempt are not in
+    `journal` or `delivered`, so they still wake the handler at once.
+    """
+    keys = {notification_key(f) for f in delivered if is_notification(f.type)}
+    completions = sorted(c for c in awaiting.completions if c in journal.completions or f"c{c}" in keys)
+    signals = sorted(s for s in awaiting.signals if s in journal.signals or f"s{s}" in keys)
+    names = sorted(n for n in awaiting.named_signals if n in journal.named_signals or f"n{n}" in keys)
+    parts = [
+        _listed("completion id", [str(c) for c in completions]),
+        _listed("signal", [str(s) for s in signals]),
+        _listed("named signal", [clip(repr(n), 64) for n in names]),
+    ]
+    return " and ".join(p for p in parts if p)
+
+
+def _listed(kind: str, items: list[str], shown: int = 10) -> str:
+    """`completion ids 1, 2` (at most `shown` of them, then how many more); "" for none."""
+    if not items:
+        return ""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return f"{kind}{'s' if len(items) > 1 else ''} {', '.join(items[:shown])}{more}"
 
 
 def _violation(

@@ -406,7 +406,7 @@ class Engine(EffectsMixin):
                     return kept
                 return self._failed(held, result, options)
             entries = pending + result.entries
-            refused = check_answer(held.journal, entries, None if result.ended else result.awaiting)
+            refused = check_answer(held.journal, entries, None if result.ended else result.awaiting, len(pending))
             if refused is not None:
                 return self._failed(held, refused, options)
             try:

@@ -52,3 +52,32 @@ def test_an_output_after_a_stored_output_is_refused_with_its_command_index() -> 
     assert failure.code == 571
     assert failure.related()["related_command_index"] == 2
     assert failure.related()["related_command_type"] == "Output"
+
+
+def test_a_suspension_on_a_completion_the_journal_sent_already_holds_is_refused() -> None:
+    journal = _journal(
+        pb.RunCommandMessage(result_completion_id=1, name="s"), pb.SleepCommandMessage(result_completion_id=2)
+    )
+    journal.extend([_run_completion(1)])
+    failure = check_answer(journal, [], AwaitPoint(completions=frozenset({1, 2})))
+    assert failure is not None
+    assert failure.code == 571
+    assert "a Suspension awaiting completion id 1, already sent to it in this attempt" in failure.message
+
+
+def test_a_suspension_on_a_notification_delivered_with_the_attempt_is_refused() -> None:
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=1))
+    delivered = [frame(pb.SleepCompletionNotificationMessage(completion_id=1, void=pb.Void()))]
+    delivered.append(frame(pb.SignalNotificationMessage(idx=17, void=pb.Void())))
+    failure = check_answer(journal, delivered, AwaitPoint(completions=frozenset({1}), signals=frozenset({17})), sent=2)
+    assert failure is not None
+    assert "awaiting completion id 1 and signal 17, already sent" in failure.message
+
+
+def test_a_suspension_on_what_the_attempt_was_not_sent_passes() -> None:
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=1), pb.SleepCommandMessage(result_completion_id=2))
+    journal.extend([frame(pb.SleepCompletionNotificationMessage(completion_id=1, void=pb.Void()))])
+    assert check_answer(journal, [], AwaitPoint(completions=frozenset({2}), signals=frozenset({17}))) is None
+    # a step proposed in the answer itself is not something the attempt was sent
+    entries = [frame(pb.RunCommandMessage(result_completion_id=3, name="s")), _run_completion(3)]
+    assert check_answer(journal, entries, AwaitPoint(completions=frozenset({3})), sent=0) is None
