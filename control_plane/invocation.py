@@ -406,7 +406,9 @@ class Engine(EffectsMixin):
                     return kept
                 return self._failed(held, result, options)
             entries = pending + result.entries
-            refused = check_answer(held.journal, entries, None if result.ended else result.awaiting, len(pending))
+            refused = check_answer(
+                held.journal, entries, None if result.ended else result.awaiting, len(pending), result.suspension
+            )
             if refused is not None:
                 return self._failed(held, refused, options)
             try:
