@@ -193,6 +193,21 @@ def check_answer(
     return None
 
 
+def without_handled_cancel(journal: Journal, delivered: list[Frame], awaiting: AwaitPoint) -> AwaitPoint:
+    """`awaiting` less the cancel signal (index 1) when the attempt was sent it and more is awaited.
+
+    An SDK that handled a cancellation goes on naming the cancel signal in every later await point,
+    beside what it really waits for (restate-sdk 1.3). That signal is already in the journal (or
+    `delivered` with the attempt), so it must not wake the handler: resuming on it would re-invoke
+    the handler at once, again and again, until what it really awaits arrives.
+    """
+    if 1 not in awaiting.signals or awaiting == AwaitPoint(signals=frozenset({1})):
+        return awaiting
+    if not journal.has("s1") and all(notification_key(f) != "s1" for f in delivered if is_notification(f.type)):
+        return awaiting
+    return replace(awaiting, signals=awaiting.signals - {1})
+
+
 def _already_satisfied(
     journal: Journal, delivered: list[Frame], awaiting: AwaitPoint, suspension: pb.SuspensionMessage | None
 ) -> str:

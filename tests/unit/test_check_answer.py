@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control_plane.attempt import check_answer
+from control_plane.attempt import check_answer, without_handled_cancel
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.protocol import Frame, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
@@ -114,3 +114,11 @@ def test_the_cancel_signal_an_sdk_handled_and_still_awaits_beside_a_step_passes(
     failure = check_answer(journal, delivered, AwaitPoint.of(only_cancel), 1, only_cancel)
     assert failure is not None
     assert "awaiting signal 1, already sent" in failure.message
+
+
+def test_a_handled_cancel_signal_no_longer_wakes_the_handler_but_a_new_one_does() -> None:
+    cancel = frame(pb.SignalNotificationMessage(idx=1, void=pb.Void()))
+    beside_a_sleep = AwaitPoint(completions=frozenset({2}), signals=frozenset({1}))
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=2))
+    assert without_handled_cancel(journal, [cancel], beside_a_sleep) == AwaitPoint(completions=frozenset({2}))
+    assert without_handled_cancel(journal, [], beside_a_sleep) == beside_a_sleep  # not delivered yet
