@@ -7,11 +7,12 @@ protocol, "Stream lifecycle"). A proposal is stored as its RunCompletion notific
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from control_plane.errors import ProtocolViolation
 from control_plane.failures import MAX_STORED_CHARS, clip
-from control_plane.journal import AwaitPoint, Journal
+from control_plane.journal import AwaitPoint, Journal, notification_key
 from control_plane.protocol import (
     MESSAGE_CLASSES,
     Frame,
@@ -64,6 +65,7 @@ class AttemptAnswer:
     entries: list[Frame]
     ended: bool
     awaiting: AwaitPoint
+    suspension: pb.SuspensionMessage | None = field(default=None, compare=False)  # as sent, its await tree
 
 
 def parse_answer(body: bytes) -> AttemptAnswer | AttemptFailure:
@@ -106,7 +108,7 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
             return AttemptAnswer(entries, ended=True, awaiting=AwaitPoint())
         elif t == MessageType.Suspension:
             assert isinstance(message, pb.SuspensionMessage)
-            return AttemptAnswer(entries, ended=False, awaiting=AwaitPoint.of(message))
+            return AttemptAnswer(entries, ended=False, awaiting=AwaitPoint.of(message), suspension=message)
         elif t == MessageType.Error:
             error = message
             assert isinstance(error, pb.ErrorMessage)
@@ -131,14 +133,25 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
     return AttemptFailure(571, "the deployment's answer ended without End, Suspension or Error")
 
 
-def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | None) -> AttemptFailure | None:
+def check_answer(
+    journal: Journal,
+    entries: list[Frame],
+    awaiting: AwaitPoint | None,
+    sent: int = 0,
+    suspension: pb.SuspensionMessage | None = None,
+) -> AttemptFailure | None:
     """Refuse an answer that no SDK following the protocol sends, before anything of it is stored.
 
     `entries` are the answer's new entries in order (see `parse_answer`), `awaiting` its Suspension's
-    await point (None for End). Refused (571, the deployment's side is untrusted input): a run
-    completion for a completion id that no Run command of the journal or the answer was given, or one
-    already completed; a second Output command; a Suspension that awaits nothing, or a completion id
-    no command was given (it could never be woken). Returns the failure, or None if the answer is fine.
+    await point (None for End). `journal` is the journal the attempt was sent, and the first `sent`
+    of `entries` the notifications sent with it beyond the journal (delivered in this attempt);
+    `suspension` the Suspension itself, for its V7 await tree (without it `awaiting` is any-of).
+    Refused (571, the deployment's side is untrusted input): a run completion for a completion id
+    that no Run command of the journal or the answer was given, or one already completed; a second
+    Output command; a Suspension that awaits nothing, or a completion id no command was given (it
+    could never be woken); a Suspension the notifications the attempt was sent already satisfy (the
+    SDK could have resumed: the runtime would re-invoke it at once, again and again). Returns the
+    failure, or None if the answer is fine.
     """
     runs, issued, outputs = set(journal.runs), set(journal.issued), journal.outputs
     completed = set(journal.completions)
@@ -170,7 +183,98 @@ def check_answer(journal: Journal, entries: list[Frame], awaiting: AwaitPoint | 
             f"a Suspension awaiting completion id {never[0]}, which no command was given: it could never be resumed",
             None,
         )
+    resumable = _already_satisfied(journal, entries[:sent], awaiting, suspension)
+    if resumable:
+        return _violation(
+            f"a Suspension awaiting {resumable}, already sent to it in this attempt: the handler "
+            "could have resumed instead of suspending",
+            None,
+        )
     return None
+
+
+def without_handled_cancel(journal: Journal, delivered: list[Frame], awaiting: AwaitPoint) -> AwaitPoint:
+    """`awaiting` less the cancel signal (index 1) when the attempt was sent it and more is awaited.
+
+    An SDK that handled a cancellation goes on naming the cancel signal in every later await point,
+    beside what it really waits for (restate-sdk 1.3). That signal is already in the journal (or
+    `delivered` with the attempt), so it must not wake the handler: resuming on it would re-invoke
+    the handler at once, again and again, until what it really awaits arrives.
+    """
+    if 1 not in awaiting.signals or awaiting == AwaitPoint(signals=frozenset({1})):
+        return awaiting
+    if not journal.has("s1") and all(notification_key(f) != "s1" for f in delivered if is_notification(f.type)):
+        return awaiting
+    return replace(awaiting, signals=awaiting.signals - {1})
+
+
+def _already_satisfied(
+    journal: Journal, delivered: list[Frame], awaiting: AwaitPoint, suspension: pb.SuspensionMessage | None
+) -> str:
+    """The awaited notifications the attempt was sent, in words, if they satisfy the await point ("" if not).
+
+    The SDK could have resumed from what it was sent (`journal`, then `delivered`): V5/V6 lists are
+    any-of; in the V7 `awaiting_on` tree a first-completed (or unknown) node is done when one child
+    is, every other node (all-completed, and, not knowing which results failed, first-succeeded and
+    all-succeeded) when all its children are (Restate service protocol, Suspension and Future). The
+    cancel signal (index 1) counts only when it is all the await point holds: an SDK that handled a
+    cancellation goes on awaiting it beside what it really waits for. Notifications that arrive during
+    the attempt are in neither `journal` nor `delivered`: they still wake the handler at once.
+    """
+    keys = {notification_key(f) for f in delivered if is_notification(f.type)}
+    only_cancel = awaiting == AwaitPoint(signals=frozenset({1}))
+
+    def sent(key: str) -> bool:
+        return (key != "s1" or only_cancel) and (journal.has(key) or key in keys)
+
+    if suspension is None or not suspension.HasField("awaiting_on"):
+        satisfied = any(map(sent, _leaves(awaiting)))
+    else:
+        lists = pb.Future(
+            waiting_completions=suspension.waiting_completions,
+            waiting_signals=suspension.waiting_signals,
+            waiting_named_signals=suspension.waiting_named_signals,
+        )  # V5/V6 fields: any-of
+        satisfied = _done(lists, sent) or _done(suspension.awaiting_on, sent)
+    if not satisfied:
+        return ""
+    done = [key for key in _leaves(awaiting) if sent(key)]
+    parts = [
+        _listed("completion id", sorted((k[1:] for k in done if k[0] == "c"), key=int)),
+        _listed("signal", sorted((k[1:] for k in done if k[0] == "s"), key=int)),
+        _listed("named signal", [clip(repr(k[1:]), 64) for k in sorted(done) if k[0] == "n"]),
+    ]
+    return " and ".join(p for p in parts if p)
+
+
+def _leaves(awaiting: AwaitPoint) -> list[str]:
+    """The notification keys (`c…`, `s…`, `n…`, see `notification_key`) an await point names."""
+    return (
+        [f"c{c}" for c in awaiting.completions]
+        + [f"s{s}" for s in awaiting.signals]
+        + [f"n{n}" for n in awaiting.named_signals]
+    )
+
+
+def _done(future: pb.Future, sent: Callable[[str], bool]) -> bool:
+    """True if `future` (a V7 await tree node) is done when the notifications `sent` holds are."""
+    children = [sent(f"c{c}") for c in future.waiting_completions]
+    children += [sent(f"s{s}") for s in future.waiting_signals]
+    children += [sent(f"n{n}") for n in future.waiting_named_signals]
+    children += [_done(nested, sent) for nested in future.nested_futures]
+    if not children:
+        return False  # nothing to wait for here: not a reason to refuse
+    if future.combinator_type in (pb.COMBINATOR_TYPE_UNKNOWN, pb.FIRST_COMPLETED):
+        return any(children)
+    return all(children)
+
+
+def _listed(kind: str, items: list[str], shown: int = 10) -> str:
+    """`completion ids 1, 2` (at most `shown` of them, then how many more); "" for none."""
+    if not items:
+        return ""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return f"{kind}{'s' if len(items) > 1 else ''} {', '.join(items[:shown])}{more}"
 
 
 def _violation(

@@ -28,7 +28,14 @@ from dataclasses import replace
 from urllib.parse import quote
 
 from control_plane import ids
-from control_plane.attempt import AttemptAnswer, AttemptFailure, check_answer, explain_mismatch, parse_answer
+from control_plane.attempt import (
+    AttemptAnswer,
+    AttemptFailure,
+    check_answer,
+    explain_mismatch,
+    parse_answer,
+    without_handled_cancel,
+)
 from control_plane.effects import CANCEL_SIGNAL, EffectsMixin
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
@@ -406,9 +413,12 @@ class Engine(EffectsMixin):
                     return kept
                 return self._failed(held, result, options)
             entries = pending + result.entries
-            refused = check_answer(held.journal, entries, None if result.ended else result.awaiting)
+            refused = check_answer(
+                held.journal, entries, None if result.ended else result.awaiting, len(pending), result.suspension
+            )
             if refused is not None:
                 return self._failed(held, refused, options)
+            awaiting = without_handled_cancel(held.journal, pending, result.awaiting)
             try:
                 derived = self._derived_notifications(held, entries)
             except TorporError as exc:
@@ -424,7 +434,7 @@ class Engine(EffectsMixin):
             held.record = replace(held.record, failures_in_a_row=0)  # saved with the next write
             if result.ended:
                 return self._complete(held)
-            held.awaiting = result.awaiting
+            held.awaiting = awaiting
 
     def _commit_and_apply(self, held: Held, entries: list[Frame]) -> Outcome | bool:
         """`_commit`, then carry out the committed entries' effects if the lease is still ours.

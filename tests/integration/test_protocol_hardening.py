@@ -8,6 +8,7 @@ deployment is a fake (`tests.helpers.fake_deployment`) that answers discovery, t
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -51,6 +52,31 @@ def growing_run(start: pb.StartMessage, journal: list[Frame]) -> Answer:
     return Answer([frame(run), frame(error)])
 
 
+LOOP_BOUND = 40
+"""Attempts after which the suspending fakes give up and answer an Output: bounds a runtime that loops."""
+
+CALLED: dict[str, list[float]] = {}
+"""`time.monotonic()` of each attempt a suspending fake received, by handler."""
+
+
+def suspends_on_what_it_was_sent(suspension: pb.SuspensionMessage) -> Any:
+    """A fake whose first attempt runs a step and suspends on its result (legitimate: the result is
+    proposed in the same answer), and whose next attempts, sent that result, suspend on it again."""
+
+    def script(start: pb.StartMessage, journal: list[Frame]) -> Answer:
+        called = CALLED.setdefault(start.debug_id, [])
+        called.append(time.monotonic())
+        if len(journal) == 1:  # the Input command alone
+            run = pb.RunCommandMessage(result_completion_id=1, name="step")
+            proposal = pb.ProposeRunCompletionMessage(result_completion_id=1, value=b'"1"')
+            return Answer([frame(run), frame(proposal), frame(suspension)])
+        if len(called) > LOOP_BOUND:
+            return Answer([output("looped"), frame(pb.EndMessage())])
+        return Answer([frame(suspension)])
+
+    return script
+
+
 ANSWERS = {
     "run_completion_without_run": lambda s, j: Answer(
         [
@@ -67,6 +93,15 @@ ANSWERS = {
         [frame(pb.ErrorMessage(code=500, message="m" * 3_000_000, related_command_name="n" * 3_000_000))]
     ),
     "growing_run": growing_run,
+    "suspension_on_sent_completion": suspends_on_what_it_was_sent(pb.SuspensionMessage(waiting_completions=[1])),
+    "suspension_tree_on_sent_completion": suspends_on_what_it_was_sent(
+        pb.SuspensionMessage(
+            awaiting_on=pb.Future(
+                combinator_type=pb.FIRST_SUCCEEDED_OR_ALL_FAILED,
+                nested_futures=[pb.Future(combinator_type=pb.ALL_COMPLETED, waiting_completions=[1])],
+            )
+        )
+    ),
 }
 
 
@@ -148,3 +183,26 @@ def test_retries_back_off_even_when_each_failed_attempt_makes_the_journal_grow(d
 
 def _ms(rfc3339: str) -> int:
     return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+@pytest.mark.parametrize("handler", ["suspension_on_sent_completion", "suspension_tree_on_sent_completion"])
+def test_a_suspension_on_a_completion_the_attempt_was_sent_backs_off_instead_of_looping(
+    dev: DevServer, handler: str
+) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Fake/{handler}", timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    invocation: dict[str, Any] = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] in ("paused", "completed") and d, 30, f"{handler} to end"
+    )
+    assert invocation["status"] == "paused", f"re-invoked {len(CALLED[invocation_id])} times without backoff"
+    assert invocation["attempts"] == 1 + MAX_ATTEMPTS  # the first suspension was fine
+    failure = invocation["last_failure"]
+    assert failure["code"] == 571
+    assert "a Suspension awaiting completion id 1, already sent to it in this attempt" in failure["message"]
+    # the step and its result of the first attempt; nothing of the refused suspensions
+    assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "RunCompletion"]
+    # attempt 2 runs at once (the step's result wakes it), then the policy's backoff: 100, 200, 400 ms
+    gaps_ms = [(b - a) * 1000 for a, b in itertools.pairwise(CALLED[invocation_id])]
+    assert len(gaps_ms) == MAX_ATTEMPTS
+    assert gaps_ms[-1] >= 350, gaps_ms

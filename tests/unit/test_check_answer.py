@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control_plane.attempt import check_answer
+from control_plane.attempt import check_answer, without_handled_cancel
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.protocol import Frame, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
@@ -52,3 +52,73 @@ def test_an_output_after_a_stored_output_is_refused_with_its_command_index() -> 
     assert failure.code == 571
     assert failure.related()["related_command_index"] == 2
     assert failure.related()["related_command_type"] == "Output"
+
+
+def test_a_suspension_on_a_completion_the_journal_sent_already_holds_is_refused() -> None:
+    journal = _journal(
+        pb.RunCommandMessage(result_completion_id=1, name="s"), pb.SleepCommandMessage(result_completion_id=2)
+    )
+    journal.extend([_run_completion(1)])
+    failure = check_answer(journal, [], AwaitPoint(completions=frozenset({1, 2})))
+    assert failure is not None
+    assert failure.code == 571
+    assert "a Suspension awaiting completion id 1, already sent to it in this attempt" in failure.message
+
+
+def test_a_suspension_on_a_notification_delivered_with_the_attempt_is_refused() -> None:
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=1))
+    delivered = [frame(pb.SleepCompletionNotificationMessage(completion_id=1, void=pb.Void()))]
+    delivered.append(frame(pb.SignalNotificationMessage(idx=17, void=pb.Void())))
+    failure = check_answer(journal, delivered, AwaitPoint(completions=frozenset({1}), signals=frozenset({17})), sent=2)
+    assert failure is not None
+    assert "awaiting completion id 1 and signal 17, already sent" in failure.message
+
+
+def test_a_suspension_on_what_the_attempt_was_not_sent_passes() -> None:
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=1), pb.SleepCommandMessage(result_completion_id=2))
+    journal.extend([frame(pb.SleepCompletionNotificationMessage(completion_id=1, void=pb.Void()))])
+    assert check_answer(journal, [], AwaitPoint(completions=frozenset({2}), signals=frozenset({17}))) is None
+    # a step proposed in the answer itself is not something the attempt was sent
+    entries = [frame(pb.RunCommandMessage(result_completion_id=3, name="s")), _run_completion(3)]
+    assert check_answer(journal, entries, AwaitPoint(completions=frozenset({3})), sent=0) is None
+
+
+def _tree(combinator: int, *completions: int) -> pb.SuspensionMessage:
+    return pb.SuspensionMessage(
+        awaiting_on=pb.Future(combinator_type=combinator, waiting_completions=completions)  # type: ignore[arg-type]
+    )
+
+
+def test_an_await_tree_is_refused_only_when_what_was_sent_completes_it() -> None:
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=1), pb.SleepCommandMessage(result_completion_id=2))
+    journal.extend([frame(pb.SleepCompletionNotificationMessage(completion_id=1, void=pb.Void()))])
+    both = AwaitPoint(completions=frozenset({1, 2}))
+    race = check_answer(journal, [], both, suspension=_tree(pb.FIRST_COMPLETED, 1, 2))
+    assert race is not None
+    assert "awaiting completion id 1, already sent" in race.message
+    for all_of in (pb.ALL_COMPLETED, pb.ALL_SUCCEEDED_OR_FIRST_FAILED, pb.FIRST_SUCCEEDED_OR_ALL_FAILED):
+        assert check_answer(journal, [], both, suspension=_tree(all_of, 1, 2)) is None
+    journal.extend([frame(pb.SleepCompletionNotificationMessage(completion_id=2, void=pb.Void()))])
+    assert check_answer(journal, [], both, suspension=_tree(pb.ALL_COMPLETED, 1, 2)) is not None
+
+
+def test_the_cancel_signal_an_sdk_handled_and_still_awaits_beside_a_step_passes() -> None:
+    journal = _journal(pb.RunCommandMessage(result_completion_id=1, name="release"))
+    delivered = [frame(pb.SignalNotificationMessage(idx=1, void=pb.Void()))]
+    suspension = pb.SuspensionMessage(
+        awaiting_on=pb.Future(combinator_type=pb.FIRST_COMPLETED, waiting_completions=[1], waiting_signals=[1])
+    )
+    await_point = AwaitPoint.of(suspension)
+    assert check_answer(journal, [*delivered, _run_completion(1)], await_point, 1, suspension) is None
+    only_cancel = pb.SuspensionMessage(waiting_signals=[1])
+    failure = check_answer(journal, delivered, AwaitPoint.of(only_cancel), 1, only_cancel)
+    assert failure is not None
+    assert "awaiting signal 1, already sent" in failure.message
+
+
+def test_a_handled_cancel_signal_no_longer_wakes_the_handler_but_a_new_one_does() -> None:
+    cancel = frame(pb.SignalNotificationMessage(idx=1, void=pb.Void()))
+    beside_a_sleep = AwaitPoint(completions=frozenset({2}), signals=frozenset({1}))
+    journal = _journal(pb.SleepCommandMessage(result_completion_id=2))
+    assert without_handled_cancel(journal, [cancel], beside_a_sleep) == AwaitPoint(completions=frozenset({2}))
+    assert without_handled_cancel(journal, [], beside_a_sleep) == beside_a_sleep  # not delivered yet
