@@ -34,8 +34,8 @@ from tests.conformance.harness import (
     Services,
     TorporRuntime,
     make_identity_key,
-    moto_endpoint,
 )
+from tests.helpers.moto import moto_server
 
 
 def _runtime() -> str:
@@ -87,7 +87,7 @@ def _private_moto() -> Iterator[Callable[[], str]]:
 
         def get() -> str:
             if not endpoint:
-                endpoint.append(stack.enter_context(moto_endpoint()))
+                endpoint.append(stack.enter_context(moto_server(serial=True)))
             return endpoint[0]
 
         yield get

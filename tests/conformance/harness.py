@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -541,17 +541,3 @@ class PrivateEnv(Env):
     def start_services(self) -> None:
         """Start the services again on the same port."""
         self._services.start()
-
-
-@contextlib.contextmanager
-def moto_endpoint() -> Iterator[str]:
-    """A moto server on 127.0.0.1 in this process (it outlives a `torpor dev` the test kills)."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()

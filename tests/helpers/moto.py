@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from moto.server import ThreadedMotoServer
 
 from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.local.moto_server import SerialMotoServer
 
 REGION = "us-east-1"
 DUMMY_AWS_ENV = {
@@ -26,8 +27,11 @@ DUMMY_AWS_ENV = {
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
+def moto_server(*, serial: bool = False) -> Iterator[str]:
     """Run moto's threaded server on 127.0.0.1, on a port the OS picks, for the duration of the block.
+
+    `serial=True` serves one request at a time, as `torpor dev`'s embedded server does (atomic item
+    writes; only for DynamoDB: an SQS long poll would hold every other request up).
 
     Sets `DUMMY_AWS_ENV` in `os.environ` while it runs and restores the previous values after.
 
@@ -36,7 +40,7 @@ def moto_server() -> Iterator[str]:
     """
     saved = {name: os.environ.get(name) for name in DUMMY_AWS_ENV}
     os.environ.update(DUMMY_AWS_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = (SerialMotoServer if serial else ThreadedMotoServer)(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         host, port = server.get_host_and_port()
