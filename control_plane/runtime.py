@@ -133,5 +133,5 @@ class ControlPlane:
                 self.scheduler.wake_now(record.invocation_id)
             count += 1
         if count:
-            log.info("sweep re-armed %d wake-up(s)", count)
+            log.debug("sweep re-armed %d wake-up(s)", count)  # routine: every stored timer, every sweep
         return count

@@ -19,8 +19,18 @@ case "$runtime" in
   torpor|restate) ;;
   *) echo "conformance.sh: unknown runtime '$runtime' (torpor or restate)" >&2; exit 2 ;;
 esac
+# The test dependencies (pytest, restate-sdk) in .venv, as scripts/test.sh installs them, if missing
+# (e.g. after scripts/demo.sh, which installs only the examples); the TypeScript services (npm).
 PYTHON=${PYTHON:-.venv/bin/python}
-[ -x "$PYTHON" ] || PYTHON=python3
+if ! "$PYTHON" -c "import pytest, restate" 2>/dev/null; then
+  echo "conformance.sh: installing Torpor with its test dependencies into .venv" >&2
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  PYTHON=.venv/bin/python
+  "$PYTHON" -m pip install --quiet -e '.[test]'
+fi
+if [[ ",${TORPOR_CONFORMANCE_LANGS:-python,typescript}," == *,typescript,* ]]; then
+  tests/conformance/services_ts/install.sh
+fi
 export TORPOR_CONFORMANCE_RUNTIME=$runtime
 # the whole suite unless test paths are given (e.g. tests/conformance/test_state.py)
 target=tests/conformance
