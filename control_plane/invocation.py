@@ -18,6 +18,7 @@ Sleep completions are not stored by timers at all: the lease holder derives them
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 import threading
@@ -728,14 +729,16 @@ class Engine(EffectsMixin):
         output = held.journal.output()
         if output is None:
             return self._failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
-        if output.WhichOneof("result") != "failure":
-            size = len(output.value.content) + len(held.record.input_entry) + _ITEM_OVERHEAD_BYTES
-            if size > MAX_ITEM_BYTES:
-                message = (
-                    f"the output ({len(output.value.content)} bytes) and input ({len(held.record.input_entry)} bytes) "
-                    f"do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); return a smaller value"
-                )
-                return self._fail_terminally(held, 413, message)
+        failed = output.WhichOneof("result") == "failure"
+        failure = stored_failure(output.failure) if failed else None
+        result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
+        if result_bytes + len(held.record.input_entry) + _ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
+            message = (
+                f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
+                f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
+                f"{'fail' if failed else 'return'} with a smaller value"
+            )
+            return self._fail_terminally(held, 413, message)
         now = self.clock.now_ms()
         changes: dict[str, object] = {
             "status": "completed",
@@ -749,8 +752,8 @@ class Engine(EffectsMixin):
             "attempts": held.record.attempts,
             **self._retention(held.record, now),
         }
-        if output.WhichOneof("result") == "failure":
-            changes["failure"] = stored_failure(output.failure)
+        if failure is not None:
+            changes["failure"] = failure
             # a failure after the cancel signal reached the handler is its cancellation
             changes["completion"] = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
         else:
@@ -761,6 +764,12 @@ class Engine(EffectsMixin):
             self._update(held, **changes)
         except StoreConflict:
             return Outcome.LEASE_LOST
+        except ItemTooLarge:  # never retried forever: the caller sees why instead
+            message = (
+                f"the invocation's result and input ({len(held.record.input_entry)} bytes) do not fit in one "
+                f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
+            )
+            return self._fail_terminally(held, 413, message)
         self._drop_sleep_timers(held)
         self._ended(held.record)
         return Outcome.COMPLETED

@@ -244,6 +244,27 @@ def test_a_step_failure_keeps_its_metadata(dev: DevServer) -> None:
     assert reply.json() == {"code": 422, "message": "declined", "metadata": {"step": "charge"}}
 
 
+def test_a_terminal_failure_with_a_large_message_and_input_completes_with_its_message_cut(dev: DevServer) -> None:
+    # GIVEN a handler that fails terminally with its 250 KB input as the message
+    message = "x" * 250_000
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Retries/fail_with_metadata", json=message, timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    # THEN it completes (it is not retried or paused), its failure cut with a marker saying how long it was
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] not in ("running", "ready", "backing-off") and d,
+        30,
+        "the invocation to complete",
+    )
+    assert invocation["status"] == "completed", invocation.get("last_failure")
+    assert invocation["attempts"] == 1
+    output = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/output", timeout=30)
+    assert output.status_code == 418
+    assert len(output.json()["message"]) <= 4096
+    assert output.json()["message"].endswith("[truncated: 250000 characters in all]")
+    assert output.json()["metadata"] == {"reason": "teapot", "hint": "use coffee"}
+
+
 # --- a service's own retry policy ------------------------------------------------------------------
 
 
