@@ -113,6 +113,24 @@ def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
     return chunks
 
 
+def _proposals_for(journal: Journal, kept: list[Frame], rest: list[Frame]) -> list[Frame]:
+    """The RunCompletions in `rest` (proposed by the SDK) for Run commands of `journal` or `kept`
+    still without a completion, in their order."""
+    runs = {
+        pb.RunCommandMessage.FromString(f.payload).result_completion_id
+        for f in [*journal.frames, *kept]
+        if f.type == MessageType.Run
+    } - journal.completions
+    out = []
+    for f in rest:
+        if f.type == MessageType.RunCompletion:
+            completion_id = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
+            if completion_id in runs:
+                runs.discard(completion_id)
+                out.append(f)
+    return out
+
+
 class Engine(EffectsMixin):
     """Creates invocations and advances them. Thread-safe; keeps no state between calls.
 
@@ -463,7 +481,9 @@ class Engine(EffectsMixin):
         command is the last one replayed (sdk-shared-core, run retries): so the Run command, and the
         entries before it, must be in the journal. They are committed (notifications delivered in
         this attempt, then the commands) and their effects carried out like any committed entry's
-        (the next attempt would send the same commands again); nothing after the Run command is kept.
+        (the next attempt would send the same commands again). After the Run command only the
+        completions proposed for kept Run commands are kept (`[Run a, Run b, Propose a, Error about
+        b]` keeps a's result, so step a does not run again); nothing else after it is.
         Any other failed attempt commits nothing. Returns an `Outcome` to end with, or None.
         """
         if failure.related_command_type != MessageType.Run or failure.related_command_index is None:
@@ -479,7 +499,7 @@ class Engine(EffectsMixin):
             if seen == new_index:
                 if f.type != MessageType.Run:
                     return None  # the ErrorMessage names another command: keep nothing
-                entries = entries[: cut + 1]
+                entries = entries[: cut + 1] + _proposals_for(held.journal, entries[: cut + 1], entries[cut + 1 :])
                 break
         else:
             return None

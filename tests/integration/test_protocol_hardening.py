@@ -77,7 +77,30 @@ def suspends_on_what_it_was_sent(suspension: pb.SuspensionMessage) -> Any:
     return script
 
 
+PARALLEL_RUNS_SEEN: list[list[int]] = []
+"""The entry types of each journal the `parallel_runs` fake was sent, one list per attempt."""
+
+
+def parallel_runs(start: pb.StartMessage, journal: list[Frame]) -> Answer:
+    """Steps a (completion 1) and b (completion 2) run side by side: a's result is proposed, then b
+    fails (an Error about Run b); later attempts fail before any new command."""
+    PARALLEL_RUNS_SEEN.append([f.type for f in journal])
+    if commands_in(journal) == 1:  # the Input command alone
+        return Answer(
+            [
+                frame(pb.RunCommandMessage(result_completion_id=1, name="a")),
+                frame(pb.RunCommandMessage(result_completion_id=2, name="b")),
+                frame(pb.ProposeRunCompletionMessage(result_completion_id=1, value=b'"a-done"')),
+                frame(
+                    pb.ErrorMessage(code=500, message="b failed", related_command_index=2, related_command_type=0x0411)
+                ),
+            ]
+        )
+    return Answer([frame(pb.ErrorMessage(code=500, message="b failed again"))])
+
+
 ANSWERS = {
+    "parallel_runs": parallel_runs,
     "run_completion_without_run": lambda s, j: Answer(
         [
             frame(pb.ProposeRunCompletionMessage(result_completion_id=5, value=b"1")),
@@ -206,3 +229,10 @@ def test_a_suspension_on_a_completion_the_attempt_was_sent_backs_off_instead_of_
     gaps_ms = [(b - a) * 1000 for a, b in itertools.pairwise(CALLED[invocation_id])]
     assert len(gaps_ms) == MAX_ATTEMPTS
     assert gaps_ms[-1] >= 350, gaps_ms
+
+
+def test_a_step_completed_beside_a_failing_step_keeps_its_result_for_the_retries(dev: DevServer) -> None:
+    invocation = paused_after_retries(dev, "parallel_runs")
+    # both Run commands and a's result are stored: step a is not run again by the next attempts
+    assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "Run", "RunCompletion"]
+    assert PARALLEL_RUNS_SEEN[1] == [0x0400, 0x0411, 0x0411, 0x8011]  # the second attempt is sent a's result
