@@ -292,8 +292,8 @@ class EffectsMixin(_Base):
         Its callees are not cancelled here: the handler's SDK sends the cancel signal to every call
         it awaits when it sees its own (`_send_signal`), as with restate-server 1.7.12, so a chain
         A → B → C is cancelled from A down. An invocation that has not started is completed as
-        cancelled at once; a paused one is made runnable so the signal reaches it. Raises
-        `NotFound`, or `Conflict` if it already completed.
+        cancelled at once; a paused one is made runnable, with a fresh retry budget (as `resume`),
+        so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
         record = loaded.record
@@ -304,7 +304,7 @@ class EffectsMixin(_Base):
             except StoreConflict:
                 pass  # it started: deliver the signal instead, so the handler can compensate
         if record.status == "paused":
-            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0)
+            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0, failures_in_a_row=0)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
         self.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
 

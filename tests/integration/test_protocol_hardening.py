@@ -101,6 +101,7 @@ def parallel_runs(start: pb.StartMessage, journal: list[Frame]) -> Answer:
 
 ANSWERS = {
     "parallel_runs": parallel_runs,
+    "always_fails": lambda s, j: Answer([frame(pb.ErrorMessage(code=500, message="boom"))]),
     "run_completion_without_run": lambda s, j: Answer(
         [
             frame(pb.ProposeRunCompletionMessage(result_completion_id=5, value=b"1")),
@@ -236,3 +237,21 @@ def test_a_step_completed_beside_a_failing_step_keeps_its_result_for_the_retries
     # both Run commands and a's result are stored: step a is not run again by the next attempts
     assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "Run", "RunCompletion"]
     assert PARALLEL_RUNS_SEEN[1] == [0x0400, 0x0411, 0x0411, 0x8011]  # the second attempt is sent a's result
+
+
+def test_cancelling_a_paused_invocation_gives_it_a_fresh_retry_budget(dev: DevServer) -> None:
+    invocation = paused_after_retries(dev, "always_fails")
+    assert invocation["attempts"] == MAX_ATTEMPTS
+    invocation_id = invocation["id"]
+    cancelled = httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel", timeout=30)
+    assert cancelled.status_code in (200, 202), cancelled.text
+    # its attempts go on (the handler never reaches an await that would see the signal) until the
+    # policy's attempts are spent again, not after one
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] == "paused"
+        and d["attempts"] > MAX_ATTEMPTS
+        and d,
+        30,
+        "the cancelled invocation to pause again",
+    )
+    assert invocation["attempts"] == 2 * MAX_ATTEMPTS
