@@ -320,7 +320,11 @@ class EffectsMixin(_Base):
         already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
-        callees = self._started_callees(loaded)
+        try:
+            callees = self._started_callees(loaded)
+        except TorporError as exc:  # a corrupt journal: kill is the way out, callees or not
+            log.error("kill of %s: its journal cannot be read (%s); its callees are not killed", invocation_id, exc)
+            callees = []
 
         def kill_callees(behind: bool) -> None:
             for callee in callees:
@@ -500,7 +504,10 @@ class EffectsMixin(_Base):
         loaded = self.store.load_invocation(record.invocation_id)
         dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
         if loaded is not None:
-            dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
+            try:
+                dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
+            except TorporError as exc:  # a corrupt journal: its sleeps' timers find it completed
+                log.error("%s: its journal cannot be read (%s); its sleep timers stay", record.invocation_id, exc)
         for due in dues - {0}:
             self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
         if before_ended is not None:

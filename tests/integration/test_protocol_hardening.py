@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
-from control_plane.protocol import Frame, frame
+from control_plane.ports import JournalBatch
+from control_plane.protocol import Frame, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
@@ -255,3 +256,19 @@ def test_cancelling_a_paused_invocation_gives_it_a_fresh_retry_budget(dev: DevSe
         "the cancelled invocation to pause again",
     )
     assert invocation["attempts"] == 2 * MAX_ATTEMPTS
+
+
+def test_an_invocation_whose_journal_is_corrupt_can_still_be_killed(dev: DevServer) -> None:
+    # GIVEN a paused invocation whose stored journal has a batch at the wrong index
+    cp = dev.control_plane
+    record = cp.engine.create("Fake", "always_fails", b"", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="paused")
+    entry = encode_frames([frame(pb.SetStateCommandMessage(key=b"k", value=pb.Value(content=b"1")))])
+    cp.store.append_batch(record.invocation_id, JournalBatch(5, entry, record.epoch, 1))  # 1 is next
+    # WHEN it is killed
+    killed = httpx.patch(f"{dev.admin_url}/invocations/{record.invocation_id}/kill", timeout=30)
+    # THEN it completes as killed
+    assert killed.status_code in (200, 202), killed.text
+    stored = cp.store.get_invocation(record.invocation_id)
+    assert stored is not None
+    assert (stored.status, stored.completion) == ("completed", "killed")
