@@ -321,27 +321,34 @@ class EffectsMixin(_Base):
         """
         loaded = self._loaded_or_404(invocation_id)
         try:
-            callees = self._started_callees(loaded)
+            journal = Journal.load(loaded.record.input_entry, loaded.batches)
+            callees = self._started_callees(Held(loaded.record, journal, []))
         except TorporError as exc:  # a corrupt journal: kill is the way out, callees or not
             log.error("kill of %s: its journal cannot be read (%s); its callees are not killed", invocation_id, exc)
             callees = []
-
-        def kill_callees(behind: bool) -> None:
-            for callee in callees:
-                if _behind(loaded.record, callee) == behind:
-                    with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                        self.kill(callee.invocation_id)
-
         self._finish_now(
-            loaded.record, {"code": 409, "message": "killed"}, "killed", before_ended=lambda: kill_callees(True)
+            loaded.record,
+            {"code": 409, "message": "killed"},
+            "killed",
+            before_ended=lambda: self._kill_callees(loaded.record, callees, behind=True),
         )
-        kill_callees(False)
+        self._kill_callees(loaded.record, callees, behind=False)
 
-    def _started_callees(self, loaded: LoadedInvocation) -> list[InvocationRecord]:
+    def _kill_callees(self, killed: InvocationRecord, callees: list[InvocationRecord], *, behind: bool) -> None:
+        """Kill those of `callees` that wait (`behind=True`) or do not wait in the inbox of the
+        object key the `killed` invocation holds (see `kill` for the order)."""
+        for callee in callees:
+            if _behind(killed, callee) == behind:
+                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                    self.kill(callee.invocation_id)
+
+    def _started_callees(self, held: Held) -> list[InvocationRecord]:
         """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
-        journal = Journal.load(loaded.record.input_entry, loaded.batches)
-        held = Held(loaded.record, journal, [])
-        wanted = list(self._open_callees(loaded))
+        journal = held.journal
+        wanted = []
+        for _, index in journal.open_calls():
+            with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
+                wanted.append(self._callee_id(held, index))
         for index, entry in enumerate(journal.frames):
             if entry.type == MessageType.OneWayCall:
                 with contextlib.suppress(NotFound):  # its service is gone: nothing to kill

@@ -841,17 +841,24 @@ class Engine(EffectsMixin):
         }
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
+                killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
+                callees = self._started_callees(held) if killed else []
                 self._update(
                     held,
                     **common,
                     status="completed",
                     failure={"code": failure.code, "message": failure.message},
-                    completion="failed" if failure.behavior == pb.FAIL else "killed",
+                    completion="killed" if killed else "failed",
                     completed_at_ms=now,
                     next_retry_at_ms=0,
+                    waiting_on=None,
+                    wake_up_at_ms=0,
                     **self._retention(held.record, now),
                 )
+                self._drop_sleep_timers(held)
+                self._kill_callees(held.record, callees, behind=True)
                 self._ended(held.record)
+                self._kill_callees(held.record, callees, behind=False)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked

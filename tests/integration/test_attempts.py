@@ -150,9 +150,31 @@ async def fails(ctx: restate.Context) -> str:
     raise ValueError("this attempt fails")
 
 
+killed_by_policy = restate.Service(
+    "KilledByPolicy", invocation_retry_policy=InvocationRetryPolicy(max_attempts=2, on_max_attempts="kill")
+)
+
+
+@killed_by_policy.handler()
+async def sleeps_long(ctx: restate.Context) -> str:
+    await ctx.sleep(timedelta(hours=1))
+    return "woke"
+
+
+@killed_by_policy.handler()
+async def calls_then_fails(ctx: restate.Context) -> str:
+    """Starts a call and an hour's sleep (neither awaited), suspends once on a short sleep (so both
+    are stored), then fails on every attempt until its policy kills it."""
+    ctx.generic_call("KilledByPolicy", "sleeps_long", b"")
+    ctx.sleep(timedelta(hours=1))
+    await ctx.sleep(timedelta(milliseconds=50))
+    raise ValueError("this attempt fails")
+
+
 @pytest.fixture(scope="module")
 def services_url() -> Iterator[str]:
-    with serve_asgi(restate.app([retries, one_shot, patched], protocol="request_response")) as url:
+    app = restate.app([retries, one_shot, patched, killed_by_policy], protocol="request_response")
+    with serve_asgi(app) as url:
         yield url
 
 
@@ -295,6 +317,24 @@ def test_max_attempts_one_through_the_admin_api_gets_exactly_one_attempt(dev: De
     )
     assert invocation["attempts"] == 1
     assert EXECUTIONS[f"{invocation_id}/handler"] == 1
+
+
+def test_an_invocation_killed_by_its_policy_kills_its_callees_and_drops_its_sleep_timers(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/KilledByPolicy/calls_then_fails", timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] == "completed" and d, 30, "the policy to kill it"
+    )
+    assert invocation["completion_kind"] == "killed"
+    assert [e["type"] for e in invocation["journal"]][:4] == ["Input", "Call", "Sleep", "Sleep"]
+    callee_id = next(e for e in invocation["journal"] if e["type"] == "CallInvocationIdCompletion")["invocation_id"]
+    callee = wait_for(lambda: (d := describe(dev, callee_id))["status"] == "completed" and d, 10, "the callee's kill")
+    assert callee["completion_kind"] == "killed", (invocation["journal"], callee)
+    # no timer is left for the hour's sleep (the journal's retention timer is not due for a day)
+    now_ms = dev.control_plane.clock.now_ms()
+    timers = dev.control_plane.store.due_timers(now_ms + 2 * 3600 * 1000)
+    assert [due for due, who in timers if who == invocation_id and due > now_ms + 1800 * 1000] == []
 
 
 # --- what last_failure says --------------------------------------------------------------------------
