@@ -249,9 +249,7 @@ def test_cancelling_a_paused_invocation_gives_it_a_fresh_retry_budget(dev: DevSe
     # its attempts go on (the handler never reaches an await that would see the signal) until the
     # policy's attempts are spent again, not after one
     invocation = wait_for(
-        lambda: (d := describe(dev, invocation_id))["status"] == "paused"
-        and d["attempts"] > MAX_ATTEMPTS
-        and d,
+        lambda: (d := describe(dev, invocation_id))["status"] == "paused" and d["attempts"] > MAX_ATTEMPTS and d,
         30,
         "the cancelled invocation to pause again",
     )
