@@ -816,7 +816,6 @@ class Engine(EffectsMixin):
             "message": failure.message,
             "at_ms": now,
             "attempt": record.attempts,
-            "related_command": failure.related_command,
             **failure.related(),
         }
         log.info(

@@ -360,4 +360,24 @@ def test_a_journal_mismatch_names_the_recorded_call_and_the_new_step(dev: DevSer
     assert failure["related_command_index"] == 1
     assert failure["related_command_type"] == "Run"
     assert failure["related_command_name"] == "flaky"
+    assert "related_command" not in failure  # the name is said once, as related_command_name
+    cp.engine.kill(record.invocation_id)
+
+
+def test_a_journal_mismatch_clips_a_long_recorded_target(dev: DevServer) -> None:
+    # GIVEN an invocation whose journal records a Call with a 3000-character key where a step now runs
+    cp = dev.control_plane
+    record = cp.engine.create("Retries", "run_succeeds_on", b"1", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    recorded = pb.CallCommandMessage(
+        service_name="Retries", handler_name="echo", key="k" * 3000, parameter=b'"x"', result_completion_id=1
+    )
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames([frame(recorded)]), record.epoch, 1))
+    # WHEN it is advanced
+    cp.advance(record.invocation_id)
+    # THEN the recorded call's target is cut with a marker, as its name would be
+    target = describe(dev, record.invocation_id)["last_failure"]["recorded_command"]["target"]
+    assert len(target) <= 256
+    assert target.startswith("Retries/kkk")
+    assert target.endswith("[truncated: 3013 characters in all]")
     cp.engine.kill(record.invocation_id)

@@ -117,16 +117,28 @@ function problems(inv) {
   if (inv.deadlock) out.push(notice("error", h("strong", {}, "Deadlock: "), inv.deadlock.message));
   if (inv.last_failure && inv.status !== "completed") {
     const f = inv.last_failure;
+    const known = f.related_command_index != null || f.related_command_type || f.related_command_name;
+    const related = known
+      ? commandWords({ index: f.related_command_index, type: f.related_command_type, name: f.related_command_name })
+      : null;
     out.push(
       notice(
         "warn",
         h("strong", {}, `Last failure (attempt ${f.attempt ?? "?"}, code ${f.code}`, f.at ? `, ${f.at}` : "", "): "),
         f.message,
-        f.related_command ? h("div", { class: "muted" }, `at command ${f.related_command}`) : null,
+        related ? h("div", { class: "muted", "data-testid": "failure-command" }, `at command ${related}`) : null,
+        f.recorded_command
+          ? h("div", { class: "muted", "data-testid": "failure-recorded-command" }, `the journal recorded ${commandWords(f.recorded_command)}`)
+          : null,
       ),
     );
   }
   return out;
+}
+
+// A command in words: `Run #2 'name' to target` (a failure's related or recorded command).
+function commandWords(c) {
+  return [c.type || "command", c.index != null ? ` #${c.index}` : "", c.name ? ` '${c.name}'` : "", c.target ? ` to ${c.target}` : ""].join("");
 }
 
 function result(inv) {
