@@ -258,6 +258,14 @@ def test_a_callee_failure_keeps_its_metadata_through_the_caller(dev: DevServer) 
         "message": "still no tea",
         "metadata": {"reason": "teapot", "hint": "use coffee"},
     }
+    # the caller's journal shows the failure it was told, metadata included
+    journal = describe(dev, reply.headers["x-restate-id"])["journal"]
+    (told,) = [e for e in journal if e["type"] == "CallCompletion"]
+    assert told["failure"] == {
+        "code": 418,
+        "message": "still no tea",
+        "metadata": {"reason": "teapot", "hint": "use coffee"},
+    }
 
 
 def test_a_step_failure_keeps_its_metadata(dev: DevServer) -> None:

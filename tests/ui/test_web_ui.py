@@ -186,3 +186,26 @@ def test_a_journal_mismatch_shows_the_command_sent_and_the_one_recorded(page: Pa
         "the journal recorded Call #1 'ask' to Greeter/greet"
     )
     cp.engine.kill(record.invocation_id)
+
+
+def test_a_failure_s_metadata_is_shown_with_the_result_and_in_the_journal(page: Page, dev: DevServer) -> None:
+    # GIVEN an invocation whose step failed with metadata, and which failed with it
+    cp = dev.control_plane
+    record = cp.engine.create("Greeter", "greet", b'"x"', {}, leased=True)
+    failure = pb.Failure(code=422, message="declined", metadata=[pb.FailureMetadata(key="step", value="charge")])
+    entries = [
+        frame(pb.RunCommandMessage(result_completion_id=1, name="charge")),
+        frame(pb.RunCompletionNotificationMessage(completion_id=1, failure=failure)),
+        frame(pb.OutputCommandMessage(failure=failure)),
+    ]
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames(entries), record.epoch, 1))
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.advance(record.invocation_id)
+    invocation = describe(dev, record.invocation_id)
+    assert invocation["completion_failure"]["metadata"] == {"step": "charge"}
+    assert invocation["journal"][2]["failure"] == {"code": 422, "message": "declined", "metadata": {"step": "charge"}}
+
+    page.goto(f"/ui/#/invocations/{record.invocation_id}")
+
+    expect(page.get_by_test_id("failure-metadata")).to_have_count(3)  # the result; the RunCompletion and Output entries
+    expect(page.get_by_test_id("failure-metadata").first).to_have_text("step=charge")
