@@ -173,13 +173,19 @@ class EffectsMixin(_Base):
     def _expire_without_run(self, record: InvocationRecord) -> None:
         """A shared handler completed a promise of a workflow whose `run` does not exist (not yet, or
         no more) or has ended: nothing else would ever remove it, so the workflow's items expire after
-        the workflow retention from now (TTL). A `run` created later removes that TTL again."""
-        run = self.store.get_invocation(ids.workflow_run_id(record.service, record.key))
+        the workflow retention from now (TTL). A `run` created later removes that TTL again; one
+        created between the read here and the expiring write (its own removal may have come first)
+        is found by reading it again after the write, and the TTL removed."""
+        run_id = ids.workflow_run_id(record.service, record.key)
+        run = self.store.get_invocation(run_id)
         if run is not None and run.status != "completed":
             return  # its completion sets the TTL of everything
         options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
         retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
         self.store.expire_keyed(record.service, record.key, -(-(self.clock.now_ms() + retention_ms) // 1000))
+        again = self.store.get_invocation(run_id)
+        if again is not None and again.status != "completed":
+            self.store.expire_keyed(record.service, record.key, 0)  # a run came meanwhile: it keeps them
 
     def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame) -> None:
         """Create the invocation a Call or OneWayCall asks for (conditional: once per command).
