@@ -5,7 +5,7 @@ One of these, read once when the control plane is built (per process; per cold s
 | variable | what it holds |
 | --- | --- |
 | `TORPOR_REQUEST_IDENTITY_KEY_FILE` | the path of a PEM file (PKCS#8 Ed25519, `openssl genpkey -algorithm ed25519`) |
-| `TORPOR_REQUEST_IDENTITY_KEY` | the PEM text itself |
+| `TORPOR_REQUEST_IDENTITY_KEY` | the PEM text itself (for local use: the environment is easily seen) |
 | `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER` | the name or ARN of an SSM parameter (SecureString) holding the PEM |
 | `TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN` | the ARN (or name) of a Secrets Manager secret whose string is the PEM |
 
@@ -16,7 +16,10 @@ to PATH (mode 0600) when there is no file yet.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,8 @@ SECRET_ARN_ENV = "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN"
 ALL_ENV = (KEY_FILE_ENV, KEY_ENV, SSM_PARAMETER_ENV, SECRET_ARN_ENV)
 
 _AWS_TIMEOUT_S = 10.0
+
+log = logging.getLogger("torpor.request_identity")
 
 
 def signer_from_environment(
@@ -70,7 +75,7 @@ def signer_from_environment(
 
 
 def signer_from_file(path: str | os.PathLike[str], *, create: bool = False, source: str | None = None) -> RequestSigner:
-    """The signer for the PEM file at `path`.
+    """The signer for the PEM file at `path`; a warning is logged if group or others may read it.
 
     Args:
         path: The PEM file (PKCS#8 Ed25519 private key).
@@ -103,7 +108,18 @@ def signer_from_file(path: str | os.PathLike[str], *, create: bool = False, sour
         raise RequestIdentityKeyError(
             f"cannot read the request identity key file {source}: {exc.strerror or exc}"
         ) from exc
-    return RequestSigner.from_pem(pem, source=source)
+    signer = RequestSigner.from_pem(pem, source=source)
+    with contextlib.suppress(OSError):
+        mode = file.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning(
+                "the request identity key file %s can be read by group or others (mode %03o): "
+                "whoever reads it can sign requests as Torpor; chmod 600 %s",
+                source,
+                mode & 0o777,
+                file,
+            )
+    return signer
 
 
 def _from_ssm(name: str, region: str | None, client: Any) -> str:

@@ -66,7 +66,8 @@ def describe_entry(index: int, entry: Frame, stored_at_ms: int = 0) -> dict[str,
 
 
 def describe_frame(entry: Frame) -> dict[str, Any]:
-    """A protocol message decoded for people: kind, type, name, ids, value preview, failure, wake-up
+    """A protocol message decoded for people: kind, type, name, ids, value preview, failure (code,
+    message, metadata if any), wake-up
     time; a Call or OneWayCall has its `target` (`service/handler`) and, to a keyed service, `key`."""
     kind = "command" if is_command(entry.type) else "notification" if is_notification(entry.type) else "custom"
     out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type)}
@@ -87,6 +88,8 @@ def describe_frame(entry: Frame) -> dict[str, Any]:
     failure = fields.get("failure")
     if isinstance(failure, pb.Failure):
         out["failure"] = {"code": failure.code, "message": failure.message}
+        if failure.metadata:  # as stored: left out when empty
+            out["failure"]["metadata"] = {m.key: m.value for m in failure.metadata}
     if entry.type == MessageType.Sleep:
         out["wake_up_at"] = out["wake_up_time"] = rfc3339(fields.get("wake_up_time", 0))
     if isinstance(fields.get("invocation_id"), str):

@@ -314,7 +314,9 @@ def command_summary(f: Frame, index: int) -> dict[str, object]:
         out["target"] = fields["invocation_id"]
     elif isinstance(fields.get("key"), bytes | str):
         key = fields["key"]
-        out["target"] = clip(key.decode("utf-8", "replace") if isinstance(key, bytes) else key, 256)
+        out["target"] = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    if "target" in out:
+        out["target"] = clip(str(out["target"]), 256)
     return out
 
 

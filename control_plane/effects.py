@@ -173,13 +173,19 @@ class EffectsMixin(_Base):
     def _expire_without_run(self, record: InvocationRecord) -> None:
         """A shared handler completed a promise of a workflow whose `run` does not exist (not yet, or
         no more) or has ended: nothing else would ever remove it, so the workflow's items expire after
-        the workflow retention from now (TTL). A `run` created later removes that TTL again."""
-        run = self.store.get_invocation(ids.workflow_run_id(record.service, record.key))
+        the workflow retention from now (TTL). A `run` created later removes that TTL again; one
+        created between the read here and the expiring write (its own removal may have come first)
+        is found by reading it again after the write, and the TTL removed."""
+        run_id = ids.workflow_run_id(record.service, record.key)
+        run = self.store.get_invocation(run_id)
         if run is not None and run.status != "completed":
             return  # its completion sets the TTL of everything
         options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
         retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
         self.store.expire_keyed(record.service, record.key, -(-(self.clock.now_ms() + retention_ms) // 1000))
+        again = self.store.get_invocation(run_id)
+        if again is not None and again.status != "completed":
+            self.store.expire_keyed(record.service, record.key, 0)  # a run came meanwhile: it keeps them
 
     def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame) -> None:
         """Create the invocation a Call or OneWayCall asks for (conditional: once per command).
@@ -292,8 +298,8 @@ class EffectsMixin(_Base):
         Its callees are not cancelled here: the handler's SDK sends the cancel signal to every call
         it awaits when it sees its own (`_send_signal`), as with restate-server 1.7.12, so a chain
         A → B → C is cancelled from A down. An invocation that has not started is completed as
-        cancelled at once; a paused one is made runnable so the signal reaches it. Raises
-        `NotFound`, or `Conflict` if it already completed.
+        cancelled at once; a paused one is made runnable, with a fresh retry budget (as `resume`),
+        so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
         record = loaded.record
@@ -304,7 +310,7 @@ class EffectsMixin(_Base):
             except StoreConflict:
                 pass  # it started: deliver the signal instead, so the handler can compensate
         if record.status == "paused":
-            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0)
+            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0, failures_in_a_row=0)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
         self.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
 
@@ -320,24 +326,35 @@ class EffectsMixin(_Base):
         already completed.
         """
         loaded = self._loaded_or_404(invocation_id)
-        callees = self._started_callees(loaded)
-
-        def kill_callees(behind: bool) -> None:
-            for callee in callees:
-                if _behind(loaded.record, callee) == behind:
-                    with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                        self.kill(callee.invocation_id)
-
+        try:
+            journal = Journal.load(loaded.record.input_entry, loaded.batches)
+            callees = self._started_callees(Held(loaded.record, journal, []))
+        except TorporError as exc:  # a corrupt journal: kill is the way out, callees or not
+            log.error("kill of %s: its journal cannot be read (%s); its callees are not killed", invocation_id, exc)
+            callees = []
         self._finish_now(
-            loaded.record, {"code": 409, "message": "killed"}, "killed", before_ended=lambda: kill_callees(True)
+            loaded.record,
+            {"code": 409, "message": "killed"},
+            "killed",
+            before_ended=lambda: self._kill_callees(loaded.record, callees, behind=True),
         )
-        kill_callees(False)
+        self._kill_callees(loaded.record, callees, behind=False)
 
-    def _started_callees(self, loaded: LoadedInvocation) -> list[InvocationRecord]:
+    def _kill_callees(self, killed: InvocationRecord, callees: list[InvocationRecord], *, behind: bool) -> None:
+        """Kill those of `callees` that wait (`behind=True`) or do not wait in the inbox of the
+        object key the `killed` invocation holds (see `kill` for the order)."""
+        for callee in callees:
+            if _behind(killed, callee) == behind:
+                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                    self.kill(callee.invocation_id)
+
+    def _started_callees(self, held: Held) -> list[InvocationRecord]:
         """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
-        journal = Journal.load(loaded.record.input_entry, loaded.batches)
-        held = Held(loaded.record, journal, [])
-        wanted = list(self._open_callees(loaded))
+        journal = held.journal
+        wanted = []
+        for _, index in journal.open_calls():
+            with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
+                wanted.append(self._callee_id(held, index))
         for index, entry in enumerate(journal.frames):
             if entry.type == MessageType.OneWayCall:
                 with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
@@ -500,7 +517,10 @@ class EffectsMixin(_Base):
         loaded = self.store.load_invocation(record.invocation_id)
         dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
         if loaded is not None:
-            dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
+            try:
+                dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
+            except TorporError as exc:  # a corrupt journal: its sleeps' timers find it completed
+                log.error("%s: its journal cannot be read (%s); its sleep timers stay", record.invocation_id, exc)
         for due in dues - {0}:
             self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
         if before_ended is not None:

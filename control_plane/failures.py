@@ -30,9 +30,11 @@ def clip(text: str, limit: int = MAX_STORED_CHARS) -> str:
 def stored_failure(failure: pb.Failure) -> dict[str, object]:
     """The stored form of a wire `Failure`: code (0 means 500), message and metadata (if any).
 
-    Metadata beyond `MAX_METADATA_CHARS` in all is dropped entry by entry (the first ones stay).
+    The message is cut to `MAX_STORED_CHARS` (with a marker saying how long it was), so a failure
+    fits on the invocation item beside a large input; metadata beyond `MAX_METADATA_CHARS` in all is
+    dropped entry by entry (the first ones stay).
     """
-    out: dict[str, object] = {"code": failure.code or 500, "message": failure.message}
+    out: dict[str, object] = {"code": failure.code or 500, "message": clip(failure.message)}
     metadata: dict[str, str] = {}
     size = 0
     for entry in failure.metadata:

@@ -18,6 +18,7 @@ Sleep completions are not stored by timers at all: the lease holder derives them
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 import threading
@@ -110,6 +111,24 @@ def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
         chunks[-1].append(entry)
         size += entry_size
     return chunks
+
+
+def _proposals_for(journal: Journal, kept: list[Frame], rest: list[Frame]) -> list[Frame]:
+    """The RunCompletions in `rest` (proposed by the SDK) for Run commands of `journal` or `kept`
+    still without a completion, in their order."""
+    runs = {
+        pb.RunCommandMessage.FromString(f.payload).result_completion_id
+        for f in [*journal.frames, *kept]
+        if f.type == MessageType.Run
+    } - journal.completions
+    out = []
+    for f in rest:
+        if f.type == MessageType.RunCompletion:
+            completion_id = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
+            if completion_id in runs:
+                runs.discard(completion_id)
+                out.append(f)
+    return out
 
 
 class Engine(EffectsMixin):
@@ -462,7 +481,9 @@ class Engine(EffectsMixin):
         command is the last one replayed (sdk-shared-core, run retries): so the Run command, and the
         entries before it, must be in the journal. They are committed (notifications delivered in
         this attempt, then the commands) and their effects carried out like any committed entry's
-        (the next attempt would send the same commands again); nothing after the Run command is kept.
+        (the next attempt would send the same commands again). After the Run command only the
+        completions proposed for kept Run commands are kept (`[Run a, Run b, Propose a, Error about
+        b]` keeps a's result, so step a does not run again); nothing else after it is.
         Any other failed attempt commits nothing. Returns an `Outcome` to end with, or None.
         """
         if failure.related_command_type != MessageType.Run or failure.related_command_index is None:
@@ -478,7 +499,7 @@ class Engine(EffectsMixin):
             if seen == new_index:
                 if f.type != MessageType.Run:
                     return None  # the ErrorMessage names another command: keep nothing
-                entries = entries[: cut + 1]
+                entries = entries[: cut + 1] + _proposals_for(held.journal, entries[: cut + 1], entries[cut + 1 :])
                 break
         else:
             return None
@@ -728,14 +749,16 @@ class Engine(EffectsMixin):
         output = held.journal.output()
         if output is None:
             return self._failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
-        if output.WhichOneof("result") != "failure":
-            size = len(output.value.content) + len(held.record.input_entry) + _ITEM_OVERHEAD_BYTES
-            if size > MAX_ITEM_BYTES:
-                message = (
-                    f"the output ({len(output.value.content)} bytes) and input ({len(held.record.input_entry)} bytes) "
-                    f"do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); return a smaller value"
-                )
-                return self._fail_terminally(held, 413, message)
+        failed = output.WhichOneof("result") == "failure"
+        failure = stored_failure(output.failure) if failed else None
+        result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
+        if result_bytes + len(held.record.input_entry) + _ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
+            message = (
+                f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
+                f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
+                f"{'fail' if failed else 'return'} with a smaller value"
+            )
+            return self._fail_terminally(held, 413, message)
         now = self.clock.now_ms()
         changes: dict[str, object] = {
             "status": "completed",
@@ -749,8 +772,8 @@ class Engine(EffectsMixin):
             "attempts": held.record.attempts,
             **self._retention(held.record, now),
         }
-        if output.WhichOneof("result") == "failure":
-            changes["failure"] = stored_failure(output.failure)
+        if failure is not None:
+            changes["failure"] = failure
             # a failure after the cancel signal reached the handler is its cancellation
             changes["completion"] = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
         else:
@@ -761,6 +784,12 @@ class Engine(EffectsMixin):
             self._update(held, **changes)
         except StoreConflict:
             return Outcome.LEASE_LOST
+        except ItemTooLarge:  # never retried forever: the caller sees why instead
+            message = (
+                f"the invocation's result and input ({len(held.record.input_entry)} bytes) do not fit in one "
+                f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
+            )
+            return self._fail_terminally(held, 413, message)
         self._drop_sleep_timers(held)
         self._ended(held.record)
         return Outcome.COMPLETED
@@ -787,7 +816,6 @@ class Engine(EffectsMixin):
             "message": failure.message,
             "at_ms": now,
             "attempt": record.attempts,
-            "related_command": failure.related_command,
             **failure.related(),
         }
         log.info(
@@ -812,17 +840,24 @@ class Engine(EffectsMixin):
         }
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
+                killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
+                callees = self._started_callees(held) if killed else []
                 self._update(
                     held,
                     **common,
                     status="completed",
                     failure={"code": failure.code, "message": failure.message},
-                    completion="failed" if failure.behavior == pb.FAIL else "killed",
+                    completion="killed" if killed else "failed",
                     completed_at_ms=now,
                     next_retry_at_ms=0,
+                    waiting_on=None,
+                    wake_up_at_ms=0,
                     **self._retention(held.record, now),
                 )
+                self._drop_sleep_timers(held)
+                self._kill_callees(held.record, callees, behind=True)
                 self._ended(held.record)
+                self._kill_callees(held.record, callees, behind=False)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked

@@ -156,7 +156,8 @@ def refusal_hint(status: int) -> str:
     return (
         "; if the deployment checks request identity (identity_keys), Torpor must sign with the private key of "
         "the public key it was given: torpor dev --request-identity-key-file, TORPOR_REQUEST_IDENTITY_KEY_FILE, "
-        "or the stack's RequestIdentityKey parameter (`torpor request-identity public-key KEY.pem` prints it)"
+        "or the stack's RequestIdentityKeyParameter or RequestIdentityKeySecretArn parameter "
+        "(`torpor request-identity public-key KEY.pem` prints it)"
     )
 
 

@@ -7,6 +7,8 @@ names: `${Table.Arn}`, `${WakeQueue}`, ...; parameters at their defaults).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from adapters.aws.store_items import STATUS_INDEX, TTL_ATTRIBUTE, table_schema
@@ -391,3 +393,42 @@ def test_sam_request_identity_key_parameters_reach_every_control_plane_function(
         assert facts.render(variables["TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER"]) == "/torpor/request-identity-key"
     example_role = facts.target(facts.function("ExampleHandlerFunction")["Role"])
     assert policy_id not in {m for m, _ in facts.managed_policies(example_role)}
+
+
+def _holds(facts: Facts, expression: Any) -> bool:
+    """Evaluate a rule assertion (Fn::And, Fn::Or, Fn::Not, Fn::Equals over rendered values)."""
+    ((function, arguments),) = expression.items()
+    if function == "Fn::And":
+        return all(_holds(facts, a) for a in arguments)
+    if function == "Fn::Or":
+        return any(_holds(facts, a) for a in arguments)
+    if function == "Fn::Not":
+        return not _holds(facts, arguments[0])
+    assert function == "Fn::Equals", function
+    return bool(facts.render(arguments[0]) == facts.render(arguments[1]))
+
+
+@pytest.mark.parametrize(
+    ("parameter", "secret", "accepted"),
+    [
+        ("", "", True),
+        ("/torpor/key", "", True),
+        ("", "arn:aws:secretsmanager:us-east-1:123456789012:secret:key", True),
+        ("/torpor/key", "arn:aws:secretsmanager:us-east-1:123456789012:secret:key", False),
+    ],
+)
+def test_sam_stack_refuses_both_request_identity_key_sources(
+    sam_template: dict, parameter: str, secret: str, accepted: bool
+) -> None:
+    """CloudFormation checks the template's rules before creating anything: both the parameter and the
+    secret given would make every function refuse to start, so the stack refuses them."""
+    facts = Facts(sam_template)
+    facts.parameters["RequestIdentityKeyParameter"] = parameter
+    facts.parameters["RequestIdentityKeySecretArn"] = secret
+    assertions = [a for rule in sam_template["Rules"].values() for a in rule["Assertions"]]
+    refused = [a["AssertDescription"] for a in assertions if not _holds(facts, a["Assert"])]
+    if accepted:
+        assert refused == []
+    else:
+        assert len(refused) == 1
+        assert "RequestIdentityKeyParameter or RequestIdentityKeySecretArn, not both" in refused[0]

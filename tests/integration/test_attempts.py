@@ -150,9 +150,31 @@ async def fails(ctx: restate.Context) -> str:
     raise ValueError("this attempt fails")
 
 
+killed_by_policy = restate.Service(
+    "KilledByPolicy", invocation_retry_policy=InvocationRetryPolicy(max_attempts=2, on_max_attempts="kill")
+)
+
+
+@killed_by_policy.handler()
+async def sleeps_long(ctx: restate.Context) -> str:
+    await ctx.sleep(timedelta(hours=1))
+    return "woke"
+
+
+@killed_by_policy.handler()
+async def calls_then_fails(ctx: restate.Context) -> str:
+    """Starts a call and an hour's sleep (neither awaited), suspends once on a short sleep (so both
+    are stored), then fails on every attempt until its policy kills it."""
+    ctx.generic_call("KilledByPolicy", "sleeps_long", b"")
+    ctx.sleep(timedelta(hours=1))
+    await ctx.sleep(timedelta(milliseconds=50))
+    raise ValueError("this attempt fails")
+
+
 @pytest.fixture(scope="module")
 def services_url() -> Iterator[str]:
-    with serve_asgi(restate.app([retries, one_shot, patched], protocol="request_response")) as url:
+    app = restate.app([retries, one_shot, patched, killed_by_policy], protocol="request_response")
+    with serve_asgi(app) as url:
         yield url
 
 
@@ -236,12 +258,41 @@ def test_a_callee_failure_keeps_its_metadata_through_the_caller(dev: DevServer) 
         "message": "still no tea",
         "metadata": {"reason": "teapot", "hint": "use coffee"},
     }
+    # the caller's journal shows the failure it was told, metadata included
+    journal = describe(dev, reply.headers["x-restate-id"])["journal"]
+    (told,) = [e for e in journal if e["type"] == "CallCompletion"]
+    assert told["failure"] == {
+        "code": 418,
+        "message": "still no tea",
+        "metadata": {"reason": "teapot", "hint": "use coffee"},
+    }
 
 
 def test_a_step_failure_keeps_its_metadata(dev: DevServer) -> None:
     reply = call(dev, "Retries/run_fails_with_metadata", "declined")
     assert reply.status_code == 422
     assert reply.json() == {"code": 422, "message": "declined", "metadata": {"step": "charge"}}
+
+
+def test_a_terminal_failure_with_a_large_message_and_input_completes_with_its_message_cut(dev: DevServer) -> None:
+    # GIVEN a handler that fails terminally with its 250 KB input as the message
+    message = "x" * 250_000
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/Retries/fail_with_metadata", json=message, timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    # THEN it completes (it is not retried or paused), its failure cut with a marker saying how long it was
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] not in ("running", "ready", "backing-off") and d,
+        30,
+        "the invocation to complete",
+    )
+    assert invocation["status"] == "completed", invocation.get("last_failure")
+    assert invocation["attempts"] == 1
+    output = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/output", timeout=30)
+    assert output.status_code == 418
+    assert len(output.json()["message"]) <= 4096
+    assert output.json()["message"].endswith("[truncated: 250000 characters in all]")
+    assert output.json()["metadata"] == {"reason": "teapot", "hint": "use coffee"}
 
 
 # --- a service's own retry policy ------------------------------------------------------------------
@@ -276,6 +327,24 @@ def test_max_attempts_one_through_the_admin_api_gets_exactly_one_attempt(dev: De
     assert EXECUTIONS[f"{invocation_id}/handler"] == 1
 
 
+def test_an_invocation_killed_by_its_policy_kills_its_callees_and_drops_its_sleep_timers(dev: DevServer) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/restate/send/KilledByPolicy/calls_then_fails", timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] == "completed" and d, 30, "the policy to kill it"
+    )
+    assert invocation["completion_kind"] == "killed"
+    assert [e["type"] for e in invocation["journal"]][:4] == ["Input", "Call", "Sleep", "Sleep"]
+    callee_id = next(e for e in invocation["journal"] if e["type"] == "CallInvocationIdCompletion")["invocation_id"]
+    callee = wait_for(lambda: (d := describe(dev, callee_id))["status"] == "completed" and d, 10, "the callee's kill")
+    assert callee["completion_kind"] == "killed", (invocation["journal"], callee)
+    # no timer is left for the hour's sleep (the journal's retention timer is not due for a day)
+    now_ms = dev.control_plane.clock.now_ms()
+    timers = dev.control_plane.store.due_timers(now_ms + 2 * 3600 * 1000)
+    assert [due for due, who in timers if who == invocation_id and due > now_ms + 1800 * 1000] == []
+
+
 # --- what last_failure says --------------------------------------------------------------------------
 
 
@@ -299,4 +368,24 @@ def test_a_journal_mismatch_names_the_recorded_call_and_the_new_step(dev: DevSer
     assert failure["related_command_index"] == 1
     assert failure["related_command_type"] == "Run"
     assert failure["related_command_name"] == "flaky"
+    assert "related_command" not in failure  # the name is said once, as related_command_name
+    cp.engine.kill(record.invocation_id)
+
+
+def test_a_journal_mismatch_clips_a_long_recorded_target(dev: DevServer) -> None:
+    # GIVEN an invocation whose journal records a Call with a 3000-character key where a step now runs
+    cp = dev.control_plane
+    record = cp.engine.create("Retries", "run_succeeds_on", b"1", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    recorded = pb.CallCommandMessage(
+        service_name="Retries", handler_name="echo", key="k" * 3000, parameter=b'"x"', result_completion_id=1
+    )
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames([frame(recorded)]), record.epoch, 1))
+    # WHEN it is advanced
+    cp.advance(record.invocation_id)
+    # THEN the recorded call's target is cut with a marker, as its name would be
+    target = describe(dev, record.invocation_id)["last_failure"]["recorded_command"]["target"]
+    assert len(target) <= 256
+    assert target.startswith("Retries/kkk")
+    assert target.endswith("[truncated: 3013 characters in all]")
     cp.engine.kill(record.invocation_id)

@@ -279,6 +279,42 @@ def test_a_promise_completed_before_its_workflow_ever_ran_expires_after_the_work
     wait_for(lambda: all("expires_at" in item for item in _workflow_items(dev, wf)), 10, "the run's retention TTL")
 
 
+def test_a_run_created_while_a_promise_s_expiry_is_written_keeps_the_promise(
+    dev: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a workflow run created (delayed: it stays under way) just after `confirm` found no run,
+    # just before the promise's expiry is written
+    wf = unique("race")
+    store = dev.control_plane.engine.store
+    expire_keyed = store.expire_keyed
+
+    def run_created_first(scope: str, key: str, expires_at_s: int) -> None:
+        if key == wf and expires_at_s and not run_created:
+            run_created.append(
+                dev.control_plane.engine.create(
+                    "Signup",
+                    "run",
+                    b'"r@example.com"',
+                    {},
+                    key=wf,
+                    leased=False,
+                    execution_time_ms=int(time.time() * 1000) + 3_600_000,
+                )
+            )
+        expire_keyed(scope, key, expires_at_s)
+
+    run_created: list[Any] = []
+    monkeypatch.setattr(store, "expire_keyed", run_created_first)
+    # WHEN the shared handler completes the promise
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="R", timeout=30).json() == "confirmed"
+    # THEN the promise carries no TTL: the run, still to come, will read it
+    assert run_created
+    items = _workflow_items(dev, wf)
+    assert items
+    assert [item.get("expires_at") for item in items] == [None] * len(items)
+    dev.control_plane.engine.kill(run_created[0].invocation_id)
+
+
 # --- calls between services ------------------------------------------------------------------------
 
 

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
-from control_plane.protocol import Frame, frame
+from control_plane.ports import JournalBatch
+from control_plane.protocol import Frame, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
@@ -77,7 +78,31 @@ def suspends_on_what_it_was_sent(suspension: pb.SuspensionMessage) -> Any:
     return script
 
 
+PARALLEL_RUNS_SEEN: list[list[int]] = []
+"""The entry types of each journal the `parallel_runs` fake was sent, one list per attempt."""
+
+
+def parallel_runs(start: pb.StartMessage, journal: list[Frame]) -> Answer:
+    """Steps a (completion 1) and b (completion 2) run side by side: a's result is proposed, then b
+    fails (an Error about Run b); later attempts fail before any new command."""
+    PARALLEL_RUNS_SEEN.append([f.type for f in journal])
+    if commands_in(journal) == 1:  # the Input command alone
+        return Answer(
+            [
+                frame(pb.RunCommandMessage(result_completion_id=1, name="a")),
+                frame(pb.RunCommandMessage(result_completion_id=2, name="b")),
+                frame(pb.ProposeRunCompletionMessage(result_completion_id=1, value=b'"a-done"')),
+                frame(
+                    pb.ErrorMessage(code=500, message="b failed", related_command_index=2, related_command_type=0x0411)
+                ),
+            ]
+        )
+    return Answer([frame(pb.ErrorMessage(code=500, message="b failed again"))])
+
+
 ANSWERS = {
+    "parallel_runs": parallel_runs,
+    "always_fails": lambda s, j: Answer([frame(pb.ErrorMessage(code=500, message="boom"))]),
     "run_completion_without_run": lambda s, j: Answer(
         [
             frame(pb.ProposeRunCompletionMessage(result_completion_id=5, value=b"1")),
@@ -206,3 +231,42 @@ def test_a_suspension_on_a_completion_the_attempt_was_sent_backs_off_instead_of_
     gaps_ms = [(b - a) * 1000 for a, b in itertools.pairwise(CALLED[invocation_id])]
     assert len(gaps_ms) == MAX_ATTEMPTS
     assert gaps_ms[-1] >= 350, gaps_ms
+
+
+def test_a_step_completed_beside_a_failing_step_keeps_its_result_for_the_retries(dev: DevServer) -> None:
+    invocation = paused_after_retries(dev, "parallel_runs")
+    # both Run commands and a's result are stored: step a is not run again by the next attempts
+    assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "Run", "RunCompletion"]
+    assert PARALLEL_RUNS_SEEN[1] == [0x0400, 0x0411, 0x0411, 0x8011]  # the second attempt is sent a's result
+
+
+def test_cancelling_a_paused_invocation_gives_it_a_fresh_retry_budget(dev: DevServer) -> None:
+    invocation = paused_after_retries(dev, "always_fails")
+    assert invocation["attempts"] == MAX_ATTEMPTS
+    invocation_id = invocation["id"]
+    cancelled = httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel", timeout=30)
+    assert cancelled.status_code in (200, 202), cancelled.text
+    # its attempts go on (the handler never reaches an await that would see the signal) until the
+    # policy's attempts are spent again, not after one
+    invocation = wait_for(
+        lambda: (d := describe(dev, invocation_id))["status"] == "paused" and d["attempts"] > MAX_ATTEMPTS and d,
+        30,
+        "the cancelled invocation to pause again",
+    )
+    assert invocation["attempts"] == 2 * MAX_ATTEMPTS
+
+
+def test_an_invocation_whose_journal_is_corrupt_can_still_be_killed(dev: DevServer) -> None:
+    # GIVEN a paused invocation whose stored journal has a batch at the wrong index
+    cp = dev.control_plane
+    record = cp.engine.create("Fake", "always_fails", b"", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="paused")
+    entry = encode_frames([frame(pb.SetStateCommandMessage(key=b"k", value=pb.Value(content=b"1")))])
+    cp.store.append_batch(record.invocation_id, JournalBatch(5, entry, record.epoch, 1))  # 1 is next
+    # WHEN it is killed
+    killed = httpx.patch(f"{dev.admin_url}/invocations/{record.invocation_id}/kill", timeout=30)
+    # THEN it completes as killed
+    assert killed.status_code in (200, 202), killed.text
+    stored = cp.store.get_invocation(record.invocation_id)
+    assert stored is not None
+    assert (stored.status, stored.completion) == ("completed", "killed")

@@ -11,6 +11,9 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
+from control_plane.ports import JournalBatch
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
 from tests.helpers.dev import describe, wait_for
 from tests.ui.browser import call, chromium_path, send_and_wait
 
@@ -162,3 +165,47 @@ def test_the_invocation_page_shows_the_aws_requests_it_caused_and_their_cost(pag
     expect(section).to_contain_text("dynamodb PutItem META")
     total = sum(invocation["aws_cost_usd"].values())
     expect(section.get_by_test_id("aws-cost-total")).to_contain_text(f"${total * 1e6:.2f} per million")
+
+
+def test_a_journal_mismatch_shows_the_command_sent_and_the_one_recorded(page: Page, dev: DevServer) -> None:
+    # GIVEN an invocation whose journal records a Call where the handler now runs a step
+    cp = dev.control_plane
+    record = cp.engine.create("Steps", "one_step", b"1", {}, leased=True)
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    recorded = pb.CallCommandMessage(
+        service_name="Greeter", handler_name="greet", parameter=b'"x"', result_completion_id=1, name="ask"
+    )
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames([frame(recorded)]), record.epoch, 1))
+    cp.advance(record.invocation_id)
+    cp.engine.pause(record.invocation_id)
+
+    page.goto(f"/ui/#/invocations/{record.invocation_id}")
+
+    expect(page.get_by_test_id("failure-command")).to_have_text("at command Run #1 'add-one'")
+    expect(page.get_by_test_id("failure-recorded-command")).to_have_text(
+        "the journal recorded Call #1 'ask' to Greeter/greet"
+    )
+    cp.engine.kill(record.invocation_id)
+
+
+def test_a_failure_s_metadata_is_shown_with_the_result_and_in_the_journal(page: Page, dev: DevServer) -> None:
+    # GIVEN an invocation whose step failed with metadata, and which failed with it
+    cp = dev.control_plane
+    record = cp.engine.create("Greeter", "greet", b'"x"', {}, leased=True)
+    failure = pb.Failure(code=422, message="declined", metadata=[pb.FailureMetadata(key="step", value="charge")])
+    entries = [
+        frame(pb.RunCommandMessage(result_completion_id=1, name="charge")),
+        frame(pb.RunCompletionNotificationMessage(completion_id=1, failure=failure)),
+        frame(pb.OutputCommandMessage(failure=failure)),
+    ]
+    cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames(entries), record.epoch, 1))
+    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.advance(record.invocation_id)
+    invocation = describe(dev, record.invocation_id)
+    assert invocation["completion_failure"]["metadata"] == {"step": "charge"}
+    assert invocation["journal"][2]["failure"] == {"code": 422, "message": "declined", "metadata": {"step": "charge"}}
+
+    page.goto(f"/ui/#/invocations/{record.invocation_id}")
+
+    expect(page.get_by_test_id("failure-metadata")).to_have_count(3)  # the result; the RunCompletion and Output entries
+    expect(page.get_by_test_id("failure-metadata").first).to_have_text("step=charge")

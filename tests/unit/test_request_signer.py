@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ from control_plane.request_identity import (
     RequestSigner,
     audience,
     generate_pem,
+    refusal_hint,
 )
 from tests.helpers.moto import moto_server
 
@@ -334,3 +336,23 @@ def test_the_lambda_functions_sign_with_the_key_their_environment_names() -> Non
             lambda_app.build_control_plane({**environment, KEY_ENV: "not a key"})
     finally:
         lambda_app.reset()
+
+
+def test_a_key_file_others_can_read_is_used_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "key.pem"
+    signer_from_file(path, create=True)
+    with caplog.at_level(logging.WARNING, logger="torpor.request_identity"):
+        signer_from_file(path)
+    assert caplog.records == []  # 0600: nothing to say
+    path.chmod(0o644)
+    with caplog.at_level(logging.WARNING, logger="torpor.request_identity"):
+        signer_from_file(path)
+    assert len(caplog.records) == 1
+    assert "can be read by group or others (mode 644)" in caplog.records[0].getMessage()
+    assert f"chmod 600 {path}" in caplog.records[0].getMessage()
+
+
+def test_the_401_hint_names_the_stack_parameters_that_hold_the_key() -> None:
+    hint = refusal_hint(401)
+    assert "RequestIdentityKeyParameter or RequestIdentityKeySecretArn parameter" in hint
+    assert refusal_hint(500) == ""

@@ -117,16 +117,35 @@ function problems(inv) {
   if (inv.deadlock) out.push(notice("error", h("strong", {}, "Deadlock: "), inv.deadlock.message));
   if (inv.last_failure && inv.status !== "completed") {
     const f = inv.last_failure;
+    const known = f.related_command_index != null || f.related_command_type || f.related_command_name;
+    const related = known
+      ? commandWords({ index: f.related_command_index, type: f.related_command_type, name: f.related_command_name })
+      : null;
     out.push(
       notice(
         "warn",
         h("strong", {}, `Last failure (attempt ${f.attempt ?? "?"}, code ${f.code}`, f.at ? `, ${f.at}` : "", "): "),
         f.message,
-        f.related_command ? h("div", { class: "muted" }, `at command ${f.related_command}`) : null,
+        related ? h("div", { class: "muted", "data-testid": "failure-command" }, `at command ${related}`) : null,
+        f.recorded_command
+          ? h("div", { class: "muted", "data-testid": "failure-recorded-command" }, `the journal recorded ${commandWords(f.recorded_command)}`)
+          : null,
       ),
     );
   }
   return out;
+}
+
+// A failure's metadata (key=value, ...), or null when it has none.
+function failureMetadata(f) {
+  const entries = Object.entries(f.metadata || {});
+  if (!entries.length) return null;
+  return h("div", { class: "muted", "data-testid": "failure-metadata" }, entries.map(([k, v]) => `${k}=${v}`).join(", "));
+}
+
+// A command in words: `Run #2 'name' to target` (a failure's related or recorded command).
+function commandWords(c) {
+  return [c.type || "command", c.index != null ? ` #${c.index}` : "", c.name ? ` '${c.name}'` : "", c.target ? ` to ${c.target}` : ""].join("");
 }
 
 function result(inv) {
@@ -134,7 +153,7 @@ function result(inv) {
   if (inv.completion_result === "failure") {
     const f = inv.completion_failure || {};
     const heading = { cancelled: "Cancelled", killed: "Killed" }[inv.completion_kind] || "Failure";
-    return [h("h2", {}, heading), notice("error", h("strong", {}, `${f.code}: `), f.message)];
+    return [h("h2", {}, heading), notice("error", h("strong", {}, `${f.code}: `), f.message, failureMetadata(f))];
   }
   return [h("h2", {}, "Result"), h("pre", { class: "value", "data-testid": "invocation-output" }, pretty(inv.completion_output ?? ""))];
 }
@@ -205,7 +224,7 @@ function timeline(inv) {
           : null,
         entry.invocation_id ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id)}`, entry.invocation_id, { class: "mono" })) : null,
         entry.value !== undefined && entry.value !== "" ? h("pre", { class: "value" }, pretty(entry.value)) : null,
-        entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}: ${entry.failure.message}`) : null,
+        entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}: ${entry.failure.message}`, failureMetadata(entry.failure)) : null,
       );
     }),
   );
@@ -225,7 +244,7 @@ function pending(inv) {
     h("h2", {}, "Delivered, not yet in the journal"),
     table(
       ["Key", "Type", "Value", "Stored"],
-      list.map((n) => h("tr", {}, h("td", { class: "mono" }, n.key), h("td", {}, n.type), h("td", {}, n.failure ? `failure ${n.failure.code}: ${n.failure.message}` : pretty(n.value ?? "")), h("td", {}, time(n.stored_at)))),
+      list.map((n) => h("tr", {}, h("td", { class: "mono" }, n.key), h("td", {}, n.type), h("td", {}, n.failure ? [`failure ${n.failure.code}: ${n.failure.message}`, failureMetadata(n.failure)] : pretty(n.value ?? "")), h("td", {}, time(n.stored_at)))),
     ),
   ];
 }
