@@ -55,6 +55,11 @@ class RoutingInvoker:
         self._built: dict[str, Invoker] = {}
         self._lock = threading.Lock()
 
+    @property
+    def request_identity(self) -> str | None:
+        """The public key (`publickeyv1_…`) requests are signed with; None when they go unsigned."""
+        return self.signer.public_key if self.signer is not None else None
+
     def _invoker(self, kind: str) -> Invoker:
         with self._lock:
             if kind not in self._built:

@@ -93,6 +93,7 @@ def signer_from_file(path: str | os.PathLike[str], *, create: bool = False, sour
             descriptor = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(descriptor, "wb") as out:
                 out.write(generate_pem())
+            log.warning("no request identity key at %s: wrote a new one there (mode 0600)", file)
         except FileExistsError:
             pass  # written by another process in between: read theirs
         except OSError as exc:

@@ -581,8 +581,8 @@ class Engine(EffectsMixin):
         if reply.status == 415:
             return AttemptFailure(415, f"the deployment does not accept service protocol V{version} ({content_type})")
         if reply.status != 200:
-            text = reply.body[:300].decode("utf-8", "replace")
-            hint = refusal_hint(reply.status)
+            text = reply.body[:300].decode("utf-8", "replace").strip() or "(no body)"
+            hint = refusal_hint(reply.status, getattr(self.registry.invoker, "request_identity", None))
             return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}{hint}")
         answered = reply.headers.get("content-type", "")
         if answered.split(";")[0].strip().lower() != content_type:

@@ -371,7 +371,12 @@ class InvokerError(TorporError):
 
 
 class Invoker(Protocol):
-    """Sends one HTTP-shaped request to a deployment (HTTP endpoint or Lambda ARN)."""
+    """Sends one HTTP-shaped request to a deployment (HTTP endpoint or Lambda ARN).
+
+    An invoker that signs its requests may have a `request_identity` attribute: the public key it
+    signs with (`publickeyv1_…`, Restate's request identity), for error messages; read it with
+    `getattr(invoker, "request_identity", None)`.
+    """
 
     def request(
         self,

@@ -125,10 +125,10 @@ class Registry:
                 f"discovery of {endpoint} failed: {exc.message}. Is the service running and reachable from Torpor?"
             ) from exc
         if reply.status != 200:
-            text = reply.body[:200].decode("utf-8", "replace")
+            text = reply.body[:200].decode("utf-8", "replace").strip() or "(no body)"
             raise BadRequest(
                 f"discovery of {endpoint} failed: GET /discover answered HTTP {reply.status}: {text}"
-                + refusal_hint(reply.status)
+                + refusal_hint(reply.status, getattr(self.invoker, "request_identity", None))
             )
         content_type = reply.headers.get("content-type", "")
         try:

@@ -148,16 +148,22 @@ def audience(path: str) -> str:
     return path
 
 
-def refusal_hint(status: int) -> str:
+def refusal_hint(status: int, public_key: str | None = None) -> str:
     """What to check when a deployment answers `status`: for 401 (the SDKs' answer to a request whose
-    identity they do not accept), a sentence naming the key settings, starting with "; "; else ""."""
+    identity they do not accept), a sentence starting with "; " that says whether Torpor signed (with
+    `public_key`, `publickeyv1_…`, or not at all: None) and names the key settings; else ""."""
     if status != 401:
         return ""
+    signed = (
+        f"Torpor signed with {public_key}, which the deployment does not accept"
+        if public_key
+        else "Torpor signs nothing (no request identity key is configured)"
+    )
     return (
-        "; if the deployment checks request identity (identity_keys), Torpor must sign with the private key of "
-        "the public key it was given: torpor dev --request-identity-key-file, TORPOR_REQUEST_IDENTITY_KEY_FILE, "
+        f"; if the deployment checks request identity (identity_keys): {signed}. Give Torpor the private key of "
+        "the deployment's public key: torpor dev --request-identity-key-file, TORPOR_REQUEST_IDENTITY_KEY_FILE, "
         "or the stack's RequestIdentityKeyParameter or RequestIdentityKeySecretArn parameter "
-        "(`torpor request-identity public-key KEY.pem` prints it)"
+        "(`torpor request-identity public-key KEY.pem` prints a key's public key)"
     )
 
 

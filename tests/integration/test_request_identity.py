@@ -115,13 +115,17 @@ def test_a_deployment_with_identity_keys_registers_and_runs_signed_requests(dev:
 def test_discovery_without_the_trusted_key_is_refused_with_a_clear_400(
     dev: DevServer, signed_url: str, signer: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dev.invoker, "signer", other_signer() if signer else None)
+    other = other_signer() if signer else None
+    monkeypatch.setattr(dev.invoker, "signer", other)
     reply = register(dev, uri=signed_url)
     assert reply.status_code == 400, reply.text
     message = reply.json()["message"]
     assert "GET /discover answered HTTP 401" in message
-    assert "request identity" in message
     assert "--request-identity-key-file" in message
+    if other is None:
+        assert "Torpor signs nothing (no request identity key is configured)" in message
+    else:
+        assert f"Torpor signed with {other.public_key}, which the deployment does not accept" in message
 
 
 def test_an_invoke_signed_with_another_key_fails_the_attempt_with_the_hint(
@@ -142,6 +146,7 @@ def test_an_invoke_signed_with_another_key_fails_the_attempt_with_the_hint(
 
     status = wait_for(failed, 20, "an attempt refused with 401")
     assert "request identity" in str(status["last_failure"])
+    assert "which the deployment does not accept" in str(status["last_failure"])
     monkeypatch.undo()  # the right key again: the retry goes through
     wait_for(lambda: describe(dev, invocation_id)["status"] == "completed", 30, "the invocation to complete")
 

@@ -340,7 +340,12 @@ def test_the_lambda_functions_sign_with_the_key_their_environment_names() -> Non
 
 def test_a_key_file_others_can_read_is_used_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "key.pem"
-    signer_from_file(path, create=True)
+    with caplog.at_level(logging.WARNING, logger="torpor.request_identity"):
+        signer_from_file(path, create=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"no request identity key at {path}: wrote a new one there (mode 0600)"
+    ]  # a mistyped path must not pass unnoticed
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="torpor.request_identity"):
         signer_from_file(path)
     assert caplog.records == []  # 0600: nothing to say
@@ -355,4 +360,6 @@ def test_a_key_file_others_can_read_is_used_with_a_warning(tmp_path: Path, caplo
 def test_the_401_hint_names_the_stack_parameters_that_hold_the_key() -> None:
     hint = refusal_hint(401)
     assert "RequestIdentityKeyParameter or RequestIdentityKeySecretArn parameter" in hint
+    assert "Torpor signs nothing" in hint
+    assert "Torpor signed with publickeyv1_X" in refusal_hint(401, "publickeyv1_X")
     assert refusal_hint(500) == ""
