@@ -756,7 +756,7 @@ class Engine(EffectsMixin):
             message = (
                 f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
                 f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
-                f"{'fail' if failed else 'return'} with a smaller value"
+                f"{'fail with a smaller failure' if failed else 'return a smaller value'}"
             )
             return self._fail_terminally(held, 413, message)
         now = self.clock.now_ms()
