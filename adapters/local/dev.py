@@ -297,7 +297,13 @@ class DevServer:
             if not _has_aws_credentials():  # a local endpoint (moto, dynalite) takes any key
                 log.info("no AWS credentials configured: using dummy ones for %s", self._dynamodb_endpoint)
                 credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-        self._store = DynamoDBStore(self.table, region=self.region, endpoint_url=self._dynamodb_endpoint, **credentials)
+        self._store = DynamoDBStore(
+            self.table,
+            region=self.region,
+            endpoint_url=self._dynamodb_endpoint,
+            shards=self.settings.store_shards,
+            **credentials,
+        )
         self._store.ensure_schema()
 
     def _start_control_plane(self) -> None:

@@ -14,6 +14,7 @@ import boto3
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore, ItemTooLarge
+from adapters.aws.store_items import TTL_GRACE_S, shard_of
 from control_plane.ports import (
     DeploymentRecord,
     InvocationRecord,
@@ -118,13 +119,16 @@ def test_ensure_schema_twice_makes_one_table_with_keys_index_and_ttl(
     assert table["TableStatus"] == "ACTIVE"
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     assert sorted((k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]) == [("PK", "HASH"), ("SK", "RANGE")]
-    [index] = table["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "by_status"
-    assert sorted((k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]) == [
-        ("status_pk", "HASH"),
-        ("status_sk", "RANGE"),
-    ]
-    assert index["Projection"]["ProjectionType"] == "ALL"
+    indexes = {index["IndexName"]: index for index in table["GlobalSecondaryIndexes"]}
+    assert sorted(indexes) == ["by_expiry", "by_status_v2"]
+    for name, keys in (("by_status_v2", ("status_key", "status_order")), ("by_expiry", ("expiry_key", "expiry_order"))):
+        index = indexes[name]
+        assert [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]] == [(keys[0], "HASH"), (keys[1], "RANGE")]
+        assert index["Projection"]["ProjectionType"] == "INCLUDE"
+    # the status index carries what a list filters on, never what a lease or a step moves
+    projected = set(indexes["by_status_v2"]["Projection"]["NonKeyAttributes"])
+    assert {"service", "handler", "key", "completion", "invocation_id", "created_at_ms"} <= projected
+    assert not projected & {"modified_at_ms", "lease_until_ms", "epoch", "doorbell", "requests", "output"}
     ttl = client.describe_time_to_live(TableName=store.table_name)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
 
@@ -155,9 +159,12 @@ def test_item_layout_keys_gsi_keys_and_ttl_attribute(store: DynamoDBStore) -> No
     store.create_invocation(EVERY_FIELD)
 
     item = raw_item(store, "INV#inv_every", "META")
-    assert item["status_pk"] == {"S": "STATUS#backing-off"}
-    assert item["status_sk"] == {"S": "1700000000500#inv_every"}
-    assert item["expires_at"] == {"N": "1700086400"}
+    shard = shard_of("inv_every", store.shards)
+    assert item["status_key"] == {"S": f"STATUS#backing-off#{shard}"}
+    assert item["status_order"] == {"S": "1700000000000#inv_every"}  # created_at_ms: never moves
+    assert item["retained_until"] == {"N": "1700086400"}
+    assert item["expires_at"] == {"N": str(1_700_086_400 + TTL_GRACE_S)}  # the sweep removes it first
+    assert "expiry_key" not in item  # not completed: nothing to retire
     assert item["output"] == {"B": b"\x00binary\xff"}
     assert "expires_at_s" not in item
 
@@ -208,7 +215,11 @@ def test_acquire_lease_first_wins_second_conflicts_until_expiry(store: DynamoDBS
 
     second = store.acquire_lease("inv_1", now_ms=32_001, lease_until_ms=62_001, runnable=RUNNABLE)
     assert (second.epoch, second.lease_until_ms, second.modified_at_ms) == (2, 62_001, 32_001)
-    assert raw_item(store, "INV#inv_1", "META")["status_sk"] == {"S": "0000000032001#inv_1"}
+    item = raw_item(store, "INV#inv_1", "META")
+    assert (item["status_key"], item["status_order"]) == (
+        {"S": f"STATUS#running#{shard_of('inv_1', store.shards)}"},
+        {"S": "0000000001000#inv_1"},
+    )
 
 
 @pytest.mark.parametrize("status", ["completed", "paused"])
@@ -264,11 +275,18 @@ def test_update_with_the_current_epoch_sets_and_removes_fields(store: DynamoDBSt
     )
     assert store.get_invocation("inv_1") == expected
     item = raw_item(store, "INV#inv_1", "META")
-    assert (item["status_pk"], item["status_sk"]) == ({"S": "STATUS#completed"}, {"S": "0000000003000#inv_1"})
+    assert (item["status_key"], item["status_order"]) == (
+        {"S": f"STATUS#completed#{shard_of('inv_1', store.shards)}"},
+        {"S": "0000000001000#inv_1"},
+    )
     assert "waiting_on" not in item
 
+    assert item["expires_at"] == {"N": str(86_403 + TTL_GRACE_S)}
+    assert item["expiry_order"] == {"S": "0000086403000#inv_1"}
+
     store.update_invocation("inv_1", leased.epoch, expires_at_s=0)
-    assert "expires_at" not in raw_item(store, "INV#inv_1", "META")
+    item = raw_item(store, "INV#inv_1", "META")
+    assert [name for name in ("expires_at", "retained_until", "expiry_key", "expiry_order") if name in item] == []
 
 
 def test_update_with_a_stale_epoch_conflicts_and_changes_nothing(store: DynamoDBStore) -> None:
@@ -406,7 +424,10 @@ def test_update_unless_completed_bumps_the_epoch_so_the_holder_loses(store: Dyna
     assert forced == expected
     assert store.get_invocation("inv_1") == expected
     item = raw_item(store, "INV#inv_1", "META")
-    assert (item["status_pk"], item["status_sk"]) == ({"S": "STATUS#completed"}, {"S": "0000000003000#inv_1"})
+    assert (item["status_key"], item["status_order"]) == (
+        {"S": f"STATUS#completed#{shard_of('inv_1', store.shards)}"},
+        {"S": "0000000001000#inv_1"},
+    )
     with pytest.raises(StoreConflict, match="epoch 1 no longer holds"):
         store.update_invocation("inv_1", held.epoch, status="suspended", modified_at_ms=4_000)
     assert store.get_invocation("inv_1") == expected
@@ -578,10 +599,10 @@ def test_append_batch_rejects_a_negative_index(store: DynamoDBStore) -> None:
 
 
 def test_list_invocations_by_status_newest_first_and_by_service(store: DynamoDBStore) -> None:
-    store.create_invocation(invocation("inv_a", modified_at_ms=1_000))
-    store.create_invocation(invocation("inv_b", modified_at_ms=3_000, service="Counter"))
-    store.create_invocation(invocation("inv_c", modified_at_ms=2_000))
-    store.create_invocation(invocation("inv_d", modified_at_ms=5_000, status="completed"))
+    store.create_invocation(invocation("inv_a", created_at_ms=1_000, modified_at_ms=1_000))
+    store.create_invocation(invocation("inv_b", created_at_ms=3_000, modified_at_ms=3_000, service="Counter"))
+    store.create_invocation(invocation("inv_c", created_at_ms=2_000, modified_at_ms=2_000))
+    store.create_invocation(invocation("inv_d", created_at_ms=5_000, modified_at_ms=5_000, status="completed"))
     store.acquire_lease("inv_c", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # ready -> running
 
     def ids(records: list[InvocationRecord]) -> list[str]:
@@ -589,10 +610,11 @@ def test_list_invocations_by_status_newest_first_and_by_service(store: DynamoDBS
 
     assert ids(store.list_invocations(["ready"])) == ["inv_b", "inv_a"]  # inv_c left the ready index
     assert ids(store.list_invocations(["running"])) == ["inv_c"]
-    assert ids(store.list_invocations(["ready", "running", "completed"])) == ["inv_d", "inv_c", "inv_b", "inv_a"]
-    assert ids(store.list_invocations(["ready", "running", "completed"], limit=2)) == ["inv_d", "inv_c"]
+    # newest first by creation: the lease taken at 4_000 does not move inv_c ahead of inv_b
+    assert ids(store.list_invocations(["ready", "running", "completed"])) == ["inv_d", "inv_b", "inv_c", "inv_a"]
+    assert ids(store.list_invocations(["ready", "running", "completed"], limit=2)) == ["inv_d", "inv_b"]
     assert ids(store.list_invocations(["ready"], service="Greeter")) == ["inv_a"]
-    assert ids(store.list_invocations()) == ["inv_d", "inv_c", "inv_b", "inv_a"]  # the scan skips batches
+    assert ids(store.list_invocations()) == ["inv_d", "inv_b", "inv_c", "inv_a"]  # the scan skips batches
     assert ids(store.list_invocations(service="Counter")) == ["inv_b"]
     assert ids(store.list_invocations(limit=1)) == ["inv_d"]
     assert store.list_invocations(["paused"]) == []
@@ -618,7 +640,7 @@ def test_due_timers_returns_only_due_ones_in_order_and_respects_limit(store: Dyn
     before = store.request_count
 
     assert store.due_timers(5_000) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b")]
-    assert store.request_count - before == 1
+    assert store.request_count - before == store.shards  # one query per shard
     assert store.due_timers(5_000, limit=2) == [(1_000, "inv_a"), (5_000, "inv_a")]
     assert store.due_timers(999) == []
     assert store.due_timers(5_001) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b"), (5_001, "inv_c")]
@@ -633,8 +655,9 @@ def test_due_timers_returns_only_due_ones_in_order_and_respects_limit(store: Dyn
     assert store.due_timers(5_000, limit=0) == []
     assert store.due_timers(5_000, limit=-1) == []  # DynamoDB would refuse Limit=-1
     assert store.request_count == before
-    assert raw_item(store, "TIMER", "0000000005000#inv_b") == {
-        "PK": {"S": "TIMER"},
+    timers = f"TIMER#{shard_of('inv_b', store.shards)}"
+    assert raw_item(store, timers, "0000000005000#inv_b") == {
+        "PK": {"S": timers},
         "SK": {"S": "0000000005000#inv_b"},
         "due_ms": {"N": "5000"},
         "invocation_id": {"S": "inv_b"},
@@ -751,7 +774,7 @@ def test_request_count_counts_each_dynamodb_call(store: DynamoDBStore) -> None:
     store.due_timers(3_000)
     store.delete_timer(2_500, "inv_1")
 
-    assert store.request_count == start + 14
+    assert store.request_count == start + 13 + store.shards  # due_timers: one query per shard
 
 
 def test_ensure_schema_on_an_existing_table_costs_two_requests(store: DynamoDBStore) -> None:
@@ -818,9 +841,9 @@ def test_delete_keyed_removes_every_item_of_one_key_only(store: DynamoDBStore) -
 
 
 def test_listing_every_status_queries_the_index_and_never_scans_the_table(store: DynamoDBStore) -> None:
-    store.create_invocation(invocation("inv_a", status="ready", modified_at_ms=1_000))
-    store.create_invocation(invocation("inv_b", status="pending", modified_at_ms=2_000))
-    store.create_invocation(invocation("inv_c", status="completed", modified_at_ms=3_000))
+    store.create_invocation(invocation("inv_a", status="ready", created_at_ms=1_000))
+    store.create_invocation(invocation("inv_b", status="pending", created_at_ms=2_000))
+    store.create_invocation(invocation("inv_c", status="completed", created_at_ms=3_000))
     before = store.request_counts
     listed = store.list_invocations(None, None, 2)
     assert [r.invocation_id for r in listed] == ["inv_c", "inv_b"]
