@@ -121,9 +121,15 @@ def test_ensure_schema_twice_makes_one_table_with_keys_index_and_ttl(
     assert sorted((k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]) == [("PK", "HASH"), ("SK", "RANGE")]
     indexes = {index["IndexName"]: index for index in table["GlobalSecondaryIndexes"]}
     assert sorted(indexes) == ["by_expiry", "by_status_v2"]
-    for name, keys in (("by_status_v2", ("status_key", "status_order")), ("by_expiry", ("expiry_key", "expiry_order"))):
+    for name, hash_key, range_key in (
+        ("by_status_v2", "status_key", "status_order"),
+        ("by_expiry", "expiry_key", "expiry_order"),
+    ):
         index = indexes[name]
-        assert [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]] == [(keys[0], "HASH"), (keys[1], "RANGE")]
+        assert [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]] == [
+            (hash_key, "HASH"),
+            (range_key, "RANGE"),
+        ]
         assert index["Projection"]["ProjectionType"] == "INCLUDE"
     # the status index carries what a list filters on, never what a lease or a step moves
     projected = set(indexes["by_status_v2"]["Projection"]["NonKeyAttributes"])
