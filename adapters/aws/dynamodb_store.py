@@ -1,26 +1,41 @@
 """`control_plane.ports.Store` on one DynamoDB table, through pynamodb.
 
 Single table, keys `PK` (string, hash) and `SK` (string, range), billed PAY_PER_REQUEST, TTL on
-`expires_at` (epoch seconds), one global secondary index `by_status`. Item families (their pynamodb
-templates, keys and record mapping live in `adapters.aws.store_items`):
+`expires_at` (epoch seconds), two global secondary indexes, `by_status_v2` and `by_expiry`. Item
+families (their pynamodb templates, keys and record mapping live in `adapters.aws.store_items`):
 
 | item | `PK` | `SK` | attributes |
 | --- | --- | --- | --- |
-| invocation metadata | `INV#{invocation_id}` | `META` | one per `InvocationRecord` field, GSI keys |
+| invocation metadata | `INV#{invocation_id}` | `META` | one per `InvocationRecord` field, index keys, TTL |
 | journal batch | `INV#{invocation_id}` | `J#{start_index:010d}` | `entries` (binary), `epoch`, `committed_at_ms` |
 | notification | `INV#{invocation_id}` | `N#{key}` | `entry` (binary), `created_at_ms` |
-| timer | `TIMER` | `{due_ms:013d}#{invocation_id}` | `due_ms`, `invocation_id` |
+| timer | `TIMER#{shard}` | `{due_ms:013d}#{invocation_id}` | `due_ms`, `invocation_id` |
 | deployment | `DEP` | `DEP#{deployment_id}` | one per `DeploymentRecord` field |
 | service | `SVC` | `SVC#{name}` | one per `ServiceRecord` field |
 | object/workflow key | `OBJ#{scope}#{sha256(key)}` | `S#…` `LOCK` `Q#…` `RUN` `P#…` `W#…` | see `store_keyed` |
 
+| index | hash key | range key | projects (INCLUDE) |
+| --- | --- | --- | --- |
+| `by_status_v2` | `status_key`: `STATUS#{status}#{shard}` | `status_order`: `{created_at_ms:013d}#{id}` | filters |
+| `by_expiry` | `expiry_key`: `EXPIRY#{shard}` | `expiry_order`: `{due_ms:013d}#{id}` | what the sweep needs |
+
+The record field `expires_at_s` is stored as `retained_until`; items written before it existed
+read it from `expires_at`.
+
+`{shard}` is `shard_of(invocation_id, shards)` (crc32 mod `shards`, `Settings.store_shards`, default
+16; it may only grow): an invocation's timers and index entries share its shard, and the writes of
+many invocations spread over `shards` keys. The status index's range key is the creation time, so
+only a change of `status` moves an entry (a lease, a renewal, a step write nothing there); reads
+query every shard and merge. `by_expiry` holds completed invocations only: the completing write puts
+one at its journal's end (`journal_expires_at_ms`), the journal's removal moves it to its record's
+end (`retained_until`), the record's removal takes it out; no timer item is written for retention.
+`expires_at` (TTL) is `retained_until` + `TTL_GRACE_S` (a day), so the sweep normally removes the
+journal and the record first and TTL is the backstop (moto and dynalite never run TTL).
+
 Within an invocation's partition batches (`J#`) sort before `META` and notifications (`N#`) after it,
-so one query reads all three. The GSI `by_status` has hash key `status_pk` = `STATUS#{status}` and
-range key `status_sk` = `{modified_at_ms:013d}#{invocation_id}` (projection ALL); every invocation
-write that changes `status` or `modified_at_ms` rewrites the matching key. Mappings are stored as JSON
-strings, bytes as binary, and a `None` (or `expires_at_s == 0`) as an absent attribute; an absent
-attribute reads back as the record field's default (so items written before a field existed still
-load, e.g. without `doorbell`).
+so one query reads all three. Mappings are stored as JSON strings, bytes as binary, and a `None` (or
+`expires_at_s == 0`) as an absent attribute; an absent attribute reads back as the record field's
+default (so items written before a field existed still load, e.g. without `doorbell`).
 
 pynamodb binds a model to its table and endpoint in `class Meta`, so each `DynamoDBStore` binds its
 own subclasses of the item templates (`store_items.bind`); all of them share one connection, which
