@@ -122,11 +122,12 @@ class ControlPlane:
         Every stored timer is handed to the scheduler again (due ones fire at once). `ready` and
         `running` invocations whose lease expired are woken now; a `running` one whose lease is
         still held (by a process that may have died) is woken when the lease expires. Completed
-        invocations whose retention ended are removed (`retire_due`). Returns how many wake-ups
-        were re-armed and invocations removed.
+        invocations whose retention ended are removed (`retire_due`), last, so what a caller sees
+        when the sweep returns is as fresh as it can be. Returns how many wake-ups were re-armed and
+        invocations removed.
         """
         now = self.clock.now_ms()
-        count = self.retire_due()
+        count = 0
         for due_ms, invocation_id in self.store.due_timers(far_future_ms(now), _SWEEP_LIMIT):
             self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
@@ -146,4 +147,4 @@ class ControlPlane:
             count += 1
         if count:
             log.debug("sweep re-armed %d wake-up(s)", count)  # routine: every stored timer, every sweep
-        return count
+        return count + self.retire_due()
