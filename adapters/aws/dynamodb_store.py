@@ -143,7 +143,7 @@ class _CountingConnection(Connection):
 
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
         key = operation_kwargs.get("Key") or operation_kwargs.get("Item") or {}
-        on_record = key.get("SK", {}).get("S") == META_SK  # writes there also move the `by_status` index
+        on_record = key.get("SK", {}).get("S") == META_SK  # writes there may also move the indexes
         kind = f"{operation_name} META" if on_record else operation_name
         self._on_call(kind)
         items = sum(len(v) for v in operation_kwargs.get("RequestItems", {}).values())  # a batch: its items

@@ -25,6 +25,7 @@ from control_plane.ports import (
     StoreConflict,
     StoredNotification,
 )
+from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 
 RUNNABLE = ("ready", "running", "backing-off", "suspended")
 
@@ -138,6 +139,41 @@ def test_ensure_schema_twice_makes_one_table_with_keys_index_and_ttl(
     assert not projected & {"modified_at_ms", "lease_until_ms", "epoch", "doorbell", "requests", "output"}
     ttl = client.describe_time_to_live(TableName=store.table_name)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+
+
+def test_ensure_schema_names_the_indexes_a_table_of_an_earlier_version_lacks(
+    new_store: Callable[..., DynamoDBStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = new_store(create_table=False)
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    client.create_table(  # the keys alone, as an earlier version's table without the new indexes
+        TableName=store.table_name,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK")],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+    store.ensure_schema()
+
+    assert "lacks the index(es) by_status_v2, by_expiry" in caplog.text
+
+
+def test_one_shard_keeps_every_timer_in_one_partition(moto_endpoint: str) -> None:
+    store = DynamoDBStore(
+        unique_table_name(),
+        endpoint_url=moto_endpoint,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        shards=1,
+    )
+    store.ensure_schema()
+    for n in range(5):
+        store.put_timer(1_000 + n, f"inv_{n}")
+    before = store.request_count
+
+    assert store.due_timers(2_000) == [(1_000 + n, f"inv_{n}") for n in range(5)]
+    assert store.request_count - before == 1
+    assert partitions(store, "TIMER") == {"TIMER#0"}
 
 
 def test_two_stores_on_two_tables_do_not_see_each_other(new_store: Callable[..., DynamoDBStore]) -> None:
