@@ -75,13 +75,13 @@ class ControlPlane:
 
         Cheaper than `sweep`: only timers overdue by more than `grace_ms` (their message was lost),
         inboxes whose hand-over was lost, and `ready`/`running` invocations whose lease expired, which
-        are woken through the scheduler; and the retention of completed invocations, carried out
-        here (`retire_due`). Both loops stop when `budget_ms` is spent (the next sweep goes on).
-        Returns how many timers, removals and wake-ups were handled.
+        are woken through the scheduler; then, with what is left of `budget_ms`, the retention of
+        completed invocations, carried out here (`retire_due`). Both loops stop when the budget is
+        spent (the next sweep goes on). Returns how many timers, removals and wake-ups were handled.
         """
         now = self.clock.now_ms()
         started = time.monotonic()
-        count = self.retire_due(budget_ms)
+        count = 0
         for due_ms, invocation_id in self.store.due_timers(now - grace_ms, _SWEEP_LIMIT):
             if (time.monotonic() - started) * 1000 > budget_ms:
                 break  # the next sweep goes on
@@ -101,7 +101,8 @@ class ControlPlane:
                 count += 1
         if count:
             log.info("sweep sent %d wake-up(s)", count)
-        return count
+        spent_ms = int((time.monotonic() - started) * 1000)
+        return count + self.retire_due(budget_ms - spent_ms)
 
     def retire_due(self, budget_ms: int = _SWEEP_BUDGET_MS) -> int:
         """Carry out the retention of completed invocations that has ended (`Engine.retire`): their
