@@ -146,7 +146,9 @@ class _CountingConnection(Connection):
         on_record = key.get("SK", {}).get("S") == META_SK  # writes there may also move the indexes
         kind = f"{operation_name} META" if on_record else operation_name
         self._on_call(kind)
-        items = sum(len(v) for v in operation_kwargs.get("RequestItems", {}).values())  # a batch: its items
+        items = sum(  # a batch: its items (BatchWriteItem: a list of requests; BatchGetItem: {"Keys": [...]})
+            len(v["Keys"]) if isinstance(v, dict) else len(v) for v in operation_kwargs.get("RequestItems", {}).values()
+        )
         record(f"dynamodb {kind}", items or 1)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
 
