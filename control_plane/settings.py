@@ -35,7 +35,7 @@ class Settings:
         store_shards: how many partitions the store spreads timers and each status's index entries
             over (`TORPOR_STORE_SHARDS`, `[torpor] store_shards`); each takes about 1,000 writes/s
             on DynamoDB. It may only grow over a table's life: entries in shards above a smaller
-            count would no longer be read.
+            count would no longer be read. `torpor dev`'s embedded moto uses 1 unless it is set.
     """
 
     inactivity_timeout_ms: int = 60_000

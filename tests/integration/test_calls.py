@@ -167,6 +167,7 @@ def test_a_completed_call_writes_no_timer_its_retention_is_found_by_the_sweep(de
     reply = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, timeout=30)
     assert reply.status_code == 200
     invocation = reply.headers["x-restate-id"]
+    assert dev.store.shards == 16  # an external table: the setting's count
 
     client = boto3.client("dynamodb", region_name=dev.store.region, endpoint_url=dev.store.endpoint_url)
     items = [
