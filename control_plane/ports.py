@@ -183,18 +183,13 @@ class RetentionDue:
     """A completed invocation part of whose retention has ended, as `Store.due_retention` finds it.
 
     `due_ms`: when that part ended (ms since the epoch); `journal_expires_at_ms`: when its journal
-    goes (0: gone already); `expires_at_s`: when its record goes (seconds; 0: kept). The rest names
-    the invocation, so a workflow's run can take its state and promises with it.
+    goes (0: gone already); `expires_at_s`: when its record goes (seconds; 0: kept).
     """
 
     invocation_id: str
     due_ms: int
     journal_expires_at_ms: int
     expires_at_s: int
-    service: str
-    key: str
-    service_type: str = "SERVICE"
-    handler_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,15 +95,7 @@ TABLE_ACTIONS = (
 STATUS_INDEX = "by_status_v2"
 STATUS_INDEX_ATTRIBUTES = ("invocation_id", "service", "handler", "key", "status", "completion", "created_at_ms")
 EXPIRY_INDEX = "by_expiry"
-EXPIRY_INDEX_ATTRIBUTES = (
-    "invocation_id",
-    "service",
-    "key",
-    "service_type",
-    "handler_type",
-    "journal_expires_at_ms",
-    "retained_until",
-)
+EXPIRY_INDEX_ATTRIBUTES = ("invocation_id", "journal_expires_at_ms", "retained_until")
 TTL_ATTRIBUTE = "expires_at"
 """The table's indexes and TTL, as `adapters.aws.store_items.table_schema` has them (tests/infra compares)."""
 

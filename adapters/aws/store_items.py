@@ -178,16 +178,8 @@ def waiter_sk(name: str, invocation_id: str) -> str:
 STATUS_INDEX_ATTRIBUTES = ("invocation_id", "service", "handler", "key", "status", "completion", "created_at_ms")
 """What the status index projects: what `list_invocations` filters on and orders by, nothing that a
 lease or a step changes (so only a status change writes the index)."""
-EXPIRY_INDEX_ATTRIBUTES = (
-    "invocation_id",
-    "service",
-    "key",
-    "service_type",
-    "handler_type",
-    "journal_expires_at_ms",
-    RETAINED_ATTRIBUTE,
-)
-"""What `by_expiry` projects: what the sweep needs to carry a retention out without reading the record."""
+EXPIRY_INDEX_ATTRIBUTES = ("invocation_id", "journal_expires_at_ms", RETAINED_ATTRIBUTE)
+"""What `by_expiry` projects: what the sweep needs to find what is due and remove a journal unread."""
 
 
 def table_schema(table_name: str) -> dict[str, Any]:
@@ -483,10 +475,6 @@ def retention_due(item: InvocationItem) -> RetentionDue:
         due_ms=int(item.expiry_order.partition("#")[0]) if item.expiry_order else 0,
         journal_expires_at_ms=item.journal_expires_at_ms or 0,
         expires_at_s=item.expires_at_s or 0,
-        service=item.service,
-        key=item.key,
-        service_type=item.service_type or "SERVICE",
-        handler_type=item.handler_type or "",
     )
 
 

@@ -1089,7 +1089,7 @@ def test_due_retention_is_earliest_first_across_shards_and_moves_to_the_record_a
     due = store.due_retention(3_000)
     assert [(d.invocation_id, d.due_ms) for d in due] == [(b, 1_000), (c, 2_000), (a, 3_000)]
     assert [d.invocation_id for d in store.due_retention(3_000, limit=2)] == [b, c]
-    assert due[0] == RetentionDue(b, 1_000, 1_000, 4, service="Greeter", key="")
+    assert due[0] == RetentionDue(b, 1_000, 1_000, 4)
     assert store.due_retention(999) == []
 
     assert store.remove_journal(due[0]) is True
@@ -1124,7 +1124,7 @@ def test_the_sweep_does_not_remove_a_record_its_index_entry_no_longer_describes(
 
     plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=_Clock(10_000))  # type: ignore[arg-type]
     completed_with_journal(store, "inv_r", journal_expires_at_ms=1_000, expires_at_s=5)
-    stale = RetentionDue("inv_r", 4_000, 0, 4, service="Greeter", key="")  # an older run under this id
+    stale = RetentionDue("inv_r", 4_000, 0, 4)  # an older run under this id
 
     assert plane.engine.retire(stale) is False
     assert store.get_invocation("inv_r") is not None
