@@ -306,11 +306,11 @@ def _retry_overrides(value: object) -> dict[str, Any]:
 
 
 _PAGE_TOKEN = re.compile(r"([0-9]{1,16})\.(inv_1[0-9A-Za-z]{22})")
-"""A `next_page_token`: `{modified_at_ms}.{invocation_id}`, ASCII digits only (`str.isdigit` admits `²`)."""
+"""A `next_page_token`: `{created_at_ms}.{invocation_id}`, ASCII digits only (`str.isdigit` admits `²`)."""
 
 
 def _parse_page_token(token: str | None) -> tuple[int, str] | None:
-    """`(modified_at_ms, invocation_id)` from a `next_page_token`; `BadRequest` (400) if malformed."""
+    """`(created_at_ms, invocation_id)` from a `next_page_token`; `BadRequest` (400) if malformed."""
     if token is None:
         return None
     match = _PAGE_TOKEN.fullmatch(token)
@@ -475,7 +475,7 @@ class Admin:
             raise BadRequest(f"'{name}' is a service: only virtual objects and workflows have state")
 
     def list_invocations(self, request: HttpRequest) -> HttpResponse:
-        """`{"invocations": [...], "next_page_token"?}`, newest first.
+        """`{"invocations": [...], "next_page_token"?}`, newest first by creation time (then id, descending).
 
         Filters: `?status=`, `?service=`, `?handler=`, `?key=`, `?completion=` (a completed one's
         `completion_kind`: succeeded, failed, cancelled, killed); `?limit=` (1..1000, default 100)
@@ -510,7 +510,7 @@ class Admin:
         body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
         if len(records) > limit:
             last = records[limit - 1]
-            body["next_page_token"] = f"{last.modified_at_ms}.{last.invocation_id}"
+            body["next_page_token"] = f"{last.created_at_ms}.{last.invocation_id}"
         return HttpResponse.json(body)
 
     def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:

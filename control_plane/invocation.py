@@ -17,7 +17,6 @@ Sleep completions are not stored by timers at all: the lease holder derives them
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import random
@@ -53,6 +52,7 @@ from control_plane.ports import (
     InvokerError,
     ItemTooLarge,
     JournalBatch,
+    RetentionDue,
     Scheduler,
     Store,
     StoreConflict,
@@ -371,9 +371,7 @@ class Engine(EffectsMixin):
         """
         if outcome in (Outcome.BUSY, Outcome.LEASE_LOST):
             record = self.store.get_invocation(invocation_id)
-            if record is not None and record.status == "completed":
-                self.retire(invocation_id, record)  # a retention timer (or a stale one: nothing is due)
-            elif record is not None and record.status not in ("pending", "paused"):
+            if record is not None and record.status not in ("completed", "pending", "paused"):
                 self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
                 return
         self.store.delete_timer(due_ms, invocation_id)
@@ -638,8 +636,9 @@ class Engine(EffectsMixin):
 
     def _ended(self, record: InvocationRecord) -> None:
         """After the invocation completed (`record` as the completing write left it): wake waiting
-        callers, hand its object key on, start the retention of a workflow's state and promises,
-        and arm the timer that removes its journal after the journal retention (`retire`)."""
+        callers, hand its object key on, and start the retention of a workflow's state and promises.
+        Its journal and record go when the sweep finds their retention ended (`retire`): the
+        completing write put the invocation in the store's retention order, no timer is armed."""
         self.waiters.notify(record.invocation_id)
         outcome = "success" if record.failure is None else f"failure-{dict(record.failure).get('code', 500)}"
         self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
@@ -655,32 +654,25 @@ class Engine(EffectsMixin):
             options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
             retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
             self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
-        if record.journal_expires_at_ms:  # found by the sweep; no scheduler wake-up for housekeeping
-            self.store.put_timer(min(record.journal_expires_at_ms, MAX_TIMER_MS), record.invocation_id)
 
-    def retire(self, invocation_id: str, record: InvocationRecord | None = None) -> bool:
+    def retire(self, due: RetentionDue) -> bool:
         """Remove what a completed invocation's retention says is due: its journal, then its record.
 
-        Called when one of its timers fires after completion. At `journal_expires_at_ms` the journal
-        batches and notifications go (the record stays for attach, output and idempotency, and a
-        timer is armed for its own expiry); at `expires_at_s` the whole invocation goes, so its id
-        (an idempotency key's, a workflow's run) is free again. `record`: the invocation as just
-        read, if the caller has it. Returns True if something was removed.
+        `due` comes from `Store.due_retention` (the sweep). At `journal_expires_at_ms` the journal
+        batches and notifications go (the record stays for attach, output and idempotency, and moves
+        to its own expiry in the store's retention order); at `expires_at_s` the whole invocation
+        goes, so its id (an idempotency key's, a workflow's run) is free again, and a workflow run's
+        state and promises with it. Returns True if something was removed.
         """
-        record = record or self.store.get_invocation(invocation_id)
-        if record is None or record.status != "completed":
-            return False
         now = self.clock.now_ms()
-        if record.expires_at_s and record.expires_at_s * 1000 <= now + 1000:  # TTL is whole seconds
+        if due.expires_at_s and due.expires_at_s * 1000 <= now + 1000:  # TTL is whole seconds
+            record = self.store.get_invocation(due.invocation_id)  # a stale index entry must not remove a new run
+            if record is None or record.status != "completed" or record.expires_at_s != due.expires_at_s:
+                return False
             self._remove(record)
             return True
-        if record.journal_expires_at_ms and record.journal_expires_at_ms <= now:
-            self.store.delete_journal(invocation_id)
-            if record.expires_at_s:
-                self.store.put_timer(min(record.expires_at_s * 1000, MAX_TIMER_MS), invocation_id)
-            with contextlib.suppress(StoreConflict):  # the journal is gone: not removed twice
-                self.store.update_invocation(invocation_id, record.epoch, journal_expires_at_ms=0)
-            return True
+        if due.journal_expires_at_ms and due.journal_expires_at_ms <= now:
+            return self.store.remove_journal(due)
         return False
 
     def _drop_if_expired(self, invocation_id: str) -> bool:

@@ -179,6 +179,20 @@ class LoadedInvocation:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionDue:
+    """A completed invocation part of whose retention has ended, as `Store.due_retention` finds it.
+
+    `due_ms`: when that part ended (ms since the epoch); `journal_expires_at_ms`: when its journal
+    goes (0: gone already); `expires_at_s`: when its record goes (seconds; 0: kept).
+    """
+
+    invocation_id: str
+    due_ms: int
+    journal_expires_at_ms: int
+    expires_at_s: int
+
+
+@dataclass(frozen=True, slots=True)
 class PromiseRecord:
     """A completed durable promise of a workflow: the first completion wins.
 
@@ -331,6 +345,16 @@ class Store(Protocol):
     def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
         """`(due_ms, invocation_id)` of timers due at or before `until_ms`, earliest first."""
 
+    # retention of completed invocations
+    def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
+        """Completed invocations whose journal or record retention ended at or before `until_ms`,
+        earliest first; at most `limit`. Found without a timer per invocation."""
+
+    def remove_journal(self, due: RetentionDue) -> bool:
+        """Remove the journal (batches, notifications) of `due`, if its journal retention is still
+        `due.journal_expires_at_ms`: one conditional write on the record, then the deletes. False if
+        the condition failed (nothing removed)."""
+
     def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
         """Store a journal batch at `batch.start_index`; `StoreConflict` if that index is taken.
 
@@ -349,9 +373,9 @@ class Store(Protocol):
         before: tuple[int, str] | None = None,
         completion: str | None = None,
     ) -> list[InvocationRecord]:
-        """Invocations, newest first, filtered by status, service, handler, key and completion kind
-        (`InvocationRecord.completion`); a page of at most `limit`, older than `before` =
-        `(modified_at_ms, invocation_id)` of the previous page's last."""
+        """Invocations, newest first by creation, filtered by status, service, handler, key and
+        completion kind (`InvocationRecord.completion`); a page of at most `limit`, older than
+        `before` = `(created_at_ms, invocation_id)` of the previous page's last."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from control_plane.waiters import CompletionWaiters
 log = logging.getLogger("torpor.runtime")
 
 _SWEEP_LIMIT = 10_000
+_RETENTION_LIMIT = 1_000  # completed invocations whose retention ended, per sweep (per shard query too)
 _SWEEP_BUDGET_MS = 40_000  # the sweeper function runs for 60 s at most
 _SWEEP_GRACE_MS = 30_000  # a wake-up this late is taken as lost (its message may still be on its way before)
 
@@ -72,12 +73,11 @@ class ControlPlane:
     def sweep_due(self, grace_ms: int = _SWEEP_GRACE_MS, budget_ms: int = _SWEEP_BUDGET_MS) -> int:
         """The periodic safety net where wake-ups are messages (the sweeper function on AWS).
 
-        Cheaper than `sweep`: only timers overdue by more than `grace_ms` (their message was lost,
-        or they are housekeeping timers such as retention, which get no message), inboxes whose
-        hand-over was lost, and `ready`/`running` invocations whose lease expired. A completed
-        invocation's timer (retention) is carried out here, while `budget_ms` lasts, rather than
-        sent to the worker; the others are woken through the scheduler. Returns how many timers and
-        wake-ups were handled.
+        Cheaper than `sweep`: only timers overdue by more than `grace_ms` (their message was lost),
+        inboxes whose hand-over was lost, and `ready`/`running` invocations whose lease expired, which
+        are woken through the scheduler; then, with what is left of `budget_ms`, the retention of
+        completed invocations, carried out here (`retire_due`). Both loops stop when the budget is
+        spent (the next sweep goes on). Returns how many timers, removals and wake-ups were handled.
         """
         now = self.clock.now_ms()
         started = time.monotonic()
@@ -87,9 +87,7 @@ class ControlPlane:
                 break  # the next sweep goes on
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
-                if record is not None:
-                    self.engine.retire(invocation_id, record)
-                self.store.delete_timer(due_ms, invocation_id)  # done, or for an invocation that is gone
+                self.store.delete_timer(due_ms, invocation_id)  # for an invocation that is done or gone
             else:
                 self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
@@ -103,15 +101,31 @@ class ControlPlane:
                 count += 1
         if count:
             log.info("sweep sent %d wake-up(s)", count)
-        return count
+        spent_ms = int((time.monotonic() - started) * 1000)
+        return count + self.retire_due(budget_ms - spent_ms)
+
+    def retire_due(self, budget_ms: int = _SWEEP_BUDGET_MS) -> int:
+        """Carry out the retention of completed invocations that has ended (`Engine.retire`): their
+        journals, then their records, earliest first, at most `_RETENTION_LIMIT` while `budget_ms`
+        lasts (the next sweep goes on). No timer per invocation: the store keeps completed ones in
+        retention order (`Store.due_retention`). Returns how many were removed."""
+        started = time.monotonic()
+        removed = 0
+        for due in self.store.due_retention(self.clock.now_ms(), _RETENTION_LIMIT):
+            if (time.monotonic() - started) * 1000 > budget_ms:
+                break
+            removed += self.engine.retire(due)
+        return removed
 
     def sweep(self) -> int:
         """Re-arm every unfinished invocation after a start-up: the safety net for lost wake-ups.
 
         Every stored timer is handed to the scheduler again (due ones fire at once). `ready` and
         `running` invocations whose lease expired are woken now; a `running` one whose lease is
-        still held (by a process that may have died) is woken when the lease expires. Returns how
-        many wake-ups were re-armed.
+        still held (by a process that may have died) is woken when the lease expires. Completed
+        invocations whose retention ended are removed (`retire_due`), last, so what a caller sees
+        when the sweep returns is as fresh as it can be. Returns how many wake-ups were re-armed and
+        invocations removed.
         """
         now = self.clock.now_ms()
         count = 0
@@ -134,4 +148,4 @@ class ControlPlane:
             count += 1
         if count:
             log.debug("sweep re-armed %d wake-up(s)", count)  # routine: every stored timer, every sweep
-        return count
+        return count + self.retire_due()

@@ -32,6 +32,10 @@ class Settings:
         eager_state_max_bytes: a keyed invocation's state goes whole in StartMessage up to this size
             (keys + values, bytes); above it, Torpor sends `partial_state` and answers lazy reads.
         workflow_retention_ms: how long a completed workflow's state and promises are kept.
+        store_shards: how many partitions the store spreads timers and each status's index entries
+            over (`TORPOR_STORE_SHARDS`, `[torpor] store_shards`); each takes about 1,000 writes/s
+            on DynamoDB. It may only grow over a table's life: entries in shards above a smaller
+            count would no longer be read. `torpor dev`'s embedded moto uses 1 unless it is set.
     """
 
     inactivity_timeout_ms: int = 60_000
@@ -42,6 +46,7 @@ class Settings:
     max_protocol_version: int = 7
     eager_state_max_bytes: int = 64 * 1024
     workflow_retention_ms: int = 24 * 3600 * 1000
+    store_shards: int = 16
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
     @property

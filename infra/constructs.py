@@ -4,7 +4,7 @@
 
 | resource | what |
 | --- | --- |
-| DynamoDB table | `PK`/`SK`, GSI `by_status` (`status_pk`/`status_sk`, ALL), TTL `expires_at`, on-demand, PITR |
+| DynamoDB table | `PK`/`SK`, GSIs `by_status_v2` and `by_expiry` (INCLUDE), TTL `expires_at`, on-demand, PITR |
 | wake queue | standard SQS, SSE, visibility 6 x the worker's 900 s, to a dead-letter queue after 5 receives |
 | schedules | an EventBridge Scheduler group, the role it sends to the wake queue with, a dead-letter queue |
 | functions | ingress, admin, worker, sweeper, deploy hook (`adapters.aws.lambda_app.*`), arm64, Python 3.11 |
@@ -12,7 +12,7 @@
 | triggers | the worker's SQS event source mapping (batches of 10, partial failures), the sweeper's 1-minute rule |
 
 Each function has its own role and log group. The roles share three managed policies, nothing
-broader: `table_access_policy` (item and query actions on the table and its index),
+broader: `table_access_policy` (item and query actions on the table and its indexes),
 `handler_invoke_policy` (`lambda:InvokeFunction` on functions named with the handler prefix;
 `sts:AssumeRole` on the roles given) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
 schedules of the group, `iam:PassRole` of the scheduler role). The deploy hook gets no wake-up
@@ -83,6 +83,7 @@ TABLE_ACTIONS = (
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
+    "dynamodb:BatchGetItem",
     "dynamodb:BatchWriteItem",
     "dynamodb:Query",
     "dynamodb:Scan",
@@ -91,8 +92,12 @@ TABLE_ACTIONS = (
 )
 """What `DynamoDBStore` does with items (and describes); no table administration."""
 
-STATUS_INDEX = "by_status"
+STATUS_INDEX = "by_status_v2"
+STATUS_INDEX_ATTRIBUTES = ("invocation_id", "service", "handler", "key", "status", "completion", "created_at_ms")
+EXPIRY_INDEX = "by_expiry"
+EXPIRY_INDEX_ATTRIBUTES = ("invocation_id", "journal_expires_at_ms", "retained_until")
 TTL_ATTRIBUTE = "expires_at"
+"""The table's indexes and TTL, as `adapters.aws.store_items.table_schema` has them (tests/infra compares)."""
 
 
 def logged_function(
@@ -259,12 +264,17 @@ class TorporControlPlane(Construct):
             ),
             removal_policy=table_removal_policy,
         )
-        self.table.add_global_secondary_index(
-            index_name=STATUS_INDEX,
-            partition_key=dynamodb.Attribute(name="status_pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="status_sk", type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
+        for index_name, hash_key, range_key, projected in (
+            (STATUS_INDEX, "status_key", "status_order", STATUS_INDEX_ATTRIBUTES),
+            (EXPIRY_INDEX, "expiry_key", "expiry_order", EXPIRY_INDEX_ATTRIBUTES),
+        ):
+            self.table.add_global_secondary_index(
+                index_name=index_name,
+                partition_key=dynamodb.Attribute(name=hash_key, type=dynamodb.AttributeType.STRING),
+                sort_key=dynamodb.Attribute(name=range_key, type=dynamodb.AttributeType.STRING),
+                projection_type=dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=list(projected),
+            )
 
         # --- wake-ups ------------------------------------------------------------------------------
         self.wake_dead_letter_queue = sqs.Queue(
@@ -320,11 +330,15 @@ class TorporControlPlane(Construct):
         self.table_access_policy = iam.ManagedPolicy(
             self,
             "TableAccessPolicy",
-            description="Torpor's items in its table and its by_status index; no table administration.",
+            description="Torpor's items in its table and its indexes; no table administration.",
             statements=[
                 iam.PolicyStatement(
                     actions=list(TABLE_ACTIONS),
-                    resources=[self.table.table_arn, f"{self.table.table_arn}/index/{STATUS_INDEX}"],
+                    resources=[
+                        self.table.table_arn,
+                        f"{self.table.table_arn}/index/{STATUS_INDEX}",
+                        f"{self.table.table_arn}/index/{EXPIRY_INDEX}",
+                    ],
                 )
             ],
         )

@@ -1,26 +1,41 @@
 """`control_plane.ports.Store` on one DynamoDB table, through pynamodb.
 
 Single table, keys `PK` (string, hash) and `SK` (string, range), billed PAY_PER_REQUEST, TTL on
-`expires_at` (epoch seconds), one global secondary index `by_status`. Item families (their pynamodb
-templates, keys and record mapping live in `adapters.aws.store_items`):
+`expires_at` (epoch seconds), two global secondary indexes, `by_status_v2` and `by_expiry`. Item
+families (their pynamodb templates, keys and record mapping live in `adapters.aws.store_items`):
 
 | item | `PK` | `SK` | attributes |
 | --- | --- | --- | --- |
-| invocation metadata | `INV#{invocation_id}` | `META` | one per `InvocationRecord` field, GSI keys |
+| invocation metadata | `INV#{invocation_id}` | `META` | one per `InvocationRecord` field, index keys, TTL |
 | journal batch | `INV#{invocation_id}` | `J#{start_index:010d}` | `entries` (binary), `epoch`, `committed_at_ms` |
 | notification | `INV#{invocation_id}` | `N#{key}` | `entry` (binary), `created_at_ms` |
-| timer | `TIMER` | `{due_ms:013d}#{invocation_id}` | `due_ms`, `invocation_id` |
+| timer | `TIMER#{shard}` | `{due_ms:013d}#{invocation_id}` | `due_ms`, `invocation_id` |
 | deployment | `DEP` | `DEP#{deployment_id}` | one per `DeploymentRecord` field |
 | service | `SVC` | `SVC#{name}` | one per `ServiceRecord` field |
 | object/workflow key | `OBJ#{scope}#{sha256(key)}` | `S#…` `LOCK` `Q#…` `RUN` `P#…` `W#…` | see `store_keyed` |
 
+| index | hash key | range key | projects (INCLUDE) |
+| --- | --- | --- | --- |
+| `by_status_v2` | `status_key`: `STATUS#{status}#{shard}` | `status_order`: `{created_at_ms:013d}#{id}` | filters |
+| `by_expiry` | `expiry_key`: `EXPIRY#{shard}` | `expiry_order`: `{due_ms:013d}#{id}` | what the sweep needs |
+
+The record field `expires_at_s` is stored as `retained_until`; items written before it existed
+read it from `expires_at`.
+
+`{shard}` is `shard_of(invocation_id, shards)` (crc32 mod `shards`, `Settings.store_shards`, default
+16; it may only grow): an invocation's timers and index entries share its shard, and the writes of
+many invocations spread over `shards` keys. The status index's range key is the creation time, so
+only a change of `status` moves an entry (a lease, a renewal, a step write nothing there); reads
+query every shard and merge. `by_expiry` holds completed invocations only: the completing write puts
+one at its journal's end (`journal_expires_at_ms`), the journal's removal moves it to its record's
+end (`retained_until`), the record's removal takes it out; no timer item is written for retention.
+`expires_at` (TTL) is `retained_until` + `TTL_GRACE_S` (a day), so the sweep normally removes the
+journal and the record first and TTL is the backstop (moto and dynalite never run TTL).
+
 Within an invocation's partition batches (`J#`) sort before `META` and notifications (`N#`) after it,
-so one query reads all three. The GSI `by_status` has hash key `status_pk` = `STATUS#{status}` and
-range key `status_sk` = `{modified_at_ms:013d}#{invocation_id}` (projection ALL); every invocation
-write that changes `status` or `modified_at_ms` rewrites the matching key. Mappings are stored as JSON
-strings, bytes as binary, and a `None` (or `expires_at_s == 0`) as an absent attribute; an absent
-attribute reads back as the record field's default (so items written before a field existed still
-load, e.g. without `doorbell`).
+so one query reads all three. Mappings are stored as JSON strings, bytes as binary, and a `None` (or
+`expires_at_s == 0`) as an absent attribute; an absent attribute reads back as the record field's
+default (so items written before a field existed still load, e.g. without `doorbell`).
 
 pynamodb binds a model to its table and endpoint in `class Meta`, so each `DynamoDBStore` binds its
 own subclasses of the item templates (`store_items.bind`); all of them share one connection, which
@@ -29,10 +44,13 @@ counts the API calls it makes (`DynamoDBStore.request_count`).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
@@ -45,10 +63,12 @@ from pynamodb.pagination import ResultIterator
 
 from adapters.aws.store_items import (
     BATCH_PREFIX,
+    DEFAULT_SHARDS,
+    EXPIRY_INDEX,
     MAX_DUE_MS,
     META_SK,
     NOTIFICATION_PREFIX,
-    TIMERS_PK,
+    STATUS_INDEX,
     TTL_ATTRIBUTE,
     BatchItem,
     DeploymentItem,
@@ -62,22 +82,28 @@ from adapters.aws.store_items import (
     bind,
     doorbell_is,
     epoch_is,
+    expiry_pk,
+    expiry_sk,
     invocation_item,
     invocation_pk,
     invocation_record,
     invocation_update_actions,
     item_absent,
     item_exists,
+    journal_retention_is,
     lease_expired,
     not_completed,
     notification_record,
     notification_sk,
+    retention_due,
+    shard_of,
     status_in,
     status_pk,
     status_sk,
     table_schema,
     timer_sk,
     timers_due_until,
+    timers_pk,
     translated_write,
 )
 from adapters.aws.store_keyed import KeyedStore
@@ -88,6 +114,7 @@ from control_plane.ports import (
     InvocationRecord,
     JournalBatch,
     LoadedInvocation,
+    RetentionDue,
     StoreConflict,
     StoredNotification,
 )
@@ -95,6 +122,8 @@ from control_plane.ports import (
 __all__ = ["DynamoDBStore", "ItemTooLarge"]
 
 _MAX_POOL_CONNECTIONS = 64  # one per concurrent advance or HTTP request (botocore's default is 10)
+_SHARD_QUERIES_AT_ONCE = 16  # queries of one read over the shards that run concurrently
+_BATCH_GET_KEYS = 100  # DynamoDB's BatchGetItem limit
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +143,12 @@ class _CountingConnection(Connection):
 
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
         key = operation_kwargs.get("Key") or operation_kwargs.get("Item") or {}
-        on_record = key.get("SK", {}).get("S") == META_SK  # writes there also move the `by_status` index
+        on_record = key.get("SK", {}).get("S") == META_SK  # writes there may also move the indexes
         kind = f"{operation_name} META" if on_record else operation_name
         self._on_call(kind)
-        items = sum(len(v) for v in operation_kwargs.get("RequestItems", {}).values())  # a batch: its items
+        items = sum(  # a batch: its items (BatchWriteItem: a list of requests; BatchGetItem: {"Keys": [...]})
+            len(v["Keys"]) if isinstance(v, dict) else len(v) for v in operation_kwargs.get("RequestItems", {}).values()
+        )
         record(f"dynamodb {kind}", items or 1)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
 
@@ -154,6 +185,12 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         aws_access_key_id: Credentials to sign with, together with `aws_secret_access_key`; None
             uses botocore's default chain (environment, profile, role).
         aws_secret_access_key: See `aws_access_key_id`.
+        shards: Timer partitions and status index keys per status (`Settings.store_shards`); may
+            only grow over a table's life (timers and index entries in shards at or above a smaller
+            count would no longer be read).
+
+    Raises:
+        ValueError: `shards` is below 1.
     """
 
     def __init__(
@@ -164,10 +201,16 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         endpoint_url: str | None = None,
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
+        shards: int = DEFAULT_SHARDS,
     ) -> None:
+        if shards < 1:
+            raise ValueError(f"the store needs at least 1 shard, got {shards}")
         self.table_name = table_name
         self.region = region
         self.endpoint_url = endpoint_url
+        self.shards = shards
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
         self._request_count = 0
         self._request_counts: dict[str, int] = {}
         self._request_count_lock = threading.Lock()
@@ -204,6 +247,17 @@ class DynamoDBStore(KeyedStore, RegistryStore):
     def __repr__(self) -> str:
         return f"DynamoDBStore(table_name={self.table_name!r}, endpoint_url={self.endpoint_url!r})"
 
+    def _each_shard(self, read: Callable[[int], list[Any]]) -> list[list[Any]]:
+        """`read(shard)` for every shard, up to `_SHARD_QUERIES_AT_ONCE` at once; the answers by shard."""
+        if self.shards == 1:
+            return [read(0)]
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=min(self.shards, _SHARD_QUERIES_AT_ONCE), thread_name_prefix="torpor-shards"
+                )
+        return list(self._executor.map(read, range(self.shards)))
+
     @property
     def request_count(self) -> int:
         """DynamoDB API calls this store has made so far (each page of a query or scan counts)."""
@@ -228,15 +282,27 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         """Create the table with its GSI if it is missing, wait until it is ACTIVE, and enable TTL.
 
         Idempotent and safe to run from several processes at once. An existing table is taken as it
-        is (its keys and index are not checked). TTL on `expires_at` is enabled unless it already is;
-        an endpoint without TTL operations (dynalite) is tolerated and logged.
+        is; if it lacks an index this version needs (`by_status_v2`, `by_expiry`: a table created
+        before them), an error is logged naming them (create them with UpdateTable, see
+        docs/deploying.md). TTL on `expires_at` is enabled unless it already is; an endpoint without
+        TTL operations (dynalite) is tolerated and logged.
 
         Raises:
             TimeoutError: The table did not become ACTIVE within `TABLE_ACTIVE_TIMEOUT_S` seconds.
             pynamodb.exceptions.TableError: DynamoDB refused to create the table or to enable TTL.
         """
         try:
-            status = self._connection.describe_table().get("TableStatus")
+            described = self._connection.describe_table()
+            status = described.get("TableStatus")
+            indexes = {index["IndexName"] for index in described.get("GlobalSecondaryIndexes", [])}
+            missing = [name for name in (STATUS_INDEX, EXPIRY_INDEX) if name not in indexes]
+            if missing:
+                log.error(
+                    "table %s lacks the index(es) %s: listing and retention will fail until they are created "
+                    "(docs/deploying.md, upgrading the table)",
+                    self.table_name,
+                    ", ".join(missing),
+                )
         except TableDoesNotExist:
             status = None
             try:
@@ -291,7 +357,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             ItemTooLarge: The record (its input entry, mostly) does not fit in a 400 KB item.
         """
         model = self._invocations
-        item = invocation_item(model, invocation)
+        item = invocation_item(model, invocation, self.shards)
         invocation_id = invocation.invocation_id
         too_large = (  # no invocation id: the invocation was never created
             f"the request ({len(invocation.input_entry)} bytes of input) does not fit in one DynamoDB item "
@@ -388,8 +454,9 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         """Take the lease: one conditional UpdateItem that bumps the epoch and marks the invocation running.
 
         Sets `epoch = epoch + 1`, `lease_until_ms`, `status = "running"`, `modified_at_ms = now_ms` (and
-        the GSI keys), if the invocation exists, its lease expired (`lease_until_ms < now_ms`; a free
-        lease is 0) and its status is one of `runnable`.
+        the status index key: a lease renewal leaves the index untouched), if the invocation exists,
+        its lease expired (`lease_until_ms < now_ms`; a free lease is 0) and its status is one of
+        `runnable`.
 
         Args:
             invocation_id: The invocation to lease.
@@ -414,8 +481,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             model.lease_until_ms.set(lease_until_ms),
             model.status.set(RUNNING),
             model.modified_at_ms.set(now_ms),
-            model.status_pk.set(status_pk(RUNNING)),
-            model.status_sk.set(status_sk(now_ms, invocation_id)),
+            model.status_key.set(status_pk(RUNNING, shard_of(invocation_id, self.shards))),
         ]
         # `_item_exists` is implied by the other two (a comparison with a missing attribute is false); it
         # stays so the condition says what it means, and no test can tell it apart.
@@ -433,8 +499,9 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         """Set fields of the invocation record, if its epoch is still `epoch`: one conditional UpdateItem.
 
         A value of None removes the attribute (it then reads back as the field's default); so does
-        `expires_at_s=0`. A change of `status` or `modified_at_ms` also moves the invocation in the
-        `by_status` index. Nothing is returned, so the (possibly large) item is not sent back, unless
+        `expires_at_s=0`. A change of `status` also moves the invocation in the status index, one of
+        `journal_expires_at_ms` or `expires_at_s` in `by_expiry` (see `invocation_update_actions`).
+        Nothing is returned, so the (possibly large) item is not sent back, unless
         `returning` asks for the record after the update (DynamoDB's ALL_NEW, in the same request).
 
         Args:
@@ -459,7 +526,9 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         if not changes:
             raise ValueError(f"update_invocation({invocation_id!r}) needs at least one field to change")
         model = self._invocations
-        actions = invocation_update_actions(model, invocation_id, changes, caller="update_invocation")
+        actions = invocation_update_actions(
+            model, invocation_id, changes, shards=self.shards, caller="update_invocation"
+        )
         condition = epoch_is(model, epoch)
         held = f"epoch {epoch}"
         if doorbell is not None:
@@ -511,7 +580,9 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         model = self._invocations
         actions: list[Action] = [
             model.epoch.set(model.epoch + 1),
-            *invocation_update_actions(model, invocation_id, changes, caller="update_unless_completed"),
+            *invocation_update_actions(
+                model, invocation_id, changes, shards=self.shards, caller="update_unless_completed"
+            ),
         ]
         item = model(invocation_pk(invocation_id), META_SK)
         conflict = f"invocation {invocation_id} has completed or does not exist"
@@ -560,7 +631,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
     def ring(self, invocation_id: str) -> None:
         """Add 1 to the invocation's `doorbell` (a missing one counts from 0): one conditional UpdateItem.
 
-        Only the doorbell changes: not `modified_at_ms`, not the `by_status` keys, not the epoch.
+        Only the doorbell changes: not `modified_at_ms`, not the index keys, not the epoch.
 
         Raises:
             StoreConflict: The invocation does not exist; nothing was written.
@@ -575,13 +646,19 @@ class DynamoDBStore(KeyedStore, RegistryStore):
     # --- timers ----------------------------------------------------------------------------------
 
     def put_timer(self, due_ms: int, invocation_id: str) -> None:
-        """Store the timer `TIMER` / `{due_ms:013d}#{invocation_id}`; storing it again changes nothing.
+        """Store the timer `TIMER#{shard}` / `{due_ms:013d}#{invocation_id}`; storing it again changes nothing.
+
+        The shard is the invocation's (`shard_of`), so an invocation's timers share a partition and
+        timers of many invocations spread over `shards` partitions.
 
         Raises:
             ValueError: `due_ms` is negative or has more than 13 digits.
         """
         self._timers(
-            TIMERS_PK, timer_sk(_checked_due(due_ms), invocation_id), due_ms=due_ms, invocation_id=invocation_id
+            timers_pk(shard_of(invocation_id, self.shards)),
+            timer_sk(_checked_due(due_ms), invocation_id),
+            due_ms=due_ms,
+            invocation_id=invocation_id,
         ).save()
 
     def delete_timer(self, due_ms: int, invocation_id: str) -> None:
@@ -590,13 +667,15 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         Raises:
             ValueError: `due_ms` is negative or has more than 13 digits.
         """
-        self._timers(TIMERS_PK, timer_sk(_checked_due(due_ms), invocation_id)).delete()
+        self._timers(
+            timers_pk(shard_of(invocation_id, self.shards)), timer_sk(_checked_due(due_ms), invocation_id)
+        ).delete()
 
     def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
-        """Timers due at or before `until_ms`, earliest first (then by invocation id).
+        """Timers due at or before `until_ms`, earliest first (then by invocation id), from every shard.
 
-        One strongly consistent query of the `TIMER` partition, `SK <= "{until_ms:013d}~"`, paged
-        until `limit` timers are found or none are left.
+        One strongly consistent query per shard (`TIMER#{shard}`, `SK <= "{until_ms:013d}~"`, paged
+        until `limit` timers are found or none are left), merged earliest first.
 
         Args:
             until_ms: The latest due time to include, ms since the epoch.
@@ -609,8 +688,76 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             return []
         model = self._timers
         until = timers_due_until(min(until_ms, MAX_DUE_MS))
-        items = model.query(TIMERS_PK, model.sk <= until, consistent_read=True, limit=limit)
-        return [(item.due_ms, item.invocation_id) for item in items]
+
+        def shard(number: int) -> list[tuple[int, str]]:
+            items = model.query(timers_pk(number), model.sk <= until, consistent_read=True, limit=limit)
+            return [(item.due_ms, item.invocation_id) for item in items]
+
+        return list(islice(heapq.merge(*self._each_shard(shard)), limit))
+
+    # --- retention -------------------------------------------------------------------------------
+
+    def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
+        """Completed invocations whose journal or record retention ended at or before `until_ms`, earliest first.
+
+        One query per shard of the sparse index `by_expiry` (`EXPIRY#{shard}`, range key
+        `{due_ms:013d}#{id}` <= `until_ms`; only completed invocations with a retention are in it),
+        paged until `limit` entries, merged earliest first. Eventually consistent: an entry may be
+        a moment stale, so what acts on it is conditional (`remove_journal`).
+
+        Args:
+            until_ms: The latest end of retention to include, ms since the epoch.
+            limit: At most this many; 0 or less returns [] without a request.
+        """
+        if limit <= 0 or until_ms < 0:
+            return []
+        model = self._invocations
+        until = timers_due_until(min(until_ms, MAX_DUE_MS))
+
+        def shard(number: int) -> list[InvocationItem]:
+            return list(model.by_expiry.query(expiry_pk(number), model.expiry_order <= until, limit=limit))
+
+        merged = heapq.merge(*self._each_shard(shard), key=lambda item: item.expiry_order)
+        return [retention_due(item) for item in islice(merged, limit)]
+
+    def remove_journal(self, due: RetentionDue) -> bool:
+        """Remove a completed invocation's journal batches and notifications once its journal retention ended.
+
+        First one conditional UpdateItem on `META`: if the invocation is completed and its
+        `journal_expires_at_ms` is still `due.journal_expires_at_ms`, remove that field and move the
+        invocation in `by_expiry` to the end of its record's retention (`due.expires_at_s`; out of
+        the index if 0). Then the deletes (`delete_journal`). A crash between the two leaves the
+        journal items for the record's removal, which deletes the whole partition.
+
+        Returns:
+            True if the journal was removed; False if the condition failed (the invocation is gone,
+            was replaced under the same id, or its journal was removed already): nothing was written.
+        """
+        model = self._invocations
+        invocation_id = due.invocation_id
+        record_due_ms = due.expires_at_s * 1000
+        actions: list[Action] = [model.journal_expires_at_ms.remove()]
+        if record_due_ms:
+            shard = shard_of(invocation_id, self.shards)
+            actions += [
+                model.expiry_key.set(expiry_pk(shard)),
+                model.expiry_order.set(expiry_sk(record_due_ms, invocation_id)),
+            ]
+        else:
+            actions += [model.expiry_key.remove(), model.expiry_order.remove()]
+        conflict = f"invocation {invocation_id}: its journal retention is not {due.journal_expires_at_ms}"
+        try:
+            with translated_write(conflict=conflict, too_large=conflict):
+                self._connection.update_item(
+                    invocation_pk(invocation_id),
+                    META_SK,
+                    actions=actions,
+                    condition=journal_retention_is(model, due.journal_expires_at_ms),
+                )
+        except StoreConflict:
+            return False
+        self._delete_partition(invocation_id, keep_record=True)
+        return True
 
     def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
         """Store a journal batch at `INV#id` / `J#{start_index:010d}`, if that index is still free.
@@ -650,13 +797,14 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         before: tuple[int, str] | None = None,
         completion: str | None = None,
     ) -> list[InvocationRecord]:
-        """Invocations, newest `modified_at_ms` first, optionally filtered; a page of them.
+        """Invocations, newest `created_at_ms` first, optionally filtered; a page of them.
 
-        One query of the `by_status` index per status (`statuses`, or every status), newest first,
-        filtered by `service`, `handler` and `key`, each stopping at `limit` matches, merged here:
-        at most a page of records per status is read, never the whole table. A filter by service
-        or key still reads (and pays for) the index entries it skips; a GSI by service would avoid
-        that. Eventually consistent.
+        One query of the status index per status (`statuses`, or every status) and shard, newest
+        first, filtered by `service`, `handler`, `key` and `completion` (projected into the index),
+        each stopping at `limit` matches; merged newest first, cut at `limit`, and the page's records
+        read with BatchGetItem (100 keys a request, eventually consistent). A record whose status has
+        moved out of `statuses` since the index was read is left out. A filter by service or key
+        still reads (and pays for) the index entries it skips. Eventually consistent.
 
         Args:
             statuses: Statuses to include, or None for all.
@@ -664,13 +812,13 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             limit: At most this many records; 0 or less returns [].
             handler: Only invocations of this handler.
             key: Only invocations of this object key or workflow id.
-            before: `(modified_at_ms, invocation_id)` of the last record of the previous page: only
+            before: `(created_at_ms, invocation_id)` of the last record of the previous page: only
                 older ones.
             completion: Only completed invocations that ended so (`succeeded`, `failed`,
                 `cancelled`, `killed`; stored by the completing write).
 
         Returns:
-            At most `limit` records, ordered by `modified_at_ms` then invocation id, newest first.
+            At most `limit` records, ordered by `created_at_ms` then invocation id, newest first.
         """
         if limit <= 0:
             return []
@@ -688,17 +836,30 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         wanted = None
         for condition in conditions:
             wanted = condition if wanted is None else wanted & condition
-        found: list[InvocationItem] = []
-        older = None if before is None else model.status_sk < status_sk(*before)
-        for status in dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses):
-            found.extend(
-                model.by_status.query(
-                    status_pk(status),
-                    range_key_condition=older,
-                    filter_condition=wanted,
-                    scan_index_forward=False,
-                    limit=limit,
+        older = None if before is None else model.status_order < status_sk(*before)
+        wanted_statuses = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
+
+        def shard(number: int) -> list[list[InvocationItem]]:
+            return [
+                list(
+                    model.by_status.query(
+                        status_pk(status, number),
+                        range_key_condition=older,
+                        filter_condition=wanted,
+                        scan_index_forward=False,
+                        limit=limit,
+                    )
                 )
-            )
-        found.sort(key=lambda item: (item.modified_at_ms, item.invocation_id), reverse=True)
-        return [invocation_record(item) for item in found[:limit]]
+                for status in wanted_statuses
+            ]
+
+        pages = [page for by_status in self._each_shard(shard) for page in by_status]
+        newest = islice(heapq.merge(*pages, key=lambda item: item.status_order, reverse=True), limit)
+        ids = list(dict.fromkeys(item.invocation_id for item in newest))
+        found: dict[str, InvocationRecord] = {}
+        for start in range(0, len(ids), _BATCH_GET_KEYS):
+            keys = [(invocation_pk(i), META_SK) for i in ids[start : start + _BATCH_GET_KEYS]]
+            for item in model.batch_get(keys):
+                record = invocation_record(item)
+                found[record.invocation_id] = record
+        return [found[i] for i in ids if i in found and found[i].status in wanted_statuses]

@@ -103,7 +103,8 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             return _built
         env = os.environ if environ is None else environ
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
-        store = DynamoDBStore(_required(env, "TORPOR_TABLE"), region=region)
+        settings = Settings.load(env)
+        store = DynamoDBStore(_required(env, "TORPOR_TABLE"), region=region, shards=settings.store_shards)
         sqs = boto3.client("sqs", region_name=region)
         role = env.get("TORPOR_SCHEDULER_ROLE_ARN")
         clock = SystemClock()  # one clock for the core and the scheduler (tests move it)
@@ -117,7 +118,6 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
             clock=clock,
         )
-        settings = Settings.load(env)
         settings = replace(settings, call_wait_ms=min(settings.call_wait_ms, INGRESS_CALL_WAIT_MS))
 
         def lambda_invoker() -> Invoker:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import types
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
@@ -21,7 +22,7 @@ from pynamodb.constants import NUMBER
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.indexes import GlobalSecondaryIndex, IncludeProjection
 from pynamodb.models import Model
 
 from control_plane.ports import (
@@ -31,19 +32,27 @@ from control_plane.ports import (
     ItemTooLarge,
     JournalBatch,
     PromiseRecord,
+    RetentionDue,
     ServiceRecord,
     StoreConflict,
     StoredNotification,
 )
 
-STATUS_INDEX = "by_status"
+STATUS_INDEX = "by_status_v2"
+EXPIRY_INDEX = "by_expiry"
 TTL_ATTRIBUTE = "expires_at"
+RETAINED_ATTRIBUTE = "retained_until"
+TTL_GRACE_S = 24 * 3600
+"""How long after its retention ends (`retained_until`) DynamoDB's TTL may delete an invocation record
+(`expires_at`): the sweep removes the journal and the record first; TTL is the backstop."""
+DEFAULT_SHARDS = 16
+"""Timer partitions and status index keys per status (`Settings.store_shards`); may only grow."""
 META_SK = "META"
 BATCH_PREFIX = "J#"
 NOTIFICATION_PREFIX = "N#"
 DEPLOYMENTS_PK = "DEP"
 SERVICES_PK = "SVC"
-TIMERS_PK = "TIMER"
+TIMERS_PREFIX = "TIMER#"
 STATE_PREFIX = "S#"
 INBOX_PREFIX = "Q#"
 PROMISE_PREFIX = "P#"
@@ -73,8 +82,22 @@ def notification_sk(key: str) -> str:
     return f"{NOTIFICATION_PREFIX}{key}"
 
 
+def shard_of(invocation_id: str, shards: int) -> int:
+    """The shard (0 .. shards-1) of an invocation's timers and index entries: crc32 of its id, mod `shards`.
+
+    Stable across processes and versions. Growing `shards` moves new items only; shards above a
+    smaller count would no longer be read, so the count may only grow.
+    """
+    return zlib.crc32(invocation_id.encode()) % shards
+
+
+def timers_pk(shard: int) -> str:
+    """The partition of the timers of shard `shard`: `TIMER#{shard}`."""
+    return f"{TIMERS_PREFIX}{shard}"
+
+
 def timer_sk(due_ms: int, invocation_id: str) -> str:
-    """The sort key of a timer in the `TIMER` partition: due time first, so a range query finds due ones."""
+    """The sort key of a timer in its `TIMER#{shard}` partition: due time first, so a range query finds due ones."""
     return f"{due_ms:013d}#{invocation_id}"
 
 
@@ -93,14 +116,24 @@ def service_sk(name: str) -> str:
     return f"SVC#{name}"
 
 
-def status_pk(status: str) -> str:
-    """The `by_status` hash key of an invocation with `status`."""
-    return f"STATUS#{status}"
+def status_pk(status: str, shard: int) -> str:
+    """The status index's hash key of an invocation with `status` in shard `shard`: `STATUS#{status}#{shard}`."""
+    return f"STATUS#{status}#{shard}"
 
 
-def status_sk(modified_at_ms: int, invocation_id: str) -> str:
-    """The `by_status` range key: ordered by `modified_at_ms`, then id."""
-    return f"{modified_at_ms:013d}#{invocation_id}"
+def status_sk(created_at_ms: int, invocation_id: str) -> str:
+    """The status index's range key: ordered by `created_at_ms`, then id (never moves after creation)."""
+    return f"{created_at_ms:013d}#{invocation_id}"
+
+
+def expiry_pk(shard: int) -> str:
+    """The `by_expiry` hash key of a completed invocation in shard `shard`: `EXPIRY#{shard}`."""
+    return f"EXPIRY#{shard}"
+
+
+def expiry_sk(due_ms: int, invocation_id: str) -> str:
+    """The `by_expiry` range key: when the next part of the invocation's retention ends (ms), then id."""
+    return f"{due_ms:013d}#{invocation_id}"
 
 
 def _digest(data: bytes) -> str:
@@ -142,22 +175,33 @@ def waiter_sk(name: str, invocation_id: str) -> str:
     return f"{waiters_prefix(name)}{invocation_id}"
 
 
+STATUS_INDEX_ATTRIBUTES = ("invocation_id", "service", "handler", "key", "status", "completion", "created_at_ms")
+"""What the status index projects: what `list_invocations` filters on and orders by, nothing that a
+lease or a step changes (so only a status change writes the index)."""
+EXPIRY_INDEX_ATTRIBUTES = ("invocation_id", "journal_expires_at_ms", RETAINED_ATTRIBUTE)
+"""What `by_expiry` projects: what the sweep needs to find what is due and remove a journal unread."""
+
+
 def table_schema(table_name: str) -> dict[str, Any]:
-    """The table's keys and index, as DescribeTable names them (what pynamodb's `MetaTable` reads)."""
+    """The table's keys and indexes, as DescribeTable names them (what pynamodb's `MetaTable` reads)."""
+    keys = ("PK", "SK", "status_key", "status_order", "expiry_key", "expiry_order")
     return {
         "TableName": table_name,
         "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-        "AttributeDefinitions": [
-            {"AttributeName": name, "AttributeType": "S"} for name in ("PK", "SK", "status_pk", "status_sk")
-        ],
+        "AttributeDefinitions": [{"AttributeName": name, "AttributeType": "S"} for name in keys],
         "GlobalSecondaryIndexes": [
             {
-                "IndexName": STATUS_INDEX,
+                "IndexName": index,
                 "KeySchema": [
-                    {"AttributeName": "status_pk", "KeyType": "HASH"},
-                    {"AttributeName": "status_sk", "KeyType": "RANGE"},
+                    {"AttributeName": hash_key, "KeyType": "HASH"},
+                    {"AttributeName": range_key, "KeyType": "RANGE"},
                 ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(projected)},
             }
+            for index, hash_key, range_key, projected in (
+                (STATUS_INDEX, "status_key", "status_order", STATUS_INDEX_ATTRIBUTES),
+                (EXPIRY_INDEX, "expiry_key", "expiry_order", EXPIRY_INDEX_ATTRIBUTES),
+            )
         ],
     }
 
@@ -178,14 +222,25 @@ class IntAttribute(Attribute[int]):
 
 
 class _StatusIndex(GlobalSecondaryIndex["InvocationItem"]):  # type: ignore[no-untyped-call]
-    """`by_status`: invocations of one status, ordered by `modified_at_ms` then id."""
+    """`by_status_v2`: invocations of one status and shard, ordered by `created_at_ms` then id."""
 
     class Meta:
         index_name = STATUS_INDEX
-        projection = AllProjection()
+        projection = IncludeProjection(list(STATUS_INDEX_ATTRIBUTES))
 
-    status_pk = UnicodeAttribute(hash_key=True)
-    status_sk = UnicodeAttribute(range_key=True)
+    status_key = UnicodeAttribute(hash_key=True)
+    status_order = UnicodeAttribute(range_key=True)
+
+
+class _ExpiryIndex(GlobalSecondaryIndex["InvocationItem"]):  # type: ignore[no-untyped-call]
+    """`by_expiry` (sparse: completed invocations with a retention): ordered by when the next part is due."""
+
+    class Meta:
+        index_name = EXPIRY_INDEX
+        projection = IncludeProjection(list(EXPIRY_INDEX_ATTRIBUTES))
+
+    expiry_key = UnicodeAttribute(hash_key=True)
+    expiry_order = UnicodeAttribute(range_key=True)
 
 
 class Item(Model):
@@ -196,11 +251,15 @@ class Item(Model):
 
 
 class InvocationItem(Item):
-    """`INV#id` / `META`: one attribute per `InvocationRecord` field, plus the `by_status` keys."""
+    """`INV#id` / `META`: one attribute per `InvocationRecord` field, the index keys, and the TTL."""
 
     by_status = _StatusIndex()
-    status_pk = UnicodeAttribute()
-    status_sk = UnicodeAttribute()
+    status_key = UnicodeAttribute()
+    status_order = UnicodeAttribute()
+    by_expiry = _ExpiryIndex()
+    expiry_key = UnicodeAttribute(null=True)
+    expiry_order = UnicodeAttribute(null=True)
+    ttl_s = IntAttribute(null=True, attr_name=TTL_ATTRIBUTE)  # retained_until + TTL_GRACE_S
 
     invocation_id = UnicodeAttribute()
     service = UnicodeAttribute()
@@ -226,7 +285,7 @@ class InvocationItem(Item):
     output = BinaryAttribute(legacy_encoding=False, null=True)
     failure = JSONAttribute(null=True)
     completed_at_ms = IntAttribute(null=True)
-    expires_at_s = IntAttribute(null=True, attr_name=TTL_ATTRIBUTE)
+    expires_at_s = IntAttribute(null=True, attr_name=RETAINED_ATTRIBUTE)
     random_seed = IntAttribute(null=True)
     idempotency_key = UnicodeAttribute(null=True)
     output_content_type = UnicodeAttribute(null=True)
@@ -262,7 +321,7 @@ class NotificationItem(Item):
 
 
 class TimerItem(Item):
-    """`TIMER` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`."""
+    """`TIMER#{shard}` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`."""
 
     due_ms = IntAttribute()
     invocation_id = UnicodeAttribute()
@@ -375,22 +434,48 @@ def _stored(name: str, value: object) -> object:
     return value
 
 
-def invocation_item(model: type[InvocationItem], record: InvocationRecord) -> InvocationItem:
-    """The `META` item of `record`, with its `by_status` keys."""
+def invocation_item(model: type[InvocationItem], record: InvocationRecord, shards: int) -> InvocationItem:
+    """The `META` item of `record`, with its index keys (`shards`: see `shard_of`) and its TTL."""
     item = model(invocation_pk(record.invocation_id), META_SK)
     for name in INVOCATION_FIELDS:
         setattr(item, name, _stored(name, getattr(record, name)))
-    item.status_pk = status_pk(record.status)
-    item.status_sk = status_sk(record.modified_at_ms, record.invocation_id)
+    shard = shard_of(record.invocation_id, shards)
+    item.status_key = status_pk(record.status, shard)
+    item.status_order = status_sk(record.created_at_ms, record.invocation_id)
+    item.ttl_s = record.expires_at_s + TTL_GRACE_S if record.expires_at_s else None
+    due_ms = _retention_due_ms(record.journal_expires_at_ms, record.expires_at_s)
+    if due_ms and record.status == COMPLETED:
+        item.expiry_key = expiry_pk(shard)
+        item.expiry_order = expiry_sk(due_ms, record.invocation_id)
     return item
 
 
+def _retention_due_ms(journal_expires_at_ms: int | None, expires_at_s: int | None) -> int:
+    """When the next part of a completed invocation's retention ends: its journal's, else its record's; 0: never."""
+    return journal_expires_at_ms or 1000 * (expires_at_s or 0)
+
+
 def invocation_record(item: InvocationItem) -> InvocationRecord:
-    """The record a `META` item holds; an absent attribute reads as the field's default."""
+    """The record a `META` item holds; an absent attribute reads as the field's default.
+
+    An item written before `retained_until` existed keeps its retention end in the TTL attribute.
+    """
     present = {name: getattr(item, name) for name in INVOCATION_FIELDS}
     if present["callers"] is not None:
         present["callers"] = frozenset(present["callers"])
+    if present["expires_at_s"] is None:
+        present["expires_at_s"] = item.ttl_s
     return InvocationRecord(**{name: value for name, value in present.items() if value is not None})
+
+
+def retention_due(item: InvocationItem) -> RetentionDue:
+    """What a `by_expiry` entry says about a completed invocation's retention."""
+    return RetentionDue(
+        invocation_id=item.invocation_id,
+        due_ms=int(item.expiry_order.partition("#")[0]) if item.expiry_order else 0,
+        journal_expires_at_ms=item.journal_expires_at_ms or 0,
+        expires_at_s=item.expires_at_s or 0,
+    )
 
 
 def batch_record(item: BatchItem) -> JournalBatch:
@@ -444,17 +529,21 @@ def promise_record(item: PromiseItem) -> PromiseRecord:
 
 
 def invocation_update_actions(
-    model: type[InvocationItem], invocation_id: str, changes: Mapping[str, object], *, caller: str
+    model: type[InvocationItem], invocation_id: str, changes: Mapping[str, object], *, shards: int, caller: str
 ) -> list[Action]:
-    """SET/REMOVE actions for `changes` to an invocation, plus the `by_status` keys they move.
+    """SET/REMOVE actions for `changes` to an invocation, plus the index keys and TTL they move.
 
     A value of None removes the attribute (it then reads back as the field's default); so does
-    `expires_at_s=0`. A change of `status` or `modified_at_ms` also rewrites the matching GSI key.
+    `expires_at_s=0`. A change of `status` moves the status index key (its range key, the creation
+    time, never moves); a change of `expires_at_s` moves the TTL (`TTL_GRACE_S` later); a change of
+    `journal_expires_at_ms` or `expires_at_s` (the completing write sets both) puts the invocation
+    in `by_expiry` at the earlier of the two that is set, or takes it out.
 
     Args:
         model: The store's bound `InvocationItem`.
-        invocation_id: The invocation (for the GSI range key).
+        invocation_id: The invocation (for the index keys).
         changes: New values, named as `InvocationRecord` fields; may be empty.
+        shards: The store's shard count (`shard_of`).
         caller: The store method, for error messages.
 
     Raises:
@@ -472,10 +561,23 @@ def invocation_update_actions(
         attribute = getattr(model, name)
         stored = _stored(name, value)
         actions.append(attribute.remove() if stored is None else attribute.set(stored))
+    shard = shard_of(invocation_id, shards)
     if "status" in changes:
-        actions.append(model.status_pk.set(status_pk(cast("str", changes["status"]))))
-    if "modified_at_ms" in changes:
-        actions.append(model.status_sk.set(status_sk(cast("int", changes["modified_at_ms"]), invocation_id)))
+        actions.append(model.status_key.set(status_pk(cast("str", changes["status"]), shard)))
+    if "expires_at_s" in changes:
+        expires_at_s = cast("int | None", changes["expires_at_s"])
+        actions.append(model.ttl_s.set(expires_at_s + TTL_GRACE_S) if expires_at_s else model.ttl_s.remove())
+    if "journal_expires_at_ms" in changes or "expires_at_s" in changes:
+        due_ms = _retention_due_ms(
+            cast("int | None", changes.get("journal_expires_at_ms")), cast("int | None", changes.get("expires_at_s"))
+        )
+        if due_ms:
+            actions += [
+                model.expiry_key.set(expiry_pk(shard)),
+                model.expiry_order.set(expiry_sk(due_ms, invocation_id)),
+            ]
+        else:
+            actions += [model.expiry_key.remove(), model.expiry_order.remove()]
     return actions
 
 
@@ -535,6 +637,11 @@ def status_in(model: type[InvocationItem], statuses: Iterable[str]) -> Condition
 def not_completed(model: type[InvocationItem]) -> Condition:
     """The invocation has not completed."""
     return model.status != COMPLETED
+
+
+def journal_retention_is(model: type[InvocationItem], journal_expires_at_ms: int) -> Condition:
+    """The invocation completed and its journal is still to be removed at `journal_expires_at_ms`."""
+    return (model.status == COMPLETED) & (model.journal_expires_at_ms == journal_expires_at_ms)
 
 
 def epoch_is(model: type[InvocationItem], epoch: int) -> Condition:

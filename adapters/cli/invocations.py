@@ -60,7 +60,7 @@ def list_invocations(
     limit: int | None,
     page_token: str | None,
 ) -> None:
-    """List invocations, newest first."""
+    """List invocations, newest first by creation time."""
     filters = (
         ("status", status),
         ("service", service),

@@ -297,8 +297,26 @@ class DevServer:
             if not _has_aws_credentials():  # a local endpoint (moto, dynalite) takes any key
                 log.info("no AWS credentials configured: using dummy ones for %s", self._dynamodb_endpoint)
                 credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-        self._store = DynamoDBStore(self.table, region=self.region, endpoint_url=self._dynamodb_endpoint, **credentials)
+        self._store = DynamoDBStore(
+            self.table,
+            region=self.region,
+            endpoint_url=self._dynamodb_endpoint,
+            shards=self._store_shards(),
+            **credentials,
+        )
         self._store.ensure_schema()
+
+    def _store_shards(self) -> int:
+        """`Settings.store_shards`, except on the embedded moto unless it was set: 1 there.
+
+        The embedded table lives and dies with this process, so nothing else reads it with another
+        count; it has no partitions to spread writes over, and moto reads the whole table for each
+        index query, so each shard would cost a full read of it per listing.
+        """
+        chosen = "store_shards" in self.settings.sources or self.settings.store_shards != Settings().store_shards
+        if self._external_endpoint is None and not chosen:
+            return 1
+        return self.settings.store_shards
 
     def _start_control_plane(self) -> None:
         self._invoker = RoutingInvoker(

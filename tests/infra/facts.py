@@ -1,7 +1,7 @@
 """Read the same facts out of `template.yaml` (SAM) and the CDK-synthesized template.
 
 The two templates name their resources differently (`Table` vs `ControlPlaneTable1210433C`) and
-spell references differently (`!Sub "${Table.Arn}/index/by_status"` vs a `Fn::Join`). `Facts`
+spell references differently (`!Sub "${Table.Arn}/index/by_status_v2"` vs a `Fn::Join`). `Facts`
 gives each resource a canonical name found from what it is (the one table; the queue with a redrive
 policy; the function whose handler is `...ingress_handler`, its role and its log group; ...) and
 renders every reference as a string over those names, e.g.

@@ -14,6 +14,7 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match, Template
 
+from adapters.aws.store_items import table_schema
 from infra.constructs import HANDLERS, RegisteredHandler, TorporControlPlane
 
 INLINE = lambda_.Code.from_inline("def handler(event, context):\n    return None\n")
@@ -42,16 +43,7 @@ def test_table(cdk_assertions: Template) -> None:
             "Properties": {
                 "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
                 "BillingMode": "PAY_PER_REQUEST",
-                "GlobalSecondaryIndexes": [
-                    {
-                        "IndexName": "by_status",
-                        "KeySchema": [
-                            {"AttributeName": "status_pk", "KeyType": "HASH"},
-                            {"AttributeName": "status_sk", "KeyType": "RANGE"},
-                        ],
-                        "Projection": {"ProjectionType": "ALL"},
-                    }
-                ],
+                "GlobalSecondaryIndexes": table_schema("any")["GlobalSecondaryIndexes"],
                 "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True},
                 "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
             },

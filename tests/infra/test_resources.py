@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from adapters.aws.store_items import STATUS_INDEX, TTL_ATTRIBUTE, table_schema
+from adapters.aws.store_items import TTL_ATTRIBUTE, table_schema
 from tests.infra.facts import Facts
 
 CONTROL_PLANE = {
@@ -42,12 +42,13 @@ ARN_PREFIX = "arn:${AWS::Partition}"
 REGION_ACCOUNT = "${AWS::Region}:${AWS::AccountId}"
 HANDLER_FUNCTIONS = f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:torpor-handler-*"
 SCHEDULES = f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/*"
-TABLE_RESOURCES = ("${Table.Arn}", "${Table.Arn}/index/by_status")
+TABLE_RESOURCES = ("${Table.Arn}", "${Table.Arn}/index/by_status_v2", "${Table.Arn}/index/by_expiry")
 TABLE_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:DeleteItem",
+    "dynamodb:BatchGetItem",
     "dynamodb:BatchWriteItem",
     "dynamodb:Query",
     "dynamodb:Scan",
@@ -95,7 +96,7 @@ EXPECTED_PERMISSIONS = {
 
 
 def test_table_is_what_the_store_creates(facts: Facts) -> None:
-    """Keys, attribute types and the GSI match `store_items.table_schema` (what `ensure_schema` creates)."""
+    """Keys, attribute types and the GSIs match `store_items.table_schema` (what `ensure_schema` creates)."""
     (table_id,) = facts.of_type("AWS::DynamoDB::Table")
     props = facts.props(table_id)
     schema = table_schema("any")
@@ -103,11 +104,12 @@ def test_table_is_what_the_store_creates(facts: Facts) -> None:
     assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
         schema["AttributeDefinitions"], key=lambda a: a["AttributeName"]
     )
-    (index,) = props["GlobalSecondaryIndexes"]
-    (expected_index,) = schema["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == STATUS_INDEX == expected_index["IndexName"]
-    assert index["KeySchema"] == expected_index["KeySchema"]
-    assert index["Projection"] == {"ProjectionType": "ALL"}
+    indexes = {index["IndexName"]: index for index in props["GlobalSecondaryIndexes"]}
+    expected = {index["IndexName"]: index for index in schema["GlobalSecondaryIndexes"]}
+    assert sorted(indexes) == sorted(expected) == ["by_expiry", "by_status_v2"]
+    for name, index in indexes.items():
+        assert index["KeySchema"] == expected[name]["KeySchema"]
+        assert index["Projection"] == expected[name]["Projection"]
 
 
 def test_table_is_on_demand_with_ttl_and_point_in_time_recovery(facts: Facts) -> None:

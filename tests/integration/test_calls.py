@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 from click.testing import CliRunner
@@ -160,6 +161,26 @@ def test_journal_goes_after_its_retention_and_the_key_runs_again_after_the_idemp
         assert steps_of(effects_file, invocation) == ["work", "work"]
     finally:
         httpx.patch(f"{dev.admin_url}/services/Chain", json={"journal_retention": None, "idempotency_retention": None})
+
+
+def test_a_completed_call_writes_no_timer_its_retention_is_found_by_the_sweep(dev: DevServer) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/Chain/work", json=0, timeout=30)
+    assert reply.status_code == 200
+    invocation = reply.headers["x-restate-id"]
+    assert dev.store.shards == 16  # an external table: the setting's count
+
+    client = boto3.client("dynamodb", region_name=dev.store.region, endpoint_url=dev.store.endpoint_url)
+    items = [
+        item
+        for page in client.get_paginator("scan").paginate(TableName=dev.store.table_name)
+        for item in page["Items"]
+        if item["PK"]["S"].startswith("TIMER")
+    ]
+    assert [item for item in items if item.get("invocation_id", {}).get("S") == invocation] == []
+    record = dev.store.get_invocation(invocation)
+    assert record is not None
+    assert record.journal_expires_at_ms > 0
+    assert invocation in [due.invocation_id for due in dev.store.due_retention(record.journal_expires_at_ms, 10_000)]
 
 
 def test_an_expired_idempotency_key_runs_anew_even_before_the_sweep(dev: DevServer, effects_file: Path) -> None:

@@ -36,6 +36,7 @@ def test_start_exposes_urls_and_embedded_moto(dev: DevServer) -> None:
     assert dev.dynamodb_endpoint.startswith("http://127.0.0.1:")
     assert dev.control_plane.store is dev.store
     assert dev.store.list_deployments() == []
+    assert dev.store.shards == 1  # its table lives with the process: nothing to spread, nothing else reads it
 
 
 def test_admin_health_is_200(dev: DevServer, client: httpx.Client) -> None:

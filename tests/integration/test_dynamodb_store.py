@@ -14,15 +14,18 @@ import boto3
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore, ItemTooLarge
+from adapters.aws.store_items import TTL_GRACE_S, shard_of
 from control_plane.ports import (
     DeploymentRecord,
     InvocationRecord,
     JournalBatch,
     LoadedInvocation,
+    RetentionDue,
     ServiceRecord,
     StoreConflict,
     StoredNotification,
 )
+from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 
 RUNNABLE = ("ready", "running", "backing-off", "suspended")
 
@@ -118,15 +121,59 @@ def test_ensure_schema_twice_makes_one_table_with_keys_index_and_ttl(
     assert table["TableStatus"] == "ACTIVE"
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
     assert sorted((k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]) == [("PK", "HASH"), ("SK", "RANGE")]
-    [index] = table["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == "by_status"
-    assert sorted((k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]) == [
-        ("status_pk", "HASH"),
-        ("status_sk", "RANGE"),
-    ]
-    assert index["Projection"]["ProjectionType"] == "ALL"
+    indexes = {index["IndexName"]: index for index in table["GlobalSecondaryIndexes"]}
+    assert sorted(indexes) == ["by_expiry", "by_status_v2"]
+    for name, hash_key, range_key in (
+        ("by_status_v2", "status_key", "status_order"),
+        ("by_expiry", "expiry_key", "expiry_order"),
+    ):
+        index = indexes[name]
+        assert [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]] == [
+            (hash_key, "HASH"),
+            (range_key, "RANGE"),
+        ]
+        assert index["Projection"]["ProjectionType"] == "INCLUDE"
+    # the status index carries what a list filters on, never what a lease or a step moves
+    projected = set(indexes["by_status_v2"]["Projection"]["NonKeyAttributes"])
+    assert {"service", "handler", "key", "completion", "invocation_id", "created_at_ms"} <= projected
+    assert not projected & {"modified_at_ms", "lease_until_ms", "epoch", "doorbell", "requests", "output"}
     ttl = client.describe_time_to_live(TableName=store.table_name)["TimeToLiveDescription"]
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+
+
+def test_ensure_schema_names_the_indexes_a_table_of_an_earlier_version_lacks(
+    new_store: Callable[..., DynamoDBStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = new_store(create_table=False)
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    client.create_table(  # the keys alone, as an earlier version's table without the new indexes
+        TableName=store.table_name,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK")],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+    store.ensure_schema()
+
+    assert "lacks the index(es) by_status_v2, by_expiry" in caplog.text
+
+
+def test_one_shard_keeps_every_timer_in_one_partition(moto_endpoint: str) -> None:
+    store = DynamoDBStore(
+        unique_table_name(),
+        endpoint_url=moto_endpoint,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        shards=1,
+    )
+    store.ensure_schema()
+    for n in range(5):
+        store.put_timer(1_000 + n, f"inv_{n}")
+    before = store.request_count
+
+    assert store.due_timers(2_000) == [(1_000 + n, f"inv_{n}") for n in range(5)]
+    assert store.request_count - before == 1
+    assert partitions(store, "TIMER") == {"TIMER#0"}
 
 
 def test_two_stores_on_two_tables_do_not_see_each_other(new_store: Callable[..., DynamoDBStore]) -> None:
@@ -155,9 +202,12 @@ def test_item_layout_keys_gsi_keys_and_ttl_attribute(store: DynamoDBStore) -> No
     store.create_invocation(EVERY_FIELD)
 
     item = raw_item(store, "INV#inv_every", "META")
-    assert item["status_pk"] == {"S": "STATUS#backing-off"}
-    assert item["status_sk"] == {"S": "1700000000500#inv_every"}
-    assert item["expires_at"] == {"N": "1700086400"}
+    shard = shard_of("inv_every", store.shards)
+    assert item["status_key"] == {"S": f"STATUS#backing-off#{shard}"}
+    assert item["status_order"] == {"S": "1700000000000#inv_every"}  # created_at_ms: never moves
+    assert item["retained_until"] == {"N": "1700086400"}
+    assert item["expires_at"] == {"N": str(1_700_086_400 + TTL_GRACE_S)}  # the sweep removes it first
+    assert "expiry_key" not in item  # not completed: nothing to retire
     assert item["output"] == {"B": b"\x00binary\xff"}
     assert "expires_at_s" not in item
 
@@ -208,7 +258,11 @@ def test_acquire_lease_first_wins_second_conflicts_until_expiry(store: DynamoDBS
 
     second = store.acquire_lease("inv_1", now_ms=32_001, lease_until_ms=62_001, runnable=RUNNABLE)
     assert (second.epoch, second.lease_until_ms, second.modified_at_ms) == (2, 62_001, 32_001)
-    assert raw_item(store, "INV#inv_1", "META")["status_sk"] == {"S": "0000000032001#inv_1"}
+    item = raw_item(store, "INV#inv_1", "META")
+    assert (item["status_key"], item["status_order"]) == (
+        {"S": f"STATUS#running#{shard_of('inv_1', store.shards)}"},
+        {"S": "0000000001000#inv_1"},
+    )
 
 
 @pytest.mark.parametrize("status", ["completed", "paused"])
@@ -264,11 +318,18 @@ def test_update_with_the_current_epoch_sets_and_removes_fields(store: DynamoDBSt
     )
     assert store.get_invocation("inv_1") == expected
     item = raw_item(store, "INV#inv_1", "META")
-    assert (item["status_pk"], item["status_sk"]) == ({"S": "STATUS#completed"}, {"S": "0000000003000#inv_1"})
+    assert (item["status_key"], item["status_order"]) == (
+        {"S": f"STATUS#completed#{shard_of('inv_1', store.shards)}"},
+        {"S": "0000000001000#inv_1"},
+    )
     assert "waiting_on" not in item
 
+    assert item["expires_at"] == {"N": str(86_403 + TTL_GRACE_S)}
+    assert item["expiry_order"] == {"S": "0000086403000#inv_1"}
+
     store.update_invocation("inv_1", leased.epoch, expires_at_s=0)
-    assert "expires_at" not in raw_item(store, "INV#inv_1", "META")
+    item = raw_item(store, "INV#inv_1", "META")
+    assert [name for name in ("expires_at", "retained_until", "expiry_key", "expiry_order") if name in item] == []
 
 
 def test_update_with_a_stale_epoch_conflicts_and_changes_nothing(store: DynamoDBStore) -> None:
@@ -406,7 +467,10 @@ def test_update_unless_completed_bumps_the_epoch_so_the_holder_loses(store: Dyna
     assert forced == expected
     assert store.get_invocation("inv_1") == expected
     item = raw_item(store, "INV#inv_1", "META")
-    assert (item["status_pk"], item["status_sk"]) == ({"S": "STATUS#completed"}, {"S": "0000000003000#inv_1"})
+    assert (item["status_key"], item["status_order"]) == (
+        {"S": f"STATUS#completed#{shard_of('inv_1', store.shards)}"},
+        {"S": "0000000001000#inv_1"},
+    )
     with pytest.raises(StoreConflict, match="epoch 1 no longer holds"):
         store.update_invocation("inv_1", held.epoch, status="suspended", modified_at_ms=4_000)
     assert store.get_invocation("inv_1") == expected
@@ -578,10 +642,10 @@ def test_append_batch_rejects_a_negative_index(store: DynamoDBStore) -> None:
 
 
 def test_list_invocations_by_status_newest_first_and_by_service(store: DynamoDBStore) -> None:
-    store.create_invocation(invocation("inv_a", modified_at_ms=1_000))
-    store.create_invocation(invocation("inv_b", modified_at_ms=3_000, service="Counter"))
-    store.create_invocation(invocation("inv_c", modified_at_ms=2_000))
-    store.create_invocation(invocation("inv_d", modified_at_ms=5_000, status="completed"))
+    store.create_invocation(invocation("inv_a", created_at_ms=1_000, modified_at_ms=1_000))
+    store.create_invocation(invocation("inv_b", created_at_ms=3_000, modified_at_ms=3_000, service="Counter"))
+    store.create_invocation(invocation("inv_c", created_at_ms=2_000, modified_at_ms=2_000))
+    store.create_invocation(invocation("inv_d", created_at_ms=5_000, modified_at_ms=5_000, status="completed"))
     store.acquire_lease("inv_c", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # ready -> running
 
     def ids(records: list[InvocationRecord]) -> list[str]:
@@ -589,10 +653,11 @@ def test_list_invocations_by_status_newest_first_and_by_service(store: DynamoDBS
 
     assert ids(store.list_invocations(["ready"])) == ["inv_b", "inv_a"]  # inv_c left the ready index
     assert ids(store.list_invocations(["running"])) == ["inv_c"]
-    assert ids(store.list_invocations(["ready", "running", "completed"])) == ["inv_d", "inv_c", "inv_b", "inv_a"]
-    assert ids(store.list_invocations(["ready", "running", "completed"], limit=2)) == ["inv_d", "inv_c"]
+    # newest first by creation: the lease taken at 4_000 does not move inv_c ahead of inv_b
+    assert ids(store.list_invocations(["ready", "running", "completed"])) == ["inv_d", "inv_b", "inv_c", "inv_a"]
+    assert ids(store.list_invocations(["ready", "running", "completed"], limit=2)) == ["inv_d", "inv_b"]
     assert ids(store.list_invocations(["ready"], service="Greeter")) == ["inv_a"]
-    assert ids(store.list_invocations()) == ["inv_d", "inv_c", "inv_b", "inv_a"]  # the scan skips batches
+    assert ids(store.list_invocations()) == ["inv_d", "inv_b", "inv_c", "inv_a"]  # the scan skips batches
     assert ids(store.list_invocations(service="Counter")) == ["inv_b"]
     assert ids(store.list_invocations(limit=1)) == ["inv_d"]
     assert store.list_invocations(["paused"]) == []
@@ -618,7 +683,7 @@ def test_due_timers_returns_only_due_ones_in_order_and_respects_limit(store: Dyn
     before = store.request_count
 
     assert store.due_timers(5_000) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b")]
-    assert store.request_count - before == 1
+    assert store.request_count - before == store.shards  # one query per shard
     assert store.due_timers(5_000, limit=2) == [(1_000, "inv_a"), (5_000, "inv_a")]
     assert store.due_timers(999) == []
     assert store.due_timers(5_001) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b"), (5_001, "inv_c")]
@@ -633,8 +698,9 @@ def test_due_timers_returns_only_due_ones_in_order_and_respects_limit(store: Dyn
     assert store.due_timers(5_000, limit=0) == []
     assert store.due_timers(5_000, limit=-1) == []  # DynamoDB would refuse Limit=-1
     assert store.request_count == before
-    assert raw_item(store, "TIMER", "0000000005000#inv_b") == {
-        "PK": {"S": "TIMER"},
+    timers = f"TIMER#{shard_of('inv_b', store.shards)}"
+    assert raw_item(store, timers, "0000000005000#inv_b") == {
+        "PK": {"S": timers},
         "SK": {"S": "0000000005000#inv_b"},
         "due_ms": {"N": "5000"},
         "invocation_id": {"S": "inv_b"},
@@ -751,7 +817,7 @@ def test_request_count_counts_each_dynamodb_call(store: DynamoDBStore) -> None:
     store.due_timers(3_000)
     store.delete_timer(2_500, "inv_1")
 
-    assert store.request_count == start + 14
+    assert store.request_count == start + 13 + store.shards  # due_timers: one query per shard
 
 
 def test_ensure_schema_on_an_existing_table_costs_two_requests(store: DynamoDBStore) -> None:
@@ -818,9 +884,9 @@ def test_delete_keyed_removes_every_item_of_one_key_only(store: DynamoDBStore) -
 
 
 def test_listing_every_status_queries_the_index_and_never_scans_the_table(store: DynamoDBStore) -> None:
-    store.create_invocation(invocation("inv_a", status="ready", modified_at_ms=1_000))
-    store.create_invocation(invocation("inv_b", status="pending", modified_at_ms=2_000))
-    store.create_invocation(invocation("inv_c", status="completed", modified_at_ms=3_000))
+    store.create_invocation(invocation("inv_a", status="ready", created_at_ms=1_000))
+    store.create_invocation(invocation("inv_b", status="pending", created_at_ms=2_000))
+    store.create_invocation(invocation("inv_c", status="completed", created_at_ms=3_000))
     before = store.request_counts
     listed = store.list_invocations(None, None, 2)
     assert [r.invocation_id for r in listed] == ["inv_c", "inv_b"]
@@ -828,3 +894,237 @@ def test_listing_every_status_queries_the_index_and_never_scans_the_table(store:
     after = store.request_counts
     assert after.get("Scan", 0) == before.get("Scan", 0)
     assert after["Query"] > before.get("Query", 0)
+
+
+# --- shards: timers and the status index ----------------------------------------------------------
+
+
+def ids_in_distinct_shards(store: DynamoDBStore, count: int) -> list[str]:
+    """`count` invocation ids, each in a shard of its own (so a test spans shards for sure)."""
+    found: dict[int, str] = {}
+    n = 0
+    while len(found) < count:
+        found.setdefault(shard_of(f"inv_s{n}", store.shards), f"inv_s{n}")
+        n += 1
+    return list(found.values())
+
+
+def partitions(store: DynamoDBStore, prefix: str) -> set[str]:
+    """The partition keys of the table starting with `prefix` (a plain boto3 scan: an independent witness)."""
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    found: set[str] = set()
+    for page in client.get_paginator("scan").paginate(TableName=store.table_name, ProjectionExpression="PK"):
+        found |= {item["PK"]["S"] for item in page["Items"] if item["PK"]["S"].startswith(prefix)}
+    return found
+
+
+def test_timers_spread_over_shards_and_due_timers_merges_them_earliest_first(store: DynamoDBStore) -> None:
+    a, b, c, d = ids_in_distinct_shards(store, 4)
+    # interleaved due times, so that no shard's answer alone is in order with the others
+    timers = [(4_000, a), (1_000, b), (3_000, c), (2_000, d), (1_000, d), (5_000, b), (2_000, a)]
+    for due_ms, invocation_id in timers:
+        store.put_timer(due_ms, invocation_id)
+
+    assert partitions(store, "TIMER") == {f"TIMER#{shard_of(i, store.shards)}" for i in (a, b, c, d)}
+    assert store.due_timers(10_000) == sorted(timers)
+    assert store.due_timers(2_000) == sorted(t for t in timers if t[0] <= 2_000)
+    # the limit applies to the merged answer: the earliest, whichever shard they are in
+    assert store.due_timers(10_000, limit=3) == sorted(timers)[:3]
+    store.delete_timer(1_000, d)
+    assert store.due_timers(1_000) == [(1_000, b)]
+
+
+def test_store_shards_must_be_at_least_one(moto_endpoint: str) -> None:
+    with pytest.raises(ValueError, match="at least 1 shard, got 0"):
+        DynamoDBStore("any", endpoint_url=moto_endpoint, shards=0)
+
+
+def test_list_is_newest_first_by_creation_across_shards_and_statuses_and_pages_by_token(store: DynamoDBStore) -> None:
+    ids = ids_in_distinct_shards(store, 9)
+    statuses = ["ready", "completed", "suspended"]
+    for n, invocation_id in enumerate(ids):  # creation times interleave the shards and the statuses
+        created = 1_000 + (n * 7919) % 100 * 10
+        store.create_invocation(
+            invocation(
+                invocation_id,
+                created_at_ms=created,
+                modified_at_ms=50_000 - created,  # modification order is the reverse: it must not count
+                status=statuses[n % 3],
+                service="Counter" if n % 2 else "Greeter",
+                completion="succeeded" if statuses[n % 3] == "completed" else "",
+            )
+        )
+    everyone = sorted(
+        (store.get_invocation(i) for i in ids), key=lambda r: (r.created_at_ms, r.invocation_id), reverse=True
+    )
+
+    def listed(**filters: Any) -> list[str]:
+        return [r.invocation_id for r in store.list_invocations(**filters)]
+
+    assert listed() == [r.invocation_id for r in everyone]
+    assert store.list_invocations() == everyone  # the whole records, read from the table
+    assert listed(statuses=["ready", "suspended"]) == [r.invocation_id for r in everyone if r.status != "completed"]
+    assert listed(service="Counter") == [r.invocation_id for r in everyone if r.service == "Counter"]
+    assert listed(completion="succeeded") == [r.invocation_id for r in everyone if r.status == "completed"]
+    assert listed(limit=4) == [r.invocation_id for r in everyone[:4]]
+
+    # paging: each page starts below the last of the previous one, across every shard
+    pages: list[str] = []
+    before = None
+    while True:
+        page = store.list_invocations(limit=2, before=before)
+        pages += [r.invocation_id for r in page]
+        if len(page) < 2:
+            break
+        before = (page[-1].created_at_ms, page[-1].invocation_id)
+    assert pages == [r.invocation_id for r in everyone]
+
+
+def test_a_lease_or_its_renewal_does_not_move_an_invocation_in_the_listing(store: DynamoDBStore) -> None:
+    older, newer = ids_in_distinct_shards(store, 2)
+    store.create_invocation(invocation(older, created_at_ms=1_000, modified_at_ms=1_000))
+    store.create_invocation(invocation(newer, created_at_ms=2_000, modified_at_ms=2_000))
+    order_before = raw_item(store, f"INV#{older}", "META")["status_order"]
+
+    leased = store.acquire_lease(older, now_ms=3_000, lease_until_ms=4_000, runnable=RUNNABLE)
+    store.update_invocation(older, leased.epoch, modified_at_ms=3_500, lease_until_ms=9_000)  # a renewal
+    store.acquire_lease(older, now_ms=9_001, lease_until_ms=20_000, runnable=RUNNABLE)  # taken over
+
+    assert raw_item(store, f"INV#{older}", "META")["status_order"] == order_before
+    assert [r.invocation_id for r in store.list_invocations()] == [newer, older]
+    assert [r.invocation_id for r in store.list_invocations(["running"])] == [older]
+    assert [r.invocation_id for r in store.list_invocations(before=(2_000, newer))] == [older]
+
+
+# --- retention: the sparse by_expiry index, no timer per invocation -------------------------------
+
+
+class _Clock:
+    def __init__(self, now_ms: int) -> None:
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+class _NoWakeUps:
+    def wake_now(self, invocation_id: str) -> None:
+        raise AssertionError(f"nothing should wake {invocation_id}")
+
+    def wake_at(self, invocation_id: str, due_ms: int) -> None:
+        raise AssertionError(f"nothing should wake {invocation_id}")
+
+
+def completed_with_journal(
+    store: DynamoDBStore, invocation_id: str, *, journal_expires_at_ms: int, expires_at_s: int
+) -> None:
+    """An invocation completed by the completing write (lease, journal, notification, update)."""
+    store.create_invocation(invocation(invocation_id, created_at_ms=1_000))
+    leased = store.acquire_lease(invocation_id, now_ms=1_000, lease_until_ms=2_000, runnable=RUNNABLE)
+    for start in (1, 3):
+        store.append_batch(invocation_id, JournalBatch(start, b"entries", epoch=leased.epoch, committed_at_ms=1_100))
+    store.put_notification(invocation_id, StoredNotification("c2", b"\x00n", created_at_ms=1_200))
+    store.update_invocation(
+        invocation_id,
+        leased.epoch,
+        status="completed",
+        lease_until_ms=0,
+        output=b'"done"',
+        journal_expires_at_ms=journal_expires_at_ms,
+        expires_at_s=expires_at_s,
+    )
+
+
+def test_the_sweep_removes_the_journal_then_the_record_at_their_retention_without_timers(
+    store: DynamoDBStore,
+) -> None:
+    from control_plane.runtime import ControlPlane
+
+    now = 1_800_000_000_000
+    clock = _Clock(now)
+    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=clock)  # type: ignore[arg-type]
+    short, long = ids_in_distinct_shards(store, 2)
+    completed_with_journal(store, short, journal_expires_at_ms=now + 1_000, expires_at_s=(now + 5_000) // 1000)
+    completed_with_journal(store, long, journal_expires_at_ms=now + 60_000, expires_at_s=(now + 90_000) // 1000)
+    store.create_invocation(invocation("inv_paused", status="paused"))  # unfinished: no retention
+    assert partitions(store, "TIMER") == set()  # completing wrote no timer
+
+    def journal(invocation_id: str) -> tuple[int, int]:
+        loaded = store.load_invocation(invocation_id)
+        assert loaded is not None
+        return len(loaded.batches), len(loaded.notifications)
+
+    assert plane.sweep_due() == 0  # nothing due yet
+    assert journal(short) == journal(long) == (2, 1)
+
+    clock.now = now + 1_000  # the short journal retention ended
+    assert plane.sweep_due() == 1
+    assert journal(short) == (0, 0)
+    assert store.get_invocation(short).journal_expires_at_ms == 0  # type: ignore[union-attr]
+    assert store.get_invocation(short).output == b'"done"'  # type: ignore[union-attr]  # kept for its callers
+    assert journal(long) == (2, 1)
+    assert plane.sweep_due() == 0  # done once
+
+    clock.now = now + 5_000  # the short record retention ended
+    assert plane.sweep() == 1  # the start-up sweep carries retention out too
+    assert store.get_invocation(short) is None
+    assert journal(long) == (2, 1)
+    assert store.get_invocation("inv_paused") is not None
+
+    clock.now = now + 90_000  # the long one's journal and record end together: one removal
+    assert plane.sweep_due() == 1
+    assert store.get_invocation(long) is None
+    assert partitions(store, "INV#") == {"INV#inv_paused"}
+    assert partitions(store, "TIMER") == set()
+
+
+def test_due_retention_is_earliest_first_across_shards_and_moves_to_the_record_after_the_journal(
+    store: DynamoDBStore,
+) -> None:
+    a, b, c = ids_in_distinct_shards(store, 3)
+    completed_with_journal(store, a, journal_expires_at_ms=3_000, expires_at_s=9)
+    completed_with_journal(store, b, journal_expires_at_ms=1_000, expires_at_s=4)
+    completed_with_journal(store, c, journal_expires_at_ms=2_000, expires_at_s=2)
+
+    due = store.due_retention(3_000)
+    assert [(d.invocation_id, d.due_ms) for d in due] == [(b, 1_000), (c, 2_000), (a, 3_000)]
+    assert [d.invocation_id for d in store.due_retention(3_000, limit=2)] == [b, c]
+    assert due[0] == RetentionDue(b, 1_000, 1_000, 4)
+    assert store.due_retention(999) == []
+
+    assert store.remove_journal(due[0]) is True
+    assert [(d.invocation_id, d.due_ms) for d in store.due_retention(10_000)] == [
+        (c, 2_000),
+        (a, 3_000),
+        (b, 4_000),  # now at its record's retention, its journal gone
+    ]
+
+
+def test_remove_journal_needs_the_journal_retention_it_was_found_with(store: DynamoDBStore) -> None:
+    completed_with_journal(store, "inv_r", journal_expires_at_ms=1_000, expires_at_s=5)
+    (due,) = store.due_retention(1_000)
+    stale = dataclasses.replace(due, journal_expires_at_ms=500)  # e.g. an index entry a moment old
+
+    assert store.remove_journal(stale) is False
+    loaded = store.load_invocation("inv_r")
+    assert loaded is not None
+    assert (len(loaded.batches), loaded.record.journal_expires_at_ms) == (2, 1_000)
+
+    store.create_invocation(invocation("inv_live"))  # not completed: never removed
+    store.append_batch("inv_live", JournalBatch(1, b"entries", epoch=0, committed_at_ms=1))
+    assert store.remove_journal(dataclasses.replace(due, invocation_id="inv_live", journal_expires_at_ms=0)) is False
+    assert len(store.load_invocation("inv_live").batches) == 1  # type: ignore[union-attr]
+
+    assert store.remove_journal(due) is True
+    assert store.remove_journal(due) is False  # once
+
+
+def test_the_sweep_does_not_remove_a_record_its_index_entry_no_longer_describes(store: DynamoDBStore) -> None:
+    from control_plane.runtime import ControlPlane
+
+    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=_Clock(10_000))  # type: ignore[arg-type]
+    completed_with_journal(store, "inv_r", journal_expires_at_ms=1_000, expires_at_s=5)
+    stale = RetentionDue("inv_r", 4_000, 0, 4)  # an older run under this id
+
+    assert plane.engine.retire(stale) is False
+    assert store.get_invocation("inv_r") is not None

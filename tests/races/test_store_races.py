@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
-from control_plane.ports import InvocationRecord, StoredNotification
+from control_plane.ports import InvocationRecord, JournalBatch, StoredNotification
 from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.race import race
 
@@ -60,3 +60,20 @@ def test_concurrent_rings_each_count(store: DynamoDBStore) -> None:
     record = store.get_invocation("inv_race")
     assert record is not None
     assert record.doorbell == THREADS
+
+
+def test_concurrent_sweeps_remove_a_journal_once(store: DynamoDBStore) -> None:
+    leased = store.acquire_lease("inv_race", now_ms=2, lease_until_ms=10, runnable=("ready",))
+    store.append_batch("inv_race", JournalBatch(1, b"entries", epoch=leased.epoch, committed_at_ms=3))
+    store.update_invocation(
+        "inv_race", leased.epoch, status="completed", lease_until_ms=0, journal_expires_at_ms=1_000, expires_at_s=5
+    )
+    (due,) = store.due_retention(1_000)
+
+    results = race(THREADS, lambda _: store.remove_journal(due))
+
+    assert sorted(results, key=repr) == [False] * (THREADS - 1) + [True], results
+    loaded = store.load_invocation("inv_race")
+    assert loaded is not None
+    assert (loaded.batches, loaded.record.journal_expires_at_ms) == ([], 0)
+    assert [(d.invocation_id, d.due_ms) for d in store.due_retention(10_000)] == [("inv_race", 5_000)]

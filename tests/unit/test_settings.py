@@ -63,3 +63,11 @@ def test_the_default_retry_policy_comes_from_the_environment_and_torpor_toml(tmp
 def test_a_bad_retry_policy_setting_names_the_variable(env: dict[str, str], named: str) -> None:
     with pytest.raises(BadRequest, match=named):
         Settings.load(env, None)
+
+
+def test_store_shards_come_from_the_environment_or_torpor_toml(tmp_path: Path) -> None:
+    assert Settings().store_shards == 16
+    assert Settings.load({"TORPOR_STORE_SHARDS": "32"}, None).store_shards == 32
+    config = tmp_path / "torpor.toml"
+    config.write_text("[torpor]\nstore_shards = 64\n")
+    assert Settings.load({"TORPOR_STORE_SHARDS": "32"}, str(config)).store_shards == 64
