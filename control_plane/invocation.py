@@ -132,7 +132,8 @@ def _proposals_for(journal: Journal, kept: list[Frame], rest: list[Frame]) -> li
 
 
 class Engine(EffectsMixin):
-    """Creates invocations and advances them. Thread-safe; keeps no state between calls.
+    """Creates invocations and advances them. Thread-safe; keeps no state between calls, but for an
+    object's state read when a new invocation took its key, from `create` to `drive`.
 
     Args:
         store: durable storage (DynamoDB).
@@ -163,6 +164,8 @@ class Engine(EffectsMixin):
         self.waiters = waiters
         self.stopping = threading.Event()
         self.keys = Keys(store, scheduler, clock)
+        # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
+        self._taken_state: dict[str, dict[bytes, bytes]] = {}
 
     def stop(self) -> None:
         """Finish no more attempts: between attempts, leases are released for the next process."""
@@ -264,11 +267,14 @@ class Engine(EffectsMixin):
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
             self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
         self.metrics.count("invocations_created", service=service, handler=handler)
-        if on_key and not self.keys.take(record):  # the key is held or others wait: queue up
+        state = self.keys.take(record) if on_key else None
+        if on_key and state is None:  # the key is held or others wait: queue up
             record = self._wait_for_key(record)
-        elif delayed:
+        elif on_key and leased:  # read with the key: `drive` starts from it
+            self._taken_state[record.invocation_id] = state
+        if delayed:
             self.scheduler.wake_at(record.invocation_id, execution_time_ms)
-        elif not leased:
+        elif not leased and record.status == "ready":
             self.scheduler.wake_now(record.invocation_id)
         return record
 
@@ -300,6 +306,7 @@ class Engine(EffectsMixin):
         """
         with metered() as counts:
             held = Held(record, Journal.load(record.input_entry, ()), [], meter=counts)
+            held.state = self._taken_state.pop(record.invocation_id, None)
             return self._run_guarded(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------

@@ -67,8 +67,9 @@ class Keys:
 
     # --- one writer per key -----------------------------------------------------------------------
 
-    def take(self, record: InvocationRecord) -> bool:
-        """A just-created exclusive invocation takes its key at once if nobody holds it or waits for it."""
+    def take(self, record: InvocationRecord) -> dict[bytes, bytes] | None:
+        """A just-created exclusive invocation takes its key at once if nobody holds it or waits for it;
+        the key's state if it did, None if it must wait."""
         return self.store.take_key(record.service, record.key, record.invocation_id)
 
     def enqueue(self, record: InvocationRecord) -> None:

@@ -306,9 +306,10 @@ class Store(Protocol):
         """Delete every state entry of `scope/key`."""
 
     # one writer per object key: a lock and a queue in arrival order, on one item per key
-    def take_key(self, scope: str, key: str, invocation_id: str) -> bool:
+    def take_key(self, scope: str, key: str, invocation_id: str) -> dict[bytes, bytes] | None:
         """Take the key for a just-created invocation if nobody holds it and nobody waits for it: one
-        conditional write. True if it holds the key now; False: it must wait its turn (`enqueue`)."""
+        conditional write, which also reads the key's state. Returns that state if it holds the key
+        now; None if it must wait its turn (`enqueue`)."""
 
     def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
         """Put `invocation_id` in the queue of `scope/key` at position `seq` (sortable string); idempotent.

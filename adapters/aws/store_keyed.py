@@ -196,7 +196,11 @@ class KeyedStore:
         Returns:
             `{state key: value}`; empty if the key has no state.
         """
-        state, spilled = _state_of(self._get_key(scope, key))
+        return self._with_spilled(scope, key, self._get_key(scope, key))
+
+    def _with_spilled(self, scope: str, key: str, item: Mapping[str, Any]) -> dict[bytes, bytes]:
+        """The state the raw key item holds, with the values stored apart read in (BatchGetItem)."""
+        state, spilled = _state_of(item)
         if spilled:
             pk = keyed_pk(scope, key)
             items = self._state.batch_get([(pk, sk) for sk in spilled.values()], consistent_read=True)
@@ -306,25 +310,28 @@ class KeyedStore:
 
     # --- lock and queue --------------------------------------------------------------------------
 
-    def take_key(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Take the key for a new invocation if nobody holds it and nobody waits for it.
+    def take_key(self, scope: str, key: str, invocation_id: str) -> dict[bytes, bytes] | None:
+        """Take the key for a new invocation if nobody holds it and nobody waits for it, reading its state.
 
-        One UpdateItem of `LOCK`: `SET holder = :id` if `attribute_not_exists(holder) AND
-        attribute_not_exists(queued)` (or it holds it already). Waiting calls keep their turn: a
+        One UpdateItem of `LOCK`: `SET holder = :id` if `(attribute_not_exists(holder) AND
+        attribute_not_exists(queued)) OR holder = :id`, returning the item (ALL_NEW), which holds the
+        state; values stored apart cost one BatchGetItem more. Waiting calls keep their turn: a
         newcomer never passes them.
 
         Returns:
-            True if `invocation_id` holds the key now; False if it is held or calls wait for it.
+            The key's state (`{state key: value}`) if `invocation_id` holds the key now; None if the
+            key is held or calls wait for it (nothing changed).
         """
         try:
-            self._update_key(
+            item = self._update_key(
                 scope, key, "SET #holder = :id", names={"#holder": "holder", "#queued": "queued"},
                 values={":id": {"S": invocation_id}},
                 condition="(attribute_not_exists(#holder) AND attribute_not_exists(#queued)) OR #holder = :id",
+                returning="ALL_NEW",
             )  # fmt: skip
         except StoreConflict:
-            return False
-        return True
+            return None
+        return self._with_spilled(scope, key, item)
 
     def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
         """Take the lock of `scope/key` for `invocation_id`, if it is free or held by it already.
