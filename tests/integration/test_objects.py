@@ -23,7 +23,7 @@ from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
 from tests.helpers.dev import describe, dev_with_examples, unique, wait_for
-from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
+from tests.helpers.moto import DUMMY_AWS_ENV, REGION, moto_server, unique_table_name
 
 # Calls wait up to 100 s before a 202: exclusive calls on one key run one after another (0.4 s to 2 s
 # each on moto here, more as the key's inbox grows), and these tests check order and exclusion, not
@@ -32,8 +32,10 @@ SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wa
 
 
 @pytest.fixture(scope="module")
-def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
+def dev(examples_url: str) -> Iterator[DevServer]:
+    # one writer per key rests on atomic conditional writes: a serial moto, as `torpor dev` embeds
+    # (the shared threaded one may let two conditional writers of one item both win)
+    with moto_server(serial=True) as endpoint, dev_with_examples(endpoint, examples_url, SETTINGS) as server:
         yield server
 
 
