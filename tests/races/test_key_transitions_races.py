@@ -126,6 +126,21 @@ def _newcomers_meet_a_queue(store: DynamoDBStore, key: str) -> None:
     assert granted == waiting
 
 
+def test_of_concurrent_grants_of_different_queued_calls_exactly_one_wins(store: DynamoDBStore) -> None:
+    for round_ in range(ROUNDS):
+        key = f"grant-{round_}"
+        for i in range(THREADS):
+            store.enqueue("Counter", key, f"{i:04d}", f"inv_{i}")
+
+        results = race(THREADS, lambda i, key=key: store.grant_key("Counter", key, f"{i:04d}", f"inv_{i}"))
+
+        assert results.count(True) == 1, results
+        winner = results.index(True)
+        holder, _ = store.key_status("Counter", key)
+        assert holder == f"inv_{winner}"
+        assert store.grant_key("Counter", key, f"{winner:04d}", f"inv_{winner}") is False  # once only
+
+
 def test_concurrent_pumps_grant_the_free_key_once_to_the_head(store: DynamoDBStore) -> None:
     for round_ in range(ROUNDS):
         key = f"pump-{round_}"
@@ -150,7 +165,9 @@ def test_a_release_while_calls_enqueue_strands_nobody(store: DynamoDBStore) -> N
 
 def _release_meets_enqueues(store: DynamoDBStore, round_: int) -> None:
     key = f"release-{round_}"
-    holder = invocation(store, key, f"inv_{round_}_holder", "completed")
+    # odd rounds: a live holder, so only its release hands the key on; even rounds: a holder that
+    # completed, which every enqueuer's pump may release, so the pumps race each other to grant
+    holder = invocation(store, key, f"inv_{round_}_holder", "running" if round_ % 2 else "completed")
     assert store.take_key("Counter", key, holder.invocation_id) == {}
     waiting = [invocation(store, key, f"inv_{round_}_{i}", "pending", f"{i:04d}") for i in range(THREADS - 1)]
     wakes = Wakes()
@@ -158,6 +175,7 @@ def _release_meets_enqueues(store: DynamoDBStore, round_: int) -> None:
 
     def act(i: int) -> None:
         if i == 0:
+            time.sleep(0.1 * round_)  # later rounds release after the enqueuers' pumps found it held
             keys.release(holder)
         else:
             keys.enqueue(waiting[i - 1])
