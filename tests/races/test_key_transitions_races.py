@@ -138,7 +138,8 @@ def test_of_concurrent_grants_of_different_queued_calls_exactly_one_wins(store: 
         winner = results.index(True)
         holder, _ = store.key_status("Counter", key)
         assert holder == f"inv_{winner}"
-        assert store.grant_key("Counter", key, f"{winner:04d}", f"inv_{winner}") is False  # once only
+        assert store.release_key("Counter", key, f"inv_{winner}") is True  # the others still wait
+        assert store.grant_key("Counter", key, f"{winner:04d}", f"inv_{winner}") is False  # granted once only
 
 
 def test_concurrent_pumps_grant_the_free_key_once_to_the_head(store: DynamoDBStore) -> None:
