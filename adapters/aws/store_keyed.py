@@ -8,16 +8,31 @@ hold the TTL attribute `expires_at` (epoch seconds). Item templates and key func
 
 | item | `SK` | attributes |
 | --- | --- | --- |
-| state entry | `S#{sha256 hex of state key}` | `state_key` (binary), `value` (binary) |
-| lock | `LOCK` | `holder` (absent: free) |
-| inbox entry | `Q#{seq}#{invocation_id}` | `seq`, `invocation_id` |
+| key item | `LOCK` | `holder`, `queued`, `S#…` state attributes (below) |
+| large state value | `S#{sha256 hex of state key}#{sha256 hex of value, 32}` | `state_key`, `value` (binary) |
 | workflow run claim | `RUN` | `invocation_id` |
 | durable promise | `P#{sha256 hex of name}` | `name`, `value` (binary, optional), `failure` (JSON), `completed_by` |
 | promise waiter | `W#{sha256 hex of name}#{invocation_id}` | `name`, `invocation_id` |
 
-Reads are strongly consistent. State writes are plain (the caller holds the object's lock); the lock,
-the run claim and promise completion are single conditional writes, so of concurrent callers exactly
-one wins.
+The key item carries the lock (`holder`, absent: free), the queue (`queued`, a string set of
+`{seq}#{invocation_id}`, absent: nobody waits; the head is the smallest) and the state: one map
+attribute `S#{sha256 hex of state key}` per entry, `{k: key, v: value}`, or `{k: key, r: SK}` for a
+value above `SPILL_BYTES` stored in its own item. So each transition of a key is one single-item
+conditional write on `LOCK` (no transactions):
+
+- take a free key at creation (`take_key`): `SET holder` if `(attribute_not_exists(holder) AND
+  attribute_not_exists(queued)) OR holder = :id`, ALL_NEW: the state comes back in the same request;
+- queue up (`enqueue`): `ADD queued {entry}` (idempotent), ALL_NEW: is the key free?;
+- grant an entry (`grant_key`): `SET holder DELETE queued {entry}` if `attribute_not_exists(holder)
+  AND contains(queued, :entry)`;
+- release (`release_key`): `REMOVE holder` if `holder = :id`, ALL_NEW: does anyone wait?;
+- the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes, if `holder =
+  :id` for an exclusive handler (a workflow's run writes unconditionally), UPDATED_OLD: large values
+  no longer referred to are deleted after.
+
+Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; the run
+claim and promise completion are single conditional writes too. Items of tables written before this
+layout (one `S#{h(key)}` item per state entry, `Q#…` inbox items) are neither read nor migrated.
 """
 
 from __future__ import annotations
