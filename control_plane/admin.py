@@ -531,7 +531,7 @@ class Admin:
             ]
         if record.status == "pending":
             out["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
-        cycle = self.engine.deadlock(loaded) if record.status != "completed" else None
+        cycle = self.engine.operations.deadlock(loaded) if record.status != "completed" else None
         if cycle:
             out["deadlock"] = {
                 "cycle": cycle,
@@ -547,12 +547,12 @@ class Admin:
 
         404 for an unknown invocation, 409 for a completed one.
         """
-        self.engine.cancel(invocation_id)
+        self.engine.operations.cancel(invocation_id)
         return HttpResponse(202)
 
     def pause_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Pause: no more attempts until resumed; 202. 404 unknown, 409 completed."""
-        self.engine.pause(invocation_id)
+        self.engine.operations.pause(invocation_id)
         return HttpResponse(202)
 
     def resume_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
@@ -564,15 +564,15 @@ class Admin:
             if not isinstance(body, dict):
                 raise BadRequest('the body must be a JSON object like {"deployment": "dp_..."}')
             deployment = body.get("deployment")
-        self.engine.resume(invocation_id, deployment)
+        self.engine.operations.resume(invocation_id, deployment)
         return HttpResponse(202)
 
     def purge_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Delete a completed invocation (record, journal, notifications); 202. 409 if not completed."""
-        self.engine.purge(invocation_id)
+        self.engine.operations.purge(invocation_id)
         return HttpResponse(202)
 
     def kill_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Complete the invocation at once with code 409 without running more handler code; 202."""
-        self.engine.kill(invocation_id)
+        self.engine.operations.kill(invocation_id)
         return HttpResponse(202)

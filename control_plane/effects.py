@@ -7,24 +7,26 @@ beyond the journal, and what other invocations and the APIs deliver to it.
   the next `advance` re-applies them after a crash (`effects_applied_upto`).
 - Completions the lease holder derives (`_pending`): due sleeps, results of completed callees,
   lazy state reads and promises; plus the notifications stored from outside, not yet journaled.
-- `notify`, `cancel`, `kill`: delivering a notification (first per key wins, then the doorbell),
-  the cancel signal, and ending an invocation at once.
+- `notify`: delivering a notification (first per key wins, then the doorbell), and telling a
+  caller its callee's result.
+
+Cancel, kill, pause, resume and purge (operations from outside) live in `control_plane.operations`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import wire_failure
 from control_plane.held import Held
-from control_plane.journal import Journal, notification_key
-from control_plane.keyed import STATE_COMMANDS, is_exclusive, is_keyed, is_workflow_run
-from control_plane.ports import MAX_TIMER_MS, InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
+from control_plane.journal import notification_key
+from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
+from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
+from control_plane.ports import MAX_TIMER_MS, InvocationRecord, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -35,7 +37,6 @@ else:
 
 log = logging.getLogger("torpor.invocation")
 
-CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
 KEYED_EFFECTS = frozenset(
     {
         MessageType.SetState,
@@ -61,19 +62,6 @@ def call_result(callee: InvocationRecord, completion_id: int) -> Frame:
     else:
         result.value.content = callee.output or b""
     return frame(result)
-
-
-def _behind(holder: InvocationRecord, callee: InvocationRecord) -> bool:
-    """True if `callee` waits in the inbox of the object key that `holder` (an exclusive handler) holds."""
-    return (
-        is_exclusive(holder)
-        and callee.status == "pending"
-        and (callee.service, callee.key) == (holder.service, holder.key)
-    )
-
-
-def notification(key: str, message: object) -> StoredNotification:
-    return StoredNotification(key, encode_frames([frame(message)]), 0)  # type: ignore[arg-type]
 
 
 class EffectsMixin(_Base):
@@ -263,9 +251,9 @@ class EffectsMixin(_Base):
         sender ended: it gets the signal then, as with restate-server 1.7.12)."""
         if send.WhichOneof("signal_id") == "idx" and send.idx == CANCEL_SIGNAL:
             target = self.store.get_invocation(send.target_invocation_id)
-            if target is not None and target.status != "completed" and not _behind(sender, target):
+            if target is not None and target.status != "completed" and not waits_behind(sender, target):
                 with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                    self.cancel(send.target_invocation_id)
+                    self.operations.cancel(send.target_invocation_id)
                 return
         signal = pb.SignalNotificationMessage()
         which = send.WhichOneof("result")
@@ -302,241 +290,6 @@ class EffectsMixin(_Base):
             raise NotFound(f"invocation {invocation_id} not found") from exc
         self.scheduler.wake_now(invocation_id)
         return first
-
-    def cancel(self, invocation_id: str) -> None:
-        """Send the cancel signal: the handler gets a terminal error (409) at its next await.
-
-        Its callees are not cancelled here: the handler's SDK sends the cancel signal to every call
-        it awaits when it sees its own (`_send_signal`), as with restate-server 1.7.12, so a chain
-        A → B → C is cancelled from A down. An invocation that has not started is completed as
-        cancelled at once; a paused one is made runnable, with a fresh retry budget (as `resume`),
-        so the signal reaches it. Raises `NotFound`, or `Conflict` if it already completed.
-        """
-        loaded = self._loaded_or_404(invocation_id)
-        record = loaded.record
-        if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
-            try:  # only if no worker started it since we read it (the epoch would have moved)
-                self._finish_now(record, {"code": 409, "message": "cancelled"}, "cancelled", epoch=record.epoch)
-                return
-            except StoreConflict:
-                pass  # it started: deliver the signal instead, so the handler can compensate
-        if record.status == "paused":
-            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0, failures_in_a_row=0)
-        signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
-        self.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
-
-    def kill(self, invocation_id: str) -> None:
-        """Complete the invocation at once with 409, running no more handler code; drop its timers.
-
-        Every callee it started and that has not completed is killed too, as restate-server 1.7.12
-        does: those of its open calls (a callee shared through an idempotency key with other callers
-        included: they get its 409) and those of its one-way calls. All after it is marked
-        completed (killed first, a callee would wake it with its failure, and its handler could end
-        on its own before the kill); one waiting in the inbox of the object key this invocation
-        holds before it hands the key on (it would start). Raises `NotFound`, or `Conflict` if it
-        already completed.
-        """
-        loaded = self._loaded_or_404(invocation_id)
-        try:
-            journal = Journal.load(loaded.record.input_entry, loaded.batches)
-            callees = self._started_callees(Held(loaded.record, journal, []))
-        except TorporError as exc:  # a corrupt journal: kill is the way out, callees or not
-            log.error("kill of %s: its journal cannot be read (%s); its callees are not killed", invocation_id, exc)
-            callees = []
-        self._finish_now(
-            loaded.record,
-            {"code": 409, "message": "killed"},
-            "killed",
-            before_ended=lambda: self._kill_callees(loaded.record, callees, behind=True),
-        )
-        self._kill_callees(loaded.record, callees, behind=False)
-
-    def _kill_callees(self, killed: InvocationRecord, callees: list[InvocationRecord], *, behind: bool) -> None:
-        """Kill those of `callees` that wait (`behind=True`) or do not wait in the inbox of the
-        object key the `killed` invocation holds (see `kill` for the order)."""
-        for callee in callees:
-            if _behind(killed, callee) == behind:
-                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                    self.kill(callee.invocation_id)
-
-    def _started_callees(self, held: Held) -> list[InvocationRecord]:
-        """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
-        journal = held.journal
-        wanted = []
-        for _, index in journal.open_calls():
-            with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                wanted.append(self._callee_id(held, index))
-        for index, entry in enumerate(journal.frames):
-            if entry.type == MessageType.OneWayCall:
-                with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                    wanted.append(self._callee_id(held, index))
-        out = []
-        for callee_id in dict.fromkeys(wanted):
-            callee = self.store.get_invocation(callee_id)
-            if callee is not None and callee.status != "completed":
-                out.append(callee)
-        return out
-
-    def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
-        """Invocation ids of the callees whose results the invocation still awaits."""
-        journal = Journal.load(loaded.record.input_entry, loaded.batches)
-        held = Held(loaded.record, journal, [])
-        out = []
-        for _, index in journal.open_calls():
-            try:
-                out.append(self._callee_id(held, index))
-            except NotFound:
-                continue  # its service is gone: nothing to cancel
-        return out
-
-    def waits_for(self, record: InvocationRecord, loaded: LoadedInvocation | None = None) -> list[str]:
-        """The invocations `record` cannot go on without: the holder of its object key while it is
-        `pending` in the inbox, else the callees of its open calls. Empty once it completed."""
-        if record.status == "completed":
-            return []
-        if record.status == "pending":
-            holder = self.store.lock_holder(record.service, record.key)
-            return [holder] if holder and holder != record.invocation_id else []
-        loaded = loaded or self.store.load_invocation(record.invocation_id)
-        return self._open_callees(loaded) if loaded is not None else []
-
-    def deadlock(self, loaded: LoadedInvocation, max_hops: int = 16) -> list[str] | None:
-        """A cycle of waits through this invocation, as invocation ids from it back to it, or None.
-
-        The usual one: an exclusive handler of an object calls an exclusive handler of the same
-        key and waits; the callee waits in the key's inbox for the caller to end (Restate behaves
-        the same: such a call never completes). Only cancel or kill breaks it. Follows at most
-        `max_hops` waits (each costs a read or two), so a longer cycle is not reported.
-        """
-        start = loaded.record.invocation_id
-        paths: list[list[str]] = [[start]]
-        seen = {start}
-        for _ in range(max_hops):
-            next_paths: list[list[str]] = []
-            for path in paths:
-                current = loaded if path[-1] == start else self.store.load_invocation(path[-1])
-                if current is None:
-                    continue
-                for waited in self.waits_for(current.record, current):
-                    if waited == start:
-                        return [*path, start]
-                    if waited not in seen:
-                        seen.add(waited)
-                        next_paths.append([*path, waited])
-            if not next_paths:
-                return None
-            paths = next_paths
-        return None
-
-    def pause(self, invocation_id: str) -> None:
-        """Stop running the invocation until it is resumed (its key, if any, stays held).
-
-        An attempt under way is not cut short, but its outcome is discarded (the epoch moves on).
-        Raises `NotFound`, or `Conflict` if it already completed.
-        """
-        self._loaded_or_404(invocation_id)
-        self._force(invocation_id, status="paused", lease_until_ms=0, next_retry_at_ms=0)
-        self.waiters.notify(invocation_id)
-
-    def resume(self, invocation_id: str, deployment_id: str | None = None) -> None:
-        """Run a paused invocation again now, with a fresh retry budget; optionally on another deployment.
-
-        Raises `NotFound` (unknown invocation or deployment), `Conflict` if it is not paused, or
-        `UnsupportedProtocol` if the other deployment speaks no common protocol version.
-        """
-        record = self._loaded_or_404(invocation_id).record
-        if record.status != "paused":
-            raise Conflict(f"invocation {invocation_id} is {record.status}, not paused; only paused ones resume")
-        changes: dict[str, object] = {
-            "status": "ready",
-            "retry_count": 0,
-            "failures_in_a_row": 0,
-            "next_retry_at_ms": 0,
-            "lease_until_ms": 0,
-        }
-        waits_for_key = is_exclusive(record) and self.store.lock_holder(record.service, record.key) != invocation_id
-        if waits_for_key:  # paused before it held its object key: back in the inbox
-            changes.update(status="pending", inbox_seq=f"{self.clock.now_ms():013d}{invocation_id}")
-        if deployment_id:
-            deployment = self.registry.deployment(deployment_id)
-            changes["deployment_id"] = deployment.deployment_id
-            changes["protocol_version"] = self.registry.protocol_version(deployment)
-        updated = self._force(invocation_id, **changes)
-        if waits_for_key:
-            self.keys.enqueue(updated)
-        else:
-            self.scheduler.wake_now(invocation_id)
-
-    def purge(self, invocation_id: str) -> None:
-        """Delete a completed invocation: its record, journal and notifications.
-
-        Raises `NotFound`, or `Conflict` if it has not completed (cancel or kill it first).
-        """
-        record = self.store.get_invocation(invocation_id)
-        if record is None:
-            raise NotFound(f"invocation {invocation_id} not found")
-        if record.status != "completed":
-            raise Conflict(f"invocation {invocation_id} is {record.status}: only completed ones are purged")
-        self.store.delete_invocation(invocation_id)
-
-    def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
-        loaded = self.store.load_invocation(invocation_id)
-        if loaded is None:
-            raise NotFound(f"invocation {invocation_id} not found")
-        if loaded.record.status == "completed":
-            raise Conflict(f"invocation {invocation_id} has already completed")
-        return loaded
-
-    def _force(self, invocation_id: str, **changes: object) -> InvocationRecord:
-        try:
-            return self.store.update_unless_completed(invocation_id, modified_at_ms=self.clock.now_ms(), **changes)
-        except StoreConflict as exc:
-            raise Conflict(f"invocation {invocation_id} has already completed") from exc
-
-    def _finish_now(
-        self,
-        record: InvocationRecord,
-        failure: Mapping[str, object],
-        completion: str,
-        epoch: int | None = None,
-        before_ended: Callable[[], None] | None = None,
-    ) -> None:
-        """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers.
-
-        `completion` is the kind stored with it (`cancelled`, `killed`). With `epoch`, only if the
-        invocation's epoch is still that (`StoreConflict` otherwise). `before_ended` runs after the
-        completing write, before callers are told and the object key is handed on (`_ended`).
-        """
-        now = self.clock.now_ms()
-        changes: dict[str, object] = {
-            "status": "completed",
-            "failure": dict(failure),
-            "completion": completion,
-            "lease_until_ms": 0,
-            "completed_at_ms": now,
-            "next_retry_at_ms": 0,
-            "waiting_on": None,
-            "wake_up_at_ms": 0,
-            **self._retention(record, now),
-        }
-        if epoch is None:
-            ended = self._force(record.invocation_id, **changes)
-        else:
-            ended = self.store.update_invocation(
-                record.invocation_id, epoch, modified_at_ms=now, returning=True, **changes
-            )
-        loaded = self.store.load_invocation(record.invocation_id)
-        dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
-        if loaded is not None:
-            try:
-                dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
-            except TorporError as exc:  # a corrupt journal: its sleeps' timers find it completed
-                log.error("%s: its journal cannot be read (%s); its sleep timers stay", record.invocation_id, exc)
-        for due in dues - {0}:
-            self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
-        if before_ended is not None:
-            before_ended()
-        self._ended(ended or record)
 
     def _drop_sleep_timers(self, held: Held) -> None:
         """Delete the timers of sleeps the handler no longer awaits (it completed, e.g. cancelled

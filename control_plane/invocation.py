@@ -37,13 +37,14 @@ from control_plane.attempt import (
     parse_answer,
     without_handled_cancel,
 )
-from control_plane.effects import CANCEL_SIGNAL, EffectsMixin
+from control_plane.effects import EffectsMixin
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
 from control_plane.journal import Journal, awaited, notification_key
 from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_keyed, is_workflow_run
 from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
+from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
@@ -164,6 +165,7 @@ class Engine(EffectsMixin):
         self.waiters = waiters
         self.stopping = threading.Event()
         self.keys = Keys(store, scheduler, clock)
+        self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
         # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
         self._taken_state: dict[str, dict[bytes, bytes]] = {}
 
@@ -893,7 +895,7 @@ class Engine(EffectsMixin):
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
                 killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
-                callees = self._started_callees(held) if killed else []
+                callees = self.operations.started_callees(held) if killed else []
                 self._update(
                     held,
                     **common,
@@ -907,9 +909,9 @@ class Engine(EffectsMixin):
                     **self._retention(held.record, now),
                 )
                 self._drop_sleep_timers(held)
-                self._kill_callees(held.record, callees, behind=True)
+                self.operations.kill_callees(held.record, callees, behind=True)
                 self._ended(held.record)
-                self._kill_callees(held.record, callees, behind=False)
+                self.operations.kill_callees(held.record, callees, behind=False)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked

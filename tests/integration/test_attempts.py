@@ -369,7 +369,7 @@ def test_a_journal_mismatch_names_the_recorded_call_and_the_new_step(dev: DevSer
     assert failure["related_command_type"] == "Run"
     assert failure["related_command_name"] == "flaky"
     assert "related_command" not in failure  # the name is said once, as related_command_name
-    cp.engine.kill(record.invocation_id)
+    cp.engine.operations.kill(record.invocation_id)
 
 
 def test_a_journal_mismatch_clips_a_long_recorded_target(dev: DevServer) -> None:
@@ -388,4 +388,4 @@ def test_a_journal_mismatch_clips_a_long_recorded_target(dev: DevServer) -> None
     assert len(target) <= 256
     assert target.startswith("Retries/kkk")
     assert target.endswith("[truncated: 3013 characters in all]")
-    cp.engine.kill(record.invocation_id)
+    cp.engine.operations.kill(record.invocation_id)

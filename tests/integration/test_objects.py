@@ -340,7 +340,7 @@ def test_a_run_created_while_a_promise_s_expiry_is_written_keeps_the_promise(
     items = _workflow_items(dev, wf)
     assert items
     assert [item.get("expires_at") for item in items] == [None] * len(items)
-    dev.control_plane.engine.kill(run_created[0].invocation_id)
+    dev.control_plane.engine.operations.kill(run_created[0].invocation_id)
 
 
 # --- calls between services ------------------------------------------------------------------------

@@ -181,7 +181,7 @@ def test_a_journal_mismatch_shows_the_command_sent_and_the_one_recorded(page: Pa
     )
     cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames([frame(recorded)]), record.epoch, 1))
     cp.advance(record.invocation_id)
-    cp.engine.pause(record.invocation_id)
+    cp.engine.operations.pause(record.invocation_id)
 
     page.goto(f"/ui/#/invocations/{record.invocation_id}")
 
@@ -189,7 +189,7 @@ def test_a_journal_mismatch_shows_the_command_sent_and_the_one_recorded(page: Pa
     expect(page.get_by_test_id("failure-recorded-command")).to_have_text(
         "the journal recorded Call #1 'ask' to Greeter/greet"
     )
-    cp.engine.kill(record.invocation_id)
+    cp.engine.operations.kill(record.invocation_id)
 
 
 def test_a_failure_s_metadata_is_shown_with_the_result_and_in_the_journal(page: Page, dev: DevServer) -> None:
