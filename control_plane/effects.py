@@ -24,7 +24,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import wire_failure
 from control_plane.held import Held
 from control_plane.journal import notification_key
-from control_plane.keyed import is_keyed, is_workflow_run
+from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
 from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
 from control_plane.ports import MAX_TIMER_MS, InvocationRecord, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
@@ -131,11 +131,20 @@ class EffectsMixin(_Base):
 
         Sleep: a timer at its wake-up time. OneWayCall: the callee invocation (conditional create).
         CompleteAwakeable and SendSignal: a notification stored for the target invocation.
+        Consecutive state commands: one state write (`Keys.apply_state`; an exclusive handler's is
+        fenced by its key and raises `StoreConflict` if it lost it).
         """
         now = self.clock.now_ms()
         parent = held.record.invocation_id
+        state_changes: list[Frame] = []  # consecutive state commands: one store write
         for index in range(max(start, 1), len(held.journal)):
             entry = held.journal.frames[index]
+            if entry.type in STATE_COMMANDS and is_keyed(held.record):
+                state_changes.append(entry)
+                continue
+            if state_changes:
+                self.keys.apply_state(held.record, held.state, state_changes)
+                state_changes = []
             if entry.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
@@ -157,6 +166,8 @@ class EffectsMixin(_Base):
                 self.keys.apply(held.record, held.state, entry)
                 if entry.type == MessageType.CompletePromise and not is_workflow_run(held.record):
                     self._expire_without_run(held.record)
+        if state_changes:
+            self.keys.apply_state(held.record, held.state, state_changes)
 
     def _expire_without_run(self, record: InvocationRecord) -> None:
         """A shared handler completed a promise of a workflow whose `run` does not exist (not yet, or

@@ -41,7 +41,7 @@ from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
 from control_plane.journal import Journal, awaited, notification_key
-from control_plane.keyed import Keys, is_exclusive, is_keyed, is_workflow_run
+from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_keyed, is_workflow_run
 from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
 from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
@@ -133,7 +133,8 @@ def _proposals_for(journal: Journal, kept: list[Frame], rest: list[Frame]) -> li
 
 
 class Engine(EffectsMixin):
-    """Creates invocations and advances them. Thread-safe; keeps no state between calls.
+    """Creates invocations and advances them. Thread-safe; keeps no state between calls, but for an
+    object's state read when a new invocation took its key, from `create` to `drive`.
 
     Args:
         store: durable storage (DynamoDB).
@@ -165,6 +166,8 @@ class Engine(EffectsMixin):
         self.stopping = threading.Event()
         self.keys = Keys(store, scheduler, clock)
         self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
+        # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
+        self._taken_state: dict[str, dict[bytes, bytes]] = {}
 
     def stop(self) -> None:
         """Finish no more attempts: between attempts, leases are released for the next process."""
@@ -194,7 +197,8 @@ class Engine(EffectsMixin):
         With `leased=True` the creator holds the lease (epoch 1) and is expected to `drive` it at
         once. Otherwise it is `ready` and woken now, or, with `execution_time_ms` (ms since the
         epoch) in the future, `scheduled` and woken then (a delayed send). An exclusive handler of
-        a virtual object is `pending` in its key's inbox until it holds the key (never leased here).
+        a virtual object takes its key at once if nobody holds it or waits for it (`Keys.take`);
+        otherwise it is `pending` in its key's queue until it is granted the key (not leased).
         A workflow's `run` gets the workflow's deterministic run id, so it is created once.
 
         Its trace is `trace_id` (a caller's), else the one of a `traceparent` among `headers`, else new.
@@ -214,10 +218,10 @@ class Engine(EffectsMixin):
         elif idempotency_key and invocation_id is None:
             invocation_id = ids.idempotent_invocation_id(service, handler, key, idempotency_key)
         exclusive = service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
-        leased = leased and not exclusive
-        delayed = not leased and execution_time_ms > now
+        delayed = execution_time_ms > now and not (leased and not exclusive)
+        leased = leased and not delayed
         invocation_id = invocation_id or ids.new_invocation_id()
-        pending = exclusive and not delayed
+        on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
         input_headers = [
             pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
         ]
@@ -229,7 +233,7 @@ class Engine(EffectsMixin):
             key=key,
             deployment_id=deployment.deployment_id,
             protocol_version=self.registry.protocol_version(deployment),
-            status="running" if leased else "scheduled" if delayed else "pending" if pending else "ready",
+            status="running" if leased else "scheduled" if delayed else "ready",
             input_entry=encode_frames([frame(input_command)]),
             created_at_ms=now,
             modified_at_ms=now,
@@ -242,11 +246,17 @@ class Engine(EffectsMixin):
             wake_up_at_ms=execution_time_ms if delayed else 0,
             service_type=service_type,
             handler_type=handler_type,
-            inbox_seq=f"{now:013d}{invocation_id}" if pending else "",
+            # on a key: its place in the queue, and until a later write clears it, the mark that it
+            # may not hold the key yet (a crash between creating it and taking the key: `_advance`)
+            inbox_seq=f"{now:013d}{invocation_id}" if on_key else "",
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
             trace_id=trace_id or trace_id_from(headers),
-            requests={"dynamodb PutItem META": 1, **({"dynamodb PutItem": 1} if delayed else {})},
+            requests={
+                "dynamodb PutItem META": 1,
+                **({"dynamodb PutItem": 1} if delayed else {}),
+                **({"dynamodb UpdateItem": 1} if on_key else {}),
+            },
         )
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
             self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)
@@ -259,13 +269,33 @@ class Engine(EffectsMixin):
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
             self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
         self.metrics.count("invocations_created", service=service, handler=handler)
-        if pending:
-            self.keys.enqueue(record)
-        elif delayed:
+        state = self.keys.take(record) if on_key else None
+        if on_key and state is None:  # the key is held or others wait: queue up
+            record = self._wait_for_key(record)
+        elif on_key and leased:  # read with the key: `drive` starts from it
+            self._taken_state[record.invocation_id] = state
+        if delayed:
             self.scheduler.wake_at(record.invocation_id, execution_time_ms)
-        elif not leased:
+        elif not leased and record.status == "ready":
             self.scheduler.wake_now(record.invocation_id)
         return record
+
+    def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
+        """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""
+        try:
+            fresh = self.store.update_invocation(
+                record.invocation_id,
+                record.epoch,
+                returning=True,
+                status="pending",
+                lease_until_ms=0,
+                modified_at_ms=self.clock.now_ms(),
+            )
+        except StoreConflict:  # killed or cancelled at once: its ending released what it had
+            return record
+        assert fresh is not None
+        self.keys.enqueue(fresh)
+        return fresh
 
     def drive(self, record: InvocationRecord, deadline_ms: int | None = None) -> tuple[Outcome, InvocationRecord]:
         """Advance an invocation just created with `leased=True`, without reloading it.
@@ -278,6 +308,7 @@ class Engine(EffectsMixin):
         """
         with metered() as counts:
             held = Held(record, Journal.load(record.input_entry, ()), [], meter=counts)
+            held.state = self._taken_state.pop(record.invocation_id, None)
             return self._run_guarded(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
@@ -303,6 +334,15 @@ class Engine(EffectsMixin):
             return Outcome.BUSY
         held = Held.of(replace(loaded, record=record))
         held.meter = counts
+        unsure = is_exclusive(record) and bool(record.inbox_seq)  # created on its key; did it take it?
+        if unsure and self.store.lock_holder(record.service, record.key) != invocation_id:
+            # the key was never taken (a crash between creating it and taking it): wait in the queue
+            try:
+                self._update(held, status="pending", lease_until_ms=0, inbox_seq=record.inbox_seq)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            self.keys.enqueue(held.record)
+            return Outcome.BUSY
         if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
             # a delayed exclusive invocation is due: from now on it waits its turn for the key
             seq = f"{now:013d}{invocation_id}"
@@ -395,7 +435,10 @@ class Engine(EffectsMixin):
         options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
         if is_keyed(record) and held.state is None:
             held.state = self.store.load_state(record.service, record.key)
-        self._apply_effects(held, held.record.effects_applied_upto)  # after a crash: idempotent
+        try:
+            self._apply_effects(held, held.record.effects_applied_upto)  # after a crash: idempotent
+        except StoreConflict:  # an exclusive handler that lost its key (killed meanwhile)
+            return Outcome.LEASE_LOST
         if held.journal.output() is not None:
             return self._complete(held)
         attempted = False
@@ -447,7 +490,10 @@ class Engine(EffectsMixin):
             if isinstance(committed, Outcome):
                 return committed
             if committed:  # another commit landed first: apply its effects, start over from the journal
-                self._apply_effects(held, start)
+                try:
+                    self._apply_effects(held, start)
+                except StoreConflict:
+                    return Outcome.LEASE_LOST
                 held.awaiting = None
                 continue
             held.record = replace(held.record, failures_in_a_row=0)  # saved with the next write
@@ -465,12 +511,18 @@ class Engine(EffectsMixin):
         committed = self._commit(held, entries)
         if committed is not False:
             return committed
-        if any(f.type in _EFFECTFUL for f in entries):
+        effectful = [f for f in entries if f.type in _EFFECTFUL]
+        # an exclusive handler's state writes are fenced by its key (a kill releases it): no check needed
+        fenced = is_exclusive(held.record) and all(f.type in STATE_COMMANDS for f in effectful)
+        if effectful and not fenced:
             try:  # still ours? A kill (or a successor) moved the epoch: carry out nothing
                 self._update(held)
             except StoreConflict:
                 return Outcome.LEASE_LOST
-        self._apply_effects(held, start)
+        try:
+            self._apply_effects(held, start)
+        except StoreConflict:  # it lost its key: killed meanwhile
+            return Outcome.LEASE_LOST
         return False
 
     def _keep_failed_run(self, held: Held, failure: AttemptFailure, pending: list[Frame]) -> Outcome | None:
@@ -898,6 +950,8 @@ class Engine(EffectsMixin):
         """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
         changes.setdefault("modified_at_ms", self.clock.now_ms())
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
+        if held.record.inbox_seq:  # it holds its key (`_advance` checked, or it took it when created)
+            changes.setdefault("inbox_seq", "")
         if held.meter:  # AWS requests made since the last write, folded in with this one
             changes.setdefault("requests", dict(Counter(held.record.requests or {}) + held.meter))
         # completing an invocation others can attach to (its id is an idempotency key's or a workflow

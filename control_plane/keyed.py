@@ -5,9 +5,11 @@
   with `enableLazyState`, it carries none (`partial_state=true`) and the lease holder answers each
   GetLazyState / GetLazyStateKeys with a completion (one suspension per read). SetState, ClearState
   and ClearAllState are applied from committed entries only, so a failed attempt leaves no trace.
-- **One writer per key**: an exclusive handler's invocation waits `pending` in the key's inbox until
-  it holds the key's lock; it keeps the lock across suspensions and releases it when it completes
-  (or is cancelled or killed), which hands the lock to the next in arrival order (`pump`).
+- **One writer per key**: an exclusive handler's invocation takes the key when it is created if
+  nobody holds it and nobody waits (`take`); otherwise it waits `pending` in the key's queue until
+  it is granted the key. It keeps the key across suspensions and releases it when it completes (or
+  is cancelled or killed); the release tells whether anyone waits, and only then is the key handed
+  to the next in arrival order (`pump`). Its state writes are fenced by the key.
 - **Durable promises** (workflows): the first completion wins (`Store.complete_promise`); awaiting
   invocations register as waiters and are woken; their GetPromise completions are derived from the
   stored promise by their own lease holder, like sleeps.
@@ -26,6 +28,7 @@ from control_plane.protocol import protocol_pb2 as pb
 
 log = logging.getLogger("torpor.keyed")
 
+STATE_COMMANDS = frozenset({MessageType.SetState, MessageType.ClearState, MessageType.ClearAllState})
 ALREADY_COMPLETED = 409  # failure code of a CompletePromise on a completed promise
 _PUMP_ROUNDS = 16
 
@@ -64,47 +67,50 @@ class Keys:
 
     # --- one writer per key -----------------------------------------------------------------------
 
+    def take(self, record: InvocationRecord) -> dict[bytes, bytes] | None:
+        """A just-created exclusive invocation takes its key at once if nobody holds it or waits for it;
+        the key's state if it did, None if it must wait."""
+        return self.store.take_key(record.service, record.key, record.invocation_id)
+
     def enqueue(self, record: InvocationRecord) -> None:
-        """Put a `pending` invocation in its key's inbox and hand the lock on if it is free."""
+        """Put a `pending` invocation in its key's queue and hand the key on if it is free."""
         self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
         self.pump(record.service, record.key)
 
     def pump(self, scope: str, key: str) -> None:
-        """If nobody (alive) holds the key's lock, give it to the earliest inbox entry and wake it.
+        """If nobody (alive) holds the key, give it to the earliest queued invocation and wake it.
 
-        Safe to run concurrently and repeatedly: taking the lock is conditional, and a holder that
-        already completed (its release was lost in a crash) is released here.
+        Safe to run concurrently and repeatedly: granting is one conditional write that also takes the
+        entry out of the queue, and a holder that already completed (its release was lost in a crash)
+        is released here.
         """
         for _ in range(_PUMP_ROUNDS):
-            holder = self.store.lock_holder(scope, key)
+            holder, head = self.store.key_status(scope, key)
             if holder is not None:
                 current = self.store.get_invocation(holder)
                 if current is not None and current.status == "pending":  # granted, then a crash
-                    self._grant(scope, key, current.inbox_seq, holder)
+                    self._grant(scope, key, holder)
                     return
                 if current is not None and current.status != "completed":
                     return
                 self.store.unlock(scope, key, holder)
                 continue
-            head = self.store.inbox_head(scope, key)
             if head is None:
                 return
             seq, invocation_id = head
-            if not self.store.try_lock(scope, key, invocation_id):
+            if not self.store.grant_key(scope, key, seq, invocation_id):
                 continue
-            if self._grant(scope, key, seq, invocation_id):
+            if self._grant(scope, key, invocation_id):
                 return
-        log.warning("pumping the inbox of %s/%s did not settle; the sweep will try again", scope, key)
+        log.warning("pumping the queue of %s/%s did not settle; the sweep will try again", scope, key)
 
-    def _grant(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
-        """The lock is taken for `invocation_id`: leave the inbox, turn `pending` into `ready`, wake it.
+    def _grant(self, scope: str, key: str, invocation_id: str) -> bool:
+        """The key is granted to `invocation_id`: turn `pending` into `ready` and wake it.
 
         Only a `pending` invocation is turned (conditional on its epoch), so concurrent pumps that
         grant the same head never disturb it once a worker runs it. False if it had completed
-        (killed or cancelled while it waited): the lock is released for the next one.
+        (killed or cancelled while it waited): the key is released for the next one.
         """
-        if seq:
-            self.store.dequeue(scope, key, seq, invocation_id)
         for _ in range(_PUMP_ROUNDS):
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
@@ -123,12 +129,16 @@ class Keys:
         return True
 
     def release(self, record: InvocationRecord) -> None:
-        """The invocation ended: leave the inbox or release the lock, and hand the key on."""
+        """The invocation ended: leave the queue or release the key, and hand the key on if others wait.
+
+        On the common path one write: the release tells whether anyone waits, so an uncontended key
+        is never looked up again.
+        """
         if not is_exclusive(record):
             return
         if record.inbox_seq:
             self.store.dequeue(record.service, record.key, record.inbox_seq, record.invocation_id)
-        if self.store.unlock(record.service, record.key, record.invocation_id) or record.inbox_seq:
+        if self.store.release_key(record.service, record.key, record.invocation_id) or record.inbox_seq:
             self.pump(record.service, record.key)
 
     # --- state --------------------------------------------------------------------------------------
@@ -140,27 +150,42 @@ class Keys:
             return [], True
         return [pb.StartMessage.StateEntry(key=k, value=v) for k, v in sorted(state.items())], False
 
+    def apply_state(self, record: InvocationRecord, state: dict[bytes, bytes] | None, entries: list[Frame]) -> None:
+        """Apply consecutive committed SetState / ClearState / ClearAllState commands as one store write.
+
+        An exclusive handler's write is fenced by its key (`Store.apply_state(holder=...)`): one that
+        lost the key (killed meanwhile) writes nothing and `StoreConflict` is raised. Idempotent.
+        """
+        if not may_write_state(record):
+            log.error("%s: a shared handler cannot write state; ignored", record.invocation_id)
+            return
+        writes: dict[bytes, bytes | None] = {}
+        clear = False
+        for entry in entries:
+            if entry.type == MessageType.SetState:
+                command = pb.SetStateCommandMessage.FromString(entry.payload)
+                writes[command.key] = command.value.content
+            elif entry.type == MessageType.ClearState:
+                writes[pb.ClearStateCommandMessage.FromString(entry.payload).key] = None
+            elif entry.type == MessageType.ClearAllState:
+                writes.clear()
+                clear = True
+        holder = record.invocation_id if is_exclusive(record) else None
+        self.store.apply_state(record.service, record.key, writes, clear=clear, holder=holder)
+        if state is not None:
+            if clear:
+                state.clear()
+            for state_key, value in writes.items():
+                if value is None:
+                    state.pop(state_key, None)
+                else:
+                    state[state_key] = value
+
     def apply(self, record: InvocationRecord, state: dict[bytes, bytes] | None, entry: Frame) -> None:
         """Apply the effect of one committed state or promise command (idempotent)."""
         t = entry.type
-        if t in (MessageType.SetState, MessageType.ClearState, MessageType.ClearAllState):
-            if not may_write_state(record):
-                log.error("%s: a shared handler cannot write state; ignored", record.invocation_id)
-                return
-            if t == MessageType.SetState:
-                command = pb.SetStateCommandMessage.FromString(entry.payload)
-                self.store.put_state(record.service, record.key, command.key, command.value.content)
-                if state is not None:
-                    state[command.key] = command.value.content
-            elif t == MessageType.ClearState:
-                cleared = pb.ClearStateCommandMessage.FromString(entry.payload)
-                self.store.delete_state(record.service, record.key, cleared.key)
-                if state is not None:
-                    state.pop(cleared.key, None)
-            else:
-                self.store.clear_state(record.service, record.key)
-                if state is not None:
-                    state.clear()
+        if t in STATE_COMMANDS:
+            self.apply_state(record, state, [entry])
         elif t == MessageType.GetPromise:
             name = pb.GetPromiseCommandMessage.FromString(entry.payload).key
             self.store.add_promise_waiter(record.service, record.key, name, record.invocation_id)

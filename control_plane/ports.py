@@ -293,7 +293,24 @@ class Store(Protocol):
     # keyed state of virtual objects and workflows (`scope` is the service name, `key` the object key
     # or workflow id; any UTF-8 string, stored hashed in item keys and verbatim in attributes)
     def load_state(self, scope: str, key: str) -> dict[bytes, bytes]:
-        """The whole state of `scope/key`: `{state key: value}` (one paginated query)."""
+        """The whole state of `scope/key`: `{state key: value}` (one consistent read while it is small)."""
+
+    def apply_state(
+        self,
+        scope: str,
+        key: str,
+        writes: Mapping[bytes, bytes | None],
+        *,
+        clear: bool = False,
+        holder: str | None = None,
+        expires_at_s: int = 0,
+    ) -> None:
+        """Apply the state changes of one commit at once: `clear` (ClearAllState) first, then `writes`
+        (`{state key: value, or None to remove it}`). Idempotent.
+
+        With `holder`, only while that invocation holds the key (an exclusive handler's changes are
+        fenced by its lock): raises `StoreConflict` otherwise, writing nothing.
+        """
 
     def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None: ...
 
@@ -302,21 +319,39 @@ class Store(Protocol):
     def clear_state(self, scope: str, key: str) -> None:
         """Delete every state entry of `scope/key`."""
 
-    # one writer per object key: a lock and an inbox in arrival order
-    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
-        """Put `invocation_id` in the inbox of `scope/key` at position `seq` (sortable string)."""
+    # one writer per object key: a lock and a queue in arrival order, on one item per key
+    def take_key(self, scope: str, key: str, invocation_id: str) -> dict[bytes, bytes] | None:
+        """Take the key for a just-created invocation if nobody holds it and nobody waits for it: one
+        conditional write, which also reads the key's state. Returns that state if it holds the key
+        now; None if it must wait its turn (`enqueue`)."""
+
+    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
+        """Put `invocation_id` in the queue of `scope/key` at position `seq` (sortable string); idempotent.
+        Returns True if nobody held the key at that moment."""
 
     def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
-        """Remove that inbox entry (idempotent)."""
+        """Take that entry out of the queue (idempotent)."""
+
+    def grant_key(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
+        """Hand the free key to that queued entry and take it out of the queue, as one conditional
+        write: True if granted now, False if the key is held or the entry is no longer queued."""
+
+    def release_key(self, scope: str, key: str, invocation_id: str) -> bool | None:
+        """Release the key if `invocation_id` holds it: None if it did not (nothing changed), else
+        whether calls wait in the queue (known from the same write)."""
+
+    def key_status(self, scope: str, key: str) -> tuple[str | None, tuple[str, str] | None]:
+        """`(holder or None, (seq, invocation_id) of the earliest queued entry or None)`; one consistent read."""
 
     def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
-        """`(seq, invocation_id)` of the earliest inbox entry of `scope/key`, or None (consistent read)."""
+        """`(seq, invocation_id)` of the earliest queued entry of `scope/key`, or None (consistent read)."""
 
     def lock_holder(self, scope: str, key: str) -> str | None:
         """The invocation holding the lock of `scope/key`, or None (consistent read)."""
 
     def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Take the lock of `scope/key` for `invocation_id` if nobody holds it; True if taken (or held by it)."""
+        """Take the lock of `scope/key` for `invocation_id` if nobody holds it, whoever waits; True if
+        taken (or held by it already)."""
 
     def unlock(self, scope: str, key: str, invocation_id: str) -> bool:
         """Release the lock if `invocation_id` holds it; True if it did (idempotent otherwise)."""

@@ -54,10 +54,11 @@ DEPLOYMENTS_PK = "DEP"
 SERVICES_PK = "SVC"
 TIMERS_PREFIX = "TIMER#"
 STATE_PREFIX = "S#"
-INBOX_PREFIX = "Q#"
 PROMISE_PREFIX = "P#"
 WAITER_PREFIX = "W#"
 LOCK_SK = "LOCK"
+SPILL_BYTES = 32 * 1024
+"""A state value larger than this (bytes) is stored in its own item, not in the key item."""
 COMPLETED = "completed"
 CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_DUE_MS = MAX_TIMER_MS
@@ -155,9 +156,24 @@ def state_sk(state_key: bytes) -> str:
     return f"{STATE_PREFIX}{_digest(state_key)}"
 
 
-def inbox_sk(seq: str, invocation_id: str) -> str:
-    """The sort key of an inbox entry: `Q#{seq}#{invocation_id}`, so entries sort by `seq`."""
-    return f"{INBOX_PREFIX}{seq}#{invocation_id}"
+def spill_sk(state_key: bytes, value: bytes) -> str:
+    """The sort key of a large state value stored apart: `S#{h(state key)}#{h(value), 32 hex}`.
+
+    Content-addressed, so writing it again (an effect re-applied) writes the same item, and a writer
+    that lost the key cannot change a value someone refers to.
+    """
+    return f"{state_sk(state_key)}#{_digest(value)[:32]}"
+
+
+def queue_entry(seq: str, invocation_id: str) -> str:
+    """An entry of a key's queue (the `queued` string set): `{seq}#{invocation_id}`, sorting by `seq`."""
+    return f"{seq}#{invocation_id}"
+
+
+def split_queue_entry(entry: str) -> tuple[str, str]:
+    """`(seq, invocation_id)` of a queue entry."""
+    seq, _, invocation_id = entry.rpartition("#")
+    return seq, invocation_id
 
 
 def promise_sk(name: str) -> str:
@@ -362,23 +378,20 @@ class KeyedItem(Item):
 
 
 class StateItem(KeyedItem):
-    """`OBJ#…` / `S#{h(state_key)}`: one state entry."""
+    """`OBJ#…` / `S#{h(state_key)}#{h(value)}`: a large state value stored apart from the key item."""
 
     state_key = BinaryAttribute(legacy_encoding=False)
     value = BinaryAttribute(legacy_encoding=False)
 
 
 class LockItem(KeyedItem):
-    """`OBJ#…` / `LOCK`: the invocation holding the key (`holder` absent: free)."""
+    """`OBJ#…` / `LOCK`, the key item: `holder` (absent: free), `queued` (string set of
+    `{seq}#{invocation_id}`, absent: nobody waits) and one map attribute `S#{h(state key)}` per state
+    entry, `{k: key, v: value}` or `{k: key, r: sort key of the item holding a large value}`.
+    Read and written raw by `store_keyed` (state attribute names are not fixed); this template names
+    the fixed ones."""
 
     holder = UnicodeAttribute(null=True)
-
-
-class InboxItem(KeyedItem):
-    """`OBJ#…` / `Q#{seq}#{invocation_id}`: an invocation waiting for the key's lock."""
-
-    seq = UnicodeAttribute()
-    invocation_id = UnicodeAttribute()
 
 
 class PromiseItem(KeyedItem):

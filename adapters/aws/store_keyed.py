@@ -8,43 +8,63 @@ hold the TTL attribute `expires_at` (epoch seconds). Item templates and key func
 
 | item | `SK` | attributes |
 | --- | --- | --- |
-| state entry | `S#{sha256 hex of state key}` | `state_key` (binary), `value` (binary) |
-| lock | `LOCK` | `holder` (absent: free) |
-| inbox entry | `Q#{seq}#{invocation_id}` | `seq`, `invocation_id` |
+| key item | `LOCK` | `holder`, `queued`, `S#…` state attributes (below) |
+| large state value | `S#{sha256 hex of state key}#{sha256 hex of value, 32}` | `state_key`, `value` (binary) |
 | workflow run claim | `RUN` | `invocation_id` |
 | durable promise | `P#{sha256 hex of name}` | `name`, `value` (binary, optional), `failure` (JSON), `completed_by` |
 | promise waiter | `W#{sha256 hex of name}#{invocation_id}` | `name`, `invocation_id` |
 
-Reads are strongly consistent. State writes are plain (the caller holds the object's lock); the lock,
-the run claim and promise completion are single conditional writes, so of concurrent callers exactly
-one wins.
+The key item carries the lock (`holder`, absent: free), the queue (`queued`, a string set of
+`{seq}#{invocation_id}`, absent: nobody waits; the head is the smallest) and the state: one map
+attribute `S#{sha256 hex of state key}` per entry, `{k: key, v: value}`, or `{k: key, r: SK}` for a
+value above `SPILL_BYTES` stored in its own item. So each transition of a key is one single-item
+conditional write on `LOCK` (no transactions):
+
+- take a free key at creation (`take_key`): `SET holder` if `(attribute_not_exists(holder) AND
+  attribute_not_exists(queued)) OR holder = :id`, ALL_NEW: the state comes back in the same request;
+- queue up (`enqueue`): `ADD queued {entry}` (idempotent), ALL_NEW: is the key free?;
+- grant an entry (`grant_key`): `SET holder DELETE queued {entry}` if `attribute_not_exists(holder)
+  AND contains(queued, :entry)`;
+- release (`release_key`): `REMOVE holder` if `holder = :id`, ALL_NEW: does anyone wait?;
+- the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes, if `holder =
+  :id` for an exclusive handler (a workflow's run writes unconditionally), UPDATED_OLD: large values
+  no longer referred to are deleted after.
+
+Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; the run
+claim and promise completion are single conditional writes too. Items of tables written before this
+layout (one `S#{h(key)}` item per state entry, `Q#…` inbox items) are neither read nor migrated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from botocore.exceptions import ClientError
 from pynamodb.connection import TableConnection
+from pynamodb.exceptions import UpdateError
 from pynamodb.pagination import ResultIterator
 
 from adapters.aws.store_items import (
-    INBOX_PREFIX,
     LOCK_SK,
+    SPILL_BYTES,
     STATE_PREFIX,
-    InboxItem,
+    TTL_ATTRIBUTE,
     KeyedItem,
     LockItem,
     PromiseItem,
     StateItem,
     WaiterItem,
     bind,
-    inbox_sk,
     item_absent,
     item_exists,
     keyed_pk,
     promise_record,
     promise_sk,
+    queue_entry,
+    spill_sk,
+    split_queue_entry,
     state_sk,
     translated_write,
     waiter_sk,
@@ -70,6 +90,26 @@ def _won(write: Callable[[], object], *, too_large: str) -> bool:
     return True
 
 
+def _state_of(item: Mapping[str, Any]) -> tuple[dict[bytes, bytes], dict[bytes, str]]:
+    """`({state key: value} held in the key item, {state key: sort key of its item} stored apart)`."""
+    state: dict[bytes, bytes] = {}
+    spilled: dict[bytes, str] = {}
+    for name, raw in item.items():
+        if not name.startswith(STATE_PREFIX):
+            continue
+        entry = raw["M"]
+        if "r" in entry:
+            spilled[entry["k"]["B"]] = entry["r"]["S"]
+        else:
+            state[entry["k"]["B"]] = entry["v"]["B"]
+    return state, spilled
+
+
+def _spill_refs(item: Mapping[str, Any]) -> set[str]:
+    """Sort keys of the items stored apart that state attributes of `item` (raw) refer to."""
+    return {raw["M"]["r"]["S"] for name, raw in item.items() if name.startswith(STATE_PREFIX) and "r" in raw["M"]}
+
+
 class KeyedStore:
     """The `Store` methods for virtual objects and workflows; `DynamoDBStore` binds the item classes.
 
@@ -77,7 +117,6 @@ class KeyedStore:
         _connection: The store's counting table connection.
         _state: The store's bound `StateItem`.
         _locks: The store's bound `LockItem`.
-        _inbox: The store's bound `InboxItem`.
         _promises: The store's bound `PromiseItem`.
         _waiters: The store's bound `WaiterItem`.
     """
@@ -85,7 +124,6 @@ class KeyedStore:
     _connection: TableConnection
     _state: type[StateItem]
     _locks: type[LockItem]
-    _inbox: type[InboxItem]
     _promises: type[PromiseItem]
     _waiters: type[WaiterItem]
 
@@ -93,7 +131,6 @@ class KeyedStore:
         """Bind the keyed item templates to the store's table and connection (see `store_items.bind`)."""
         self._state = bind(StateItem, meta, connection)
         self._locks = bind(LockItem, meta, connection)
-        self._inbox = bind(InboxItem, meta, connection)
         self._promises = bind(PromiseItem, meta, connection)
         self._waiters = bind(WaiterItem, meta, connection)
 
@@ -108,126 +145,315 @@ class KeyedStore:
         pages: ResultIterator[dict[str, Any]] = ResultIterator(self._connection.query, (keyed_pk(scope, key),), args)
         return [raw["SK"]["S"] for raw in pages]
 
+    # --- the key item: lock, queue and small state, one item -------------------------------------
+
+    def _key_item(self, scope: str, key: str) -> dict[str, Any]:
+        return {"PK": {"S": keyed_pk(scope, key)}, "SK": {"S": LOCK_SK}}
+
+    def _update_key(
+        self,
+        scope: str,
+        key: str,
+        update: str,
+        *,
+        condition: str | None = None,
+        names: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+        returning: str | None = None,
+        conflict: str = "condition failed",
+    ) -> dict[str, Any]:
+        """One UpdateItem of the key item `LOCK` (also setting its raw `scope` and `key`).
+
+        Returns the attributes DynamoDB sent back (`returning`: ALL_NEW, UPDATED_OLD), raw, or {}.
+
+        Raises:
+            StoreConflict: `condition` failed; nothing was written.
+            ItemTooLarge: The key item would pass 400 KB (state, or a very long queue).
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self._connection.table_name,
+            "Key": self._key_item(scope, key),
+            "UpdateExpression": update.replace("SET ", "SET #scope = :scope, #key = :key, ", 1)
+            if update.startswith("SET ")
+            else f"SET #scope = :scope, #key = :key {update}",
+            "ExpressionAttributeNames": {"#scope": "scope", "#key": "key", **(names or {})},
+            "ExpressionAttributeValues": {":scope": {"S": scope}, ":key": {"S": key}, **(values or {})},
+        }
+        if condition:
+            kwargs["ConditionExpression"] = condition
+        if returning:
+            kwargs["ReturnValues"] = returning
+        too_large = (
+            f"{scope}/{key}: the object's state and queue do not fit in one DynamoDB item (400 KB); keep state "
+            f"smaller (values above {SPILL_BYTES} bytes are stored apart) or fewer calls waiting for the key"
+        )
+        with translated_write(conflict=conflict, too_large=too_large):
+            try:
+                answer = self._connection.connection.dispatch("UpdateItem", kwargs)
+            except ClientError as exc:  # as pynamodb's own update_item raises it
+                raise UpdateError("Failed to update item", exc) from exc
+        return dict((answer or {}).get("Attributes", {}))
+
+    def _get_key(self, scope: str, key: str) -> dict[str, Any]:
+        """The key item `LOCK` as DynamoDB holds it (raw attributes), {} if absent (one consistent GetItem)."""
+        answer = self._connection.connection.dispatch(
+            "GetItem",
+            {"TableName": self._connection.table_name, "Key": self._key_item(scope, key), "ConsistentRead": True},
+        )
+        return dict((answer or {}).get("Item", {}))
+
     # --- state -----------------------------------------------------------------------------------
 
     def load_state(self, scope: str, key: str) -> dict[bytes, bytes]:
-        """The whole state of `scope/key`: one strongly consistent query of its `S#` items, paged.
+        """The whole state of `scope/key`: one consistent GetItem of `LOCK`, plus one consistent
+        BatchGetItem per 100 values stored apart (only when there are such values).
 
         Returns:
             `{state key: value}`; empty if the key has no state.
         """
-        model = self._state
-        items = model.query(keyed_pk(scope, key), model.sk.startswith(STATE_PREFIX), consistent_read=True)
-        return {item.state_key: item.value for item in items}
+        return self._with_spilled(scope, key, self._get_key(scope, key))
 
-    def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None:
-        """Store one state entry, replacing its previous value (one PutItem; the caller holds the lock).
+    def _with_spilled(self, scope: str, key: str, item: Mapping[str, Any]) -> dict[bytes, bytes]:
+        """The state the raw key item holds, with the values stored apart read in (BatchGetItem)."""
+        state, spilled = _state_of(item)
+        if spilled:
+            pk = keyed_pk(scope, key)
+            items = self._state.batch_get([(pk, sk) for sk in spilled.values()], consistent_read=True)
+            found = {item.sk: item.value for item in items}
+            for state_key, sk in spilled.items():
+                if sk in found:
+                    state[state_key] = found[sk]
+        return state
+
+    def apply_state(
+        self,
+        scope: str,
+        key: str,
+        writes: Mapping[bytes, bytes | None],
+        *,
+        clear: bool = False,
+        holder: str | None = None,
+        expires_at_s: int = 0,
+    ) -> None:
+        """Apply the state changes of one commit: one UpdateItem of `LOCK` (SET and REMOVE attributes).
+
+        A value above `SPILL_BYTES` goes to its own item `S#{h(state key)}#{h(value)}` first (one
+        PutItem; content-addressed, so re-applying writes the same item) and `LOCK` refers to it; the
+        item it replaces is deleted after the update (the update returns the old references,
+        UPDATED_OLD). `clear` removes every entry first, which takes one consistent GetItem to learn
+        them. Applying the same changes again gives the same state (effects are re-applied after a
+        crash).
 
         Args:
             scope: The service name.
             key: The object key or workflow id.
-            state_key: The state entry's name (bytes, any length up to the item limit).
-            value: Its value; may be empty.
-            expires_at_s: TTL of the entry in epoch seconds; 0 keeps it forever.
+            writes: `{state key: new value, or None to remove it}`, applied after `clear`.
+            clear: Remove every entry not in `writes` (ClearAllState).
+            holder: If given, only while this invocation holds the key (`holder = :id`): an exclusive
+                handler's writes are fenced by the lock, so one that lost the key writes nothing.
+            expires_at_s: TTL of the key item in epoch seconds; 0 leaves it as it is.
 
         Raises:
-            ItemTooLarge: The entry does not fit in one 400 KB item; nothing was written.
+            StoreConflict: `holder` does not hold the key; nothing was written.
+            ItemTooLarge: The state does not fit in the item; nothing was written.
         """
-        item = self._state(
-            keyed_pk(scope, key),
-            state_sk(state_key),
-            scope=scope,
-            key=key,
-            state_key=state_key,
-            value=value,
-            expires_at_s=expires_at_s or None,
-        )
-        too_large = (
-            f"{scope}/{key}: the state entry {state_key[:64]!r} ({len(value)} bytes) does not fit in one DynamoDB "
-            "item (400 KB); keep state values below ~350 KB"
-        )
-        with translated_write(too_large=too_large):
-            item.save()
+        pk = keyed_pk(scope, key)
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets: list[str] = []
+        removes: list[str] = []
+        if clear:
+            current = [n for n in self._get_key(scope, key) if n.startswith(STATE_PREFIX)]
+            wanted = {state_sk(k) for k in writes}
+            for i, name in enumerate(n for n in current if n not in wanted):
+                names[f"#c{i}"] = name
+                removes.append(f"#c{i}")
+        for i, (state_key, value) in enumerate(writes.items()):
+            names[f"#s{i}"] = state_sk(state_key)
+            if value is None:
+                removes.append(f"#s{i}")
+                continue
+            entry: dict[str, Any] = {"k": {"B": state_key}}
+            if len(value) > SPILL_BYTES:
+                sk = spill_sk(state_key, value)
+                self._state(pk, sk, scope=scope, key=key, state_key=state_key, value=value).save()
+                entry["r"] = {"S": sk}
+            else:
+                entry["v"] = {"B": value}
+            values[f":s{i}"] = {"M": entry}
+            sets.append(f"#s{i} = :s{i}")
+        if expires_at_s:
+            names["#ttl"] = TTL_ATTRIBUTE
+            values[":ttl"] = {"N": str(expires_at_s)}
+            sets.append("#ttl = :ttl")
+        if not sets and not removes:
+            return
+        condition = None
+        if holder is not None:
+            names["#holder"] = "holder"
+            values[":holder"] = {"S": holder}
+            condition = "#holder = :holder"
+        update = "SET " + ", ".join(sets) if sets else ""
+        if removes:
+            update += " REMOVE " + ", ".join(removes)
+        old = self._update_key(
+            scope, key, update.strip(), condition=condition, names=names, values=values, returning="UPDATED_OLD",
+            conflict=f"{scope}/{key}: {holder} does not hold the key",
+        )  # fmt: skip
+        kept = {v["M"]["r"]["S"] for v in values.values() if "M" in v and "r" in v["M"]}
+        for ref in _spill_refs(old) - kept:  # values stored apart that nothing refers to any more
+            self._state(pk, ref).delete()
+
+    def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None:
+        """Store one state entry, replacing its previous value (`apply_state` with one write, unfenced).
+
+        Raises:
+            ItemTooLarge: The entry does not fit; nothing was written.
+        """
+        self.apply_state(scope, key, {state_key: value}, expires_at_s=expires_at_s)
 
     def delete_state(self, scope: str, key: str, state_key: bytes) -> None:
-        """Remove one state entry (one DeleteItem); removing an absent entry does nothing."""
-        self._state(keyed_pk(scope, key), state_sk(state_key)).delete()
+        """Remove one state entry (one UpdateItem); removing an absent entry does nothing."""
+        self.apply_state(scope, key, {state_key: None})
 
     def clear_state(self, scope: str, key: str) -> None:
-        """Delete every state entry of `scope/key`: a keys-only query, then BatchWriteItem deletes.
+        """Remove every state entry of `scope/key` (one GetItem, then one UpdateItem if there was any).
 
-        Each query page and each batch of up to 25 deletes is one request; pynamodb resends
-        unprocessed deletes a few times and raises `pynamodb.exceptions.PutError` if some remain.
-        Other items of the partition (lock, inbox, promises) are kept.
+        The lock and queue on the same item, and the other items of the partition, are kept.
         """
-        model = self._state
-        pk = keyed_pk(scope, key)
-        with model.batch_write() as batch:
-            for sk in self._sort_keys(scope, key, STATE_PREFIX):
-                batch.delete(model(pk, sk))
+        self.apply_state(scope, key, {}, clear=True)
 
-    # --- lock and inbox --------------------------------------------------------------------------
+    # --- lock and queue --------------------------------------------------------------------------
+
+    def take_key(self, scope: str, key: str, invocation_id: str) -> dict[bytes, bytes] | None:
+        """Take the key for a new invocation if nobody holds it and nobody waits for it, reading its state.
+
+        One UpdateItem of `LOCK`: `SET holder = :id` if `(attribute_not_exists(holder) AND
+        attribute_not_exists(queued)) OR holder = :id`, returning the item (ALL_NEW), which holds the
+        state; values stored apart cost one BatchGetItem more. Waiting calls keep their turn: a
+        newcomer never passes them.
+
+        Returns:
+            The key's state (`{state key: value}`) if `invocation_id` holds the key now; None if the
+            key is held or calls wait for it (nothing changed).
+        """
+        try:
+            item = self._update_key(
+                scope, key, "SET #holder = :id", names={"#holder": "holder", "#queued": "queued"},
+                values={":id": {"S": invocation_id}},
+                condition="(attribute_not_exists(#holder) AND attribute_not_exists(#queued)) OR #holder = :id",
+                returning="ALL_NEW",
+            )  # fmt: skip
+        except StoreConflict:
+            return None
+        return self._with_spilled(scope, key, item)
 
     def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
         """Take the lock of `scope/key` for `invocation_id`, if it is free or held by it already.
 
-        One UpdateItem of `LOCK`: `SET holder = :id` if `attribute_not_exists(holder) OR holder = :id`.
+        One UpdateItem of `LOCK`: `SET holder = :id` if `attribute_not_exists(holder) OR holder = :id`
+        (whoever waits in the queue).
 
         Returns:
             True if `invocation_id` holds the lock now; False if another invocation does.
         """
-        model = self._locks
-        actions = [model.holder.set(invocation_id), model.scope.set(scope), model.key.set(key)]
-        condition = model.holder.does_not_exist() | (model.holder == invocation_id)
-        return _won(
-            lambda: self._connection.update_item(keyed_pk(scope, key), LOCK_SK, actions=actions, condition=condition),
-            too_large=f"{scope}/{key}: the lock item does not fit in one DynamoDB item (400 KB)",
-        )
+        try:
+            self._update_key(
+                scope, key, "SET #holder = :id", names={"#holder": "holder"}, values={":id": {"S": invocation_id}},
+                condition="attribute_not_exists(#holder) OR #holder = :id",
+            )  # fmt: skip
+        except StoreConflict:
+            return False
+        return True
+
+    def grant_key(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
+        """Hand the free key to the queued `invocation_id`, taking it out of the queue: one transition.
+
+        One UpdateItem of `LOCK`: `SET holder = :id DELETE queued {entry}` if
+        `attribute_not_exists(holder) AND contains(queued, entry)`. Of concurrent pumps exactly one
+        grants an entry, once.
+
+        Returns:
+            True if granted now; False if the key is held or the entry is not queued (any more).
+        """
+        entry = queue_entry(seq, invocation_id)
+        try:
+            self._update_key(
+                scope, key, "SET #holder = :id DELETE #queued :entries",
+                names={"#holder": "holder", "#queued": "queued"},
+                values={":id": {"S": invocation_id}, ":entries": {"SS": [entry]}, ":entry": {"S": entry}},
+                condition="attribute_not_exists(#holder) AND contains(#queued, :entry)",
+            )  # fmt: skip
+        except StoreConflict:
+            return False
+        return True
 
     def unlock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Release the lock of `scope/key` if `invocation_id` holds it.
-
-        One UpdateItem of `LOCK`: `REMOVE holder` if `holder = :id` (a missing lock item is not
-        created).
+        """Release the lock of `scope/key` if `invocation_id` holds it (`release_key`, answer dropped).
 
         Returns:
             True if it held the lock and released it; False otherwise (nothing changed).
         """
-        model = self._locks
-        return _won(
-            lambda: self._connection.update_item(
-                keyed_pk(scope, key), LOCK_SK, actions=[model.holder.remove()], condition=model.holder == invocation_id
-            ),
-            too_large=f"{scope}/{key}: the lock item does not fit in one DynamoDB item (400 KB)",
-        )
+        return self.release_key(scope, key, invocation_id) is not None
+
+    def release_key(self, scope: str, key: str, invocation_id: str) -> bool | None:
+        """Release the key if `invocation_id` holds it, and tell whether calls wait for it.
+
+        One UpdateItem of `LOCK`: `REMOVE holder` if `holder = :id`, returning the item (ALL_NEW),
+        so the queue is known without another read.
+
+        Returns:
+            None if it did not hold the key (nothing changed); else True if calls wait in the queue.
+        """
+        try:
+            item = self._update_key(
+                scope, key, "REMOVE #holder", names={"#holder": "holder"}, values={":id": {"S": invocation_id}},
+                condition="#holder = :id", returning="ALL_NEW",
+            )  # fmt: skip
+        except StoreConflict:
+            return None
+        return bool(item.get("queued", {}).get("SS"))
+
+    def key_status(self, scope: str, key: str) -> tuple[str | None, tuple[str, str] | None]:
+        """`(holder, (seq, invocation_id) of the queue's earliest entry)` of `scope/key`; one consistent GetItem."""
+        item = self._get_key(scope, key)
+        holder = item.get("holder", {}).get("S")
+        queued = item.get("queued", {}).get("SS") or []
+        return holder, (split_queue_entry(min(queued)) if queued else None)
 
     def lock_holder(self, scope: str, key: str) -> str | None:
         """The invocation holding the lock of `scope/key`, or None (one strongly consistent GetItem)."""
-        try:
-            item = self._locks.get(keyed_pk(scope, key), LOCK_SK, consistent_read=True)
-        except self._locks.DoesNotExist:
-            return None
-        return item.holder
+        return self.key_status(scope, key)[0]
 
-    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
-        """Put `invocation_id` in the inbox of `scope/key` at `seq` (one PutItem; enqueueing again changes nothing)."""
-        pk = keyed_pk(scope, key)
-        self._inbox(pk, inbox_sk(seq, invocation_id), scope=scope, key=key, seq=seq, invocation_id=invocation_id).save()
-
-    def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
-        """Remove that inbox entry (one DeleteItem); removing an absent entry does nothing."""
-        self._inbox(keyed_pk(scope, key), inbox_sk(seq, invocation_id)).delete()
-
-    def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
-        """The earliest inbox entry of `scope/key` (one strongly consistent query, limit 1).
+    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
+        """Put `invocation_id` in the queue of `scope/key` at `seq`: one UpdateItem of `LOCK`,
+        `ADD queued {"{seq}#{invocation_id}"}` (a set: enqueueing again changes nothing).
 
         Returns:
-            `(seq, invocation_id)`, or None if the inbox is empty.
+            True if nobody held the key at that moment (ALL_NEW): the caller should hand it on.
         """
-        model = self._inbox
-        items = model.query(keyed_pk(scope, key), model.sk.startswith(INBOX_PREFIX), consistent_read=True, limit=1)
-        head = next(iter(items), None)
-        return None if head is None else (head.seq, head.invocation_id)
+        item = self._update_key(
+            scope, key, "ADD #queued :entries", names={"#queued": "queued"},
+            values={":entries": {"SS": [queue_entry(seq, invocation_id)]}}, returning="ALL_NEW",
+        )  # fmt: skip
+        return "holder" not in item
+
+    def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
+        """Take that entry out of the queue (one conditional UpdateItem); an absent entry changes nothing."""
+        entry = queue_entry(seq, invocation_id)
+        with contextlib.suppress(StoreConflict):
+            self._update_key(
+                scope, key, "DELETE #queued :entries", names={"#queued": "queued"},
+                values={":entries": {"SS": [entry]}, ":entry": {"S": entry}}, condition="contains(#queued, :entry)",
+            )  # fmt: skip
+
+    def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
+        """The earliest queued entry of `scope/key` (one strongly consistent GetItem of `LOCK`).
+
+        Returns:
+            `(seq, invocation_id)`, or None if nobody waits.
+        """
+        return self.key_status(scope, key)[1]
 
     # --- workflows -------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
 from tests.helpers.dev import describe, dev_with_examples, unique, wait_for
-from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
+from tests.helpers.moto import DUMMY_AWS_ENV, REGION, moto_server, unique_table_name
 
 # Calls wait up to 100 s before a 202: exclusive calls on one key run one after another (0.4 s to 2 s
 # each on moto here, more as the key's inbox grows), and these tests check order and exclusion, not
@@ -32,8 +32,10 @@ SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wa
 
 
 @pytest.fixture(scope="module")
-def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
+def dev(examples_url: str) -> Iterator[DevServer]:
+    # one writer per key rests on atomic conditional writes: a serial moto, as `torpor dev` embeds
+    # (the shared threaded one may let two conditional writers of one item both win)
+    with moto_server(serial=True) as endpoint, dev_with_examples(endpoint, examples_url, SETTINGS) as server:
         yield server
 
 
@@ -184,6 +186,31 @@ def test_state_above_the_eager_limit_is_sent_lazily(moto_endpoint: str, examples
         assert invocation["attempts"] == 2
     finally:
         server.stop()
+
+
+def test_a_crash_between_creating_a_call_and_taking_its_key_leaves_it_to_wait_its_turn(examples_url: str) -> None:
+    settings = SETTINGS.with_overrides(inactivity_timeout_ms=1_000, lease_margin_ms=500)
+    with moto_server(serial=True) as endpoint, dev_with_examples(endpoint, examples_url, settings) as server:
+        store = server.control_plane.store
+        take_key = store.take_key
+        crashed: list[str] = []
+
+        def crash_once(scope: str, key: str, invocation_id: str) -> Any:
+            if not crashed:
+                crashed.append(invocation_id)
+                raise RuntimeError("the process died between creating the invocation and taking its key")
+            return take_key(scope, key, invocation_id)
+
+        store.take_key = crash_once  # type: ignore[method-assign]
+        key = unique("crash")
+        assert httpx.post(f"{server.ingress_url}/Counter/{key}/add", json=1, timeout=30).status_code >= 500
+        # created (running, leased) but never holding the key: a later call takes the free key
+        assert httpx.post(f"{server.ingress_url}/Counter/{key}/add", json=10, timeout=30).json() == 10
+        wait_for(lambda: store.get_invocation(crashed[0]).lease_until_ms < time.time() * 1000, 10, "lease to expire")
+        server.control_plane.engine.advance(crashed[0])  # what the sweep does for an expired lease
+        wait_for(lambda: describe(server, crashed[0])["status"] == "completed", 30, "the crashed call to complete")
+        assert store.get_invocation(crashed[0]).output == b"11"  # type: ignore[union-attr]
+        assert store.key_status("Counter", key) == (None, None)
 
 
 # --- workflows -------------------------------------------------------------------------------------
