@@ -200,6 +200,7 @@ class Reading:
     requests: Counter[str] = field(default_factory=Counter)
     writes: list[Write] = field(default_factory=list)
     read_units: float = 0.0
+    log: list[str] = field(default_factory=list)  # one line per request: operation, keys
 
     @property
     def write_units(self) -> float:
@@ -209,6 +210,28 @@ class Reading:
 def _key_text(value: dict[str, Any]) -> str:
     ((_, v),) = value.items()
     return str(v)
+
+
+def _keys_named(request: dict[str, Any]) -> str:
+    """The keys a request names, for a trace line: `PK/SK` of its items, or a query's key values."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "PK" in node and isinstance(node["PK"], dict):
+                found.append("/".join(_key_text(node[k])[:40] for k in ("PK", "SK") if k in node))
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk({k: v for k, v in request.items() if k != "ExpressionAttributeValues"})
+    if not found and "KeyConditionExpression" in request:
+        values = request.get("ExpressionAttributeValues", {}).values()
+        found.append(" ".join(_key_text(v)[:40] for v in values))
+    return ", ".join(found)
 
 
 class Meter:
@@ -258,6 +281,7 @@ class Meter:
             self.last_request = time.monotonic()
             label = operation + (f" {request['IndexName']}" if request.get("IndexName") else "")
             self._reading.requests[label] += 1
+            self._reading.log.append(f"{label:<24} {response.status_code} {_keys_named(request)}")
             if operation in ("CreateTable", "UpdateTable", "DeleteTable"):
                 self._schemas.pop(str(request.get("TableName")), None)
             ok = response.status_code == 200
@@ -532,7 +556,7 @@ class Result:
     seconds: float
 
 
-def measure(where: Checkout, runs: int, rounds: int, settle_s: float) -> Result:
+def measure(where: Checkout, runs: int, rounds: int, settle_s: float, trace: bool = False) -> Result:
     """Run every workload alone `runs` times, then the mix `rounds` times, on `torpor dev` from `where`."""
     started = time.monotonic()
     with (
@@ -555,6 +579,8 @@ def measure(where: Checkout, runs: int, rounds: int, settle_s: float) -> Result:
                 getattr(driver, method)(uuid.uuid4().hex[:10])
                 meter.wait_idle(settle_s)
             kinds[label] = meter.take()
+            if trace:
+                print("\n".join(f"    {line}" for line in kinds[label].log))
             driver.check()
             print(f"  {where.label}: {label}: {sum(kinds[label].requests.values()) / runs:.1f} requests, "
                   f"{kinds[label].write_units / runs:.1f} write units per run", flush=True)  # fmt: skip
@@ -720,6 +746,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds of the mixed run (default 10)")
     parser.add_argument("--settle", type=float, default=1.0, help="idle seconds that end a run (default 1)")
     parser.add_argument("--quick", action="store_true", help="2 runs, 3 rounds")
+    parser.add_argument("--trace", action="store_true", help="print every request of the workloads run alone")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.rounds = 2, 3
@@ -728,7 +755,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(DUMMY_AWS_ENV)
     print(f"before: {load()}", flush=True)
     paths = args.checkout or [str(REPO_ROOT)]
-    results = [measure(checkout(path), args.runs, args.rounds, args.settle) for path in paths]
+    results = [measure(checkout(path), args.runs, args.rounds, args.settle, args.trace) for path in paths]
     print(f"after: {load()}")
     print_tables(results)
     return 0
