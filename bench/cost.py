@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     counts["dynamodb write units"] = reading.write_units / args.runs  # table and indexes
     counts["dynamodb write units in indexes"] = index_units / args.runs
     counts["dynamodb read units"] = reading.read_units / args.runs
+    counts["control plane seconds"] -= reading.proxy_seconds / args.runs  # the meter's own reads, not Torpor's
     counts["sqs SendMessage by the schedule"] = 1  # AWS's side: the schedule's target delivery
     print(f"after: {load()}")
     print_tables(args, counts, sum(journal_bytes) / len(journal_bytes))

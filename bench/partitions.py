@@ -201,6 +201,7 @@ class Reading:
     writes: list[Write] = field(default_factory=list)
     read_units: float = 0.0
     log: list[str] = field(default_factory=list)  # one line per request: operation, keys
+    proxy_seconds: float = 0.0  # time requests spent in the meter besides their own round trip to the store
 
     @property
     def write_units(self) -> float:
@@ -270,6 +271,7 @@ class Meter:
     def handle(self, headers: dict[str, str], body: bytes) -> httpx.Response:
         """Forward one request (headers, raw body) to the endpoint, metering it; moto's answer."""
         operation = headers.get("x-amz-target", "").rpartition(".")[2]
+        entered = time.perf_counter()
         with self._lock:
             try:
                 request = json.loads(body) if body else {}
@@ -277,7 +279,9 @@ class Meter:
                 request = {}
             touched = self._touched(operation, request) if operation in WRITES else []
             before = [self._get(table, key) for table, key, _ in touched]
+            forwarded = time.perf_counter()
             response = self._http.post(self.endpoint + "/", content=body, headers=headers)
+            forwarded = time.perf_counter() - forwarded
             self.last_request = time.monotonic()
             label = operation + (f" {request['IndexName']}" if request.get("IndexName") else "")
             self._reading.requests[label] += 1
@@ -292,6 +296,7 @@ class Meter:
                                       old, new, factor)  # fmt: skip
             elif ok and operation in ("GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan"):
                 self._reading.read_units += self._read_units(operation, request, response.json())
+            self._reading.proxy_seconds += time.perf_counter() - entered - forwarded
             return response
 
     def _schema(self, table: str) -> Schema:
