@@ -611,12 +611,18 @@ def owned(partition: str) -> bool:
     return partition.startswith(OWNED_PREFIXES)
 
 
-def per_key(reading: Reading) -> Counter[str]:
-    """Write units per partition key: `PK` for the table, `PK (index)` for an index."""
-    units: Counter[str] = Counter()
+def per_key(reading: Reading) -> Counter[tuple[str, str]]:
+    """Write units per (place, partition key); the place is "table" or an index name."""
+    units: Counter[tuple[str, str]] = Counter()
     for w in reading.writes:
-        units[w.partition if w.where == "table" else f"{w.partition} ({w.where})"] += w.units
+        units[w.where, w.partition] += w.units
     return units
+
+
+def named(where: str, partition: str) -> str:
+    """A partition key for the tables: `TIMER`, or `STATUS#running` in index `by_status`."""
+    key = f"`{short(partition)}`"
+    return key if where == "table" else f"{key} in index `{where}`"
 
 
 def short(key: str) -> str:
@@ -648,11 +654,11 @@ class Hot:
 def hot(result: Result) -> Hot:
     units = per_key(result.mixed)
     n = result.rounds * MIX_INVOCATIONS
-    shared = {k: v for k, v in units.items() if not owned(k)}
-    shared_key = max(shared, key=shared.__getitem__, default="(none)")
-    top_key = max(units, key=units.__getitem__, default="(none)")
-    owned_total = sum(v for k, v in units.items() if owned(k))
-    return Hot(n, sum(units.values()), shared_key, shared.get(shared_key, 0) / n, top_key,
+    shared = {k: v for k, v in units.items() if not owned(k[1])}
+    shared_key = max(shared, key=shared.__getitem__, default=("table", "(none)"))
+    top_key = max(units, key=units.__getitem__, default=("table", "(none)"))
+    owned_total = sum(v for k, v in units.items() if owned(k[1]))
+    return Hot(n, sum(units.values()), named(*shared_key), shared.get(shared_key, 0) / n, named(*top_key),
                units.get(top_key, 0) / n, owned_total / n)  # fmt: skip
 
 
@@ -671,22 +677,24 @@ def print_tables(results: list[Result]) -> None:
     for r in results:
         print(f"- {r.where.label}: `{r.where.path}` at {r.where.commit} (Torpor imported from `{r.where.ran}`), "
               f"{r.runs} runs per workload, {r.seconds:.0f} s")  # fmt: skip
-    columns = ["requests", "write units", "table", *[f"index {i}" for i in indexes], "read units"]
-    head = [f"{c} ({label})" if len(results) > 1 else c for c in columns for label in labels]
-    print("\n| workload | " + " | ".join(head) + " |\n| --- |" + " --- |" * len(head))
+    columns = ["requests", "write units", "… in the table", *[f"… in index {i}" for i in indexes], "read units"]
+    print(f"\nCells: {' → '.join(labels)}." if len(results) > 1 else "")
+    print("| workload | " + " | ".join(columns) + " |\n| --- |" + " --- |" * len(columns))
     for kind in KINDS:
         cells = []
         for column in columns:
+            values = []
             for r in results:
-                reading, n = r.kinds[kind], r.runs
+                reading = r.kinds[kind]
                 value = {
                     "requests": sum(reading.requests.values()),
                     "write units": reading.write_units,
-                    "table": where_units(reading)["table"],
+                    "… in the table": where_units(reading)["table"],
                     "read units": reading.read_units,
-                    **{f"index {i}": where_units(reading)[i] for i in indexes},
+                    **{f"… in index {i}": where_units(reading)[i] for i in indexes},
                 }[column]
-                cells.append(f"{value / n:.1f}")
+                values.append(f"{value / r.runs:.1f}")
+            cells.append(" → ".join(values))
         print(f"| {kind} | " + " | ".join(cells) + " |")
     for r in results:
         print(f"\n### {r.where.label}: by operation, requests / write units (table + indexes) per run\n")
@@ -709,17 +717,16 @@ def print_tables(results: list[Result]) -> None:
         total = sum(units.values())
         print(f"### {r.where.label}: write units per partition key ({r.rounds} rounds, {n} invocations, "
               f"{total:.0f} write units)\n")  # fmt: skip
-        print("| partition key | keys | write units per invocation | share of all writes | hottest key's share |")
-        print("| --- | --- | --- | --- | --- |")
-        groups: dict[str, list[float]] = defaultdict(list)
-        for key, v in units.items():
-            if owned(key):
-                place = key.rsplit(" (", 1)[1][:-1] if key.endswith(")") else "table"
-                groups[f"{key[:4]}… ({place}, owned)"].append(v)
-        for key, v in sorted(((k, v) for k, v in units.items() if not owned(k)), key=lambda kv: -kv[1]):
-            groups[f"{key} (shared)"].append(v)
-        for name, values in sorted(groups.items(), key=lambda kv: -sum(kv[1])):
-            print(f"| {name} | {len(values)} | {sum(values) / n:.2f} | {sum(values) / total:.1%} | "
+        print("| partition key | owner | keys | write units per invocation | share of all writes | top key's share |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for (where, partition), v in units.items():
+            if owned(partition):
+                groups[named(where, partition[:4] + "…"), "one invocation or object key"].append(v)
+            else:
+                groups[named(where, partition), "shared"].append(v)
+        for (name, owner), values in sorted(groups.items(), key=lambda kv: -sum(kv[1])):
+            print(f"| {name} | {owner} | {len(values)} | {sum(values) / n:.2f} | {sum(values) / total:.1%} | "
                   f"{max(values) / total:.1%} |")  # fmt: skip
         print()
     print("## Projection\n")
@@ -731,13 +738,12 @@ def print_tables(results: list[Result]) -> None:
         ("write units per invocation", [f"{h.total / h.invocations:.1f}" for h in figures]),
         ("… on owned keys (`INV#…`, `OBJ#…`)", [f"{h.owned_units:.1f} ({h.owned_units * h.invocations / h.total:.0%})"
                                                 for h in figures]),
-        ("hottest shared key", [f"`{h.shared_key}`" for h in figures]),
+        ("hottest shared key", [h.shared_key for h in figures]),
         ("… its write units per invocation", [f"{h.shared_units:.2f}" for h in figures]),
         ("… its share of all writes", [f"{h.shared_units * h.invocations / h.total:.1%}" for h in figures]),
         ("**projected ceiling** (invocations/s at 1,000 WCU/s on that key)",
          [f"**{h.ceiling:,.0f}**" for h in figures]),
-        ("hottest key overall", [f"`{short(h.top_key)}` ({h.top_units * h.invocations / h.total:.1%})"
-                                 for h in figures]),
+        ("hottest key overall", [f"{h.top_key} ({h.top_units * h.invocations / h.total:.1%})" for h in figures]),
     ]  # fmt: skip
     for name, cells in rows:
         print(f"| {name} | " + " | ".join(cells) + " |")
