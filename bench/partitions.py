@@ -679,7 +679,7 @@ def print_tables(results: list[Result]) -> None:
               f"{r.runs} runs per workload, {r.seconds:.0f} s")  # fmt: skip
     columns = ["requests", "write units", "… in the table", *[f"… in index {i}" for i in indexes], "read units"]
     print(f"\nCells: {' → '.join(labels)}." if len(results) > 1 else "")
-    print("| workload | " + " | ".join(columns) + " |\n| --- |" + " --- |" * len(columns))
+    print("\n| workload | " + " | ".join(columns) + " |\n| --- |" + " --- |" * len(columns))
     for kind in KINDS:
         cells = []
         for column in columns:
