@@ -682,7 +682,8 @@ def print_tables(results: list[Result]) -> None:
         print(f"- {r.where.label}: `{r.where.path}` at {r.where.commit} (Torpor imported from `{r.where.ran}`), "
               f"{r.runs} runs per workload, {r.seconds:.0f} s")  # fmt: skip
     columns = ["requests", "write units", "… in the table", *[f"… in index {i}" for i in indexes], "read units"]
-    print(f"\nCells: {' → '.join(labels)}." if len(results) > 1 else "")
+    if len(results) > 1:
+        print(f"\nCells: {' → '.join(labels)}.")
     print("\n| workload | " + " | ".join(columns) + " |\n| --- |" + " --- |" * len(columns))
     for kind in KINDS:
         cells = []
