@@ -276,7 +276,10 @@ class Meter:
                 request = json.loads(body) if body else {}
             except ValueError:
                 request = {}
-            touched = self._touched(operation, request) if operation in WRITES else []
+            try:
+                touched = self._touched(operation, request) if operation in WRITES else []
+            except self._direct.exceptions.ResourceNotFoundException:
+                touched = []  # no such table: the store answers the error itself, nothing is written
             before = [self._get(table, key) for table, key, _ in touched]
             response = self._http.post(self.endpoint + "/", content=body, headers=headers)
             self.last_request = time.monotonic()
