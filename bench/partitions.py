@@ -1,6 +1,7 @@
 """Scale projection: DynamoDB requests and write units per invocation, and the hottest partition key.
 
-    python -m bench.partitions [--checkout PATH ...] [--runs 5] [--rounds 10] [--quick]
+    python -m bench.partitions [--checkout PATH ...] [--runs 5] [--rounds 10] [--quick] [--trace]
+    python -m bench.partitions --checkout /work/wt/before --checkout .   # before → after, side by side
 
 Measured from the outside, at the DynamoDB wire, so that the same code measures any version of
 Torpor: `--checkout PATH` (repeatable; default this repository) runs `torpor dev` from that
@@ -44,7 +45,8 @@ or one object key and do not get hotter as the rate grows; every other key (`TIM
 an index, `DEP`, `SVC`, …) is shared. DynamoDB serves at most 1,000 write units per second on one
 partition key (a partition's limit; adaptive capacity can split a hot partition but not one key), so
 the projected ceiling of this mix is 1,000 ÷ (the hottest shared key's write units per invocation)
-invocations per second.
+invocations per second. `--quick`: 2 runs, 3 rounds. `--trace`: every request of the workloads run
+alone (operation, status, keys). With several checkouts, each table shows `first → second` cells.
 
 Not measured here: latency (moto's speed is not DynamoDB's), and the reads' partition keys (3,000
 read units per second per partition, far from reached).
