@@ -19,7 +19,8 @@ from tests.helpers.moto import REGION, moto_server, unique_table_name
 
 @pytest.fixture
 def metered() -> Iterator[tuple[Any, MeterProxy, str]]:
-    """(client through the proxy, proxy, table) with a KEYS_ONLY index `by_g` on (g_pk, g_sk)."""
+    """(client through the proxy, proxy, table) with a KEYS_ONLY index `by_g` on (g_pk, g_sk) and an
+    index `by_h` on h_pk that projects `stage`."""
     with moto_server() as endpoint, MeterProxy(endpoint) as proxy:
         client = boto3.client("dynamodb", region_name=REGION, endpoint_url=proxy.url)
         table = unique_table_name()
@@ -27,7 +28,9 @@ def metered() -> Iterator[tuple[Any, MeterProxy, str]]:
             TableName=table,
             BillingMode="PAY_PER_REQUEST",
             KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "g_pk", "g_sk")],
+            AttributeDefinitions=[
+                {"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "g_pk", "g_sk", "h_pk")
+            ],
             GlobalSecondaryIndexes=[
                 {
                     "IndexName": "by_g",
@@ -36,7 +39,12 @@ def metered() -> Iterator[tuple[Any, MeterProxy, str]]:
                         {"AttributeName": "g_sk", "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "KEYS_ONLY"},
-                }
+                },
+                {
+                    "IndexName": "by_h",
+                    "KeySchema": [{"AttributeName": "h_pk", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["stage"]},
+                },
             ],
         )
         proxy.meter.take()
@@ -101,6 +109,28 @@ def test_an_update_that_moves_an_index_key_is_a_delete_and_a_put_in_the_index(
         ("DeleteItem", "table", "INV#2", 1),
         ("DeleteItem", "by_g", "STATUS#running", 1),
     ]
+
+
+def test_an_index_entry_is_rewritten_in_place_only_when_a_projected_attribute_changes(
+    metered: tuple[Any, MeterProxy, str],
+) -> None:
+    client, proxy, table = metered
+    key = {"PK": {"S": "INV#4"}, "SK": {"S": "META"}}
+    client.put_item(TableName=table, Item={**key, "h_pk": {"S": "H#1"}, "stage": {"S": "a"}})
+    assert writes(proxy.meter.take()) == [("PutItem", "table", "INV#4", 1), ("PutItem", "by_h", "H#1", 1)]
+
+    def update(name: str, value: str) -> list[tuple[str, str, str, float]]:
+        client.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #n = :v",
+            ExpressionAttributeNames={"#n": name},
+            ExpressionAttributeValues={":v": {"S": value}},
+        )
+        return writes(proxy.meter.take())
+
+    assert update("stage", "b") == [("UpdateItem", "table", "INV#4", 1), ("UpdateItem", "by_h", "H#1", 1)]
+    assert update("other", "x") == [("UpdateItem", "table", "INV#4", 1)]  # not projected in by_h
 
 
 def test_a_transaction_counts_its_table_writes_twice(metered: tuple[Any, MeterProxy, str]) -> None:
