@@ -4,8 +4,9 @@
 
 Parts, in order (each also runs alone as `python -m bench.<module>`): `side_by_side` (Torpor
 beside restate-server; then again with dynalite as Torpor's store), `breakdown` (where the time goes
-in `torpor dev`), `cost` (the cost model beside Step Functions and Lambda durable functions), `scale`
-(10,000 invocations over 1,000 keys), then the older figures `latency`, `timers` and
+in `torpor dev`), `partitions` (requests and write units per invocation, the hottest partition key
+and the projected ceiling), `cost` (the cost model beside Step Functions and Lambda durable
+functions), `scale` (10,000 invocations over 1,000 keys), then the older figures `latency`, `timers` and
 `aws_requests`. `--quick` passes `--quick` to the parts that have it and small counts to the
 others: a smoke run of a few minutes. The exit status is 1 if any part failed.
 """
@@ -24,6 +25,7 @@ PARTS = {  # name: (module, arguments, arguments with --quick)
     "side_by_side": ("side_by_side", [], ["--quick"]),
     "side_by_side_dynalite": ("side_by_side", ["--store", "dynalite"], ["--quick", "--store", "dynalite"]),
     "breakdown": ("breakdown", [], ["--quick"]),
+    "partitions": ("partitions", [], ["--quick"]),
     "cost": ("cost", [], ["--quick"]),
     "scale": ("scale", [], ["--quick"]),
     "latency": ("latency", ["--calls", "200", "--warmup", "20"], ["--calls", "20", "--warmup", "5"]),

@@ -36,6 +36,7 @@ from adapters.aws import lambda_app
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.aws_functions import LocalFunctions
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
+from bench.partitions import Meter, MeterProxy
 from control_plane.observability import PRICES_USD, cost_usd
 
 REGION = "us-east-1"
@@ -51,6 +52,7 @@ class Counted(LocalFunctions):
         super().__init__(sqs, queue_url)
         self.invocations: Counter[str] = Counter()
         self.seconds = 0.0
+        self.meter: Meter | None = None
 
     def http(self, api: str, method: str, path: str, body: object = None, **headers: str) -> tuple[int, Any, dict]:
         started = time.perf_counter()
@@ -71,8 +73,14 @@ class Counted(LocalFunctions):
 
 
 @contextmanager
-def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
-    """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions."""
+def aws_on_this_machine(
+    metered: bool = False,
+) -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
+    """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions.
+
+    `metered`: the functions reach DynamoDB through `bench.partitions.MeterProxy`, whose `Meter`
+    (write and read units) is `functions.meter`; otherwise that is None.
+    """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -80,6 +88,7 @@ def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulat
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
     table = f"torpor-bench-{uuid.uuid4().hex[:8]}"
+    proxy = MeterProxy(endpoint).__enter__() if metered else None
     poll_store = DynamoDBStore(table, region=REGION, endpoint_url=endpoint)
     poll_store.ensure_schema()
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
@@ -96,7 +105,7 @@ def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulat
                     "TORPOR_WAKE_QUEUE_ARN": queue_arn,  # waits over 15 min: EventBridge Scheduler schedules
                     "TORPOR_SCHEDULER_ROLE_ARN": SCHEDULER_ROLE,
                     "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
-                    "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+                    "AWS_ENDPOINT_URL_DYNAMODB": proxy.url if proxy else endpoint,
                     "AWS_ENDPOINT_URL_SQS": endpoint,
                     "AWS_ENDPOINT_URL_SCHEDULER": endpoint,
                     "AWS_ENDPOINT_URL_LAMBDA": emulator.url,
@@ -106,6 +115,7 @@ def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulat
             )
             lambda_app.reset()
             functions = Counted(sqs, queue_url)
+            functions.meter = proxy.meter if proxy else None
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             if status != 201:
                 raise SystemExit(f"registering {ARN} failed: {body}")
@@ -121,6 +131,8 @@ def aws_on_this_machine() -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulat
             yield functions, poll_store, emulator, calls
     finally:
         lambda_app.reset()
+        if proxy is not None:
+            proxy.__exit__()
         server.stop()
 
 
@@ -146,6 +158,9 @@ def cost_per_million(counts: dict[str, float], memory_mb: int) -> dict[str, floa
     requests["lambda Invoke"] = counts.get("lambda handler Invoke", 0)
     requests["sqs event source"] = counts.get("sqs event source receive+delete", 0)
     priced = {k: v * 1_000_000 for k, v in cost_usd(requests).items()}  # type: ignore[arg-type]
+    if "dynamodb write units" in counts:  # metered by `bench.partitions`' proxy, not estimated from requests
+        units = counts["dynamodb write units"] * PRICES_USD["dynamodb_write_unit"]
+        priced["dynamodb"] = (units + counts["dynamodb read units"] * PRICES_USD["dynamodb_read_unit"]) * 1_000_000
     functions = sum(n for k, n in counts.items() if k.startswith("lambda ") and k != "lambda handler Invoke")
     seconds = counts.get("control plane seconds", 0)
     return {

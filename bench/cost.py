@@ -13,6 +13,9 @@ moves it); the worker re-delays the remaining minute through SQS, and SQS delive
 real minute later, when the moved clock is past the due time. Runs go one after the other (each
 about a minute), so no batch of the event source holds two runs' messages. Requests made on AWS's side are
 added by hand: the schedule's SendMessage to the queue. Prices: `control_plane.observability.PRICES_USD`.
+DynamoDB is priced by its write and read units, metered at the wire by `bench.partitions`' proxy
+(1 write unit per started KB of the larger item image, index writes included, transactions twice;
+1 read unit per 4 KB read, half for eventually consistent reads).
 
 The other two are priced from their published list prices (us-east-1, see bench/README.md):
 
@@ -100,11 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("werkzeug", "torpor"):  # moto's request log, the functions' JSON logs
         logging.getLogger(name).setLevel(logging.WARNING)
     print(f"before: {load()}", flush=True)
-    with aws_on_this_machine() as env:
+    with aws_on_this_machine(metered=True) as env:
         functions, _, emulator, calls = env
+        assert functions.meter is not None
         before = snapshot(functions, emulator, calls)
+        functions.meter.take()
         journal_bytes = [run_workflow(env, args.steps) for _ in range(args.runs)]
         counts = per_run(before, snapshot(functions, emulator, calls), args.runs)
+        reading = functions.meter.take()
+    index_units = sum(w.units for w in reading.writes if w.where != "table")
+    counts["dynamodb write units"] = reading.write_units / args.runs  # table and indexes
+    counts["dynamodb write units in indexes"] = index_units / args.runs
+    counts["dynamodb read units"] = reading.read_units / args.runs
+    counts["control plane seconds"] -= reading.proxy_seconds / args.runs  # the meter's own reads, not Torpor's
     counts["sqs SendMessage by the schedule"] = 1  # AWS's side: the schedule's target delivery
     print(f"after: {load()}")
     print_tables(args, counts, sum(journal_bytes) / len(journal_bytes))
@@ -130,6 +141,8 @@ def print_tables(args: argparse.Namespace, counts: dict[str, float], journal_byt
     durable = durable_ops * DURABLE_OPERATION * 1e6 + durable_data
     lam = PRICES_USD["lambda_request"] * 1e6
     print("\nTorpor's orchestration per million runs: " + ", ".join(f"{k} ${v:.2f}" for k, v in torpor.items()))
+    estimated = cost_per_million({k: v for k, v in counts.items() if " units" not in k}, args.memory_mb)["DynamoDB"]
+    print(f"DynamoDB from metered units ${torpor['DynamoDB']:.2f}; estimated from requests ${estimated:.2f}")
     print(
         f"journal: {journal_bytes:.0f} bytes per run (DynamoDB storage for its 24 h retention: ${torpor_storage:.4f})"
     )
