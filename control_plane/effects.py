@@ -1,11 +1,11 @@
 """Effects of committed entries, and notifications from outside: what `advance` carries out
 beyond the journal, and what other invocations and the APIs deliver to it.
 
-- Effects (`_apply_effects`): a Sleep arms a timer, a Call or OneWayCall creates its callee (once:
+- Effects (`apply`): a Sleep arms a timer, a Call or OneWayCall creates its callee (once:
   its id is derived from the caller and the entry), CompleteAwakeable and SendSignal store a
   notification for their target, state and promise commands go to `Keys`. Each is idempotent, so
   the next `advance` re-applies them after a crash (`effects_applied_upto`).
-- Completions the lease holder derives (`_pending`): due sleeps, results of completed callees,
+- Completions the lease holder derives (`pending`): due sleeps, results of completed callees,
   lazy state reads and promises; plus the notifications stored from outside, not yet journaled.
 - `notify`: delivering a notification (first per key wins, then the doorbell), and telling a
   caller its callee's result.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
@@ -31,9 +31,7 @@ from control_plane.protocol import Frame, MessageType, decode_frames, encode_fra
 from control_plane.protocol import protocol_pb2 as pb
 
 if TYPE_CHECKING:
-    _Base = Any  # the Engine this mixes into: store, registry, scheduler, clock, keys, create, ...
-else:
-    _Base = object
+    from control_plane.invocation import Engine
 
 log = logging.getLogger("torpor.invocation")
 
@@ -64,10 +62,24 @@ def call_result(callee: InvocationRecord, completion_id: int) -> Frame:
     return frame(result)
 
 
-class EffectsMixin(_Base):
-    """The part of `Engine` that reaches beyond one invocation's journal (see the module doc)."""
+class Effects:
+    """What an `Engine`'s committed entries do beyond the invocation's journal, and the
+    notifications that reach an invocation from outside (see the module doc).
 
-    def _pending(self, held: Held) -> list[Frame]:
+    Works with the engine's store, registry, scheduler and clock, and with the engine itself to
+    create callees (`Engine.create`) and arm timers (`Engine._arm`).
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.clock = engine.clock
+        self.scheduler = engine.scheduler
+        self.registry = engine.registry
+        self.keys = engine.keys
+        self.settings = engine.settings
+
+    def pending(self, held: Held) -> list[Frame]:
         """Notifications to deliver in the next attempt: stored ones not yet journaled, due sleeps."""
         out: list[Frame] = []
         seen: set[str] = set()
@@ -83,7 +95,7 @@ class EffectsMixin(_Base):
         for completion_id, index in held.journal.open_calls():
             if f"c{completion_id}" in seen:
                 continue
-            callee = self.store.get_invocation(self._callee_id(held, index))
+            callee = self.store.get_invocation(self.callee_id(held, index))
             if callee is not None and callee.status == "completed":  # its own wake-up may have been lost
                 out.append(call_result(callee, completion_id))
         if held.journal.derived:
@@ -91,7 +103,7 @@ class EffectsMixin(_Base):
             out.extend(f for f in derived if notification_key(f) not in seen)
         return out
 
-    def _callee_id(self, held: Held, index: int) -> str:
+    def callee_id(self, held: Held, index: int) -> str:
         return self._callee_of(held.record.invocation_id, index, _call_message(held.journal.frames[index]))
 
     def _callee_of(self, parent_id: str, index: int, call: pb.CallCommandMessage | pb.OneWayCallCommandMessage) -> str:
@@ -105,7 +117,7 @@ class EffectsMixin(_Base):
             return ids.idempotent_invocation_id(call.service_name, call.handler_name, call.key, call.idempotency_key)
         return ids.derived_invocation_id(parent_id, index)
 
-    def _derived_notifications(self, held: Held, entries: list[Frame]) -> list[Frame]:
+    def derived_notifications(self, held: Held, entries: list[Frame]) -> list[Frame]:
         """Notifications the runtime owes for commands in `entries`, stored in the same commit.
 
         A OneWayCall gets its callee's invocation id (deterministic: derived from this invocation's
@@ -126,7 +138,7 @@ class EffectsMixin(_Base):
 
     # --- effects of committed entries -------------------------------------------------------------
 
-    def _apply_effects(self, held: Held, start: int) -> None:
+    def apply(self, held: Held, start: int) -> None:
         """Carry out what committed entries from index `start` on ask of the runtime. Idempotent.
 
         Sleep: a timer at its wake-up time. OneWayCall: the callee invocation (conditional create).
@@ -148,7 +160,7 @@ class EffectsMixin(_Base):
             if entry.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
-                    self._arm(parent, sleep.wake_up_time)
+                    self.engine._arm(parent, sleep.wake_up_time)
             elif entry.type in (MessageType.OneWayCall, MessageType.Call):
                 self._start_callee(held.record, index, entry)
             elif entry.type == MessageType.CompleteAwakeable:
@@ -196,7 +208,7 @@ class EffectsMixin(_Base):
         is_call = isinstance(call, pb.CallCommandMessage)
         try:
             callee = self._callee_of(parent.invocation_id, index, call)
-            self.create(
+            self.engine.create(
                 call.service_name,
                 call.handler_name,
                 call.parameter,
@@ -230,7 +242,7 @@ class EffectsMixin(_Base):
                 existing = self.store.get_invocation(callee_id)
                 if existing is None:
                     return
-        self._tell_caller(existing, caller_id, completion_id)
+        self.tell_caller(existing, caller_id, completion_id)
 
     def _resolve_awakeable(self, awakeable_id: str, signal: pb.SignalNotificationMessage) -> None:
         try:
@@ -253,7 +265,7 @@ class EffectsMixin(_Base):
             target = self.store.get_invocation(send.target_invocation_id)
             if target is not None and target.status != "completed" and not waits_behind(sender, target):
                 with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                    self.operations.cancel(send.target_invocation_id)
+                    self.engine.operations.cancel(send.target_invocation_id)
                 return
         signal = pb.SignalNotificationMessage()
         which = send.WhichOneof("result")
@@ -291,13 +303,13 @@ class EffectsMixin(_Base):
         self.scheduler.wake_now(invocation_id)
         return first
 
-    def _drop_sleep_timers(self, held: Held) -> None:
+    def drop_sleep_timers(self, held: Held) -> None:
         """Delete the timers of sleeps the handler no longer awaits (it completed, e.g. cancelled
         during a sleep): one DeleteItem per open sleep, none in the usual case."""
         for due in set(held.journal.open_sleeps().values()):
             self.store.delete_timer(min(due, MAX_TIMER_MS), held.record.invocation_id)
 
-    def _tell_caller(self, callee: InvocationRecord, caller_id: str, completion_id: int) -> None:
+    def tell_caller(self, callee: InvocationRecord, caller_id: str, completion_id: int) -> None:
         """Store the CallCompletion with the completed `callee`'s result for a caller, and wake it."""
         entry = call_result(callee, completion_id)
         notification = StoredNotification(f"c{completion_id}", encode_frames([entry]), 0)

@@ -262,7 +262,7 @@ class Ingress:
             raise BadRequest(f"malformed awakeable id: signal index {index} is not an awakeable's (17 and up)")
         signal.idx = index
         entry = encode_frames([frame(signal)])
-        self.engine.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
+        self.engine.effects.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
         return HttpResponse(202)
 
     def attach_workflow(self, request: HttpRequest, service: str, key: str) -> HttpResponse:

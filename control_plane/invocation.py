@@ -13,6 +13,15 @@ journal and the invocation's doorbell is rung; the lease holder folds them into 
 next commit, and its suspension is conditional on the doorbell it read, so none is ever missed.
 Sleep completions are not stored by timers at all: the lease holder derives them from the journal
 (a Sleep whose wake-up time has passed), so a timer is only a wake-up and may fire twice or late.
+
+This module owns creation, `advance` and the attempt loop (invoke, check the answer, commit,
+suspend, complete, retry or fail). Its collaborators, each in its own module:
+
+- `control_plane.effects.Effects`: what committed entries do beyond the journal (timers, callees,
+  awakeables, signals, state and promises) and notifications delivered from outside;
+- `control_plane.operations.Operations`: cancel, kill, pause, resume, purge, the deadlock report;
+- `control_plane.retention.Retention`: when a completed invocation's journal and record go;
+- `control_plane.keyed.Keys`: object keys (one writer per key), state and durable promises.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from control_plane.attempt import (
     parse_answer,
     without_handled_cancel,
 )
-from control_plane.effects import EffectsMixin
+from control_plane.effects import Effects
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
@@ -52,7 +61,6 @@ from control_plane.ports import (
     InvokerError,
     ItemTooLarge,
     JournalBatch,
-    RetentionDue,
     Scheduler,
     Store,
     StoreConflict,
@@ -69,6 +77,7 @@ from control_plane.protocol import (
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
 from control_plane.request_identity import refusal_hint
+from control_plane.retention import Retention
 from control_plane.settings import Settings
 from control_plane.waiters import CompletionWaiters
 
@@ -132,7 +141,7 @@ def _proposals_for(journal: Journal, kept: list[Frame], rest: list[Frame]) -> li
     return out
 
 
-class Engine(EffectsMixin):
+class Engine:
     """Creates invocations and advances them. Thread-safe; keeps no state between calls, but for an
     object's state read when a new invocation took its key, from `create` to `drive`.
 
@@ -165,6 +174,8 @@ class Engine(EffectsMixin):
         self.waiters = waiters
         self.stopping = threading.Event()
         self.keys = Keys(store, scheduler, clock)
+        self.retention = Retention(store, registry, clock, settings)  # when a completed one goes
+        self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
         self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
         # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
         self._taken_state: dict[str, dict[bytes, bytes]] = {}
@@ -263,7 +274,7 @@ class Engine(EffectsMixin):
         try:
             self.store.create_invocation(record)
         except StoreConflict:
-            if not self._drop_if_expired(invocation_id):  # its retention ended: the id is free again
+            if not self.retention.drop_if_expired(invocation_id):  # its retention ended: the id is free again
                 raise
             self.store.create_invocation(record)
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
@@ -436,14 +447,14 @@ class Engine(EffectsMixin):
         if is_keyed(record) and held.state is None:
             held.state = self.store.load_state(record.service, record.key)
         try:
-            self._apply_effects(held, held.record.effects_applied_upto)  # after a crash: idempotent
+            self.effects.apply(held, held.record.effects_applied_upto)  # after a crash: idempotent
         except StoreConflict:  # an exclusive handler that lost its key (killed meanwhile)
             return Outcome.LEASE_LOST
         if held.journal.output() is not None:
             return self._complete(held)
         attempted = False
         while True:
-            pending = self._pending(held)
+            pending = self.effects.pending(held)
             if held.awaiting is not None and not (
                 held.journal.can_resume(held.awaiting) or awaited(held.awaiting, map(notification_key, pending))
             ):
@@ -482,7 +493,7 @@ class Engine(EffectsMixin):
                 return self._failed(held, refused, options)
             awaiting = without_handled_cancel(held.journal, pending, result.awaiting)
             try:
-                derived = self._derived_notifications(held, entries)
+                derived = self.effects.derived_notifications(held, entries)
             except TorporError as exc:
                 return self._failed(held, AttemptFailure(exc.status, exc.message), options)
             start = len(held.journal)
@@ -491,7 +502,7 @@ class Engine(EffectsMixin):
                 return committed
             if committed:  # another commit landed first: apply its effects, start over from the journal
                 try:
-                    self._apply_effects(held, start)
+                    self.effects.apply(held, start)
                 except StoreConflict:
                     return Outcome.LEASE_LOST
                 held.awaiting = None
@@ -520,7 +531,7 @@ class Engine(EffectsMixin):
             except StoreConflict:
                 return Outcome.LEASE_LOST
         try:
-            self._apply_effects(held, start)
+            self.effects.apply(held, start)
         except StoreConflict:  # it lost its key: killed meanwhile
             return Outcome.LEASE_LOST
         return False
@@ -559,7 +570,7 @@ class Engine(EffectsMixin):
         if check_answer(held.journal, kept, None) is not None:
             return None
         try:
-            derived = self._derived_notifications(held, kept)
+            derived = self.effects.derived_notifications(held, kept)
         except TorporError:
             return None
         committed = self._commit_and_apply(held, kept + derived)
@@ -696,53 +707,16 @@ class Engine(EffectsMixin):
         self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
         log.info("%s completed: %s", record.invocation_id, outcome, extra=_log_fields(record))
         if record.caller_id:
-            self._tell_caller(record, record.caller_id, record.caller_completion_id)
+            self.effects.tell_caller(record, record.caller_id, record.caller_completion_id)
         for caller in sorted(record.callers):
             caller_id, _, completion_id = caller.rpartition("/")
-            self._tell_caller(record, caller_id, int(completion_id))
+            self.effects.tell_caller(record, caller_id, int(completion_id))
         if is_exclusive(record):
             self.keys.release(record)
         if is_workflow_run(record):
             options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
             retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
             self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
-
-    def retire(self, due: RetentionDue) -> bool:
-        """Remove what a completed invocation's retention says is due: its journal, then its record.
-
-        `due` comes from `Store.due_retention` (the sweep). At `journal_expires_at_ms` the journal
-        batches and notifications go (the record stays for attach, output and idempotency, and moves
-        to its own expiry in the store's retention order); at `expires_at_s` the whole invocation
-        goes, so its id (an idempotency key's, a workflow's run) is free again, and a workflow run's
-        state and promises with it. Returns True if something was removed.
-        """
-        now = self.clock.now_ms()
-        if due.expires_at_s and due.expires_at_s * 1000 <= now + 1000:  # TTL is whole seconds
-            record = self.store.get_invocation(due.invocation_id)  # a stale index entry must not remove a new run
-            if record is None or record.status != "completed" or record.expires_at_s != due.expires_at_s:
-                return False
-            self._remove(record)
-            return True
-        if due.journal_expires_at_ms and due.journal_expires_at_ms <= now:
-            return self.store.remove_journal(due)
-        return False
-
-    def _drop_if_expired(self, invocation_id: str) -> bool:
-        """Delete a completed invocation whose retention has ended but which the sweep has not removed
-        yet, so its id can be used again; True if it was removed."""
-        record = self.store.get_invocation(invocation_id)
-        if record is None or record.status != "completed" or not record.expires_at_s:
-            return False
-        if record.expires_at_s * 1000 > self.clock.now_ms():
-            return False
-        self._remove(record)
-        return True
-
-    def _remove(self, record: InvocationRecord) -> None:
-        """Delete a completed invocation, and a workflow run's state and promises with it."""
-        self.store.delete_invocation(record.invocation_id)
-        if is_workflow_run(record):
-            self.store.delete_keyed(record.service, record.key)
 
     def _suspend(self, held: Held) -> Outcome | None:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
@@ -783,11 +757,11 @@ class Engine(EffectsMixin):
                 wake_up_at_ms=0,
                 journal_length=len(held.journal),
                 effects_applied_upto=len(held.journal),
-                **self._retention(held.record, now),
+                **self.retention.changes(held.record, now),
             )
         except StoreConflict:
             return Outcome.LEASE_LOST
-        self._drop_sleep_timers(held)
+        self.effects.drop_sleep_timers(held)
         self._ended(held.record)
         return Outcome.COMPLETED
 
@@ -816,7 +790,7 @@ class Engine(EffectsMixin):
             "wake_up_at_ms": 0,
             "next_retry_at_ms": 0,
             "attempts": held.record.attempts,
-            **self._retention(held.record, now),
+            **self.retention.changes(held.record, now),
         }
         if failure is not None:
             changes["failure"] = failure
@@ -836,7 +810,7 @@ class Engine(EffectsMixin):
                 f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
             )
             return self._fail_terminally(held, 413, message)
-        self._drop_sleep_timers(held)
+        self.effects.drop_sleep_timers(held)
         self._ended(held.record)
         return Outcome.COMPLETED
 
@@ -898,9 +872,9 @@ class Engine(EffectsMixin):
                     next_retry_at_ms=0,
                     waiting_on=None,
                     wake_up_at_ms=0,
-                    **self._retention(held.record, now),
+                    **self.retention.changes(held.record, now),
                 )
-                self._drop_sleep_timers(held)
+                self.effects.drop_sleep_timers(held)
                 self.operations.kill_callees(held.record, callees, behind=True)
                 self._ended(held.record)
                 self.operations.kill_callees(held.record, callees, behind=False)
@@ -925,26 +899,6 @@ class Engine(EffectsMixin):
             return Outcome.LEASE_LOST
         self.scheduler.wake_at(record.invocation_id, due)
         return Outcome.BACKING_OFF
-
-    def _retention(self, record: InvocationRecord, now_ms: int) -> dict[str, int]:
-        """When a completed invocation's journal, and then its record, are removed.
-
-        The journal goes after the journal retention (service option, else Torpor's
-        `completed_retention_ms`; 0 removes it at the next sweep). The record (status, output) stays
-        as long as the journal, or the idempotency retention if the request had an idempotency key,
-        or the workflow retention for a workflow's run, whichever is longest. Returns the changes
-        `expires_at_s` (the record's TTL, seconds) and `journal_expires_at_ms`.
-        """
-        options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
-        journal_ms = options.journal_retention_ms
-        if journal_ms is None:
-            journal_ms = self.settings.completed_retention_ms
-        record_ms = journal_ms
-        if record.idempotency_key:
-            record_ms = max(record_ms, options.idempotency_retention_ms or self.settings.completed_retention_ms)
-        if is_workflow_run(record):
-            record_ms = max(record_ms, options.workflow_retention_ms or self.settings.workflow_retention_ms)
-        return {"expires_at_s": -(-(now_ms + record_ms) // 1000), "journal_expires_at_ms": now_ms + journal_ms}
 
     def _update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:
         """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""

@@ -87,7 +87,7 @@ class Operations:
         if record.status == "paused":
             self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0, failures_in_a_row=0)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
-        self.engine.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
+        self.engine.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
 
     def kill(self, invocation_id: str) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
@@ -129,11 +129,11 @@ class Operations:
         wanted = []
         for _, index in journal.open_calls():
             with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                wanted.append(self.engine._callee_id(held, index))
+                wanted.append(self.engine.effects.callee_id(held, index))
         for index, entry in enumerate(journal.frames):
             if entry.type == MessageType.OneWayCall:
                 with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                    wanted.append(self.engine._callee_id(held, index))
+                    wanted.append(self.engine.effects.callee_id(held, index))
         out = []
         for callee_id in dict.fromkeys(wanted):
             callee = self.store.get_invocation(callee_id)
@@ -148,7 +148,7 @@ class Operations:
         out = []
         for _, index in journal.open_calls():
             try:
-                out.append(self.engine._callee_id(held, index))
+                out.append(self.engine.effects.callee_id(held, index))
             except NotFound:
                 continue  # its service is gone: nothing to cancel
         return out
@@ -281,7 +281,7 @@ class Operations:
             "next_retry_at_ms": 0,
             "waiting_on": None,
             "wake_up_at_ms": 0,
-            **self.engine._retention(record, now),
+            **self.engine.retention.changes(record, now),
         }
         if epoch is None:
             ended = self._force(record.invocation_id, **changes)

@@ -114,7 +114,7 @@ class ControlPlane:
         for due in self.store.due_retention(self.clock.now_ms(), _RETENTION_LIMIT):
             if (time.monotonic() - started) * 1000 > budget_ms:
                 break
-            removed += self.engine.retire(due)
+            removed += self.engine.retention.retire(due)
         return removed
 
     def sweep(self) -> int:

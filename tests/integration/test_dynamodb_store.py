@@ -1126,5 +1126,5 @@ def test_the_sweep_does_not_remove_a_record_its_index_entry_no_longer_describes(
     completed_with_journal(store, "inv_r", journal_expires_at_ms=1_000, expires_at_s=5)
     stale = RetentionDue("inv_r", 4_000, 0, 4)  # an older run under this id
 
-    assert plane.engine.retire(stale) is False
+    assert plane.engine.retention.retire(stale) is False
     assert store.get_invocation("inv_r") is not None

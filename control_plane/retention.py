@@ -1,0 +1,83 @@
+"""Retention: when a completed invocation's journal, and then its record, are removed.
+
+The completing write stores the two times (`changes`) and puts the invocation in the store's
+retention order (`Store.due_retention`); the sweep (`ControlPlane.sweep_due`) then calls `retire`
+for what is due, so no timer is armed per invocation. A new request with an idempotency key whose
+invocation's retention ended removes it first (`drop_if_expired`), so the key runs anew. Defaults
+are Restate's: journal, idempotency and workflow retention each 24 h (service options
+`journalRetention`, `idempotencyRetention`, `workflowCompletionRetention`).
+"""
+
+from __future__ import annotations
+
+from control_plane.keyed import is_workflow_run
+from control_plane.ports import Clock, InvocationRecord, RetentionDue, Store
+from control_plane.registry import Registry
+from control_plane.settings import Settings
+
+
+class Retention:
+    """Retention times of completed invocations, and their removal (see the module doc)."""
+
+    def __init__(self, store: Store, registry: Registry, clock: Clock, settings: Settings) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.settings = settings
+
+    def changes(self, record: InvocationRecord, now_ms: int) -> dict[str, int]:
+        """The retention fields the completing write of `record` (completed at `now_ms`) sets.
+
+        The journal goes after the journal retention (service option, else Torpor's
+        `completed_retention_ms`; 0 removes it at the next sweep). The record (status, output) stays
+        as long as the journal, or the idempotency retention if the request had an idempotency key,
+        or the workflow retention for a workflow's run, whichever is longest. Returns the changes
+        `expires_at_s` (the record's TTL, seconds) and `journal_expires_at_ms`.
+        """
+        options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        journal_ms = options.journal_retention_ms
+        if journal_ms is None:
+            journal_ms = self.settings.completed_retention_ms
+        record_ms = journal_ms
+        if record.idempotency_key:
+            record_ms = max(record_ms, options.idempotency_retention_ms or self.settings.completed_retention_ms)
+        if is_workflow_run(record):
+            record_ms = max(record_ms, options.workflow_retention_ms or self.settings.workflow_retention_ms)
+        return {"expires_at_s": -(-(now_ms + record_ms) // 1000), "journal_expires_at_ms": now_ms + journal_ms}
+
+    def retire(self, due: RetentionDue) -> bool:
+        """Remove what a completed invocation's retention says is due: its journal, then its record.
+
+        `due` comes from `Store.due_retention` (the sweep). At `journal_expires_at_ms` the journal
+        batches and notifications go (the record stays for attach, output and idempotency, and moves
+        to its own expiry in the store's retention order); at `expires_at_s` the whole invocation
+        goes, so its id (an idempotency key's, a workflow's run) is free again, and a workflow run's
+        state and promises with it. Returns True if something was removed.
+        """
+        now = self.clock.now_ms()
+        if due.expires_at_s and due.expires_at_s * 1000 <= now + 1000:  # TTL is whole seconds
+            record = self.store.get_invocation(due.invocation_id)  # a stale index entry must not remove a new run
+            if record is None or record.status != "completed" or record.expires_at_s != due.expires_at_s:
+                return False
+            self.remove(record)
+            return True
+        if due.journal_expires_at_ms and due.journal_expires_at_ms <= now:
+            return self.store.remove_journal(due)
+        return False
+
+    def drop_if_expired(self, invocation_id: str) -> bool:
+        """Delete a completed invocation whose retention has ended but which the sweep has not removed
+        yet, so its id can be used again; True if it was removed."""
+        record = self.store.get_invocation(invocation_id)
+        if record is None or record.status != "completed" or not record.expires_at_s:
+            return False
+        if record.expires_at_s * 1000 > self.clock.now_ms():
+            return False
+        self.remove(record)
+        return True
+
+    def remove(self, record: InvocationRecord) -> None:
+        """Delete a completed invocation, and a workflow run's state and promises with it."""
+        self.store.delete_invocation(record.invocation_id)
+        if is_workflow_run(record):
+            self.store.delete_keyed(record.service, record.key)
