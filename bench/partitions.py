@@ -45,8 +45,12 @@ or one object key and do not get hotter as the rate grows; every other key (`TIM
 an index, `DEP`, `SVC`, …) is shared. DynamoDB serves at most 1,000 write units per second on one
 partition key (a partition's limit; adaptive capacity can split a hot partition but not one key), so
 the projected ceiling of this mix is 1,000 ÷ (the hottest shared key's write units per invocation)
-invocations per second. `--quick`: 2 runs, 3 rounds. `--trace`: every request of the workloads run
-alone (operation, status, keys). With several checkouts, each table shows `first → second` cells.
+invocations per second. With few invocations the busiest shard of a sharded key family
+(`STATUS#running#{shard}`, `TIMER#{shard}`, ...) is mostly chance, so the projection at scale
+spreads a family's writes evenly over its `--shards` shards (`TORPOR_STORE_SHARDS`, default 64, as
+the SAM and CDK stacks deploy): its ceiling is 1,000 ÷ (the family's write units per invocation ÷
+shards). `--quick`: 2 runs, 3 rounds. `--trace`: every request of the workloads run alone
+(operation, status, keys). With several checkouts, each table shows `first → second` cells.
 
 Not measured here: latency (moto's speed is not DynamoDB's), and the reads' partition keys (3,000
 read units per second per partition, far from reached).
@@ -60,6 +64,7 @@ import json
 import logging
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -450,8 +455,10 @@ def checkout(path: str) -> Checkout:
 
 @contextmanager
 def torpor_dev(where: Checkout, dynamodb_endpoint: str) -> Iterator[tuple[str, str]]:
-    """`torpor dev` from the checkout `where`, its table behind `dynamodb_endpoint`: (ingress, admin URLs)."""
-    env = {**os.environ, **DUMMY_AWS_ENV, "PYTHONPATH": str(where.path)}
+    """`torpor dev` from the checkout `where`, its table behind `dynamodb_endpoint`: (ingress, admin URLs).
+
+    It runs with `TORPOR_STORE_SHARDS` = `SHARDS` (a checkout without shards ignores it)."""
+    env = {**os.environ, **DUMMY_AWS_ENV, "PYTHONPATH": str(where.path), "TORPOR_STORE_SHARDS": str(SHARDS)}
     probe = "import adapters.cli.local as a, control_plane.settings as c; print(a.__file__, c.__file__)"
     where.ran = subprocess.run([sys.executable, "-c", probe], cwd=where.path, env=env, capture_output=True,
                                text=True, check=True).stdout.strip()  # fmt: skip
@@ -615,6 +622,17 @@ def measure(where: Checkout, runs: int, rounds: int, settle_s: float, trace: boo
 # --- tables ----------------------------------------------------------------------------------------
 
 
+SHARDS = 64
+"""`TORPOR_STORE_SHARDS` of the measured `torpor dev` (`--shards`; the SAM and CDK stacks' default)."""
+
+_SHARD_SUFFIX = re.compile(r"#\d+$")
+
+
+def family(partition: str) -> str:
+    """A shared key with its shard number replaced: `STATUS#running#7` -> `STATUS#running#{shard}`."""
+    return _SHARD_SUFFIX.sub("#{shard}", partition)
+
+
 def owned(partition: str) -> bool:
     """Whether a partition key belongs to one invocation or one object key (not shared)."""
     return partition.startswith(OWNED_PREFIXES)
@@ -654,10 +672,16 @@ class Hot:
     top_key: str
     top_units: float  # per invocation
     owned_units: float  # per invocation
+    family_key: str  # the shared key family hottest at scale: its writes spread evenly over its shards
+    family_units: float  # per invocation, on one key of that family (the family's total / its shards)
 
     @property
     def ceiling(self) -> float:
         return KEY_WRITE_LIMIT / self.shared_units if self.shared_units else math.inf
+
+    @property
+    def scale_ceiling(self) -> float:
+        return KEY_WRITE_LIMIT / self.family_units if self.family_units else math.inf
 
 
 def hot(result: Result) -> Hot:
@@ -667,8 +691,14 @@ def hot(result: Result) -> Hot:
     shared_key = max(shared, key=shared.__getitem__, default=("table", "(none)"))
     top_key = max(units, key=units.__getitem__, default=("table", "(none)"))
     owned_total = sum(v for k, v in units.items() if owned(k[1]))
+    families: Counter[tuple[str, str]] = Counter()
+    for (where, partition), v in shared.items():
+        families[where, family(partition)] += v
+    one_key = {k: v / (SHARDS if k[1].endswith("#{shard}") else 1) for k, v in families.items()}
+    family_key = max(one_key, key=one_key.__getitem__, default=("table", "(none)"))
     return Hot(n, sum(units.values()), named(*shared_key), shared.get(shared_key, 0) / n, named(*top_key),
-               units.get(top_key, 0) / n, owned_total / n)  # fmt: skip
+               units.get(top_key, 0) / n, owned_total / n, named(*family_key),
+               one_key.get(family_key, 0) / n)  # fmt: skip
 
 
 def where_units(reading: Reading) -> Counter[str]:
@@ -751,8 +781,13 @@ def print_tables(results: list[Result]) -> None:
         ("hottest shared key", [h.shared_key for h in figures]),
         ("… its write units per invocation", [f"{h.shared_units:.2f}" for h in figures]),
         ("… its share of all writes", [f"{h.shared_units * h.invocations / h.total:.1%}" for h in figures]),
-        ("**projected ceiling** (invocations/s at 1,000 WCU/s on that key)",
-         [f"**{h.ceiling:,.0f}**" for h in figures]),
+        ("projected ceiling, as measured (invocations/s at 1,000 WCU/s on that key)",
+         [f"{h.ceiling:,.0f}" for h in figures]),
+        (f"hottest shared key at scale (a sharded family's writes spread evenly over its {SHARDS} shards)",
+         [h.family_key for h in figures]),
+        ("… its write units per invocation", [f"{h.family_units:.3f}" for h in figures]),
+        ("**projected ceiling at scale** (invocations/s at 1,000 WCU/s on that key)",
+         [f"**{h.scale_ceiling:,.0f}**" for h in figures]),
         ("hottest key overall", [f"{h.top_key} ({h.top_units * h.invocations / h.total:.1%})" for h in figures]),
     ]  # fmt: skip
     for name, cells in rows:
@@ -767,10 +802,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="rounds of the mixed run (default 10)")
     parser.add_argument("--settle", type=float, default=1.0, help="idle seconds that end a run (default 1)")
     parser.add_argument("--quick", action="store_true", help="2 runs, 3 rounds")
+    parser.add_argument("--shards", type=int, default=SHARDS, help=f"TORPOR_STORE_SHARDS (default {SHARDS})")
     parser.add_argument("--trace", action="store_true", help="print every request of the workloads run alone")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.rounds = 2, 3
+    global SHARDS
+    SHARDS = args.shards
     for name in ("werkzeug", "torpor", "botocore", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.update(DUMMY_AWS_ENV)

@@ -28,6 +28,7 @@ from constructs import Construct
 
 from infra.constructs import (
     DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
+    PRODUCTION_STORE_SHARDS,
     RegisteredHandler,
     TorporControlPlane,
     logged_function,
@@ -56,6 +57,7 @@ class TorporStack(Stack):
         handler_function_name_prefix: See `TorporControlPlane`; the example handler's name has it.
         worker_max_concurrency: See `TorporControlPlane`.
         log_level: See `TorporControlPlane`.
+        store_shards: See `TorporControlPlane`.
         tracing_active: See `TorporControlPlane`.
         with_example_handler: Deploy and register the example handler.
         request_identity_key_parameter: See `TorporControlPlane`.
@@ -74,6 +76,7 @@ class TorporStack(Stack):
         handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
         worker_max_concurrency: int = 10,
         log_level: str = "INFO",
+        store_shards: int = PRODUCTION_STORE_SHARDS,
         tracing_active: bool = False,
         with_example_handler: bool = True,
         request_identity_key_parameter: str | None = None,
@@ -91,6 +94,7 @@ class TorporStack(Stack):
             handler_function_name_prefix=handler_function_name_prefix,
             worker_max_concurrency=worker_max_concurrency,
             log_level=log_level,
+            store_shards=store_shards,
             tracing_active=tracing_active,
             request_identity_key_parameter=request_identity_key_parameter,
             request_identity_key_secret_arn=request_identity_key_secret_arn,
@@ -195,6 +199,7 @@ def build_app(
         handler_function_name_prefix=str(setting("handlerFunctionNamePrefix", DEFAULT_HANDLER_FUNCTION_NAME_PREFIX)),
         worker_max_concurrency=int(setting("workerMaxConcurrency", 10)),
         log_level=str(setting("logLevel", "INFO")),
+        store_shards=int(setting("storeShards", PRODUCTION_STORE_SHARDS)),
         tracing_active=str(setting("tracing", "PassThrough")) == "Active",
         with_example_handler=str(setting("exampleHandler", "true")).lower() != "false",
         request_identity_key_parameter=setting("requestIdentityKeyParameter", None),

@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 DEFAULT_HANDLER_FUNCTION_NAME_PREFIX = "torpor-handler-"
+PRODUCTION_STORE_SHARDS = 64
+"""`TORPOR_STORE_SHARDS` of a deployed control plane: about 27,000 invocations/s of a mixed workload
+before one DynamoDB partition key reaches 1,000 writes/s (bench/partitions.py)."""
 """Handler functions the control plane may invoke are those whose name starts with this."""
 
 HANDLERS = {
@@ -212,6 +215,8 @@ class TorporControlPlane(Construct):
             accounts (deployments registered with `assume_role_arn`).
         worker_max_concurrency: Most worker instances the SQS event source runs at once (2 to 1000).
         log_level: `LOG_LEVEL` of the functions.
+        store_shards: `TORPOR_STORE_SHARDS` of the functions (1 to 1024): partitions for timers and the
+            status index; only ever raise it over a table's life.
         log_retention: How long the functions' log groups keep logs.
         tracing_active: X-Ray tracing of the functions (powertools Tracer): a trace per request,
             billed by X-Ray; the roles may then write to X-Ray (on `*`: it has no resource ARNs).
@@ -233,6 +238,7 @@ class TorporControlPlane(Construct):
         handler_assume_role_arns: Sequence[str] = (),
         worker_max_concurrency: int = 10,
         log_level: str = "INFO",
+        store_shards: int = PRODUCTION_STORE_SHARDS,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         tracing_active: bool = False,
         table_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
@@ -245,6 +251,8 @@ class TorporControlPlane(Construct):
             raise ValueError("give request_identity_key_parameter or request_identity_key_secret_arn, not both")
         if not 2 <= worker_max_concurrency <= 1000:
             raise ValueError(f"worker_max_concurrency must be between 2 and 1000, got {worker_max_concurrency}")
+        if not 1 <= store_shards <= 1024:
+            raise ValueError(f"store_shards must be between 1 and 1024, got {store_shards}")
         if code is None:
             from infra.bundling import torpor_code
 
@@ -426,6 +434,7 @@ class TorporControlPlane(Construct):
             "POWERTOOLS_SERVICE_NAME": "torpor",
             "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
             "LOG_LEVEL": log_level,
+            "TORPOR_STORE_SHARDS": str(store_shards),
         }
         # every function calls deployments (discovery or invoke), so every one reads the key
         key_policy = [self.request_identity_key_policy] if self.request_identity_key_policy else []

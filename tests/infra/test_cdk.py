@@ -32,6 +32,7 @@ ENVIRONMENT_KEYS = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "LOG_LEVEL",
+    "TORPOR_STORE_SHARDS",
 }
 
 
@@ -103,6 +104,7 @@ def test_function_handler_and_environment(cdk_assertions: Template, kind: str) -
     assert props["Architectures"] == ["arm64"]
     extra = {"TORPOR_INGRESS_URL"} if kind == "admin" else set()
     assert set(props["Environment"]["Variables"]) == ENVIRONMENT_KEYS | extra
+    assert props["Environment"]["Variables"]["TORPOR_STORE_SHARDS"] == "64"  # the production shard count
     assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "torpor"
 
 

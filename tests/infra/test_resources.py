@@ -35,6 +35,7 @@ ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": "torpor",
     "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
     "LOG_LEVEL": "INFO",
+    "TORPOR_STORE_SHARDS": "64",  # SAM's StoreShards and CDK's store_shards default
 }
 """What every control-plane function's environment must be, exactly (rendered)."""
 
