@@ -90,6 +90,9 @@ from tests.helpers.services import REPO_ROOT, free_port, serve_examples, stop_pr
 KB = 1024
 READ_UNIT_BYTES = 4 * KB
 INDEX_ENTRY_OVERHEAD = 100  # bytes DynamoDB adds to every index entry
+SHARDS = 64
+"""`TORPOR_STORE_SHARDS` of the measured `torpor dev` (`--shards`; the SAM and CDK stacks' default)."""
+
 KEY_WRITE_LIMIT = 1000  # write units per second on one partition key
 OWNED_PREFIXES = ("INV#", "OBJ#")  # one invocation's or one object key's partition
 WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
@@ -454,11 +457,11 @@ def checkout(path: str) -> Checkout:
 
 
 @contextmanager
-def torpor_dev(where: Checkout, dynamodb_endpoint: str) -> Iterator[tuple[str, str]]:
+def torpor_dev(where: Checkout, dynamodb_endpoint: str, shards: int = SHARDS) -> Iterator[tuple[str, str]]:
     """`torpor dev` from the checkout `where`, its table behind `dynamodb_endpoint`: (ingress, admin URLs).
 
-    It runs with `TORPOR_STORE_SHARDS` = `SHARDS` (a checkout without shards ignores it)."""
-    env = {**os.environ, **DUMMY_AWS_ENV, "PYTHONPATH": str(where.path), "TORPOR_STORE_SHARDS": str(SHARDS)}
+    It runs with `TORPOR_STORE_SHARDS` = `shards` (a checkout without shards ignores it)."""
+    env = {**os.environ, **DUMMY_AWS_ENV, "PYTHONPATH": str(where.path), "TORPOR_STORE_SHARDS": str(shards)}
     probe = "import adapters.cli.local as a, control_plane.settings as c; print(a.__file__, c.__file__)"
     where.ran = subprocess.run([sys.executable, "-c", probe], cwd=where.path, env=env, capture_output=True,
                                text=True, check=True).stdout.strip()  # fmt: skip
@@ -577,14 +580,16 @@ class Result:
     seconds: float
 
 
-def measure(where: Checkout, runs: int, rounds: int, settle_s: float, trace: bool = False) -> Result:
+def measure(
+    where: Checkout, runs: int, rounds: int, settle_s: float, trace: bool = False, shards: int = SHARDS
+) -> Result:
     """Run every workload alone `runs` times, then the mix `rounds` times, on `torpor dev` from `where`."""
     started = time.monotonic()
     with (
         moto() as (endpoint, _),
         MeterProxy(endpoint) as proxy,
         serve_examples() as (services, _),
-        torpor_dev(where, proxy.url) as (ingress, admin),
+        torpor_dev(where, proxy.url, shards) as (ingress, admin),
     ):
         httpx.post(f"{admin}/deployments", json={"uri": services}, timeout=30).raise_for_status()
         meter, driver = proxy.meter, Driver(ingress, proxy.meter, settle_s)
@@ -621,9 +626,6 @@ def measure(where: Checkout, runs: int, rounds: int, settle_s: float, trace: boo
 
 # --- tables ----------------------------------------------------------------------------------------
 
-
-SHARDS = 64
-"""`TORPOR_STORE_SHARDS` of the measured `torpor dev` (`--shards`; the SAM and CDK stacks' default)."""
 
 _SHARD_SUFFIX = re.compile(r"#\d+$")
 
@@ -684,7 +686,7 @@ class Hot:
         return KEY_WRITE_LIMIT / self.family_units if self.family_units else math.inf
 
 
-def hot(result: Result) -> Hot:
+def hot(result: Result, shards: int = SHARDS) -> Hot:
     units = per_key(result.mixed)
     n = result.rounds * MIX_INVOCATIONS
     shared = {k: v for k, v in units.items() if not owned(k[1])}
@@ -694,7 +696,7 @@ def hot(result: Result) -> Hot:
     families: Counter[tuple[str, str]] = Counter()
     for (where, partition), v in shared.items():
         families[where, family(partition)] += v
-    one_key = {k: v / (SHARDS if k[1].endswith("#{shard}") else 1) for k, v in families.items()}
+    one_key = {k: v / (shards if k[1].endswith("#{shard}") else 1) for k, v in families.items()}
     family_key = max(one_key, key=one_key.__getitem__, default=("table", "(none)"))
     return Hot(n, sum(units.values()), named(*shared_key), shared.get(shared_key, 0) / n, named(*top_key),
                units.get(top_key, 0) / n, owned_total / n, named(*family_key),
@@ -708,7 +710,7 @@ def where_units(reading: Reading) -> Counter[str]:
     return units
 
 
-def print_tables(results: list[Result]) -> None:
+def print_tables(results: list[Result], shards: int = SHARDS) -> None:
     """The markdown tables: per kind, by operation, the mixed run's keys, the projection."""
     labels = [r.where.label for r in results]
     indexes = sorted({w for r in results for k in [*r.kinds.values(), r.mixed] for w in where_units(k)} - {"table"})
@@ -771,7 +773,7 @@ def print_tables(results: list[Result]) -> None:
         print()
     print("## Projection\n")
     print("| figure | " + " | ".join(labels) + " |\n| --- |" + " --- |" * len(labels))
-    figures = [hot(r) for r in results]
+    figures = [hot(r, shards) for r in results]
     rows = [
         ("requests per invocation", [f"{sum(r.mixed.requests.values()) / h.invocations:.1f}"
                                      for r, h in zip(results, figures, strict=True)]),
@@ -783,7 +785,7 @@ def print_tables(results: list[Result]) -> None:
         ("… its share of all writes", [f"{h.shared_units * h.invocations / h.total:.1%}" for h in figures]),
         ("projected ceiling, as measured (invocations/s at 1,000 WCU/s on that key)",
          [f"{h.ceiling:,.0f}" for h in figures]),
-        (f"hottest shared key at scale (a sharded family's writes spread evenly over its {SHARDS} shards)",
+        (f"hottest shared key at scale (a sharded family's writes spread evenly over its {shards} shards)",
          [h.family_key for h in figures]),
         ("… its write units per invocation", [f"{h.family_units:.3f}" for h in figures]),
         ("**projected ceiling at scale** (invocations/s at 1,000 WCU/s on that key)",
@@ -807,16 +809,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.rounds = 2, 3
-    global SHARDS
-    SHARDS = args.shards
     for name in ("werkzeug", "torpor", "botocore", "httpx"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.update(DUMMY_AWS_ENV)
     print(f"before: {load()}", flush=True)
     paths = args.checkout or [str(REPO_ROOT)]
-    results = [measure(checkout(path), args.runs, args.rounds, args.settle, args.trace) for path in paths]
+    results = [measure(checkout(path), args.runs, args.rounds, args.settle, args.trace, args.shards) for path in paths]
     print(f"after: {load()}")
-    print_tables(results)
+    print_tables(results, args.shards)
     return 0
 
 
