@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.sqlite_store import SQLiteStore
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
+
+Store = DynamoDBStore | SQLiteStore
+"""Either store adapter, as tests annotate it."""
 
 STORE_KINDS = ("dynamodb", "sqlite")
 """The stores every contract test runs on: DynamoDB (on moto, or dynalite for races) and SQLite."""
@@ -45,3 +50,16 @@ def make_store(
         raise ValueError(f"unknown store kind {kind!r}; expected one of {', '.join(STORE_KINDS)}")
     store.ensure_schema()
     return store
+
+
+def store_of_param(
+    request: pytest.FixtureRequest, directory: Path, endpoint_fixture: str
+) -> DynamoDBStore | SQLiteStore:
+    """The fresh store a fixture parametrized over `STORE_KINDS` asks for (`request.param`).
+
+    DynamoDB is reached at the URL of the fixture named `endpoint_fixture` (e.g. "dynalite_endpoint"),
+    requested only then, so the SQLite runs need no DynamoDB server; SQLite gets a file in `directory`.
+    """
+    if request.param == "dynamodb":
+        return make_store("dynamodb", endpoint_url=request.getfixturevalue(endpoint_fixture))
+    return make_store("sqlite", directory=directory)

@@ -11,33 +11,27 @@ from pathlib import Path
 
 import pytest
 
-from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.dev import DevServer
 from control_plane.invocation import RUNNABLE, Outcome
 from control_plane.ports import InvocationRecord, JournalBatch, StoreConflict
 from control_plane.protocol import MessageType, decode_frames
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
+from tests.helpers.moto import unique_table_name
 from tests.helpers.race import race
 from tests.helpers.services import serve_examples
+from tests.helpers.stores import STORE_KINDS, Store, store_of_param
 
 THREADS = 8
 
 
-@pytest.fixture
-def store(dynalite_endpoint: str) -> DynamoDBStore:
-    store = DynamoDBStore(
-        unique_table_name(),
-        endpoint_url=dynalite_endpoint,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.ensure_schema()
-    return store
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A fresh store of each kind: DynamoDB on its own dynalite table, SQLite in its own file."""
+    return store_of_param(request, tmp_path, "dynalite_endpoint")
 
 
-def new_invocation(store: DynamoDBStore, invocation_id: str) -> None:
+def new_invocation(store: Store, invocation_id: str) -> None:
     store.create_invocation(
         InvocationRecord(
             invocation_id=invocation_id, service="S", handler="h", key="", deployment_id="dp_x",
@@ -46,7 +40,7 @@ def new_invocation(store: DynamoDBStore, invocation_id: str) -> None:
     )  # fmt: skip
 
 
-def test_exactly_one_worker_takes_a_free_lease(store: DynamoDBStore) -> None:
+def test_exactly_one_worker_takes_a_free_lease(store: Store) -> None:
     for round_ in range(10):
         invocation_id = f"inv_race_{round_}"
         new_invocation(store, invocation_id)
@@ -58,7 +52,7 @@ def test_exactly_one_worker_takes_a_free_lease(store: DynamoDBStore) -> None:
         assert all(isinstance(r, StoreConflict) for r in results if r is not winners[0])
 
 
-def test_exactly_one_commit_lands_at_a_journal_index(store: DynamoDBStore) -> None:
+def test_exactly_one_commit_lands_at_a_journal_index(store: Store) -> None:
     new_invocation(store, "inv_commit")
     for index in range(1, 11):
         results = race(
