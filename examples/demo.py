@@ -117,7 +117,7 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
     ingress, admin = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{admin_port}"
     services_url = f"http://127.0.0.1:{services_port}"
     torpor = [sys.executable, "-m", "adapters.cli", "dev", "--ingress-port", str(ingress_port)]
-    torpor += ["--admin-port", str(admin_port)]
+    torpor += ["--admin-port", str(admin_port), "--data-dir", str(workdir / "data")]
     serve = [sys.executable, "-m", "examples.serve", "--port", str(services_port)]
     failures = 0
     with (

@@ -100,7 +100,7 @@ def version() -> None:
     type=click.Path(file_okay=False),
     default=None,
     metavar="DIR",
-    help="Store in SQLite in DIR/torpor.sqlite3: deployments, invocations, state and timers survive a restart.",
+    help="Where the SQLite store lives (DIR/torpor.sqlite3; kept across restarts) [default: .torpor].",
 )
 @click.option("--in-memory", is_flag=True, help="Store in SQLite in memory: everything is lost when it stops.")
 @click.option("--moto", is_flag=True, help="Store in DynamoDB on an embedded moto server (lost when it stops).")
@@ -176,8 +176,9 @@ def dev(
 ) -> None:
     """Run the control plane locally: ingress and admin APIs over one store.
 
-    The store: --data-dir (SQLite), --in-memory (SQLite), --moto (embedded moto) or
-    --dynamodb-endpoint; by default, see `adapters.local.dev.DEFAULT_STORE` (SQLite in .torpor/ or moto).
+    The store is SQLite in .torpor/ under the working directory (--data-dir to move it, --in-memory
+    for a throwaway run), or DynamoDB with --dynamodb-endpoint (or on an embedded moto server, --moto).
+    A restart on the same data directory resumes what was running.
 
     With --lambda, Lambda handlers run in a local emulator (a subprocess) that Lambda deployments
     are invoked on, through the same boto3 path as on AWS. Stop it with Ctrl+C (SIGINT) or SIGTERM.

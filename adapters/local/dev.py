@@ -64,7 +64,7 @@ _GRACEFUL_TIMEOUT_S = 2.0  # hypercorn: how long open requests may finish after 
 _SWEEP_INTERVAL_S = 60.0  # the safety net for lost wake-ups also runs while the server runs
 SQLITE_FILE = "torpor.sqlite3"
 """The SQLite database's name in a data directory (`DevServer(data_dir=...)`, `torpor dev --data-dir`)."""
-DEFAULT_STORE = "moto"
+DEFAULT_STORE = "sqlite"
 """The store when no store option is given: "moto" (DynamoDB on an embedded moto server, lost when it
 stops) or "sqlite" (a `DevServer` then keeps it in memory, `torpor dev` in `DEFAULT_DATA_DIR`)."""
 DEFAULT_DATA_DIR = ".torpor"
