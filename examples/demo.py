@@ -1,7 +1,7 @@
-"""The end-to-end demo: Torpor driving real Restate-SDK services, journaled in DynamoDB (moto).
+"""The end-to-end demo: Torpor driving real Restate-SDK services, journaled in its SQLite store.
 
 Starts the example services (hypercorn, HTTP/1.1, request/response mode) and `torpor dev` (ingress,
-admin, an embedded moto DynamoDB), registers the services, calls them through the ingress, prints
+admin, the SQLite store in a temporary directory), registers the services, calls them through the ingress, prints
 each result and each invocation's journal, and stops what it started.
 
     python -m examples.demo [--ingress-port 8080] [--admin-port 9070] [--services-port 9080]
