@@ -63,3 +63,11 @@ def store_of_param(
     if request.param == "dynamodb":
         return make_store("dynamodb", endpoint_url=request.getfixturevalue(endpoint_fixture))
     return make_store("sqlite", directory=directory)
+
+
+def dev_store_options(request: pytest.FixtureRequest, directory: Path) -> dict[str, object]:
+    """`DevServer` store options for a fixture parametrized over `STORE_KINDS`: a new table on the
+    dynalite server (`dynalite_endpoint` fixture), or SQLite in `directory`."""
+    if request.param == "dynamodb":
+        return {"dynamodb_endpoint": request.getfixturevalue("dynalite_endpoint"), "table": unique_table_name()}
+    return {"data_dir": directory / f"sqlite-{unique_table_name()}"}
