@@ -37,11 +37,13 @@ DynamoDB too. There is no TTL: retention is carried out by the sweep (`due_reten
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -636,14 +638,15 @@ class SQLiteStore(KeyedTables, RegistryTables):
     ) -> list[InvocationRecord]:
         """Invocations, newest `created_at_ms` first (then by id, descending), filtered by status,
         service, handler, key and completion kind; a page of at most `limit`, older than `before`
-        (`(created_at_ms, invocation_id)`). One indexed query."""
+        (`(created_at_ms, invocation_id)`). Indexed queries that stop at `limit`: of the creation index
+        for every status, else one of the status index per status, merged."""
         if limit <= 0:
             return []
         wanted = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
         if not wanted:
             return []
-        where = [f"status IN ({', '.join('?' * len(wanted))})"]
-        args: list[object] = list(wanted)
+        where: list[str] = []
+        args: list[object] = []
         for column, value in (("service", service), ("handler", handler), ("key", key), ("completion", completion)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -651,10 +654,14 @@ class SQLiteStore(KeyedTables, RegistryTables):
         if before is not None:
             where.append("(created_at_ms, invocation_id) < (?, ?)")
             args += [before[0], before[1]]
-        query = (
-            f"SELECT * FROM invocations WHERE {' AND '.join(where)} "
-            "ORDER BY created_at_ms DESC, invocation_id DESC LIMIT ?"
-        )
+        order = "ORDER BY created_at_ms DESC, invocation_id DESC LIMIT ?"
         with self._read("list_invocations") as db:
-            rows = db.execute(query, (*args, limit)).fetchall()
+            if statuses is None:  # every status: the creation index, newest first, stops at `limit`
+                condition = f"WHERE {' AND '.join(where)}" if where else ""
+                rows = db.execute(f"SELECT * FROM invocations {condition} {order}", (*args, limit)).fetchall()
+            else:  # one ordered range of the status index per status, merged (no sort of a whole status)
+                query = f"SELECT * FROM invocations WHERE {' AND '.join(['status = ?', *where])} {order}"
+                pages = [db.execute(query, (status, *args, limit)).fetchall() for status in wanted]
+                newest = heapq.merge(*pages, key=lambda row: (row["created_at_ms"], row["invocation_id"]), reverse=True)
+                rows = list(islice(newest, limit))
         return [_record_of(row) for row in rows]
