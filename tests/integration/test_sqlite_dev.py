@@ -96,25 +96,33 @@ def torpor_dev(data_dir: Path) -> Iterator[tuple[str, str, subprocess.Popen[byte
             process.wait(15)
 
 
-def test_sigkill_mid_sleep_then_a_restart_completes_it_and_keeps_object_state(tmp_path: Path) -> None:
+def test_sigkill_mid_sleep_and_mid_object_call_then_a_restart_completes_each_once(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with serve_examples(side_effects_file=tmp_path / "effects.jsonl") as (services_url, _services):
-        # GIVEN torpor dev on a data directory with a sleep in flight and some object state
+        # GIVEN torpor dev on a data directory with a sleep in flight, and an exclusive object call
+        # asleep while it holds its key, with another call queued behind it
         with torpor_dev(data_dir) as (ingress, admin, first):
             assert httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30).status_code == 201
             sleep_id = httpx.post(f"{ingress}/Waits/sleep/send", json=1500, timeout=30).json()["invocationId"]
-            add_id = httpx.post(f"{ingress}/Counter/killed/add/send", json=3, timeout=30).json()["invocationId"]
+            holder = {"ms": 1500, "delta": 3}
+            sent = httpx.post(f"{ingress}/Counter/killed/add_after_sleep/send", json=holder, timeout=30).json()
+            holder_id = sent["invocationId"]
+            queued_id = httpx.post(f"{ingress}/Counter/killed/add/send", json=1, timeout=30).json()["invocationId"]
             wait_for(lambda: status(admin, sleep_id) == "suspended", 10, "the sleep to suspend")
-            wait_for(lambda: status(admin, add_id) == "completed", 10, "the object call")
+            wait_for(lambda: status(admin, holder_id) == "suspended", 10, "the object call's sleep")
+            assert status(admin, queued_id) == "pending"
             # WHEN the process is killed without any chance to clean up
             first.send_signal(signal.SIGKILL)
             first.wait(10)
-        time.sleep(1.6)  # past the sleep's due time
-        # THEN a new process on the same directory completes the sleep, and the object's state is kept
+        time.sleep(1.6)  # past the sleeps' due time
+        # THEN a new process on the same directory completes the sleep and both object calls, in order, once
         with torpor_dev(data_dir) as (ingress, admin, _second):
             done = httpx.get(f"{ingress}/restate/invocation/{sleep_id}/attach", timeout=30)
             assert done.status_code == 200, done.text
             assert done.json() == "slept 1500 ms"
-            assert httpx.post(f"{ingress}/Counter/killed/add", json=1, timeout=30).json() == 4
+            held = httpx.get(f"{ingress}/restate/invocation/{holder_id}/attach", timeout=30)
+            assert held.json() == 3
+            assert httpx.get(f"{ingress}/restate/invocation/{queued_id}/attach", timeout=30).json() == 4
+            assert httpx.post(f"{ingress}/Counter/killed/add", json=1, timeout=30).json() == 5
             described = httpx.get(f"{admin}/invocations/{sleep_id}", timeout=5).json()
             assert [e["type"] for e in described["journal"]] == ["Input", "Sleep", "SleepCompletion", "Output"]
