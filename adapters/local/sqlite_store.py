@@ -244,10 +244,11 @@ class SQLiteStore(KeyedTables, RegistryTables):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # a failed COMMIT (disk full, I/O error) leaves it open
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     @contextmanager
     def _read(self, method: str) -> Iterator[sqlite3.Connection]:
