@@ -300,7 +300,13 @@ class DevServer:
         except BaseException:
             self.stop()
             raise
-        log.info("torpor dev: ingress %s, admin %s, data: %s", self._ingress_url, self._admin_url, self.store_location)
+        log.info(
+            "torpor dev: ingress %s, admin %s (UI %s/ui), data: %s",
+            self._ingress_url,
+            self._admin_url,
+            self._admin_url,
+            self.store_location,
+        )
         if self.request_signer is not None:
             log.info("torpor dev: request identity public key: %s", self.request_signer.public_key)
         return self
