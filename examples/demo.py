@@ -1,7 +1,7 @@
-"""The end-to-end demo: Torpor driving real Restate-SDK services, journaled in DynamoDB (moto).
+"""The end-to-end demo: Torpor driving real Restate-SDK services, journaled in its SQLite store.
 
 Starts the example services (hypercorn, HTTP/1.1, request/response mode) and `torpor dev` (ingress,
-admin, an embedded moto DynamoDB), registers the services, calls them through the ingress, prints
+admin, the SQLite store in a temporary directory), registers the services, calls them through the ingress, prints
 each result and each invocation's journal, and stops what it started.
 
     python -m examples.demo [--ingress-port 8080] [--admin-port 9070] [--services-port 9080]
@@ -117,7 +117,7 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
     ingress, admin = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{admin_port}"
     services_url = f"http://127.0.0.1:{services_port}"
     torpor = [sys.executable, "-m", "adapters.cli", "dev", "--ingress-port", str(ingress_port)]
-    torpor += ["--admin-port", str(admin_port)]
+    torpor += ["--admin-port", str(admin_port), "--data-dir", str(workdir / "data")]
     serve = [sys.executable, "-m", "examples.serve", "--port", str(services_port)]
     failures = 0
     with (

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: set up a virtualenv, install Torpor and the example services, and run the demo
-# (torpor dev on an embedded moto DynamoDB, driving real restate-sdk services end to end).
+# (torpor dev on its embedded SQLite store, driving real restate-sdk services end to end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

@@ -93,8 +93,17 @@ def version() -> None:
     "--dynamodb-endpoint",
     default=None,
     metavar="URL",
-    help="External DynamoDB-compatible endpoint; default: an embedded moto server.",
+    help="Store in DynamoDB at this endpoint (dynalite, DynamoDB Local, a moto server, AWS).",
 )
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Where the SQLite store lives (DIR/torpor.sqlite3; kept across restarts) [default: .torpor].",
+)
+@click.option("--in-memory", is_flag=True, help="Store in SQLite in memory: everything is lost when it stops.")
+@click.option("--moto", is_flag=True, help="Store in DynamoDB on an embedded moto server (lost when it stops).")
 @click.option("--table", default="torpor", show_default=True, help="DynamoDB table name.")
 @click.option("--region", default="us-east-1", show_default=True, help="AWS region.")
 @click.option(
@@ -152,6 +161,9 @@ def dev(
     ingress_port: int,
     admin_port: int,
     dynamodb_endpoint: str | None,
+    data_dir: str | None,
+    in_memory: bool,
+    moto: bool,
     table: str,
     region: str,
     inactivity_timeout: int | None,
@@ -162,18 +174,28 @@ def dev(
     request_identity_key_file: str | None,
     log_format: str,
 ) -> None:
-    """Run the control plane locally: ingress and admin APIs, DynamoDB on an embedded moto server.
+    """Run the control plane locally: ingress and admin APIs over one store.
+
+    The store is SQLite in .torpor/ under the working directory (--data-dir to move it, --in-memory
+    for a throwaway run), or DynamoDB with --dynamodb-endpoint (or on an embedded moto server, --moto).
+    A restart on the same data directory resumes what was running.
 
     With --lambda, Lambda handlers run in a local emulator (a subprocess) that Lambda deployments
     are invoked on, through the same boto3 path as on AWS. Stop it with Ctrl+C (SIGINT) or SIGTERM.
     """
-    from adapters.local.dev import run_dev  # local: hypercorn and moto load only for this command
+    from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, run_dev  # hypercorn, moto: only here
 
     _configure_logging(log_format)
     if dynamodb_endpoint is not None and not dynamodb_endpoint.startswith(("http://", "https://")):
         raise click.BadParameter(
             f"{dynamodb_endpoint!r} is not a URL: write e.g. http://127.0.0.1:5000", param_hint="--dynamodb-endpoint"
         )
+    chosen = [flag for flag, given in (("--dynamodb-endpoint", dynamodb_endpoint is not None),
+              ("--data-dir", data_dir is not None), ("--in-memory", in_memory), ("--moto", moto)) if given]  # fmt: skip
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one store: {' or '.join(chosen)}")
+    if not chosen and DEFAULT_STORE == "sqlite":
+        data_dir = DEFAULT_DATA_DIR
     try:
         settings = Settings.load()
     except TorporError as exc:
@@ -195,6 +217,9 @@ def dev(
             ingress_port=ingress_port,
             admin_port=admin_port,
             dynamodb_endpoint=dynamodb_endpoint,
+            data_dir=data_dir,
+            in_memory=in_memory,
+            moto=moto,
             table=table,
             region=region,
             settings=settings,

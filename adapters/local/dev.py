@@ -2,8 +2,9 @@
 
 Parts, started in this order and stopped in reverse:
 
-1. an embedded moto server on 127.0.0.1 as DynamoDB (unless an external endpoint is given);
-2. the `DynamoDBStore` on it, with its table created;
+1. the store: `SQLiteStore` in `DIR/torpor.sqlite3` (`data_dir`) or in memory (`in_memory`); or
+   `DynamoDBStore` on an external endpoint (`dynamodb_endpoint`) or on an embedded moto server on
+   127.0.0.1 (`moto`); with none of them, `DEFAULT_STORE`; its schema created;
 3. with `lambda_functions` (`torpor dev --lambda NAME=module:attr`), the local Lambda emulator in a
    subprocess (`adapters.local.lambda_emulator`), which the Lambda invoker then calls (and STS too);
 4. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
@@ -23,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Mapping
@@ -40,6 +42,7 @@ from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests r
 from adapters.local.asgi import asgi_app
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
+from adapters.local.sqlite_store import SQLiteStore
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.ports import Invoker
@@ -59,6 +62,13 @@ _DUMMY_SESSION = {"aws_access_key_id": "testing", "aws_secret_access_key": "test
 _READY_TIMEOUT_S = 15.0  # how long start() waits for both servers to answer
 _GRACEFUL_TIMEOUT_S = 2.0  # hypercorn: how long open requests may finish after shutdown starts
 _SWEEP_INTERVAL_S = 60.0  # the safety net for lost wake-ups also runs while the server runs
+SQLITE_FILE = "torpor.sqlite3"
+"""The SQLite database's name in a data directory (`DevServer(data_dir=...)`, `torpor dev --data-dir`)."""
+DEFAULT_STORE = "sqlite"
+"""The store when no store option is given: "moto" (DynamoDB on an embedded moto server, lost when it
+stops) or "sqlite" (a `DevServer` then keeps it in memory, `torpor dev` in `DEFAULT_DATA_DIR`)."""
+DEFAULT_DATA_DIR = ".torpor"
+"""Where `torpor dev` keeps the SQLite store by default (under the working directory)."""
 
 
 class DevServerError(TorporError):
@@ -103,8 +113,11 @@ class DevServer:
         ingress_port: Ingress API port; 0 picks a free port.
         admin_port: Admin API port; 0 picks a free port.
         dynamodb_endpoint: URL of an external DynamoDB-compatible endpoint (dynalite, DynamoDB Local,
-            a moto server); None starts an embedded moto server. Credentials for an external
-            endpoint come from botocore's default chain.
+            a moto server, AWS). Credentials for it come from botocore's default chain.
+        data_dir: Directory of the SQLite store (`SQLITE_FILE` in it; both created if missing): what
+            a restart on the same directory finds again (deployments, invocations, state, timers).
+        in_memory: The SQLite store in memory: lost when the server stops.
+        moto: DynamoDB on an embedded moto server (lost when it stops).
         moto_port: Port of the embedded moto server; 0 picks a free port.
         table: DynamoDB table name (created if missing).
         region: AWS region the store signs requests for.
@@ -129,6 +142,9 @@ class DevServer:
         ingress_port: int = 8080,
         admin_port: int = 9070,
         dynamodb_endpoint: str | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        in_memory: bool = False,
+        moto: bool = False,
         moto_port: int = 0,
         table: str = "torpor",
         region: str = "us-east-1",
@@ -141,6 +157,15 @@ class DevServer:
     ) -> None:
         if lambda_functions and lambda_endpoint:
             raise ValueError("give lambda_functions (run the local emulator) or lambda_endpoint, not both")
+        chosen = [name for name, given in (("dynamodb_endpoint", dynamodb_endpoint is not None),
+                  ("data_dir", data_dir is not None), ("in_memory", in_memory), ("moto", moto)) if given]  # fmt: skip
+        if len(chosen) > 1:
+            raise ValueError(f"give one store option, not {' and '.join(chosen)}")
+        if not chosen:
+            moto, in_memory = DEFAULT_STORE == "moto", DEFAULT_STORE == "sqlite"
+        self.data_dir = None if data_dir is None else os.fspath(data_dir)
+        """The SQLite store's directory, or None (in memory, or DynamoDB)."""
+        self._sqlite = data_dir is not None or in_memory
         self.host = host
         self._ingress_port = ingress_port
         self._admin_port = admin_port
@@ -160,7 +185,7 @@ class DevServer:
 
         self._moto: SerialMotoServer | None = None
         self._dynamodb_endpoint: str | None = None
-        self._store: DynamoDBStore | None = None
+        self._store: DynamoDBStore | SQLiteStore | None = None
         self._invoker: RoutingInvoker | None = None
         self._scheduler: LocalScheduler | None = None
         self._sweeper: threading.Thread | None = None
@@ -190,13 +215,27 @@ class DevServer:
 
     @property
     def dynamodb_endpoint(self) -> str:
-        """URL of the DynamoDB endpoint in use: the embedded moto server's or the external one."""
+        """URL of the DynamoDB endpoint in use: the embedded moto server's or the external one.
+
+        Raises:
+            RuntimeError: Not started, or the store is SQLite.
+        """
+        if self._sqlite:
+            raise RuntimeError("this dev server stores in SQLite, not DynamoDB")
         return self._require(self._dynamodb_endpoint)
 
     @property
     def embedded_moto(self) -> bool:
         """True when DynamoDB is the embedded moto server."""
-        return self._external_endpoint is None
+        return self._external_endpoint is None and not self._sqlite
+
+    @property
+    def store_location(self) -> str:
+        """Where the data lives, for people: the SQLite file, "memory", or the DynamoDB endpoint and table."""
+        if self._sqlite:
+            return "memory (lost when it stops)" if self.data_dir is None else os.path.join(self.data_dir, SQLITE_FILE)
+        kind = "embedded moto, lost when it stops" if self.embedded_moto else "DynamoDB"
+        return f"{self._dynamodb_endpoint} table {self.table} ({kind})"
 
     @property
     def control_plane(self) -> ControlPlane:
@@ -204,8 +243,8 @@ class DevServer:
         return self._require(self._control_plane)
 
     @property
-    def store(self) -> DynamoDBStore:
-        """The `DynamoDBStore` (after `start`)."""
+    def store(self) -> DynamoDBStore | SQLiteStore:
+        """The store (after `start`): `SQLiteStore` or `DynamoDBStore`."""
         return self._require(self._store)
 
     @property
@@ -262,11 +301,11 @@ class DevServer:
             self.stop()
             raise
         log.info(
-            "torpor dev: ingress %s, admin %s, dynamodb %s (%s)",
+            "torpor dev: ingress %s, admin %s (UI %s/ui), data: %s",
             self._ingress_url,
             self._admin_url,
-            self._dynamodb_endpoint,
-            "embedded moto" if self.embedded_moto else "external",
+            self._admin_url,
+            self.store_location,
         )
         if self.request_signer is not None:
             log.info("torpor dev: request identity public key: %s", self.request_signer.public_key)
@@ -280,6 +319,14 @@ class DevServer:
             self.request_signer = signer_from_environment(region=self.region)
 
     def _start_store(self) -> None:
+        if self._sqlite:
+            path = ":memory:" if self.data_dir is None else os.path.join(self.data_dir, SQLITE_FILE)
+            try:
+                self._store = SQLiteStore(path)
+                self._store.ensure_schema()
+            except (OSError, sqlite3.Error) as exc:
+                raise DevServerError(f"cannot open the SQLite store {path}: {exc}; check --data-dir") from exc
+            return
         credentials: dict[str, str | None] = {"aws_access_key_id": None, "aws_secret_access_key": None}
         if self._external_endpoint is None:
             if not any(name in os.environ for name in _DUMMY_CREDENTIALS):
@@ -480,6 +527,8 @@ class DevServer:
         if self._moto is not None:
             self._moto.stop()
             self._moto = None
+        if isinstance(self._store, SQLiteStore):
+            self._store.close()
 
 
 def run_dev(
@@ -488,6 +537,9 @@ def run_dev(
     ingress_port: int = 8080,
     admin_port: int = 9070,
     dynamodb_endpoint: str | None = None,
+    data_dir: str | None = None,
+    in_memory: bool = False,
+    moto: bool = False,
     table: str = "torpor",
     region: str = "us-east-1",
     settings: Settings | None = None,
@@ -503,7 +555,10 @@ def run_dev(
         host: Address both HTTP servers listen on.
         ingress_port: Ingress API port.
         admin_port: Admin API port.
-        dynamodb_endpoint: External DynamoDB endpoint; None starts an embedded moto server.
+        dynamodb_endpoint: External DynamoDB endpoint.
+        data_dir: Directory of the SQLite store.
+        in_memory: The SQLite store in memory.
+        moto: DynamoDB on an embedded moto server.
         table: DynamoDB table name.
         region: AWS region.
         settings: Runtime settings; None reads `Settings.load()`.
@@ -528,6 +583,9 @@ def run_dev(
         ingress_port=ingress_port,
         admin_port=admin_port,
         dynamodb_endpoint=dynamodb_endpoint,
+        data_dir=data_dir,
+        in_memory=in_memory,
+        moto=moto,
         table=table,
         region=region,
         settings=settings,

@@ -245,7 +245,7 @@ class Services:
 class TorporRuntime:
     """`torpor dev` as a process on free loopback ports.
 
-    With `dynamodb_endpoint` None it uses its default store (the embedded moto server, lost when the
+    With `dynamodb_endpoint` None it uses the SQLite store in memory (`--in-memory`, lost when the
     process ends); a private env passes an external moto server so data outlives a restart.
     """
 
@@ -268,6 +268,8 @@ class TorporRuntime:
         ]  # fmt: skip
         if dynamodb_endpoint is not None:
             argv += ["--dynamodb-endpoint", dynamodb_endpoint, "--table", table]
+        else:
+            argv += ["--in-memory"]
         if identity_key_file is not None:
             argv += ["--request-identity-key-file", str(identity_key_file)]
         extra = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

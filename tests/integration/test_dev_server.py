@@ -1,4 +1,4 @@
-"""`torpor dev` in-process: the DevServer on free ports with its embedded moto, over real HTTP."""
+"""`torpor dev` in-process: the DevServer on free ports with its default store (SQLite in memory), over real HTTP."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.local.dev import DevServer, DevServerError
+from adapters.local.sqlite_store import SQLiteStore
 from control_plane.ports import InvokerError
 from control_plane.settings import Settings
 
 
 @pytest.fixture(scope="module")
 def dev() -> Iterator[DevServer]:
-    """One dev server for this module: free ports, embedded moto, short call wait."""
+    """One dev server for this module: free ports, the default store, short call wait."""
     server = DevServer(ingress_port=0, admin_port=0, settings=Settings(call_wait_ms=2_000), workers=4)
     with server:
         yield server
@@ -28,15 +30,31 @@ def client() -> Iterator[httpx.Client]:
         yield c
 
 
-def test_start_exposes_urls_and_embedded_moto(dev: DevServer) -> None:
+def test_start_exposes_urls_and_the_default_store_sqlite_in_memory(dev: DevServer) -> None:
     assert dev.ingress_url.startswith("http://127.0.0.1:")
     assert dev.admin_url.startswith("http://127.0.0.1:")
     assert dev.ingress_url != dev.admin_url
-    assert dev.embedded_moto
-    assert dev.dynamodb_endpoint.startswith("http://127.0.0.1:")
+    assert isinstance(dev.store, SQLiteStore)
+    assert (dev.store.path, dev.store_location, dev.data_dir) == (":memory:", "memory (lost when it stops)", None)
+    assert not dev.embedded_moto
+    with pytest.raises(RuntimeError, match="stores in SQLite"):
+        _ = dev.dynamodb_endpoint
     assert dev.control_plane.store is dev.store
     assert dev.store.list_deployments() == []
-    assert dev.store.shards == 1  # its table lives with the process: nothing to spread, nothing else reads it
+
+
+def test_the_embedded_moto_store_has_one_shard() -> None:
+    with DevServer(ingress_port=0, admin_port=0, moto=True, workers=2) as dev:
+        assert dev.embedded_moto
+        assert dev.dynamodb_endpoint.startswith("http://127.0.0.1:")
+        assert isinstance(dev.store, DynamoDBStore)
+        assert dev.store.shards == 1  # its table lives with the process: nothing to spread, nothing else reads it
+        assert dev.store.list_deployments() == []
+
+
+def test_two_store_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="give one store option, not data_dir and moto"):
+        DevServer(data_dir="x", moto=True)
 
 
 def test_admin_health_is_200(dev: DevServer, client: httpx.Client) -> None:
@@ -100,7 +118,7 @@ def test_invoker_maps_a_silent_server_to_a_timeout() -> None:
 
 def test_a_taken_port_names_the_flag_to_change(dev: DevServer) -> None:
     port = int(dev.admin_url.rsplit(":", 1)[1])
-    second = DevServer(ingress_port=0, admin_port=port, dynamodb_endpoint=dev.dynamodb_endpoint, table="torpor-2")
+    second = DevServer(ingress_port=0, admin_port=port, in_memory=True)
     with pytest.raises(DevServerError, match="--admin-port"):
         second.start()
     second.stop()  # idempotent after a failed start

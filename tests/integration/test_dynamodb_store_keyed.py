@@ -1,23 +1,37 @@
-"""`DynamoDBStore`'s keyed half against a moto server: state, lock, queue, workflow run, promises, TTL.
+"""`DynamoDBStore`'s keyed half against a moto server: what is DynamoDB's own, the key item's layout.
 
 Item keys are checked against sha256 digests computed here, and items are read back with a plain
-boto3 client as an independent witness. Concurrent writers are tested on dynalite
-(`tests/races/test_store_keyed_races.py`), since moto may let two conditional writers both win.
+boto3 client as an independent witness. What every store does with keyed state, locks, queues and
+promises is the contract suite, `tests/contract/test_store_keyed_contract.py` (DynamoDB and SQLite);
+concurrent writers are tested in `tests/races/`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any
 
 import boto3
-import pytest
 
-from adapters.aws.dynamodb_store import DynamoDBStore, ItemTooLarge
-from control_plane.ports import InvocationRecord, LoadedInvocation, PromiseRecord, StoreConflict
+from adapters.aws.dynamodb_store import DynamoDBStore
+from control_plane.ports import InvocationRecord
 
 SCOPE = "Counter"
+KEYED_INVOCATION = InvocationRecord(
+    invocation_id="inv_keyed",
+    service="Counter",
+    handler="add",
+    key="user-7",
+    deployment_id="dp_1",
+    protocol_version=5,
+    status="pending",
+    input_entry=b"\x00",
+    created_at_ms=1_000,
+    modified_at_ms=1_000,
+    service_type="VIRTUAL_OBJECT",
+    handler_type="EXCLUSIVE",
+    inbox_seq="0000001000-00",
+)
 
 
 def h(data: str | bytes) -> str:
@@ -60,21 +74,6 @@ def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, A
     return {item["SK"]["S"]: item for page in pages for item in page["Items"]}
 
 
-# --- state ---------------------------------------------------------------------------------------
-
-
-def test_state_round_trips_binary_keys_and_values_including_empty(store: DynamoDBStore) -> None:
-    entries = {b"count": b"7", b"\x00\xff binary key": b"\x00\x01\xfe\xff", b"empty": b"", b"": b"empty key"}
-    for state_key, value in entries.items():
-        store.put_state(SCOPE, "k1", state_key, value)
-    before = store.request_count
-
-    assert store.load_state(SCOPE, "k1") == entries
-    assert store.request_count == before + 1  # one GetItem of the key item
-    assert store.load_state(SCOPE, "other") == {}
-    assert store.load_state("OtherScope", "k1") == {}
-
-
 def test_small_state_lives_on_the_key_item_which_hashes_the_key_and_keeps_raw_attributes(store: DynamoDBStore) -> None:
     store.put_state(SCOPE, "user/7", b"count", b"\x00\x07", expires_at_s=1_900_000_000)
 
@@ -88,360 +87,6 @@ def test_small_state_lives_on_the_key_item_which_hashes_the_key_and_keeps_raw_at
         "expires_at": {"N": "1900000000"},
     }
     assert sorted(raw_partition(store, pk("user/7"))) == ["LOCK"]
-
-
-def test_put_state_replaces_and_delete_state_removes_one_entry(store: DynamoDBStore) -> None:
-    store.put_state(SCOPE, "k", b"a", b"1")
-    store.put_state(SCOPE, "k", b"b", b"2")
-    store.put_state(SCOPE, "k", b"a", b"3")
-
-    store.delete_state(SCOPE, "k", b"b")
-    store.delete_state(SCOPE, "k", b"never-set")  # nothing to remove: no error
-
-    assert store.load_state(SCOPE, "k") == {b"a": b"3"}
-    assert "expires_at" not in raw_item(store, pk("k"), "LOCK")
-
-
-def test_the_changes_of_one_commit_are_one_write(store: DynamoDBStore) -> None:
-    store.put_state(SCOPE, "k", b"gone", b"1")
-    before = store.request_count
-
-    store.apply_state(SCOPE, "k", {b"a": b"1", b"b": b"2", b"gone": None})
-
-    assert store.request_count == before + 1
-    assert store.load_state(SCOPE, "k") == {b"a": b"1", b"b": b"2"}
-
-
-def test_clear_removes_every_entry_in_one_read_and_one_write_and_keeps_lock_and_queue(store: DynamoDBStore) -> None:
-    for i in range(30):
-        store.put_state(SCOPE, "k", f"entry-{i:02d}".encode(), bytes([i]))
-    store.put_state(SCOPE, "k", b"large", b"L" * 40_000)
-    store.put_state(SCOPE, "k2", b"neighbour", b"kept")
-    assert store.try_lock(SCOPE, "k", "inv_holder")
-    store.enqueue(SCOPE, "k", "0001", "inv_next")
-    before = store.request_count
-
-    store.apply_state(SCOPE, "k", {b"after": b"x"}, clear=True)
-
-    assert store.request_count == before + 3  # GetItem, UpdateItem, and the large value's DeleteItem
-    assert store.load_state(SCOPE, "k") == {b"after": b"x"}
-    assert store.load_state(SCOPE, "k2") == {b"neighbour": b"kept"}
-    assert sorted(raw_partition(store, pk("k"))) == ["LOCK"]
-    assert store.key_status(SCOPE, "k") == ("inv_holder", ("0001", "inv_next"))
-
-
-def test_clear_state_of_a_key_without_state_makes_only_the_read(store: DynamoDBStore) -> None:
-    before = store.request_count
-
-    store.clear_state(SCOPE, "nothing")
-
-    assert store.request_count == before + 1
-    assert raw_item(store, pk("nothing"), "LOCK") == {}
-
-
-def test_large_values_are_stored_apart_and_read_with_one_batch(store: DynamoDBStore) -> None:
-    values = {f"big-{i}".encode(): bytes([i]) * 300_000 for i in range(5)}  # 1.5 MB in all
-    store.apply_state(SCOPE, "big", {**values, b"small": b"s"})
-    before = store.request_count
-
-    assert store.load_state(SCOPE, "big") == {**values, b"small": b"s"}
-    assert store.request_count - before >= 2  # the key item, then BatchGetItem (paged past 16 MB / 1 MB)
-    assert len(raw_partition(store, pk("big"))) == 6
-
-
-def test_replacing_or_removing_a_large_value_deletes_its_item(store: DynamoDBStore) -> None:
-    store.put_state(SCOPE, "k", b"big", b"1" * 40_000)
-    store.put_state(SCOPE, "k", b"big", b"2" * 40_000)
-    assert len(raw_partition(store, pk("k"))) == 2
-    assert store.load_state(SCOPE, "k") == {b"big": b"2" * 40_000}
-
-    store.put_state(SCOPE, "k", b"big", b"small now")
-    assert sorted(raw_partition(store, pk("k"))) == ["LOCK"]
-    store.put_state(SCOPE, "k", b"big", b"3" * 40_000)
-    store.delete_state(SCOPE, "k", b"big")
-    assert sorted(raw_partition(store, pk("k"))) == ["LOCK"]
-    assert store.load_state(SCOPE, "k") == {}
-
-
-def test_state_changes_fenced_by_the_key_need_its_holder(store: DynamoDBStore) -> None:
-    assert store.try_lock(SCOPE, "k", "inv_a")
-
-    with pytest.raises(StoreConflict):
-        store.apply_state(SCOPE, "k", {b"a": b"1"}, holder="inv_b")
-    store.apply_state(SCOPE, "k", {b"a": b"2"}, holder="inv_a")
-    assert store.unlock(SCOPE, "k", "inv_a")
-    with pytest.raises(StoreConflict):
-        store.apply_state(SCOPE, "k", {b"a": b"3"}, holder="inv_a")
-
-    assert store.load_state(SCOPE, "k") == {b"a": b"2"}
-
-
-def test_state_above_400_kb_in_one_item_is_refused_loudly(store: DynamoDBStore) -> None:
-    with pytest.raises(ItemTooLarge, match=r"Counter/k: the object's state and queue do not fit"):
-        store.apply_state(SCOPE, "k", {f"v{i}".encode(): b"x" * 30_000 for i in range(15)})
-    # (DynamoDB then writes nothing; moto keeps the oversized item, so that is not asserted here)
-
-
-KEYS = [
-    "",
-    "a/b",
-    "a#b",
-    "ключ 🔑",
-    "x" * 1000,
-    "x" * 999 + "y",
-    "é" * 1500,  # 3000 bytes of UTF-8: above DynamoDB's 2048-byte partition key limit
-]
-
-
-def test_keys_of_any_utf8_and_length_keep_separate_state_and_locks(store: DynamoDBStore) -> None:
-    for i, key in enumerate(KEYS):
-        store.put_state(SCOPE, key, b"which", str(i).encode())
-        assert store.try_lock(SCOPE, key, f"inv_{i}")
-    store.put_state("Counter/a", "b", b"which", b"scope")  # scope and key do not run into each other
-
-    for i, key in enumerate(KEYS):
-        assert store.load_state(SCOPE, key) == {b"which": str(i).encode()}
-        assert store.lock_holder(SCOPE, key) == f"inv_{i}"
-        assert raw_item(store, pk(key), "LOCK")["key"] == {"S": key}
-    assert len({pk(key) for key in KEYS}) == len(KEYS)
-    assert store.load_state("Counter/a", "b") == {b"which": b"scope"}
-    assert store.load_state(SCOPE, "a/b") == {b"which": b"1"}
-
-
-# --- lock ----------------------------------------------------------------------------------------
-
-
-def test_try_lock_first_wins_and_the_holder_may_take_it_again(store: DynamoDBStore) -> None:
-    assert store.lock_holder(SCOPE, "k") is None
-    before = store.request_count
-
-    assert store.try_lock(SCOPE, "k", "inv_a") is True
-    assert store.request_count == before + 1
-    assert store.try_lock(SCOPE, "k", "inv_b") is False
-    assert store.try_lock(SCOPE, "k", "inv_a") is True
-
-    assert store.lock_holder(SCOPE, "k") == "inv_a"
-    assert raw_item(store, pk("k"), "LOCK") == {
-        "PK": {"S": pk("k")},
-        "SK": {"S": "LOCK"},
-        "scope": {"S": SCOPE},
-        "key": {"S": "k"},
-        "holder": {"S": "inv_a"},
-    }
-
-
-def test_unlock_by_a_non_holder_is_false_and_changes_nothing(store: DynamoDBStore) -> None:
-    assert store.try_lock(SCOPE, "k", "inv_a")
-
-    assert store.unlock(SCOPE, "k", "inv_b") is False
-    assert store.lock_holder(SCOPE, "k") == "inv_a"
-
-    assert store.unlock(SCOPE, "k", "inv_a") is True
-    assert store.lock_holder(SCOPE, "k") is None
-    assert store.unlock(SCOPE, "k", "inv_a") is False  # released already
-    assert store.try_lock(SCOPE, "k", "inv_b") is True
-    assert store.lock_holder(SCOPE, "k") == "inv_b"
-
-
-def test_unlock_of_a_key_never_locked_is_false_and_writes_no_item(store: DynamoDBStore) -> None:
-    assert store.unlock(SCOPE, "k", "inv_a") is False
-
-    assert raw_item(store, pk("k"), "LOCK") == {}
-
-
-# --- taking, queueing, granting, releasing ---------------------------------------------------------
-
-
-def test_take_key_takes_a_free_key_and_reads_its_state_in_one_write(store: DynamoDBStore) -> None:
-    store.put_state(SCOPE, "k", b"count", b"4")
-    before = store.request_count
-
-    assert store.take_key(SCOPE, "k", "inv_a") == {b"count": b"4"}
-
-    assert store.request_count == before + 1
-    assert store.lock_holder(SCOPE, "k") == "inv_a"
-    assert store.take_key(SCOPE, "k", "inv_b") is None
-    assert store.take_key(SCOPE, "k", "inv_a") == {b"count": b"4"}  # its own: again
-
-
-def test_take_key_never_passes_a_queued_call(store: DynamoDBStore) -> None:
-    store.enqueue(SCOPE, "k", "0001", "inv_waiting")
-
-    assert store.take_key(SCOPE, "k", "inv_new") is None
-
-    assert store.key_status(SCOPE, "k") == (None, ("0001", "inv_waiting"))
-
-
-def test_queue_head_is_the_lowest_seq_and_grant_takes_it_out(store: DynamoDBStore) -> None:
-    assert store.enqueue(SCOPE, "k", "0000000003-00", "inv_c") is True  # nobody holds the key
-    store.enqueue(SCOPE, "k", "0000000001-00", "inv_a")
-    store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")
-    store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")  # idempotent
-    store.enqueue(SCOPE, "k2", "0000000000-00", "inv_other")
-    before = store.request_count
-
-    assert store.inbox_head(SCOPE, "k") == ("0000000001-00", "inv_a")
-    assert store.request_count == before + 1
-    assert store.grant_key(SCOPE, "k", "0000000002-00", "inv_b") is True  # any queued entry may be granted
-    assert store.grant_key(SCOPE, "k", "0000000001-00", "inv_a") is False  # held
-    assert store.key_status(SCOPE, "k") == ("inv_b", ("0000000001-00", "inv_a"))
-    assert store.enqueue(SCOPE, "k", "0000000004-00", "inv_d") is False  # held
-    assert store.release_key(SCOPE, "k", "inv_b") is True  # others wait
-    assert store.grant_key(SCOPE, "k", "0000000002-00", "inv_b") is False  # granted once only
-    store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")
-    store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")  # idempotent
-    assert store.inbox_head(SCOPE, "k") == ("0000000003-00", "inv_c")
-    store.dequeue(SCOPE, "k", "0000000003-00", "inv_c")
-    store.dequeue(SCOPE, "k", "0000000004-00", "inv_d")
-    assert store.inbox_head(SCOPE, "k") is None
-    assert store.inbox_head(SCOPE, "k2") == ("0000000000-00", "inv_other")
-    assert "queued" not in raw_item(store, pk("k"), "LOCK")  # an empty set is no attribute: free again
-    assert store.take_key(SCOPE, "k", "inv_e") == {}
-
-
-def test_release_key_tells_whether_anyone_waits(store: DynamoDBStore) -> None:
-    assert store.take_key(SCOPE, "k", "inv_a") == {}
-    assert store.release_key(SCOPE, "k", "inv_b") is None  # not the holder: nothing changed
-    assert store.release_key(SCOPE, "k", "inv_a") is False
-    assert store.release_key(SCOPE, "k", "inv_a") is None
-
-    assert store.take_key(SCOPE, "k", "inv_b") == {}
-    store.enqueue(SCOPE, "k", "0001", "inv_c")
-    assert store.release_key(SCOPE, "k", "inv_b") is True
-
-
-def test_queue_entries_do_not_count_as_state_or_lock(store: DynamoDBStore) -> None:
-    store.enqueue(SCOPE, "k", "0001", "inv_a")
-
-    assert store.load_state(SCOPE, "k") == {}
-    assert store.lock_holder(SCOPE, "k") is None
-    assert raw_item(store, pk("k"), "LOCK") == {
-        "PK": {"S": pk("k")},
-        "SK": {"S": "LOCK"},
-        "scope": {"S": SCOPE},
-        "key": {"S": "k"},
-        "queued": {"SS": ["0001#inv_a"]},
-    }
-
-
-# --- workflows -----------------------------------------------------------------------------------
-
-
-def test_promise_first_completion_wins_and_get_returns_it(store: DynamoDBStore) -> None:
-    first = PromiseRecord(value=b"", failure=None, completed_by="inv_a:3")  # an empty value is not "no value"
-    second = PromiseRecord(value=None, failure={"code": 500, "message": "late"}, completed_by="inv_b:1")
-    assert store.get_promise("Signup", "wf-1", "approved") is None
-
-    assert store.complete_promise("Signup", "wf-1", "approved", first) == first
-    assert store.complete_promise("Signup", "wf-1", "approved", second) == first
-
-    assert store.get_promise("Signup", "wf-1", "approved") == first
-    assert store.get_promise("Signup", "wf-2", "approved") is None
-    item = raw_item(store, pk("wf-1", "Signup"), f"P#{h('approved')}")
-    assert item["name"] == {"S": "approved"}
-    assert item["completed_by"] == {"S": "inv_a:3"}
-
-
-def test_promise_failure_round_trips_and_names_are_separate(store: DynamoDBStore) -> None:
-    failed = PromiseRecord(value=None, failure={"code": 409, "message": "nein ü"}, completed_by="inv_a:1")
-    valued = PromiseRecord(value=b"\x00yes\xff", failure=None, completed_by="inv_a:2")
-    long_name = "p/" + "n" * 2000
-
-    assert store.complete_promise("Signup", "wf", "ünïcode", failed) == failed
-    assert store.complete_promise("Signup", "wf", long_name, valued) == valued
-
-    assert store.get_promise("Signup", "wf", "ünïcode") == failed
-    assert store.get_promise("Signup", "wf", long_name) == valued
-    assert store.get_promise("Signup", "wf", "p/") is None
-
-
-def test_promise_waiters_are_listed_per_name_once_each(store: DynamoDBStore) -> None:
-    store.add_promise_waiter("Signup", "wf", "approved", "inv_c")
-    store.add_promise_waiter("Signup", "wf", "approved", "inv_a")
-    store.add_promise_waiter("Signup", "wf", "approved", "inv_a")  # idempotent
-    store.add_promise_waiter("Signup", "wf", "approved2", "inv_b")
-    store.add_promise_waiter("Signup", "wf-other", "approved", "inv_d")
-
-    assert store.promise_waiters("Signup", "wf", "approved") == ["inv_a", "inv_c"]
-    assert store.promise_waiters("Signup", "wf", "approved2") == ["inv_b"]
-    assert store.promise_waiters("Signup", "wf", "never") == []
-
-
-# --- retention -----------------------------------------------------------------------------------
-
-
-def test_expire_keyed_sets_the_ttl_of_every_item_of_the_key_only(store: DynamoDBStore) -> None:
-    store.put_state("Signup", "wf", b"a", b"1")
-    store.put_state("Signup", "wf", b"b", b"2", expires_at_s=5)
-    assert store.try_lock("Signup", "wf", "inv_run")
-    store.enqueue("Signup", "wf", "0001", "inv_q")
-    store.complete_promise("Signup", "wf", "p", PromiseRecord(b"v", None, "inv_run:2"))
-    store.add_promise_waiter("Signup", "wf", "p", "inv_w")
-    store.put_state("Signup", "wf-other", b"a", b"1")
-    before = store.request_count
-
-    store.expire_keyed("Signup", "wf", 1_900_000_000)
-
-    assert store.request_count == before + 1 + 3  # one query, one UpdateItem per item
-    items = raw_partition(store, pk("wf", "Signup"))
-    assert sorted(items) == sorted(["LOCK", f"P#{h('p')}", f"W#{h('p')}#inv_w"])  # state and queue: on LOCK
-    assert [item.get("expires_at") for item in items.values()] == [{"N": "1900000000"}] * 3
-    assert "expires_at" not in raw_item(store, pk("wf-other", "Signup"), "LOCK")
-    assert store.load_state("Signup", "wf") == {b"a": b"1", b"b": b"2"}  # only the TTL changed
-    assert store.get_promise("Signup", "wf", "p") == PromiseRecord(b"v", None, "inv_run:2")
-
-    store.expire_keyed("Signup", "wf", 0)
-
-    assert all("expires_at" not in item for item in raw_partition(store, pk("wf", "Signup")).values())
-
-
-def test_expire_keyed_of_an_empty_key_writes_nothing(store: DynamoDBStore) -> None:
-    before = store.request_count
-
-    store.expire_keyed("Signup", "nothing", 1_900_000_000)
-
-    assert store.request_count == before + 1
-    assert raw_partition(store, pk("nothing", "Signup")) == {}
-
-
-# --- the invocation record's keyed fields --------------------------------------------------------
-
-KEYED_INVOCATION = InvocationRecord(
-    invocation_id="inv_keyed",
-    service="Counter",
-    handler="add",
-    key="user-7",
-    deployment_id="dp_1",
-    protocol_version=5,
-    status="pending",
-    input_entry=b"\x00",
-    created_at_ms=1_000,
-    modified_at_ms=1_000,
-    service_type="VIRTUAL_OBJECT",
-    handler_type="EXCLUSIVE",
-    inbox_seq="0000001000-00",
-)
-
-
-def test_invocation_service_type_handler_type_and_inbox_seq_round_trip(store: DynamoDBStore) -> None:
-    store.create_invocation(KEYED_INVOCATION)
-
-    assert store.get_invocation("inv_keyed") == KEYED_INVOCATION
-    assert store.load_invocation("inv_keyed") == LoadedInvocation(KEYED_INVOCATION, [], [])
-    item = raw_item(store, "INV#inv_keyed", "META")
-    assert (item["service_type"], item["handler_type"], item["inbox_seq"]) == (
-        {"S": "VIRTUAL_OBJECT"},
-        {"S": "EXCLUSIVE"},
-        {"S": "0000001000-00"},
-    )
-
-    granted = store.update_unless_completed("inv_keyed", status="ready", inbox_seq="", modified_at_ms=2_000)
-
-    expected = dataclasses.replace(KEYED_INVOCATION, status="ready", inbox_seq="", modified_at_ms=2_000, epoch=1)
-    assert granted == expected
-    assert store.get_invocation("inv_keyed") == expected
-    store.update_invocation("inv_keyed", 1, handler_type="SHARED")
-    assert store.get_invocation("inv_keyed") == dataclasses.replace(expected, handler_type="SHARED")
 
 
 def test_invocation_without_the_keyed_attributes_reads_the_defaults(store: DynamoDBStore) -> None:

@@ -210,7 +210,8 @@ def test_a_lambda_deployment_refuses_unsigned_discovery(lambda_dev: DevServer, m
 def test_torpor_dev_flag_generates_the_key_and_prints_its_public_key(tmp_path: Path) -> None:
     key = tmp_path / "dev-key.pem"
     torpor = [sys.executable, "-m", "adapters.cli"]
-    command = [*torpor, "dev", "--ingress-port", "0", "--admin-port", "0", "--request-identity-key-file", str(key)]
+    command = [*torpor, "dev", "--in-memory", "--ingress-port", "0", "--admin-port", "0"]
+    command += ["--request-identity-key-file", str(key)]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
     banner = ""
     try:
@@ -249,7 +250,8 @@ def test_a_bad_key_file_is_a_clear_error_not_a_traceback(
         key, expected = tmp_path / "missing-dir" / "key.pem", "choose a path in a directory that exists"
     arguments = ["request-identity", "public-key", str(key)]
     if command == "dev":
-        arguments = ["dev", "--ingress-port", "0", "--admin-port", "0", "--request-identity-key-file", str(key)]
+        arguments = ["dev", "--in-memory", "--ingress-port", "0", "--admin-port", "0"]
+        arguments += ["--request-identity-key-file", str(key)]
     result = subprocess.run(
         [sys.executable, "-m", "adapters.cli", *arguments], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
     )

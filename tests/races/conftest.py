@@ -1,4 +1,5 @@
-"""Race tests run on dynalite, which serialises conditional writes as DynamoDB does (moto may not)."""
+"""Race tests run on dynalite, which serialises conditional writes as DynamoDB does (moto may not),
+and on SQLite (`BEGIN IMMEDIATE` transactions); see `tests.helpers.stores`."""
 
 from __future__ import annotations
 

@@ -11,33 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.dev import DevServer
 from control_plane.invocation import RUNNABLE, Outcome
 from control_plane.ports import InvocationRecord, JournalBatch, StoreConflict
 from control_plane.protocol import MessageType, decode_frames
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.race import race
 from tests.helpers.services import serve_examples
+from tests.helpers.stores import STORE_KINDS, Store, dev_store_options, store_of_param
 
 THREADS = 8
 
 
-@pytest.fixture
-def store(dynalite_endpoint: str) -> DynamoDBStore:
-    store = DynamoDBStore(
-        unique_table_name(),
-        endpoint_url=dynalite_endpoint,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.ensure_schema()
-    return store
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A fresh store of each kind: DynamoDB on its own dynalite table, SQLite in its own file."""
+    return store_of_param(request, tmp_path, "dynalite_endpoint")
 
 
-def new_invocation(store: DynamoDBStore, invocation_id: str) -> None:
+def new_invocation(store: Store, invocation_id: str) -> None:
     store.create_invocation(
         InvocationRecord(
             invocation_id=invocation_id, service="S", handler="h", key="", deployment_id="dp_x",
@@ -46,7 +39,7 @@ def new_invocation(store: DynamoDBStore, invocation_id: str) -> None:
     )  # fmt: skip
 
 
-def test_exactly_one_worker_takes_a_free_lease(store: DynamoDBStore) -> None:
+def test_exactly_one_worker_takes_a_free_lease(store: Store) -> None:
     for round_ in range(10):
         invocation_id = f"inv_race_{round_}"
         new_invocation(store, invocation_id)
@@ -58,7 +51,7 @@ def test_exactly_one_worker_takes_a_free_lease(store: DynamoDBStore) -> None:
         assert all(isinstance(r, StoreConflict) for r in results if r is not winners[0])
 
 
-def test_exactly_one_commit_lands_at_a_journal_index(store: DynamoDBStore) -> None:
+def test_exactly_one_commit_lands_at_a_journal_index(store: Store) -> None:
     new_invocation(store, "inv_commit")
     for index in range(1, 11):
         results = race(
@@ -77,11 +70,12 @@ def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
 
 
-@pytest.fixture(scope="module")
-def dev(dynalite_endpoint: str, effects_file: Path) -> Iterator[DevServer]:
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def dev(request: pytest.FixtureRequest, effects_file: Path) -> Iterator[DevServer]:
+    """A dev server on each store (dynalite, SQLite in a file) with the examples registered."""
     with serve_examples(side_effects_file=effects_file) as (url, _process):
         server = DevServer(
-            ingress_port=0, admin_port=0, dynamodb_endpoint=dynalite_endpoint, table=unique_table_name(),
+            ingress_port=0, admin_port=0, **dev_store_options(request, effects_file.parent),
             settings=Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000),
         )  # fmt: skip
         server.start()

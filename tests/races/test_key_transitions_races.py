@@ -1,5 +1,5 @@
-"""The key item's conditional transitions under concurrency, on dynalite: taking a free key when an
-invocation is created, granting the queue's head, releasing while others enqueue, state writes fenced
+"""The key item's conditional transitions under concurrency, on dynalite and SQLite: taking a free
+key when an invocation is created, granting the queue's head, releasing while others enqueue, state writes fenced
 by the key.
 
 dynalite serialises conditional writes as DynamoDB does. Each test repeats its race a few times on
@@ -11,14 +11,14 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from adapters.aws.dynamodb_store import DynamoDBStore
 from control_plane.keyed import Keys
 from control_plane.ports import InvocationRecord, StoreConflict, SystemClock
-from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.race import race
+from tests.helpers.stores import STORE_KINDS, Store, store_of_param
 
 THREADS = 8
 ROUNDS = 4
@@ -37,19 +37,13 @@ class Wakes:
         pass
 
 
-@pytest.fixture
-def store(dynalite_endpoint: str) -> DynamoDBStore:
-    store = DynamoDBStore(
-        unique_table_name(),
-        endpoint_url=dynalite_endpoint,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.ensure_schema()
-    return store
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A fresh store of each kind: DynamoDB on its own dynalite table, SQLite in its own file."""
+    return store_of_param(request, tmp_path, "dynalite_endpoint")
 
 
-def invocation(store: DynamoDBStore, key: str, invocation_id: str, status: str, seq: str = "") -> InvocationRecord:
+def invocation(store: Store, key: str, invocation_id: str, status: str, seq: str = "") -> InvocationRecord:
     """Store an exclusive `Counter/add` invocation on `key` with `status`."""
     record = InvocationRecord(
         invocation_id=invocation_id,
@@ -70,7 +64,7 @@ def invocation(store: DynamoDBStore, key: str, invocation_id: str, status: str, 
     return record
 
 
-def test_of_concurrent_new_invocations_on_a_free_key_exactly_one_takes_it(store: DynamoDBStore) -> None:
+def test_of_concurrent_new_invocations_on_a_free_key_exactly_one_takes_it(store: Store) -> None:
     for round_ in range(ROUNDS):
         key = f"free-{round_}"
 
@@ -82,12 +76,12 @@ def test_of_concurrent_new_invocations_on_a_free_key_exactly_one_takes_it(store:
         assert store.lock_holder("Counter", key) == f"inv_{winners[0]}"
 
 
-def test_a_new_invocation_never_takes_the_key_while_calls_wait(store: DynamoDBStore) -> None:
+def test_a_new_invocation_never_takes_the_key_while_calls_wait(store: Store) -> None:
     for round_ in range(ROUNDS):
         _newcomers_meet_a_queue(store, f"queued-{round_}")
 
 
-def _newcomers_meet_a_queue(store: DynamoDBStore, key: str) -> None:
+def _newcomers_meet_a_queue(store: Store, key: str) -> None:
     waiting = [f"inv_w{i}" for i in range(5)]
     assert store.take_key("Counter", key, "inv_holder") == {}
     for i, invocation_id in enumerate(waiting):
@@ -126,7 +120,7 @@ def _newcomers_meet_a_queue(store: DynamoDBStore, key: str) -> None:
     assert granted == waiting
 
 
-def test_of_concurrent_grants_of_different_queued_calls_exactly_one_wins(store: DynamoDBStore) -> None:
+def test_of_concurrent_grants_of_different_queued_calls_exactly_one_wins(store: Store) -> None:
     for round_ in range(ROUNDS):
         key = f"grant-{round_}"
         for i in range(THREADS):
@@ -142,7 +136,7 @@ def test_of_concurrent_grants_of_different_queued_calls_exactly_one_wins(store: 
         assert store.grant_key("Counter", key, f"{winner:04d}", f"inv_{winner}") is False  # granted once only
 
 
-def test_concurrent_pumps_grant_the_free_key_once_to_the_head(store: DynamoDBStore) -> None:
+def test_concurrent_pumps_grant_the_free_key_once_to_the_head(store: Store) -> None:
     for round_ in range(ROUNDS):
         key = f"pump-{round_}"
         for i in range(3):
@@ -159,12 +153,12 @@ def test_concurrent_pumps_grant_the_free_key_once_to_the_head(store: DynamoDBSto
         assert store.get_invocation(f"inv_{round_}_1").status == "pending"  # type: ignore[union-attr]
 
 
-def test_a_release_while_calls_enqueue_strands_nobody(store: DynamoDBStore) -> None:
+def test_a_release_while_calls_enqueue_strands_nobody(store: Store) -> None:
     for round_ in range(ROUNDS):
         _release_meets_enqueues(store, round_)
 
 
-def _release_meets_enqueues(store: DynamoDBStore, round_: int) -> None:
+def _release_meets_enqueues(store: Store, round_: int) -> None:
     key = f"release-{round_}"
     # odd rounds: a live holder, so only its release hands the key on; even rounds: a holder that
     # completed, which every enqueuer's pump may release, so the pumps race each other to grant
@@ -192,12 +186,12 @@ def _release_meets_enqueues(store: DynamoDBStore, round_: int) -> None:
     assert sorted([new_holder, *queued]) == sorted(w.invocation_id for w in waiting)
 
 
-def test_state_writes_of_an_invocation_that_lost_its_key_never_land(store: DynamoDBStore) -> None:
+def test_state_writes_of_an_invocation_that_lost_its_key_never_land(store: Store) -> None:
     for round_ in range(ROUNDS):
         _late_writer_meets_the_next_holder(store, f"fence-{round_}")
 
 
-def _late_writer_meets_the_next_holder(store: DynamoDBStore, key: str) -> None:
+def _late_writer_meets_the_next_holder(store: Store, key: str) -> None:
     assert store.take_key("Counter", key, "inv_old") == {}
     store.enqueue("Counter", key, "0001", "inv_next")
     stop = threading.Event()

@@ -18,8 +18,8 @@ import pytest
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.moto import unique_table_name
 from tests.helpers.services import serve_examples
+from tests.helpers.stores import STORE_KINDS, dev_store_options
 
 CALLS = 30
 
@@ -29,14 +29,14 @@ def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
 
 
-@pytest.fixture(scope="module")
-def dev(dynalite_endpoint: str, effects_file: Path) -> Iterator[DevServer]:
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def dev(request: pytest.FixtureRequest, effects_file: Path) -> Iterator[DevServer]:
+    """A dev server on each store (dynalite, SQLite in a file) with the examples registered."""
     with serve_examples(side_effects_file=effects_file) as (url, _process):
         server = DevServer(
             ingress_port=0,
             admin_port=0,
-            dynamodb_endpoint=dynalite_endpoint,
-            table=unique_table_name(),
+            **dev_store_options(request, effects_file.parent),
             settings=Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=60_000),
         )
         server.start()

@@ -1,4 +1,5 @@
-"""Concurrent claimants of one object lock, workflow run and durable promise, on dynalite over HTTP.
+"""Concurrent claimants of one object lock, workflow run and durable promise, on dynalite over HTTP and
+on SQLite.
 
 dynalite serialises conditional writes as DynamoDB does; moto may let two conditional writers both
 win, so these races are not run there. Each test repeats its race on fresh keys a few times.
@@ -6,31 +7,25 @@ win, so these races are not run there. Each test repeats its race on fresh keys 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from adapters.aws.dynamodb_store import DynamoDBStore
 from control_plane.ports import PromiseRecord
-from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.race import race
+from tests.helpers.stores import STORE_KINDS, Store, store_of_param
 
 THREADS = 8
 ROUNDS = 5
 
 
-@pytest.fixture
-def store(dynalite_endpoint: str) -> DynamoDBStore:
-    """A store on a fresh dynalite table."""
-    store = DynamoDBStore(
-        unique_table_name(),
-        endpoint_url=dynalite_endpoint,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.ensure_schema()
-    return store
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A fresh store of each kind (its own dynalite table, or SQLite file)."""
+    return store_of_param(request, tmp_path, "dynalite_endpoint")
 
 
-def test_exactly_one_try_lock_on_a_free_key_wins(store: DynamoDBStore) -> None:
+def test_exactly_one_try_lock_on_a_free_key_wins(store: Store) -> None:
     for round_ in range(ROUNDS):
         key = f"user-{round_}"
 
@@ -40,7 +35,7 @@ def test_exactly_one_try_lock_on_a_free_key_wins(store: DynamoDBStore) -> None:
         assert store.lock_holder("Counter", key) == f"inv_{results.index(True)}"
 
 
-def test_concurrent_promise_completions_all_return_the_stored_first(store: DynamoDBStore) -> None:
+def test_concurrent_promise_completions_all_return_the_stored_first(store: Store) -> None:
     for round_ in range(ROUNDS):
         key = f"wf-{round_}"
         offered = [

@@ -1,4 +1,4 @@
-"""Concurrent writers on one invocation's notifications and doorbell, on dynalite over HTTP.
+"""Concurrent writers on one invocation's notifications and doorbell, on dynalite over HTTP and on SQLite.
 
 dynalite serialises conditional writes as DynamoDB does; moto may let two conditional writers both
 win, so these races are not run there.
@@ -6,26 +6,21 @@ win, so these races are not run there.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from adapters.aws.dynamodb_store import DynamoDBStore
 from control_plane.ports import InvocationRecord, JournalBatch, StoredNotification
-from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.race import race
+from tests.helpers.stores import STORE_KINDS, Store, store_of_param
 
 THREADS = 8
 
 
-@pytest.fixture
-def store(dynalite_endpoint: str) -> DynamoDBStore:
-    """A store on a fresh dynalite table holding one ready invocation, `inv_race`."""
-    store = DynamoDBStore(
-        unique_table_name(),
-        endpoint_url=dynalite_endpoint,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.ensure_schema()
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A fresh store of each kind (its own dynalite table, or SQLite file) holding one ready invocation, `inv_race`."""
+    store = store_of_param(request, tmp_path, "dynalite_endpoint")
     store.create_invocation(
         InvocationRecord(
             invocation_id="inv_race", service="S", handler="h", key="", deployment_id="dp_x",
@@ -35,7 +30,7 @@ def store(dynalite_endpoint: str) -> DynamoDBStore:
     return store
 
 
-def test_exactly_one_notification_per_key_is_stored(store: DynamoDBStore) -> None:
+def test_exactly_one_notification_per_key_is_stored(store: Store) -> None:
     for round_ in range(5):
         key = f"c{round_}"
         results = race(
@@ -53,7 +48,7 @@ def test_exactly_one_notification_per_key_is_stored(store: DynamoDBStore) -> Non
     assert [n.key for n in loaded.notifications] == ["c0", "c1", "c2", "c3", "c4"]
 
 
-def test_concurrent_rings_each_count(store: DynamoDBStore) -> None:
+def test_concurrent_rings_each_count(store: Store) -> None:
     results = race(THREADS, lambda _: store.ring("inv_race"))
 
     assert results == [None] * THREADS
@@ -62,7 +57,7 @@ def test_concurrent_rings_each_count(store: DynamoDBStore) -> None:
     assert record.doorbell == THREADS
 
 
-def test_concurrent_sweeps_remove_a_journal_once(store: DynamoDBStore) -> None:
+def test_concurrent_sweeps_remove_a_journal_once(store: Store) -> None:
     leased = store.acquire_lease("inv_race", now_ms=2, lease_until_ms=10, runnable=("ready",))
     store.append_batch("inv_race", JournalBatch(1, b"entries", epoch=leased.epoch, committed_at_ms=3))
     store.update_invocation(

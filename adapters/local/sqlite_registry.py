@@ -1,0 +1,105 @@
+"""Deployments and services, the registry half of `SQLiteStore`: one row per record, the record as JSON.
+
+Tables: `deployments (deployment_id, record)` and `services (name, record)`. Writes replace whatever
+was there; lists are ordered by id and by name (as `DynamoDBStore`'s sort keys order them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sqlite3
+
+from adapters.local.sqlite_keyed import item_size
+from control_plane.ports import MAX_ITEM_BYTES, DeploymentRecord, ItemTooLarge, ServiceRecord
+
+
+class RegistryTables:
+    """The `Store` methods for deployments and services; `SQLiteStore` provides `_write`/`_read`."""
+
+    REGISTRY_SCHEMA = """
+    CREATE TABLE IF NOT EXISTS deployments (deployment_id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS services (name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
+    """
+
+    def _write(self, method: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def _read(self, method: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    # --- deployments and services ----------------------------------------------------------------
+
+    def put_deployment(self, deployment: DeploymentRecord) -> None:
+        """Store `deployment`, replacing any deployment with the same id.
+
+        Raises:
+            ItemTooLarge: The deployment (its manifest, mostly) does not fit in a 400 KB item.
+        """
+        values = dataclasses.asdict(deployment)
+        values["services"] = list(deployment.services)
+        if item_size(values) > MAX_ITEM_BYTES:
+            raise ItemTooLarge(
+                f"deployment {deployment.deployment_id}: its manifest does not fit in one DynamoDB item (400 KB); "
+                "register fewer services per deployment"
+            )
+        with self._write("put_deployment") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO deployments (deployment_id, record) VALUES (?, ?)",
+                (deployment.deployment_id, json.dumps(values)),
+            )
+
+    @staticmethod
+    def _deployment(raw: str) -> DeploymentRecord:
+        values = json.loads(raw)
+        values["services"] = tuple(values.get("services") or ())
+        return DeploymentRecord(**values)
+
+    def get_deployment(self, deployment_id: str) -> DeploymentRecord | None:
+        """The deployment `deployment_id`, or None if it is not registered."""
+        with self._read("get_deployment") as db:
+            row = db.execute("SELECT record FROM deployments WHERE deployment_id = ?", (deployment_id,)).fetchone()
+        return None if row is None else self._deployment(row["record"])
+
+    def list_deployments(self) -> list[DeploymentRecord]:
+        """Every deployment, ordered by id."""
+        with self._read("list_deployments") as db:
+            rows = db.execute("SELECT record FROM deployments ORDER BY deployment_id").fetchall()
+        return [self._deployment(row["record"]) for row in rows]
+
+    def delete_deployment(self, deployment_id: str) -> None:
+        """Remove the deployment `deployment_id`; removing an unknown id does nothing."""
+        with self._write("delete_deployment") as db:
+            db.execute("DELETE FROM deployments WHERE deployment_id = ?", (deployment_id,))
+
+    def put_service(self, service: ServiceRecord) -> None:
+        """Store `service`, replacing any service with the same name.
+
+        Raises:
+            ItemTooLarge: The service's manifest entry does not fit in a 400 KB item.
+        """
+        values = dataclasses.asdict(service)
+        if item_size(values) > MAX_ITEM_BYTES:
+            raise ItemTooLarge(f"service {service.name}: its manifest entry does not fit in one DynamoDB item (400 KB)")
+        with self._write("put_service") as db:
+            db.execute(
+                "INSERT OR REPLACE INTO services (name, record) VALUES (?, ?)", (service.name, json.dumps(values))
+            )
+
+    def get_service(self, name: str) -> ServiceRecord | None:
+        """The service `name`, or None if no deployment registered it."""
+        with self._read("get_service") as db:
+            row = db.execute("SELECT record FROM services WHERE name = ?", (name,)).fetchone()
+        return None if row is None else ServiceRecord(**json.loads(row["record"]))
+
+    def list_services(self) -> list[ServiceRecord]:
+        """Every service, ordered by name."""
+        with self._read("list_services") as db:
+            rows = db.execute("SELECT record FROM services ORDER BY name").fetchall()
+        return [ServiceRecord(**json.loads(row["record"])) for row in rows]
+
+    def delete_service(self, name: str) -> None:
+        """Remove the service `name`; removing an unknown name does nothing."""
+        with self._write("delete_service") as db:
+            db.execute("DELETE FROM services WHERE name = ?", (name,))

@@ -1,0 +1,668 @@
+"""`control_plane.ports.Store` on one SQLite file (Python's `sqlite3`, WAL): the embedded store of `torpor dev`.
+
+One connection, shared by the control plane's threads behind a lock (`check_same_thread=False`);
+every write is one transaction opened with `BEGIN IMMEDIATE`, so a conditional transition (read the
+row, check the condition, write) is atomic and serialised, as DynamoDB's conditional writes are,
+also against another process on the same file. Reads that span several statements run in one
+deferred transaction (one snapshot). `synchronous=NORMAL`: a commit survives the process being
+killed (not a power cut).
+
+| table | key | what |
+| --- | --- | --- |
+| `invocations` | `invocation_id` | the record (`record`, JSON; `input_entry`, `output` BLOBs), indexed columns |
+| `batches` | `(invocation_id, start_index)` | journal batches |
+| `notifications` | `(invocation_id, key)` | stored notifications |
+| `timers` | `(due_ms, invocation_id)` | timers, earliest first |
+| `deployments` / `services` | id / name | the records as JSON |
+| `object_keys` | `(scope, key)` | the lock (`holder`) of an object key or workflow id |
+| `queue` | `(scope, key, seq, invocation_id)` | calls waiting for a key, in `seq` order |
+| `state` | `(scope, key, state_key)` | keyed state |
+| `promises`, `promise_waiters` | `(scope, key, name[, invocation_id])` | durable promises and who awaits them |
+
+The indexed columns of `invocations` are `status`, `created_at_ms`, `service`, `handler`, `key`,
+`completion` and `retention_due_ms`. Indexes: `invocations(status, created_at_ms, invocation_id)`
+and `(created_at_ms, invocation_id)` for the listing (newest first, no scan),
+`invocations(retention_due_ms)` (partial: completed invocations with a retention) for the sweep.
+
+A DynamoDB condition becomes a `SELECT` of the row and a check in Python inside the write's
+transaction; a lost condition raises `StoreConflict` with the messages `DynamoDBStore` uses. Sizes
+are checked as DynamoDB would (`ItemTooLarge` above 400 KB for an invocation record, a journal
+batch, a notification, a promise or the small state values of one key), so what works here fits in
+DynamoDB too. There is no TTL: retention is carried out by the sweep (`due_retention`), and
+`expires_at_s` of keyed rows is kept but not acted on.
+
+`request_count` / `request_counts` count one per port call, by method name (`{"append_batch": 3}`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from adapters.local.sqlite_keyed import KeyedTables, item_size
+from adapters.local.sqlite_registry import RegistryTables
+from control_plane.ports import (
+    INVOCATION_STATUSES,
+    MAX_ITEM_BYTES,
+    MAX_TIMER_MS,
+    InvocationRecord,
+    ItemTooLarge,
+    JournalBatch,
+    LoadedInvocation,
+    RetentionDue,
+    StoreConflict,
+    StoredNotification,
+)
+
+__all__ = ["SQLiteStore"]
+
+COMPLETED = "completed"
+RUNNING = "running"
+_FIELDS = {f.name: f for f in dataclasses.fields(InvocationRecord)}
+_REQUIRED = frozenset(
+    n for n, f in _FIELDS.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+_BLOBS = ("input_entry", "output")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS invocations (
+    invocation_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    service TEXT NOT NULL,
+    handler TEXT NOT NULL,
+    key TEXT NOT NULL,
+    completion TEXT NOT NULL,
+    retention_due_ms INTEGER,
+    input_entry BLOB NOT NULL,
+    output BLOB,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS invocations_by_status ON invocations (status, created_at_ms, invocation_id);
+CREATE INDEX IF NOT EXISTS invocations_by_creation ON invocations (created_at_ms, invocation_id);
+CREATE INDEX IF NOT EXISTS invocations_by_retention ON invocations (retention_due_ms, invocation_id)
+    WHERE retention_due_ms IS NOT NULL;
+CREATE TABLE IF NOT EXISTS batches (
+    invocation_id TEXT NOT NULL,
+    start_index INTEGER NOT NULL,
+    entries BLOB NOT NULL,
+    epoch INTEGER NOT NULL,
+    committed_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (invocation_id, start_index)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS notifications (
+    invocation_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    entry BLOB NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (invocation_id, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS timers (
+    due_ms INTEGER NOT NULL,
+    invocation_id TEXT NOT NULL,
+    PRIMARY KEY (due_ms, invocation_id)
+) WITHOUT ROWID;
+"""
+
+
+def _checked_due(due_ms: int) -> int:
+    """`due_ms`, if a timer can hold it (as `DynamoDBStore`: 0 .. `MAX_TIMER_MS`)."""
+    if not 0 <= due_ms <= MAX_TIMER_MS:
+        raise ValueError(f"timer due_ms must be within 0..{MAX_TIMER_MS}, got {due_ms}")
+    return due_ms
+
+
+def _retention_due_ms(journal_expires_at_ms: int | None, expires_at_s: int | None) -> int:
+    """When the next part of a completed invocation's retention ends: its journal's, else its record's; 0: never."""
+    return journal_expires_at_ms or 1000 * (expires_at_s or 0)
+
+
+def _record_json(record: InvocationRecord) -> str:
+    """The record's fields except the BLOB columns, as JSON (sets as sorted lists, mappings as objects)."""
+    values: dict[str, Any] = {}
+    for name in _FIELDS:
+        if name in _BLOBS:
+            continue
+        value = getattr(record, name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        values[name] = value
+    return json.dumps(values, separators=(",", ":"))
+
+
+def _record_of(row: sqlite3.Row) -> InvocationRecord:
+    values = json.loads(row["record"])
+    values["callers"] = frozenset(values.get("callers") or ())
+    values["input_entry"] = bytes(row["input_entry"])
+    values["output"] = None if row["output"] is None else bytes(row["output"])
+    return InvocationRecord(**{name: value for name, value in values.items() if name in _FIELDS})
+
+
+def _checked_changes(changes: Mapping[str, object], caller: str) -> None:
+    """Raise `TypeError` as `DynamoDBStore` does for unknown fields or a required field set to None."""
+    unknown = sorted(set(changes) - set(_FIELDS))
+    if unknown:
+        raise TypeError(f"{caller}() got unknown InvocationRecord field(s): {', '.join(unknown)}")
+    nulled = sorted(name for name, value in changes.items() if value is None and name in _REQUIRED)
+    if nulled:
+        raise TypeError(f"{caller}() cannot set required field(s) to None: {', '.join(nulled)}")
+
+
+def _changed(record: InvocationRecord, changes: Mapping[str, object]) -> InvocationRecord:
+    """`record` with `changes`; None resets a field to its default (DynamoDB: the attribute is removed)."""
+    values: dict[str, Any] = {}
+    for name, value in changes.items():
+        if value is None:
+            field = _FIELDS[name]
+            value = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
+        elif name == "callers":
+            value = frozenset(value)  # type: ignore[arg-type]
+        values[name] = value
+    return dataclasses.replace(record, **values)
+
+
+def _fits(record: InvocationRecord) -> bool:
+    """Whether `record` fits in one DynamoDB item (400 KB), counted as DynamoDB counts."""
+    return item_size(dataclasses.asdict(record)) <= MAX_ITEM_BYTES
+
+
+class SQLiteStore(KeyedTables, RegistryTables):
+    """`control_plane.ports.Store` on one SQLite database (see the module docstring for the tables).
+
+    Every read is consistent (there is one copy); every write that changes an invocation is one
+    `BEGIN IMMEDIATE` transaction that checks its condition first; a lost condition raises
+    `StoreConflict` (`put_notification` answers False instead), an item above 400 KB raises
+    `ItemTooLarge`, with the messages of `DynamoDBStore`.
+
+    Attributes:
+        path: The database file, or ":memory:".
+
+    Args:
+        path: The database file (created with its directory if missing), or ":memory:" for a
+            store that lives as long as this object.
+        shards: Accepted for the wiring's sake (`Settings.store_shards`) and ignored: SQLite needs
+            no sharding.
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, shards: int = 1) -> None:
+        del shards
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._db.row_factory = sqlite3.Row
+        if self.path != ":memory:":
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._request_counts: dict[str, int] = {}
+        self._schema_ready = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore(path={self.path!r})"
+
+    def close(self) -> None:
+        """Close the connection (the store cannot be used after)."""
+        with self._lock:
+            self._db.close()
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def request_count(self) -> int:
+        """Port calls this store has answered so far."""
+        with self._lock:
+            return sum(self._request_counts.values())
+
+    @property
+    def request_counts(self) -> dict[str, int]:
+        """Port calls so far by method name, e.g. `{"append_batch": 3}` (a copy)."""
+        with self._lock:
+            return dict(self._request_counts)
+
+    def _count(self, method: str) -> None:
+        with self._lock:
+            self._request_counts[method] = self._request_counts.get(method, 0) + 1
+
+    @contextmanager
+    def _write(self, method: str) -> Iterator[sqlite3.Connection]:
+        """One `BEGIN IMMEDIATE` transaction: committed if the block returns, rolled back if it raises."""
+        with self._lock:
+            self._count(method)
+            self._ensure_tables()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # a failed COMMIT (disk full, I/O error) leaves it open
+                    self._db.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self, method: str) -> Iterator[sqlite3.Connection]:
+        """One deferred transaction: the statements of the block see one snapshot."""
+        with self._lock:
+            self._count(method)
+            self._ensure_tables()
+            self._db.execute("BEGIN")
+            try:
+                yield self._db
+            finally:
+                self._db.execute("COMMIT")
+
+    def _ensure_tables(self) -> None:
+        if not self._schema_ready:
+            self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA)
+            self._schema_ready = True
+
+    def ensure_schema(self) -> None:
+        """Create the tables and indexes if they are missing (idempotent, also across processes)."""
+        with self._lock:
+            self._count("ensure_schema")
+            self._ensure_tables()
+
+    # --- invocations -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _put_record(db: sqlite3.Connection, record: InvocationRecord, retention_due_ms: int | None) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO invocations (invocation_id, status, created_at_ms, service, handler, key, "
+            "completion, retention_due_ms, input_entry, output, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.invocation_id, record.status, record.created_at_ms, record.service, record.handler,
+                record.key, record.completion, retention_due_ms, record.input_entry, record.output,
+                _record_json(record),
+            ),
+        )  # fmt: skip
+
+    @staticmethod
+    def _get_row(db: sqlite3.Connection, invocation_id: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = db.execute(
+            "SELECT * FROM invocations WHERE invocation_id = ?", (invocation_id,)
+        ).fetchone()
+        return row
+
+    def create_invocation(self, invocation: InvocationRecord) -> None:
+        """Insert a new invocation, if no invocation with its id exists.
+
+        Raises:
+            StoreConflict: An invocation with this id exists already (nothing was written).
+            ItemTooLarge: The record (its input entry, mostly) does not fit in a 400 KB item.
+        """
+        if not _fits(invocation):
+            raise ItemTooLarge(
+                f"the request ({len(invocation.input_entry)} bytes of input) does not fit in one DynamoDB item "
+                "(400 KB, 409,600 bytes, with the invocation's other fields); send a smaller body"
+            )
+        due = _retention_due_ms(invocation.journal_expires_at_ms, invocation.expires_at_s)
+        with self._write("create_invocation") as db:
+            if self._get_row(db, invocation.invocation_id) is not None:
+                raise StoreConflict(f"invocation {invocation.invocation_id} exists already")
+            self._put_record(db, invocation, due if due and invocation.status == COMPLETED else None)
+
+    def get_invocation(self, invocation_id: str) -> InvocationRecord | None:
+        """The invocation's record, or None if there is no such invocation."""
+        with self._read("get_invocation") as db:
+            row = self._get_row(db, invocation_id)
+        return None if row is None else _record_of(row)
+
+    def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
+        """The invocation, its batches by `start_index` and its notifications by `created_at_ms` then key
+        (one snapshot); None if the invocation does not exist (even if notifications were stored for it)."""
+        with self._read("load_invocation") as db:
+            row = self._get_row(db, invocation_id)
+            if row is None:
+                return None
+            batches = db.execute(
+                "SELECT * FROM batches WHERE invocation_id = ? ORDER BY start_index", (invocation_id,)
+            ).fetchall()
+            notifications = db.execute(
+                "SELECT * FROM notifications WHERE invocation_id = ? ORDER BY created_at_ms, key", (invocation_id,)
+            ).fetchall()
+        return LoadedInvocation(
+            _record_of(row),
+            [JournalBatch(b["start_index"], bytes(b["entries"]), b["epoch"], b["committed_at_ms"]) for b in batches],
+            [StoredNotification(n["key"], bytes(n["entry"]), n["created_at_ms"]) for n in notifications],
+        )
+
+    def delete_invocation(self, invocation_id: str) -> None:
+        """Delete the invocation's journal, notifications and record (one transaction); idempotent."""
+        with self._write("delete_invocation") as db:
+            db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
+            db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
+            db.execute("DELETE FROM invocations WHERE invocation_id = ?", (invocation_id,))
+
+    def delete_journal(self, invocation_id: str) -> None:
+        """Delete the invocation's journal batches and notifications, keeping its record; idempotent."""
+        with self._write("delete_journal") as db:
+            db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
+            db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
+
+    def _update(
+        self, db: sqlite3.Connection, row: sqlite3.Row, changes: Mapping[str, object], too_large: str
+    ) -> InvocationRecord:
+        """Write `changes` to the invocation of `row` (inside the caller's transaction); the record after."""
+        before = _record_of(row)
+        after = _changed(before, changes)
+        if not _fits(after):
+            raise ItemTooLarge(too_large)
+        due: int | None = row["retention_due_ms"]
+        if "journal_expires_at_ms" in changes or "expires_at_s" in changes:
+            due = (
+                _retention_due_ms(
+                    changes.get("journal_expires_at_ms"),  # type: ignore[arg-type]
+                    changes.get("expires_at_s"),  # type: ignore[arg-type]
+                )
+                or None
+            )
+        self._put_record(db, after, due)
+        return after
+
+    def attach_caller(self, invocation_id: str, caller: str) -> None:
+        """Add `caller` ("{caller_id}/{completion_id}") to `callers` unless the invocation completed.
+
+        Raises:
+            StoreConflict: The invocation completed or does not exist (nothing written).
+        """
+        with self._write("attach_caller") as db:
+            row = self._get_row(db, invocation_id)
+            if row is None or row["status"] == COMPLETED:
+                raise StoreConflict(f"invocation {invocation_id} has completed or does not exist")
+            callers = _record_of(row).callers | {caller}
+            self._update(
+                db, row, {"callers": callers},
+                f"invocation {invocation_id}: too many callers attached to fit in its 400 KB metadata item",
+            )  # fmt: skip
+
+    def acquire_lease(
+        self, invocation_id: str, now_ms: int, lease_until_ms: int, runnable: Iterable[str]
+    ) -> InvocationRecord:
+        """Take the lease: `epoch + 1`, `lease_until_ms`, status `running`, `modified_at_ms = now_ms`, if the
+        invocation exists, its lease expired (`lease_until_ms < now_ms`) and its status is in `runnable`.
+
+        Returns:
+            The record after the update.
+
+        Raises:
+            StoreConflict: Another worker holds the lease, the status is not runnable, or the
+                invocation does not exist.
+            ValueError: `runnable` is empty.
+        """
+        statuses = tuple(dict.fromkeys(runnable))
+        if not statuses:
+            raise ValueError("acquire_lease needs at least one runnable status")
+        with self._write("acquire_lease") as db:
+            row = self._get_row(db, invocation_id)
+            record = None if row is None else _record_of(row)
+            if row is None or record is None or not (record.lease_until_ms < now_ms and record.status in statuses):
+                raise StoreConflict(
+                    f"invocation {invocation_id}: leased by another worker, not in {'/'.join(statuses)}, or unknown"
+                )
+            lease = {
+                "epoch": record.epoch + 1,
+                "lease_until_ms": lease_until_ms,
+                "status": RUNNING,
+                "modified_at_ms": now_ms,
+            }
+            too_large = f"invocation {invocation_id}: the metadata item exceeds DynamoDB's 400 KB limit"
+            return self._update(db, row, lease, too_large)
+
+    def update_invocation(
+        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+    ) -> InvocationRecord | None:
+        """Set fields of the invocation record if its epoch is still `epoch` (and, with `doorbell`, its
+        doorbell still reads that); None resets a field to its default. See `Store.update_invocation`.
+
+        Returns:
+            With `returning`, the record after the update; else None.
+
+        Raises:
+            StoreConflict: The epoch (or the doorbell) moved on, or the invocation does not exist.
+            ItemTooLarge: The record would exceed 400 KB; nothing was written.
+            TypeError: An unknown field, or a required field set to None.
+            ValueError: No changes were given.
+        """
+        if not changes:
+            raise ValueError(f"update_invocation({invocation_id!r}) needs at least one field to change")
+        _checked_changes(changes, "update_invocation")
+        held = f"epoch {epoch}" + ("" if doorbell is None else f" or doorbell {doorbell}")
+        conflict = f"invocation {invocation_id}: {held} no longer holds (another worker took the lease" + (
+            ", or a notification arrived)" if doorbell is not None else ")"
+        )
+        too_large = (
+            f"invocation {invocation_id}: setting {', '.join(sorted(changes))} would make its metadata item larger "
+            "than DynamoDB's 400 KB limit; keep handler outputs and failure messages below ~350 KB"
+        )
+        with self._write("update_invocation") as db:
+            row = self._get_row(db, invocation_id)
+            record = None if row is None else _record_of(row)
+            if row is None or record is None or record.epoch != epoch:
+                raise StoreConflict(conflict)
+            if doorbell is not None and record.doorbell != doorbell:
+                raise StoreConflict(conflict)
+            after = self._update(db, row, changes, too_large)
+        return after if returning else None
+
+    def update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
+        """Set fields and bump the epoch, whoever holds the lease, unless the invocation completed.
+
+        Returns:
+            The record after the update.
+
+        Raises:
+            StoreConflict: The invocation completed or does not exist; nothing was written.
+            ItemTooLarge: The record would exceed 400 KB; nothing was written.
+            TypeError: `epoch` or `doorbell` among the changes, an unknown field, or a required
+                field set to None.
+        """
+        fenced = sorted({"epoch", "doorbell"} & set(changes))
+        if fenced:
+            raise TypeError(f"update_unless_completed() cannot set {', '.join(fenced)}: the store moves it")
+        _checked_changes(changes, "update_unless_completed")
+        with self._write("update_unless_completed") as db:
+            row = self._get_row(db, invocation_id)
+            if row is None or row["status"] == COMPLETED:
+                raise StoreConflict(f"invocation {invocation_id} has completed or does not exist")
+            return self._update(
+                db, row, {**changes, "epoch": _record_of(row).epoch + 1},
+                f"invocation {invocation_id}: setting {', '.join(sorted(changes))} would make its metadata item "
+                "larger than DynamoDB's 400 KB limit",
+            )  # fmt: skip
+
+    # --- notifications ---------------------------------------------------------------------------
+
+    def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:
+        """Store a notification unless one with its key is stored already; True if this call stored it.
+
+        It does not check that the invocation exists, nor ring its doorbell (see `ring`).
+
+        Raises:
+            ItemTooLarge: The entry does not fit in one 400 KB item; nothing was written.
+        """
+        if item_size({"PK": f"INV#{invocation_id}", "SK": f"N#{notification.key}", "entry": notification.entry,
+                      "created_at_ms": notification.created_at_ms}) > MAX_ITEM_BYTES:  # fmt: skip
+            raise ItemTooLarge(
+                f"invocation {invocation_id}: notification {notification.key} ({len(notification.entry)} bytes) does "
+                "not fit in one DynamoDB item (400 KB)"
+            )
+        with self._write("put_notification") as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO notifications (invocation_id, key, entry, created_at_ms) VALUES (?, ?, ?, ?)",
+                (invocation_id, notification.key, notification.entry, notification.created_at_ms),
+            )
+            return cursor.rowcount == 1
+
+    def ring(self, invocation_id: str) -> None:
+        """Add 1 to the invocation's `doorbell`; nothing else changes.
+
+        Raises:
+            StoreConflict: The invocation does not exist; nothing was written.
+        """
+        with self._write("ring") as db:
+            row = self._get_row(db, invocation_id)
+            if row is None:
+                raise StoreConflict(f"invocation {invocation_id} does not exist")
+            record = _record_of(row)
+            self._put_record(db, dataclasses.replace(record, doorbell=record.doorbell + 1), row["retention_due_ms"])
+
+    # --- timers ----------------------------------------------------------------------------------
+
+    def put_timer(self, due_ms: int, invocation_id: str) -> None:
+        """Store the timer; storing it again changes nothing.
+
+        Raises:
+            ValueError: `due_ms` is negative or has more than 13 digits.
+        """
+        _checked_due(due_ms)
+        with self._write("put_timer") as db:
+            db.execute("INSERT OR IGNORE INTO timers (due_ms, invocation_id) VALUES (?, ?)", (due_ms, invocation_id))
+
+    def delete_timer(self, due_ms: int, invocation_id: str) -> None:
+        """Remove the timer; removing one that is not there does nothing.
+
+        Raises:
+            ValueError: `due_ms` is negative or has more than 13 digits.
+        """
+        _checked_due(due_ms)
+        with self._write("delete_timer") as db:
+            db.execute("DELETE FROM timers WHERE due_ms = ? AND invocation_id = ?", (due_ms, invocation_id))
+
+    def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """`(due_ms, invocation_id)` of timers due at or before `until_ms`, earliest first (then by id);
+        at most `limit` (0 or less: [] without a request)."""
+        if limit <= 0 or until_ms < 0:
+            return []
+        with self._read("due_timers") as db:
+            rows = db.execute(
+                "SELECT due_ms, invocation_id FROM timers WHERE due_ms <= ? ORDER BY due_ms, invocation_id LIMIT ?",
+                (until_ms, limit),
+            ).fetchall()
+        return [(row["due_ms"], row["invocation_id"]) for row in rows]
+
+    # --- retention -------------------------------------------------------------------------------
+
+    def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
+        """Completed invocations whose journal or record retention ended at or before `until_ms`, earliest
+        first (then by id), from the partial index on `retention_due_ms`; at most `limit`."""
+        if limit <= 0 or until_ms < 0:
+            return []
+        with self._read("due_retention") as db:
+            rows = db.execute(
+                "SELECT invocation_id, retention_due_ms, record FROM invocations WHERE retention_due_ms IS NOT NULL "
+                "AND retention_due_ms <= ? ORDER BY retention_due_ms, invocation_id LIMIT ?",
+                (until_ms, limit),
+            ).fetchall()
+        found = []
+        for row in rows:
+            values = json.loads(row["record"])
+            found.append(
+                RetentionDue(
+                    row["invocation_id"],
+                    row["retention_due_ms"],
+                    values.get("journal_expires_at_ms") or 0,
+                    values.get("expires_at_s") or 0,
+                )
+            )
+        return found
+
+    def remove_journal(self, due: RetentionDue) -> bool:
+        """Remove a completed invocation's journal once its journal retention ended, in one transaction:
+        if it is completed and `journal_expires_at_ms` is still `due.journal_expires_at_ms` (and set),
+        clear that field, move it to its record's retention (`due.expires_at_s`; none if 0), delete
+        the batches and notifications. False if the condition failed (nothing removed)."""
+        invocation_id = due.invocation_id
+        with self._write("remove_journal") as db:
+            row = self._get_row(db, invocation_id)
+            record = None if row is None else _record_of(row)
+            if (
+                record is None
+                or record.status != COMPLETED
+                or not record.journal_expires_at_ms
+                or record.journal_expires_at_ms != due.journal_expires_at_ms
+            ):
+                return False
+            self._put_record(db, dataclasses.replace(record, journal_expires_at_ms=0), due.expires_at_s * 1000 or None)
+            db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
+            db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
+        return True
+
+    def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
+        """Store a journal batch at `batch.start_index`, if that index is still free.
+
+        Raises:
+            StoreConflict: A batch at `batch.start_index` exists already; the stored one is unchanged.
+            ItemTooLarge: The batch's entries do not fit in one 400 KB item; nothing was written.
+            ValueError: `batch.start_index` is negative.
+        """
+        if batch.start_index < 0:
+            raise ValueError(f"journal batch start_index must be >= 0, got {batch.start_index}")
+        if item_size({"PK": f"INV#{invocation_id}", "SK": "J#0000000000", "entries": batch.entries,
+                      "epoch": batch.epoch, "committed_at_ms": batch.committed_at_ms}) > MAX_ITEM_BYTES:  # fmt: skip
+            raise ItemTooLarge(
+                f"invocation {invocation_id}: the journal entries committed at index {batch.start_index} "
+                f"({len(batch.entries)} bytes) do not fit in one DynamoDB item (400 KB); keep run results, state "
+                "values and call payloads below ~350 KB"
+            )
+        with self._write("append_batch") as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO batches (invocation_id, start_index, entries, epoch, committed_at_ms) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (invocation_id, batch.start_index, batch.entries, batch.epoch, batch.committed_at_ms),
+            )
+            if cursor.rowcount != 1:
+                raise StoreConflict(
+                    f"invocation {invocation_id}: journal index {batch.start_index} is committed already"
+                )
+
+    def list_invocations(
+        self,
+        statuses: Iterable[str] | None = None,
+        service: str | None = None,
+        limit: int = 100,
+        *,
+        handler: str | None = None,
+        key: str | None = None,
+        before: tuple[int, str] | None = None,
+        completion: str | None = None,
+    ) -> list[InvocationRecord]:
+        """Invocations, newest `created_at_ms` first (then by id, descending), filtered by status,
+        service, handler, key and completion kind; a page of at most `limit`, older than `before`
+        (`(created_at_ms, invocation_id)`). Indexed queries that stop at `limit`: of the creation index
+        for every status, else one of the status index per status, merged."""
+        if limit <= 0:
+            return []
+        wanted = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
+        if not wanted:
+            return []
+        where: list[str] = []
+        args: list[object] = []
+        for column, value in (("service", service), ("handler", handler), ("key", key), ("completion", completion)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if before is not None:
+            where.append("(created_at_ms, invocation_id) < (?, ?)")
+            args += [before[0], before[1]]
+        order = "ORDER BY created_at_ms DESC, invocation_id DESC LIMIT ?"
+        with self._read("list_invocations") as db:
+            if statuses is None:  # every status: the creation index, newest first, stops at `limit`
+                condition = f"WHERE {' AND '.join(where)}" if where else ""
+                rows = db.execute(f"SELECT * FROM invocations {condition} {order}", (*args, limit)).fetchall()
+            else:  # one ordered range of the status index per status, merged (no sort of a whole status)
+                query = f"SELECT * FROM invocations WHERE {' AND '.join(['status = ?', *where])} {order}"
+                pages = [db.execute(query, (status, *args, limit)).fetchall() for status in wanted]
+                newest = heapq.merge(*pages, key=lambda row: (row["created_at_ms"], row["invocation_id"]), reverse=True)
+                rows = list(islice(newest, limit))
+        return [_record_of(row) for row in rows]

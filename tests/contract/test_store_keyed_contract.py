@@ -1,0 +1,439 @@
+"""The keyed half of the `Store` contract: state, lock, queue, promises, run on DynamoDB (moto) and SQLite.
+
+The same assertions for every store; DynamoDB's item layout (hashed item keys, the key item's
+attributes, TTL) and request counts are also checked on DynamoDB (`as_dynamodb`), with a plain boto3
+client as an independent witness. Concurrent writers are tested in `tests/races/`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import boto3
+import pytest
+
+from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.local.sqlite_store import SQLiteStore
+from control_plane.ports import InvocationRecord, ItemTooLarge, LoadedInvocation, PromiseRecord, StoreConflict
+
+Store = DynamoDBStore | SQLiteStore
+SCOPE = "Counter"
+
+
+def as_dynamodb(store: Store) -> DynamoDBStore | None:
+    """The store if it is a `DynamoDBStore` (to check its item layout too), else None."""
+    return store if isinstance(store, DynamoDBStore) else None
+
+
+def h(data: str | bytes) -> str:
+    """sha256 hex of `data` (UTF-8 for a string), as item keys hold it."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def pk(key: str, scope: str = SCOPE) -> str:
+    """The partition of `scope/key`."""
+    return f"OBJ#{scope}#{h(key)}"
+
+
+def client(store: DynamoDBStore) -> Any:
+    """A plain boto3 client on the store's endpoint."""
+    return boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+
+
+def raw_item(store: DynamoDBStore, partition: str, sk: str) -> dict[str, Any]:
+    """The item as DynamoDB holds it ({} if absent)."""
+    item: dict[str, Any] = (
+        client(store)
+        .get_item(TableName=store.table_name, Key={"PK": {"S": partition}, "SK": {"S": sk}}, ConsistentRead=True)
+        .get("Item", {})
+    )
+    return item
+
+
+def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, Any]]:
+    """Every item of a partition, by sort key."""
+    pages = (
+        client(store)
+        .get_paginator("query")
+        .paginate(
+            TableName=store.table_name,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": partition}},
+            ConsistentRead=True,
+        )
+    )
+    return {item["SK"]["S"]: item for page in pages for item in page["Items"]}
+
+
+def test_state_round_trips_binary_keys_and_values_including_empty(store: Store) -> None:
+    entries = {b"count": b"7", b"\x00\xff binary key": b"\x00\x01\xfe\xff", b"empty": b"", b"": b"empty key"}
+    for state_key, value in entries.items():
+        store.put_state(SCOPE, "k1", state_key, value)
+    before = store.request_count
+
+    assert store.load_state(SCOPE, "k1") == entries
+    assert store.request_count == before + 1  # one GetItem of the key item
+    assert store.load_state(SCOPE, "other") == {}
+    assert store.load_state("OtherScope", "k1") == {}
+
+
+def test_put_state_replaces_and_delete_state_removes_one_entry(store: Store) -> None:
+    store.put_state(SCOPE, "k", b"a", b"1")
+    store.put_state(SCOPE, "k", b"b", b"2")
+    store.put_state(SCOPE, "k", b"a", b"3")
+
+    store.delete_state(SCOPE, "k", b"b")
+    store.delete_state(SCOPE, "k", b"never-set")  # nothing to remove: no error
+
+    assert store.load_state(SCOPE, "k") == {b"a": b"3"}
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert "expires_at" not in raw_item(dynamodb, pk("k"), "LOCK")
+
+
+def test_the_changes_of_one_commit_are_one_write(store: Store) -> None:
+    store.put_state(SCOPE, "k", b"gone", b"1")
+    before = store.request_count
+
+    store.apply_state(SCOPE, "k", {b"a": b"1", b"b": b"2", b"gone": None})
+
+    assert store.request_count == before + 1
+    assert store.load_state(SCOPE, "k") == {b"a": b"1", b"b": b"2"}
+
+
+def test_clear_removes_every_entry_in_one_read_and_one_write_and_keeps_lock_and_queue(store: Store) -> None:
+    for i in range(30):
+        store.put_state(SCOPE, "k", f"entry-{i:02d}".encode(), bytes([i]))
+    store.put_state(SCOPE, "k", b"large", b"L" * 40_000)
+    store.put_state(SCOPE, "k2", b"neighbour", b"kept")
+    assert store.try_lock(SCOPE, "k", "inv_holder")
+    store.enqueue(SCOPE, "k", "0001", "inv_next")
+    before = store.request_count
+
+    store.apply_state(SCOPE, "k", {b"after": b"x"}, clear=True)
+
+    if as_dynamodb(store) is not None:
+        assert store.request_count == before + 3  # GetItem, UpdateItem, and the large value's DeleteItem
+    assert store.load_state(SCOPE, "k") == {b"after": b"x"}
+    assert store.load_state(SCOPE, "k2") == {b"neighbour": b"kept"}
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
+    assert store.key_status(SCOPE, "k") == ("inv_holder", ("0001", "inv_next"))
+
+
+def test_clear_state_of_a_key_without_state_makes_only_the_read(store: Store) -> None:
+    before = store.request_count
+
+    store.clear_state(SCOPE, "nothing")
+
+    assert store.request_count == before + 1
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, pk("nothing"), "LOCK") == {}
+
+
+def test_large_values_are_stored_apart_and_read_with_one_batch(store: Store) -> None:
+    values = {f"big-{i}".encode(): bytes([i]) * 300_000 for i in range(5)}  # 1.5 MB in all
+    store.apply_state(SCOPE, "big", {**values, b"small": b"s"})
+    before = store.request_count
+
+    assert store.load_state(SCOPE, "big") == {**values, b"small": b"s"}
+    if as_dynamodb(store) is not None:
+        assert store.request_count - before >= 2  # the key item, then BatchGetItem (paged past 16 MB / 1 MB)
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert len(raw_partition(dynamodb, pk("big"))) == 6
+
+
+def test_replacing_or_removing_a_large_value_deletes_its_item(store: Store) -> None:
+    store.put_state(SCOPE, "k", b"big", b"1" * 40_000)
+    store.put_state(SCOPE, "k", b"big", b"2" * 40_000)
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert len(raw_partition(dynamodb, pk("k"))) == 2
+    assert store.load_state(SCOPE, "k") == {b"big": b"2" * 40_000}
+
+    store.put_state(SCOPE, "k", b"big", b"small now")
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
+    store.put_state(SCOPE, "k", b"big", b"3" * 40_000)
+    store.delete_state(SCOPE, "k", b"big")
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
+    assert store.load_state(SCOPE, "k") == {}
+
+
+def test_state_changes_fenced_by_the_key_need_its_holder(store: Store) -> None:
+    assert store.try_lock(SCOPE, "k", "inv_a")
+
+    with pytest.raises(StoreConflict):
+        store.apply_state(SCOPE, "k", {b"a": b"1"}, holder="inv_b")
+    store.apply_state(SCOPE, "k", {b"a": b"2"}, holder="inv_a")
+    assert store.unlock(SCOPE, "k", "inv_a")
+    with pytest.raises(StoreConflict):
+        store.apply_state(SCOPE, "k", {b"a": b"3"}, holder="inv_a")
+
+    assert store.load_state(SCOPE, "k") == {b"a": b"2"}
+
+
+def test_state_above_400_kb_in_one_item_is_refused_loudly(store: Store) -> None:
+    with pytest.raises(ItemTooLarge, match=r"Counter/k: the object's state and queue do not fit"):
+        store.apply_state(SCOPE, "k", {f"v{i}".encode(): b"x" * 30_000 for i in range(15)})
+
+
+KEYS = [
+    "",
+    "a/b",
+    "a#b",
+    "ключ 🔑",
+    "x" * 1000,
+    "x" * 999 + "y",
+    "é" * 1500,  # 3000 bytes of UTF-8: above DynamoDB's 2048-byte partition key limit
+]
+
+
+def test_keys_of_any_utf8_and_length_keep_separate_state_and_locks(store: Store) -> None:
+    for i, key in enumerate(KEYS):
+        store.put_state(SCOPE, key, b"which", str(i).encode())
+        assert store.try_lock(SCOPE, key, f"inv_{i}")
+    store.put_state("Counter/a", "b", b"which", b"scope")  # scope and key do not run into each other
+
+    dynamodb = as_dynamodb(store)
+    for i, key in enumerate(KEYS):
+        assert store.load_state(SCOPE, key) == {b"which": str(i).encode()}
+        assert store.lock_holder(SCOPE, key) == f"inv_{i}"
+        if dynamodb is not None:
+            assert raw_item(dynamodb, pk(key), "LOCK")["key"] == {"S": key}
+    assert len({pk(key) for key in KEYS}) == len(KEYS)
+    assert store.load_state("Counter/a", "b") == {b"which": b"scope"}
+    assert store.load_state(SCOPE, "a/b") == {b"which": b"1"}
+
+
+def test_try_lock_first_wins_and_the_holder_may_take_it_again(store: Store) -> None:
+    assert store.lock_holder(SCOPE, "k") is None
+    before = store.request_count
+
+    assert store.try_lock(SCOPE, "k", "inv_a") is True
+    assert store.request_count == before + 1
+    assert store.try_lock(SCOPE, "k", "inv_b") is False
+    assert store.try_lock(SCOPE, "k", "inv_a") is True
+
+    assert store.lock_holder(SCOPE, "k") == "inv_a"
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, pk("k"), "LOCK") == {
+            "PK": {"S": pk("k")},
+            "SK": {"S": "LOCK"},
+            "scope": {"S": SCOPE},
+            "key": {"S": "k"},
+            "holder": {"S": "inv_a"},
+        }
+
+
+def test_unlock_by_a_non_holder_is_false_and_changes_nothing(store: Store) -> None:
+    assert store.try_lock(SCOPE, "k", "inv_a")
+
+    assert store.unlock(SCOPE, "k", "inv_b") is False
+    assert store.lock_holder(SCOPE, "k") == "inv_a"
+
+    assert store.unlock(SCOPE, "k", "inv_a") is True
+    assert store.lock_holder(SCOPE, "k") is None
+    assert store.unlock(SCOPE, "k", "inv_a") is False  # released already
+    assert store.try_lock(SCOPE, "k", "inv_b") is True
+    assert store.lock_holder(SCOPE, "k") == "inv_b"
+
+
+def test_unlock_of_a_key_never_locked_is_false_and_writes_no_item(store: Store) -> None:
+    assert store.unlock(SCOPE, "k", "inv_a") is False
+
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, pk("k"), "LOCK") == {}
+
+
+def test_take_key_takes_a_free_key_and_reads_its_state_in_one_write(store: Store) -> None:
+    store.put_state(SCOPE, "k", b"count", b"4")
+    before = store.request_count
+
+    assert store.take_key(SCOPE, "k", "inv_a") == {b"count": b"4"}
+
+    assert store.request_count == before + 1
+    assert store.lock_holder(SCOPE, "k") == "inv_a"
+    assert store.take_key(SCOPE, "k", "inv_b") is None
+    assert store.take_key(SCOPE, "k", "inv_a") == {b"count": b"4"}  # its own: again
+
+
+def test_take_key_never_passes_a_queued_call(store: Store) -> None:
+    store.enqueue(SCOPE, "k", "0001", "inv_waiting")
+
+    assert store.take_key(SCOPE, "k", "inv_new") is None
+
+    assert store.key_status(SCOPE, "k") == (None, ("0001", "inv_waiting"))
+
+
+def test_queue_head_is_the_lowest_seq_and_grant_takes_it_out(store: Store) -> None:
+    assert store.enqueue(SCOPE, "k", "0000000003-00", "inv_c") is True  # nobody holds the key
+    store.enqueue(SCOPE, "k", "0000000001-00", "inv_a")
+    store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")
+    store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")  # idempotent
+    store.enqueue(SCOPE, "k2", "0000000000-00", "inv_other")
+    before = store.request_count
+
+    assert store.inbox_head(SCOPE, "k") == ("0000000001-00", "inv_a")
+    assert store.request_count == before + 1
+    assert store.grant_key(SCOPE, "k", "0000000002-00", "inv_b") is True  # any queued entry may be granted
+    assert store.grant_key(SCOPE, "k", "0000000001-00", "inv_a") is False  # held
+    assert store.key_status(SCOPE, "k") == ("inv_b", ("0000000001-00", "inv_a"))
+    assert store.enqueue(SCOPE, "k", "0000000004-00", "inv_d") is False  # held
+    assert store.release_key(SCOPE, "k", "inv_b") is True  # others wait
+    assert store.grant_key(SCOPE, "k", "0000000002-00", "inv_b") is False  # granted once only
+    store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")
+    store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")  # idempotent
+    assert store.inbox_head(SCOPE, "k") == ("0000000003-00", "inv_c")
+    store.dequeue(SCOPE, "k", "0000000003-00", "inv_c")
+    store.dequeue(SCOPE, "k", "0000000004-00", "inv_d")
+    assert store.inbox_head(SCOPE, "k") is None
+    assert store.inbox_head(SCOPE, "k2") == ("0000000000-00", "inv_other")
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert "queued" not in raw_item(dynamodb, pk("k"), "LOCK")  # an empty set is no attribute: free again
+    assert store.take_key(SCOPE, "k", "inv_e") == {}
+
+
+def test_release_key_tells_whether_anyone_waits(store: Store) -> None:
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
+    assert store.release_key(SCOPE, "k", "inv_b") is None  # not the holder: nothing changed
+    assert store.release_key(SCOPE, "k", "inv_a") is False
+    assert store.release_key(SCOPE, "k", "inv_a") is None
+
+    assert store.take_key(SCOPE, "k", "inv_b") == {}
+    store.enqueue(SCOPE, "k", "0001", "inv_c")
+    assert store.release_key(SCOPE, "k", "inv_b") is True
+
+
+def test_queue_entries_do_not_count_as_state_or_lock(store: Store) -> None:
+    store.enqueue(SCOPE, "k", "0001", "inv_a")
+
+    assert store.load_state(SCOPE, "k") == {}
+    assert store.lock_holder(SCOPE, "k") is None
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, pk("k"), "LOCK") == {
+            "PK": {"S": pk("k")},
+            "SK": {"S": "LOCK"},
+            "scope": {"S": SCOPE},
+            "key": {"S": "k"},
+            "queued": {"SS": ["0001#inv_a"]},
+        }
+
+
+def test_promise_first_completion_wins_and_get_returns_it(store: Store) -> None:
+    first = PromiseRecord(value=b"", failure=None, completed_by="inv_a:3")  # an empty value is not "no value"
+    second = PromiseRecord(value=None, failure={"code": 500, "message": "late"}, completed_by="inv_b:1")
+    assert store.get_promise("Signup", "wf-1", "approved") is None
+
+    assert store.complete_promise("Signup", "wf-1", "approved", first) == first
+    assert store.complete_promise("Signup", "wf-1", "approved", second) == first
+
+    assert store.get_promise("Signup", "wf-1", "approved") == first
+    assert store.get_promise("Signup", "wf-2", "approved") is None
+    if (dynamodb := as_dynamodb(store)) is not None:
+        item = raw_item(dynamodb, pk("wf-1", "Signup"), f"P#{h('approved')}")
+        assert item["name"] == {"S": "approved"}
+        assert item["completed_by"] == {"S": "inv_a:3"}
+
+
+def test_promise_failure_round_trips_and_names_are_separate(store: Store) -> None:
+    failed = PromiseRecord(value=None, failure={"code": 409, "message": "nein ü"}, completed_by="inv_a:1")
+    valued = PromiseRecord(value=b"\x00yes\xff", failure=None, completed_by="inv_a:2")
+    long_name = "p/" + "n" * 2000
+
+    assert store.complete_promise("Signup", "wf", "ünïcode", failed) == failed
+    assert store.complete_promise("Signup", "wf", long_name, valued) == valued
+
+    assert store.get_promise("Signup", "wf", "ünïcode") == failed
+    assert store.get_promise("Signup", "wf", long_name) == valued
+    assert store.get_promise("Signup", "wf", "p/") is None
+
+
+def test_promise_waiters_are_listed_per_name_once_each(store: Store) -> None:
+    store.add_promise_waiter("Signup", "wf", "approved", "inv_c")
+    store.add_promise_waiter("Signup", "wf", "approved", "inv_a")
+    store.add_promise_waiter("Signup", "wf", "approved", "inv_a")  # idempotent
+    store.add_promise_waiter("Signup", "wf", "approved2", "inv_b")
+    store.add_promise_waiter("Signup", "wf-other", "approved", "inv_d")
+
+    assert store.promise_waiters("Signup", "wf", "approved") == ["inv_a", "inv_c"]
+    assert store.promise_waiters("Signup", "wf", "approved2") == ["inv_b"]
+    assert store.promise_waiters("Signup", "wf", "never") == []
+
+
+def test_expire_keyed_sets_the_ttl_of_every_item_of_the_key_only(store: Store) -> None:
+    store.put_state("Signup", "wf", b"a", b"1")
+    store.put_state("Signup", "wf", b"b", b"2", expires_at_s=5)
+    assert store.try_lock("Signup", "wf", "inv_run")
+    store.enqueue("Signup", "wf", "0001", "inv_q")
+    store.complete_promise("Signup", "wf", "p", PromiseRecord(b"v", None, "inv_run:2"))
+    store.add_promise_waiter("Signup", "wf", "p", "inv_w")
+    store.put_state("Signup", "wf-other", b"a", b"1")
+    before = store.request_count
+
+    store.expire_keyed("Signup", "wf", 1_900_000_000)
+
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert store.request_count == before + 1 + 3  # one query, one UpdateItem per item
+        items = raw_partition(dynamodb, pk("wf", "Signup"))
+        assert sorted(items) == sorted(["LOCK", f"P#{h('p')}", f"W#{h('p')}#inv_w"])  # state and queue: on LOCK
+        assert [item.get("expires_at") for item in items.values()] == [{"N": "1900000000"}] * 3
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert "expires_at" not in raw_item(dynamodb, pk("wf-other", "Signup"), "LOCK")
+    assert store.load_state("Signup", "wf") == {b"a": b"1", b"b": b"2"}  # only the TTL changed
+    assert store.get_promise("Signup", "wf", "p") == PromiseRecord(b"v", None, "inv_run:2")
+
+    store.expire_keyed("Signup", "wf", 0)
+
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert all("expires_at" not in item for item in raw_partition(dynamodb, pk("wf", "Signup")).values())
+
+
+def test_expire_keyed_of_an_empty_key_writes_nothing(store: Store) -> None:
+    before = store.request_count
+
+    store.expire_keyed("Signup", "nothing", 1_900_000_000)
+
+    assert store.request_count == before + 1
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_partition(dynamodb, pk("nothing", "Signup")) == {}
+
+
+KEYED_INVOCATION = InvocationRecord(
+    invocation_id="inv_keyed",
+    service="Counter",
+    handler="add",
+    key="user-7",
+    deployment_id="dp_1",
+    protocol_version=5,
+    status="pending",
+    input_entry=b"\x00",
+    created_at_ms=1_000,
+    modified_at_ms=1_000,
+    service_type="VIRTUAL_OBJECT",
+    handler_type="EXCLUSIVE",
+    inbox_seq="0000001000-00",
+)
+
+
+def test_invocation_service_type_handler_type_and_inbox_seq_round_trip(store: Store) -> None:
+    store.create_invocation(KEYED_INVOCATION)
+
+    assert store.get_invocation("inv_keyed") == KEYED_INVOCATION
+    assert store.load_invocation("inv_keyed") == LoadedInvocation(KEYED_INVOCATION, [], [])
+    if (dynamodb := as_dynamodb(store)) is not None:
+        item = raw_item(dynamodb, "INV#inv_keyed", "META")
+        assert (item["service_type"], item["handler_type"], item["inbox_seq"]) == (
+            {"S": "VIRTUAL_OBJECT"},
+            {"S": "EXCLUSIVE"},
+            {"S": "0000001000-00"},
+        )
+
+    granted = store.update_unless_completed("inv_keyed", status="ready", inbox_seq="", modified_at_ms=2_000)
+
+    expected = dataclasses.replace(KEYED_INVOCATION, status="ready", inbox_seq="", modified_at_ms=2_000, epoch=1)
+    assert granted == expected
+    assert store.get_invocation("inv_keyed") == expected
+    store.update_invocation("inv_keyed", 1, handler_type="SHARED")
+    assert store.get_invocation("inv_keyed") == dataclasses.replace(expected, handler_type="SHARED")

@@ -1,0 +1,73 @@
+"""Stores for the contract tests: the same `Store` port on DynamoDB (moto, dynalite) and on SQLite.
+
+`STORE_KINDS` names the kinds a parametrized `store` fixture runs over; `make_store` builds one
+fresh, empty store of a kind (its own table, or its own database file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.local.sqlite_store import SQLiteStore
+from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
+
+Store = DynamoDBStore | SQLiteStore
+"""Either store adapter, as tests annotate it."""
+
+STORE_KINDS = ("dynamodb", "sqlite")
+"""The stores every contract test runs on: DynamoDB (on moto, or dynalite for races) and SQLite."""
+
+
+def make_store(
+    kind: str, *, endpoint_url: str | None = None, directory: Path | None = None
+) -> DynamoDBStore | SQLiteStore:
+    """A fresh store of `kind` with its schema ensured.
+
+    Args:
+        kind: "dynamodb" (a new table at `endpoint_url`) or "sqlite" (a new file in `directory`,
+            or in memory if None).
+        endpoint_url: The DynamoDB endpoint (moto or dynalite), for "dynamodb".
+        directory: Where the SQLite file goes, for "sqlite".
+
+    Raises:
+        ValueError: An unknown kind.
+    """
+    store: DynamoDBStore | SQLiteStore
+    if kind == "dynamodb":
+        store = DynamoDBStore(
+            unique_table_name(),
+            region=REGION,
+            endpoint_url=endpoint_url,
+            aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+        )
+    elif kind == "sqlite":
+        store = SQLiteStore(":memory:" if directory is None else directory / f"{unique_table_name()}.sqlite3")
+    else:
+        raise ValueError(f"unknown store kind {kind!r}; expected one of {', '.join(STORE_KINDS)}")
+    store.ensure_schema()
+    return store
+
+
+def store_of_param(
+    request: pytest.FixtureRequest, directory: Path, endpoint_fixture: str
+) -> DynamoDBStore | SQLiteStore:
+    """The fresh store a fixture parametrized over `STORE_KINDS` asks for (`request.param`).
+
+    DynamoDB is reached at the URL of the fixture named `endpoint_fixture` (e.g. "dynalite_endpoint"),
+    requested only then, so the SQLite runs need no DynamoDB server; SQLite gets a file in `directory`.
+    """
+    if request.param == "dynamodb":
+        return make_store("dynamodb", endpoint_url=request.getfixturevalue(endpoint_fixture))
+    return make_store("sqlite", directory=directory)
+
+
+def dev_store_options(request: pytest.FixtureRequest, directory: Path) -> dict[str, object]:
+    """`DevServer` store options for a fixture parametrized over `STORE_KINDS`: a new table on the
+    dynalite server (`dynalite_endpoint` fixture), or SQLite in `directory`."""
+    if request.param == "dynamodb":
+        return {"dynamodb_endpoint": request.getfixturevalue("dynalite_endpoint"), "table": unique_table_name()}
+    return {"data_dir": directory / f"sqlite-{unique_table_name()}"}
