@@ -34,8 +34,9 @@ class Settings:
         workflow_retention_ms: how long a completed workflow's state and promises are kept.
         store_shards: how many partitions the store spreads timers and each status's index entries
             over (`TORPOR_STORE_SHARDS`, `[torpor] store_shards`); each takes about 1,000 writes/s
-            on DynamoDB. It may only grow over a table's life: entries in shards above a smaller
-            count would no longer be read. `torpor dev`'s embedded moto uses 1 unless it is set.
+            on DynamoDB. It applies to a new table: the table records the count it was first used
+            with, and every later process adopts it. `torpor dev`'s embedded moto uses 1 unless it
+            is set.
     """
 
     inactivity_timeout_ms: int = 60_000

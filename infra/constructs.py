@@ -216,7 +216,7 @@ class TorporControlPlane(Construct):
         worker_max_concurrency: Most worker instances the SQS event source runs at once (2 to 1000).
         log_level: `LOG_LEVEL` of the functions.
         store_shards: `TORPOR_STORE_SHARDS` of the functions (1 to 1024): partitions for timers and the
-            status index; only ever raise it over a table's life.
+            status index, for a new table (a table keeps the count it was first used with).
         log_retention: How long the functions' log groups keep logs.
         tracing_active: X-Ray tracing of the functions (powertools Tracer): a trace per request,
             billed by X-Ray; the roles may then write to X-Ray (on `*`: it has no resource ARNs).

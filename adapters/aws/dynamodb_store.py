@@ -10,6 +10,7 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 | journal batch | `INV#{invocation_id}` | `J#{start_index:010d}` | `entries` (binary), `epoch`, `committed_at_ms` |
 | notification | `INV#{invocation_id}` | `N#{key}` | `entry` (binary), `created_at_ms` |
 | timer | `TIMER#{shard}` | `{due_ms:013d}#{invocation_id}` | `due_ms`, `invocation_id` |
+| shard count | `CONFIG` | `SHARDS` | `shards`: the table's count, recorded by its first user |
 | deployment | `DEP` | `DEP#{deployment_id}` | one per `DeploymentRecord` field |
 | service | `SVC` | `SVC#{name}` | one per `ServiceRecord` field |
 | object/workflow key | `OBJ#{scope}#{sha256(key)}` | `S#…` `LOCK` `Q#…` `RUN` `P#…` `W#…` | see `store_keyed` |
@@ -22,9 +23,10 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 The record field `expires_at_s` is stored as `retained_until`; items written before it existed
 read it from `expires_at`.
 
-`{shard}` is `shard_of(invocation_id, shards)` (crc32 mod `shards`, `Settings.store_shards`, default
-16; it may only grow): an invocation's timers and index entries share its shard, and the writes of
-many invocations spread over `shards` keys. The status index's range key is the creation time, so
+`{shard}` is `shard_of(invocation_id, shards)` (crc32 mod `shards`: the count recorded in the
+table's `CONFIG` / `SHARDS` item by its first user, `Settings.store_shards` for a new table): an
+invocation's timers and index entries share its shard, and the writes of many invocations spread
+over `shards` keys. The status index's range key is the creation time, so
 only a change of `status` moves an entry (a lease, a renewal, a step write nothing there); reads
 query every shard and merge. `by_expiry` holds completed invocations only: the completing write puts
 one at its journal's end (`journal_expires_at_ms`), the journal's removal moves it to its record's
@@ -57,17 +59,20 @@ from botocore.exceptions import ClientError
 from pynamodb.connection import Connection, TableConnection
 from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ALL_NEW, PAY_PER_REQUEST_BILLING_MODE
-from pynamodb.exceptions import TableDoesNotExist, TableError
+from pynamodb.exceptions import PutError, TableDoesNotExist, TableError
+from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
 
 from adapters.aws.store_items import (
     BATCH_PREFIX,
+    CONFIG_PK,
     DEFAULT_SHARDS,
     EXPIRY_INDEX,
     MAX_DUE_MS,
     META_SK,
     NOTIFICATION_PREFIX,
+    SHARDS_SK,
     STATUS_INDEX,
     TTL_ATTRIBUTE,
     BatchItem,
@@ -185,9 +190,8 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         aws_access_key_id: Credentials to sign with, together with `aws_secret_access_key`; None
             uses botocore's default chain (environment, profile, role).
         aws_secret_access_key: See `aws_access_key_id`.
-        shards: Timer partitions and status index keys per status (`Settings.store_shards`); may
-            only grow over a table's life (timers and index entries in shards at or above a smaller
-            count would no longer be read).
+        shards: Timer partitions and status index keys per status (`Settings.store_shards`) for a
+            table that has no recorded count yet; a table's recorded count wins (see `shards`).
 
     Raises:
         ValueError: `shards` is below 1.
@@ -208,7 +212,9 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         self.table_name = table_name
         self.region = region
         self.endpoint_url = endpoint_url
-        self.shards = shards
+        self._wanted_shards = shards
+        self._shards: int | None = None
+        self._shards_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._request_count = 0
@@ -246,6 +252,47 @@ class DynamoDBStore(KeyedStore, RegistryStore):
 
     def __repr__(self) -> str:
         return f"DynamoDBStore(table_name={self.table_name!r}, endpoint_url={self.endpoint_url!r})"
+
+    @property
+    def shards(self) -> int:
+        """The table's shard count: the one recorded in its `CONFIG` / `SHARDS` item.
+
+        Read once per store (a consistent GetItem, in `ensure_schema` or at first use). A table
+        without the record gets this store's `shards` (one conditional PutItem; of processes racing
+        to record theirs, the first wins and the others adopt it). A process whose setting differs
+        logs it and uses the table's count, so timers are deleted where they were written and every
+        reader (sweeper, CLI, `torpor dev`) reads every shard; the count is fixed for a table's life.
+        """
+        with self._shards_lock:
+            if self._shards is None:
+                self._shards = self._recorded_shards()
+            return self._shards
+
+    def _recorded_shards(self) -> int:
+        for _ in range(3):
+            found = self._connection.get_item(CONFIG_PK, SHARDS_SK, consistent_read=True).get("Item")
+            if found is not None:
+                recorded = int(found["shards"]["N"])
+                if recorded != self._wanted_shards:
+                    log.info(
+                        "table %s has %d shards (recorded when it was first used); the setting's %d is not applied",
+                        self.table_name,
+                        recorded,
+                        self._wanted_shards,
+                    )
+                return recorded
+            try:
+                self._connection.put_item(
+                    CONFIG_PK,
+                    SHARDS_SK,
+                    attributes={"shards": {"N": str(self._wanted_shards)}},
+                    condition=Path("PK").does_not_exist(),
+                )
+                return self._wanted_shards
+            except PutError as exc:
+                if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":
+                    raise
+        raise StoreConflict(f"table {self.table_name}: its shard count could not be read or recorded")
 
     def _each_shard(self, read: Callable[[int], list[Any]]) -> list[list[Any]]:
         """`read(shard)` for every shard, up to `_SHARD_QUERIES_AT_ONCE` at once; the answers by shard."""
@@ -319,6 +366,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
                 time.sleep(1.0)  # CREATING: DynamoDB takes seconds; there is no waiter in pynamodb
             status = self._connection.describe_table().get("TableStatus")
         self._enable_ttl()
+        _ = self.shards  # read (or record) the table's shard count now, not in the first request
 
     def _enable_ttl(self) -> None:
         # pynamodb has no DescribeTimeToLive: ask through its botocore client, and count the call.

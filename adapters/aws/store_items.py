@@ -46,7 +46,11 @@ TTL_GRACE_S = 24 * 3600
 """How long after its retention ends (`retained_until`) DynamoDB's TTL may delete an invocation record
 (`expires_at`): the sweep removes the journal and the record first; TTL is the backstop."""
 DEFAULT_SHARDS = 16
-"""Timer partitions and status index keys per status (`Settings.store_shards`); may only grow."""
+"""Timer partitions and status index keys per status (`Settings.store_shards`) of a new table."""
+CONFIG_PK = "CONFIG"
+SHARDS_SK = "SHARDS"
+"""The item (`CONFIG` / `SHARDS`, attribute `shards`) recording a table's shard count: chosen by the
+first process that uses the table, adopted by every later one, whatever its own setting."""
 META_SK = "META"
 BATCH_PREFIX = "J#"
 NOTIFICATION_PREFIX = "N#"
@@ -86,8 +90,8 @@ def notification_sk(key: str) -> str:
 def shard_of(invocation_id: str, shards: int) -> int:
     """The shard (0 .. shards-1) of an invocation's timers and index entries: crc32 of its id, mod `shards`.
 
-    Stable across processes and versions. Growing `shards` moves new items only; shards above a
-    smaller count would no longer be read, so the count may only grow.
+    Stable across processes and versions for one count; the table records its count (`SHARDS_SK`),
+    so every process computes the same shard.
     """
     return zlib.crc32(invocation_id.encode()) % shards
 

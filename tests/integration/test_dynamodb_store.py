@@ -9,6 +9,7 @@ concurrent writers are in `tests/races/` (moto can let two conditional writers b
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -214,3 +215,47 @@ def partitions(store: DynamoDBStore, prefix: str) -> set[str]:
 def test_store_shards_must_be_at_least_one(moto_endpoint: str) -> None:
     with pytest.raises(ValueError, match="at least 1 shard, got 0"):
         DynamoDBStore("any", endpoint_url=moto_endpoint, shards=0)
+
+
+def test_a_table_keeps_the_shard_count_it_was_first_used_with(moto_endpoint: str) -> None:
+    # GIVEN a table first used with 1 shard, holding timers, and a process set to 16
+    table = unique_table_name()
+
+    def opened(shards: int) -> DynamoDBStore:
+        store = DynamoDBStore(
+            table,
+            endpoint_url=moto_endpoint,
+            aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+            shards=shards,
+        )
+        store.ensure_schema()
+        return store
+
+    first = opened(1)
+    for n in range(5):
+        first.put_timer(1_000 + n, f"inv_{n}")
+    later = opened(16)
+
+    # THEN the later process adopts the table's count: it deletes every timer where it was written,
+    # and lists what the first one wrote
+    assert later.shards == 1
+    for n in range(5):
+        later.delete_timer(1_000 + n, f"inv_{n}")
+    assert later.due_timers(2_000) == []
+    assert first.due_timers(2_000) == []
+    later.create_invocation(invocation("inv_x"))
+    assert [r.invocation_id for r in first.list_invocations()] == ["inv_x"]
+
+
+def test_processes_racing_to_record_the_shard_count_agree(moto_endpoint: str) -> None:
+    # GIVEN a table without a recorded count (as CloudFormation creates it)
+    table = unique_table_name()
+    DynamoDBStore(table, endpoint_url=moto_endpoint).ensure_schema()
+    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto_endpoint)
+    client.delete_item(TableName=table, Key={"PK": {"S": "CONFIG"}, "SK": {"S": "SHARDS"}})
+    # WHEN six processes with six settings first use it at once, THEN they all use one count
+    stores = [DynamoDBStore(table, endpoint_url=moto_endpoint, shards=n) for n in (2, 3, 4, 5, 6, 7)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        counts = set(pool.map(lambda s: s.shards, stores))
+    assert len(counts) == 1
