@@ -13,7 +13,7 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 | shard count | `CONFIG` | `SHARDS` | `shards`: the table's count, recorded by its first user |
 | deployment | `DEP` | `DEP#{deployment_id}` | one per `DeploymentRecord` field |
 | service | `SVC` | `SVC#{name}` | one per `ServiceRecord` field |
-| object/workflow key | `OBJ#{scope}#{sha256(key)}` | `S#…` `LOCK` `Q#…` `RUN` `P#…` `W#…` | see `store_keyed` |
+| object/workflow key | `OBJ#{scope}#{sha256(key)}` | `LOCK` `S#…` `P#…` `W#…` | see `store_keyed` |
 
 | index | hash key | range key | projects (INCLUDE) |
 | --- | --- | --- | --- |
@@ -127,6 +127,7 @@ from control_plane.ports import (
 __all__ = ["DynamoDBStore", "ItemTooLarge"]
 
 _MAX_POOL_CONNECTIONS = 64  # one per concurrent advance or HTTP request (botocore's default is 10)
+_LIST_SLACK = 10  # index entries read beyond a page's limit, per status and shard (see list_invocations)
 _SHARD_QUERIES_AT_ONCE = 16  # queries of one read over the shards that run concurrently
 _BATCH_GET_KEYS = 100  # DynamoDB's BatchGetItem limit
 
@@ -851,7 +852,8 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         first, filtered by `service`, `handler`, `key` and `completion` (projected into the index),
         each stopping at `limit` matches; merged newest first, cut at `limit`, and the page's records
         read with BatchGetItem (100 keys a request, eventually consistent). A record whose status has
-        moved out of `statuses` since the index was read is left out. A filter by service or key
+        moved out of `statuses` since the index was read is left out, and the next entries fill its
+        place (each query reads `_LIST_SLACK` entries beyond `limit` for that). A filter by service or key
         still reads (and pays for) the index entries it skips. Eventually consistent.
 
         Args:
@@ -887,6 +889,8 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         older = None if before is None else model.status_order < status_sk(*before)
         wanted_statuses = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
 
+        per_page = limit + _LIST_SLACK  # room for entries whose record moved to another status meanwhile
+
         def shard(number: int) -> list[list[InvocationItem]]:
             return [
                 list(
@@ -895,19 +899,38 @@ class DynamoDBStore(KeyedStore, RegistryStore):
                         range_key_condition=older,
                         filter_condition=wanted,
                         scan_index_forward=False,
-                        limit=limit,
+                        limit=per_page,
                     )
                 )
                 for status in wanted_statuses
             ]
 
         pages = [page for by_status in self._each_shard(shard) for page in by_status]
-        newest = islice(heapq.merge(*pages, key=lambda item: item.status_order, reverse=True), limit)
-        ids = list(dict.fromkeys(item.invocation_id for item in newest))
-        found: dict[str, InvocationRecord] = {}
-        for start in range(0, len(ids), _BATCH_GET_KEYS):
-            keys = [(invocation_pk(i), META_SK) for i in ids[start : start + _BATCH_GET_KEYS]]
-            for item in model.batch_get(keys):
-                record = invocation_record(item)
-                found[record.invocation_id] = record
-        return [found[i] for i in ids if i in found and found[i].status in wanted_statuses]
+        merged = heapq.merge(
+            *[[(item, n) for item in page] for n, page in enumerate(pages)],
+            key=lambda pair: pair[0].status_order,
+            reverse=True,
+        )
+        left = [len(page) for page in pages]
+        out: list[InvocationRecord] = []
+        while len(out) < limit:
+            ids: list[str] = []
+            ran_out = False  # a full page was used up: its shard's older entries were not read
+            for item, n in merged:
+                ids.append(item.invocation_id)
+                left[n] -= 1
+                ran_out = left[n] == 0 and len(pages[n]) == per_page
+                if ran_out or len(ids) == limit - len(out):
+                    break
+            if not ids:
+                break
+            found: dict[str, InvocationRecord] = {}
+            for start in range(0, len(ids), _BATCH_GET_KEYS):
+                keys = [(invocation_pk(i), META_SK) for i in ids[start : start + _BATCH_GET_KEYS]]
+                for batch_item in model.batch_get(keys):
+                    record = invocation_record(batch_item)
+                    found[record.invocation_id] = record
+            out.extend(found[i] for i in ids if i in found and found[i].status in wanted_statuses)
+            if ran_out:
+                break
+        return out[:limit]

@@ -259,3 +259,27 @@ def test_processes_racing_to_record_the_shard_count_agree(moto_endpoint: str) ->
     with ThreadPoolExecutor(max_workers=6) as pool:
         counts = set(pool.map(lambda s: s.shards, stores))
     assert len(counts) == 1
+
+
+def test_a_record_that_left_the_listed_status_meanwhile_is_replaced_by_the_next(store: DynamoDBStore) -> None:
+    # GIVEN five running invocations, and the newest completes between the index read and the record read
+    for n in range(5):
+        store.create_invocation(invocation(f"inv_{n}", status="running", created_at_ms=1_000 + n))
+    model = store._invocations
+    real_batch_get = model.batch_get
+    moved: list[str] = []
+
+    def batch_get_after_a_completion(keys: Any, *args: Any, **kwargs: Any) -> Any:
+        if not moved:
+            moved.append("inv_4")
+            store.update_unless_completed("inv_4", status="completed")
+        return real_batch_get(keys, *args, **kwargs)
+
+    model.batch_get = batch_get_after_a_completion  # type: ignore[method-assign]
+    try:
+        listed = store.list_invocations(["running"], None, 3)
+    finally:
+        model.batch_get = real_batch_get  # type: ignore[method-assign]
+
+    # THEN the page is still full, newest first, without the one that completed
+    assert [r.invocation_id for r in listed] == ["inv_3", "inv_2", "inv_1"]
