@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import logging
 import os
 import statistics
@@ -71,7 +72,8 @@ def handoff_gaps_ms(
     """Send `calls` `Counter/add` on one fresh key at once. Returns the gaps (ms) between consecutive
     commits and, for each call after the first, from the previous one's commit to its own start."""
     key = f"handoff-{time.time_ns()}"
-    ids = [client.post(f"{dev.ingress_url}/Counter/{key}/add/send", json=1).json()["invocationId"] for _ in range(calls)]
+    url = f"{dev.ingress_url}/Counter/{key}/add/send"
+    ids = [client.post(url, json=1).json()["invocationId"] for _ in range(calls)]
     deadline = time.monotonic() + 60
     done: dict[str, int] = {}
     while len(done) < len(ids) and time.monotonic() < deadline:
@@ -81,8 +83,8 @@ def handoff_gaps_ms(
                 done[invocation_id] = max(batch.committed_at_ms for batch in loaded.batches)
         time.sleep(0.1)
     order = sorted(done, key=done.__getitem__)
-    gaps = [float(done[b] - done[a]) for a, b in zip(order, order[1:], strict=False)]
-    starts = [max(started.get(b, [0.0])) - done[a] for a, b in zip(order, order[1:], strict=False)]
+    gaps = [float(done[b] - done[a]) for a, b in itertools.pairwise(order)]
+    starts = [max(started.get(b, [0.0])) - done[a] for a, b in itertools.pairwise(order)]
     return gaps, starts
 
 
@@ -102,7 +104,8 @@ def summary(samples: list[float]) -> str:
     """`p50 … ms   p99 … ms   max … ms` of `samples`."""
     if not samples:
         return "no samples"
-    return f"p50 {statistics.median(samples):.1f} ms   p99 {percentile(samples, 0.99):.1f} ms   max {max(samples):.1f} ms"
+    p50, p99 = statistics.median(samples), percentile(samples, 0.99)
+    return f"p50 {p50:.1f} ms   p99 {p99:.1f} ms   max {max(samples):.1f} ms"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,6 @@ bench/README.md (`python -m bench.timers`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -57,14 +56,16 @@ def sleep_wake_up_and_resumed_ms(dev: DevServer, invocation_id: str) -> tuple[in
                 wake_up = pb.SleepCommandMessage.FromString(entry.payload).wake_up_time
             elif entry.type == MessageType.SleepCompletion and resumed is None:
                 resumed = batch.committed_at_ms
-    assert wake_up is not None and resumed is not None, f"{invocation_id}: no Sleep and SleepCompletion"
+    assert wake_up is not None, f"{invocation_id}: no Sleep"
+    assert resumed is not None, f"{invocation_id}: no SleepCompletion"
     return wake_up, resumed
 
 
 def commits_ms(dev: DevServer, invocation_id: str) -> tuple[int, int]:
     """`(first, last)` commit time of the invocation's journal batches, ms since the epoch."""
     loaded = dev.store.load_invocation(invocation_id)
-    assert loaded is not None and loaded.batches
+    assert loaded is not None
+    assert loaded.batches
     times = [batch.committed_at_ms for batch in loaded.batches]
     return min(times), max(times)
 
