@@ -90,8 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-class CannotBind(Exception):
-    """The listening socket could not be bound: `host`, `port`, and the OS error's text in `reason`."""
+class CannotBind(OSError):
+    """The listening socket could not be bound (an `OSError`): `host`, `port`, and the OS error's text in `reason`."""
 
     def __init__(self, host: str, port: int, reason: str) -> None:
         super().__init__(f"cannot listen on {host}:{port}: {reason}")
