@@ -2,7 +2,7 @@
 
     python -m bench.cost [--runs 5] [--steps 10] [--memory-mb 512] [--quick]
 
-Torpor's side is counted, not estimated: `Bench/steps_sleep_steps` (`examples/bench.py`: 5 `ctx.run`
+Torpor's side is counted, not estimated: `Bench/steps_sleep_steps` (`examples/fixtures/bench.py`: 5 `ctx.run`
 steps, a 1-hour `ctx.sleep`, 5 more steps) runs through the control plane's Lambda functions on this
 machine with `bench.aws_requests`'s harness (moto for DynamoDB, SQS and EventBridge Scheduler, the
 local Lambda emulator for the handler, `LocalFunctions` as API Gateway and the SQS event source).

@@ -5,7 +5,7 @@
 `torpor dev` runs in its own process (DynamoDB in another, the example services in a
 third). This process sends `Sequence/{key}/append/send` with body `n` for n = 0..per-key-1, round
 by round: every key's `n` is acknowledged before any key's `n + 1` is sent, so each key's arrival
-order is 0, 1, 2, ... The handler (`examples/bench.py`) appends `n` to the key's state. Then it
+order is 0, 1, 2, ... The handler (`examples/fixtures/bench.py`) appends `n` to the key's state. Then it
 waits until no invocation is left unfinished (the admin API's status index), and reads every key's
 list (`Sequence/{key}/get`): it must be exactly [0, 1, ..., per-key-1]: a missing number is a lost
 invocation, a repeated one an invocation whose effect was applied twice, a swapped pair a broken

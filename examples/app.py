@@ -25,9 +25,9 @@ from typing import Any
 import restate
 from restate.aws_lambda import is_running_on_lambda
 
-from examples.bench import bench, sequence
-from examples.calls import calls
-from examples.chain import chain
+from examples.fixtures.bench import bench, sequence
+from examples.fixtures.calls import calls
+from examples.fixtures.chain import chain
 from examples.greeter import greeter
 from examples.objects import counter, lazy_counter
 from examples.orders import orders
@@ -35,7 +35,13 @@ from examples.steps import steps
 from examples.waits import waits
 from examples.workflows import signup
 
-SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup, calls, chain, bench, sequence)
+TUTORIAL_SERVICES = (greeter, orders, steps, waits, counter, lazy_counter, signup)
+"""The services the README shows (modules in `examples/`)."""
+
+FIXTURE_SERVICES = (calls, chain, bench, sequence)
+"""Services only tests and benchmarks use (`examples/fixtures/`)."""
+
+SERVICES = TUTORIAL_SERVICES + FIXTURE_SERVICES
 """The services every example app hosts."""
 
 Scope = MutableMapping[str, Any]

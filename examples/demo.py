@@ -2,7 +2,9 @@
 
 Starts the example services (hypercorn, HTTP/1.1, request/response mode) and `torpor dev` (ingress,
 admin, the SQLite store in a temporary directory), registers the services, calls them through the ingress, prints
-each result and each invocation's journal, and stops what it started.
+each result; then stops `torpor dev` while an invocation sleeps and starts it again on the same data
+directory, where the invocation completes; prints each invocation's journal, and stops what it
+started. A port that is taken is replaced by a free one (the demo says which).
 
     python -m examples.demo [--ingress-port 8080] [--admin-port 9070] [--services-port 9080]
 """
@@ -47,9 +49,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _pick(port: int) -> int:
-    """`port` if it is free, else any free port (so the demo runs beside other servers)."""
-    return port if _port_is_free(port) else _free_port()
+def _pick(port: int, what: str) -> int:
+    """`port` if it is free, else any free port (so the demo runs beside other servers), said aloud."""
+    if _port_is_free(port):
+        return port
+    picked = _free_port()
+    console.print(f"port {port} ({what}) is taken: using {picked} instead")
+    return picked
 
 
 def _wait_http(url: str, deadline_s: float, process: subprocess.Popen[bytes], what: str) -> None:
@@ -108,12 +114,38 @@ def _journal_table(invocation: dict[str, Any]) -> Table:
     return table
 
 
+def _restart_mid_sleep(
+    stack: contextlib.ExitStack, torpor: list[str], env: dict[str, str], workdir: Path, ingress: str, admin: str
+) -> str:
+    """Stop `torpor dev` while an invocation sleeps, start it again on the same data directory, and
+    wait for the invocation to complete. Returns its id ("" when it did not complete as expected)."""
+    sent = httpx.post(f"{ingress}/Waits/sleep/send", json=3000, timeout=30).json()
+    invocation_id = sent["invocationId"]
+    deadline = time.monotonic() + 10
+    while httpx.get(f"{admin}/invocations/{invocation_id}", timeout=10).json()["status"] != "suspended":
+        if time.monotonic() > deadline:
+            console.print(f"[red]{invocation_id} did not suspend[/]")
+            return ""
+        time.sleep(0.05)
+    console.print(f"\nsend Waits/sleep 3000 -> {invocation_id}, suspended; [bold]stopping torpor dev[/] (SIGTERM)")
+    stack.close()  # stops the process (see _process)
+    console.print("torpor dev stopped while the invocation sleeps; starting it again on the same data directory")
+    started = time.perf_counter()
+    process = stack.enter_context(_process(torpor, env, workdir / "torpor-restarted.log"))
+    _wait_http(f"{admin}/health", 60, process, "torpor dev (restarted)")
+    attached = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/attach", timeout=60)
+    ms = (time.perf_counter() - started) * 1000
+    console.print(f"restarted; attach {invocation_id} -> {attached.text}  ({ms:.0f} ms after the restart began)")
+    return invocation_id if attached.status_code == 200 and attached.json() == "slept 3000 ms" else ""
+
+
 def run(ingress_port: int, admin_port: int, services_port: int) -> int:
     """Run the demo; returns the process exit code (0 when every step behaved as expected)."""
     workdir = Path(tempfile.mkdtemp(prefix="torpor-demo-"))
     effects = workdir / "side_effects.jsonl"
     env = {**os.environ, "TORPOR_SIDE_EFFECTS_FILE": str(effects), "PYTHONUNBUFFERED": "1"}
-    ingress_port, admin_port, services_port = _pick(ingress_port), _pick(admin_port), _pick(services_port)
+    ingress_port, admin_port = _pick(ingress_port, "ingress"), _pick(admin_port, "admin API")
+    services_port = _pick(services_port, "example services")
     ingress, admin = f"http://127.0.0.1:{ingress_port}", f"http://127.0.0.1:{admin_port}"
     services_url = f"http://127.0.0.1:{services_port}"
     torpor = [sys.executable, "-m", "adapters.cli", "dev", "--ingress-port", str(ingress_port)]
@@ -122,8 +154,9 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
     failures = 0
     with (
         _process(serve, env, workdir / "services.log") as services_process,
-        _process(torpor, env, workdir / "torpor.log") as torpor_process,
+        contextlib.ExitStack() as torpor_stack,
     ):
+        torpor_process = torpor_stack.enter_context(_process(torpor, env, workdir / "torpor.log"))
         _wait_http(f"{services_url}/discover", 30, services_process, "the example services")
         _wait_http(f"{admin}/health", 60, torpor_process, "torpor dev")
         console.print(f"[bold]torpor dev[/] ingress {ingress}, admin {admin}; example services at {services_url}")
@@ -176,6 +209,10 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
         console.print(f"workflow Signup/demo-wf: run {run['status']}, confirm -> {confirmed}, attach -> {result.text}")
         failures += result.status_code != 200
         invocation_ids.append(run["invocationId"])
+
+        restarted_id = _restart_mid_sleep(torpor_stack, torpor, env, workdir, ingress, admin)
+        failures += not restarted_id
+        invocation_ids.append(restarted_id)
 
         console.print()
         for invocation_id in invocation_ids:

@@ -8,7 +8,8 @@ Usage::
 
     serving examples on http://127.0.0.1:9080
 
-SIGTERM or SIGINT stops the server gracefully (exit status 0). Only HTTP/1.x is served: TLS is
+SIGTERM or SIGINT stops the server gracefully (exit status 0). A port that cannot be bound (in use)
+gives one line on stderr and exit status 2. Only HTTP/1.x is served: TLS is
 not used, so there is no ALPN, and a request that still reaches the app over HTTP/2 (an ``h2c``
 upgrade or prior knowledge) is answered ``505``. Logs go to stderr.
 """
@@ -89,6 +90,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class CannotBind(OSError):
+    """The listening socket could not be bound (an `OSError`): `host`, `port`, and the OS error's text in `reason`."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {reason}")
+        self.host, self.port, self.reason = host, port, reason
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
     """Create a listening TCP socket.
 
@@ -99,6 +108,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     Returns:
         The bound, listening socket (``SO_REUSEADDR`` and ``TCP_NODELAY`` set), so a restarted
         server can take the same port back at once.
+
+    Raises:
+        CannotBind: The address is in use, not permitted, or not available.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -107,6 +119,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host.strip("[]"), port))
         sock.listen(1024)
+    except OSError as error:
+        sock.close()
+        raise CannotBind(host, port, error.strerror or str(error)) from error
     except BaseException:
         sock.close()
         raise
@@ -153,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         argv: Arguments without the program name; ``None`` reads ``sys.argv``.
 
     Returns:
-        The process exit status (0 after a clean shutdown).
+        The process exit status (0 after a clean shutdown, 2 when the port cannot be bound).
     """
     args = parse_args(argv)
     logging.basicConfig(
@@ -161,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     # On Lambda the SDK would hand back a Lambda handler instead of an ASGI app.
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
-    asyncio.run(serve(args.host, args.port, args.max_protocol_version))
+    try:
+        asyncio.run(serve(args.host, args.port, args.max_protocol_version))
+    except CannotBind as error:
+        print(f"examples.serve: {error}; pick another port with --port N (--port 0: any free port)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+step() { echo "scripts/demo.sh: $*"; }
+[ -x .venv/bin/python ] || { step "creating the virtualenv .venv"; "$PYTHON" -m venv .venv; }
+step "installing Torpor and the example services into .venv (pip; a minute or two the first time)"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[examples]'
+step "running the demo (python -m examples.demo)"
 exec .venv/bin/python -m examples.demo "$@"

@@ -43,7 +43,7 @@ npm_ci() {  # $1: package folder, $2: cache folder, $3: label for messages; npm 
   exec 9>"$2/.lock"
   flock 9  # one install at a time; a second caller waits, then finds the stamp current
   if ! installed "$1" "$2"; then
-    echo "$3: installing npm packages into $2"
+    echo "$3: installing npm packages into $2 (npm ci; a minute or so)"
     local start
     start=$(date +%s)
     rm -f "$2/installed.sha256"

@@ -4,20 +4,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+step() { echo "scripts/test.sh: $*"; }
+[ -x .venv/bin/python ] || { step "creating the virtualenv .venv"; "$PYTHON" -m venv .venv; }
+step "installing Torpor and its test dependencies into .venv (pip; a few minutes the first time)"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
 # dynalite (npm) for the race tests: it serialises conditional writes as DynamoDB does.
 if [ ! -f .cache/dynalite/node_modules/dynalite/cli.js ]; then
+  step "installing dynalite into .cache/dynalite (npm)"
   npm install --prefix .cache/dynalite --no-audit --no-fund --silent dynalite@3.2.2
 fi
 # The TypeScript SDK (npm) for the conformance suite's TypeScript services and the TypeScript example,
 # and Node 22 from npm when the machine's node is older (all into .cache/, git-ignored).
+step "installing the TypeScript conformance services and example (npm; skipped when up to date)"
 tests/conformance/services_ts/install.sh
 scripts/node_app.sh install ts-example examples/typescript
 # Debian's chromium for the web UI's browser tests (Playwright drives it; no browser download).
 if ! command -v chromium >/dev/null 2>&1 && [ -z "${TORPOR_CHROMIUM:-}" ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  step "installing chromium (apt-get) for the web UI's browser tests"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+step "running the tests (pytest $*)"
 exec .venv/bin/python -m pytest "$@"

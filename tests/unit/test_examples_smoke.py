@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +216,22 @@ def test_serve_on_a_fixed_port_stops_on_sigterm_and_restarts(tmp_path: Path) -> 
         assert httpx.get(f"{base_url}/health").status_code == 200
         process.kill()
         process.wait(timeout=10)
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line_and_exits_non_zero() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "examples.serve", "--port", str(port)], capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "--port" in lines[0]
 
 
 def test_http2_is_refused() -> None:

@@ -6,4 +6,5 @@
 # Usage: install.sh [--check]   (--check also type-checks src/ with tsc)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+echo "services_ts/install.sh: the TypeScript conformance services' npm packages (skipped when up to date)"
 exec "$HERE/../../../scripts/node_app.sh" install conformance-ts "$HERE" "$@"
