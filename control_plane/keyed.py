@@ -58,7 +58,7 @@ def _completed_by(record: InvocationRecord, completion_id: int) -> str:
 
 
 class Keys:
-    """Locks, inboxes, state and promises of keyed services, over the store."""
+    """Locks, the keys' queues, state and promises of keyed services, over the store."""
 
     def __init__(self, store: Store, scheduler: Scheduler, clock: Clock) -> None:
         self.store = store

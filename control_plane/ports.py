@@ -132,7 +132,8 @@ class InvocationRecord:
     wake_up_at_ms: int = 0  # earliest timer the invocation waits for, 0 if none (for display)
     service_type: str = "SERVICE"  # SERVICE | VIRTUAL_OBJECT | WORKFLOW
     handler_type: str = ""  # EXCLUSIVE | SHARED | WORKFLOW ("" for plain services)
-    inbox_seq: str = ""  # position in its key's inbox while `pending` (exclusive object handlers)
+    inbox_seq: str = ""  # position in its key's queue while `pending` (exclusive object handlers); also set
+    # when it is created, until its first write after taking the key clears it: "created, may not hold the key yet"
     caller_id: str = ""  # the invocation whose Call created this one, to be told the result
     caller_completion_id: int = 0  # that Call's result completion id
     callers: frozenset[str] = frozenset()  # more callers to tell: "{caller_id}/{completion_id}" each
@@ -349,7 +350,8 @@ class Store(Protocol):
     def promise_waiters(self, scope: str, key: str, name: str) -> list[str]: ...
 
     def expire_keyed(self, scope: str, key: str, expires_at_s: int) -> None:
-        """Set the TTL of every item of `scope/key` (state, promises, run claim): workflow retention."""
+        """Set the TTL of every item of `scope/key` (key item, values stored apart, promises, waiters):
+        workflow retention."""
 
     def delete_keyed(self, scope: str, key: str) -> None:
         """Delete every item of `scope/key` (state, promises, waiters): a workflow's retention ended."""

@@ -1,4 +1,4 @@
-"""Virtual objects and workflows, the keyed half of `DynamoDBStore`: state, lock, inbox, run claim, promises.
+"""Virtual objects and workflows, the keyed half of `DynamoDBStore`: state, lock, the key's queue, promises.
 
 Everything of one object key or workflow id lives in one partition, `OBJ#{scope}#{sha256 hex of key}`
 (`scope` is the service name; the key is hashed because it is any UTF-8 string, possibly longer than
@@ -10,7 +10,6 @@ hold the TTL attribute `expires_at` (epoch seconds). Item templates and key func
 | --- | --- | --- |
 | key item | `LOCK` | `holder`, `queued`, `S#…` state attributes (below) |
 | large state value | `S#{sha256 hex of state key}#{sha256 hex of value, 32}` | `state_key`, `value` (binary) |
-| workflow run claim | `RUN` | `invocation_id` |
 | durable promise | `P#{sha256 hex of name}` | `name`, `value` (binary, optional), `failure` (JSON), `completed_by` |
 | promise waiter | `W#{sha256 hex of name}#{invocation_id}` | `name`, `invocation_id` |
 
@@ -22,17 +21,19 @@ conditional write on `LOCK` (no transactions):
 
 - take a free key at creation (`take_key`): `SET holder` if `(attribute_not_exists(holder) AND
   attribute_not_exists(queued)) OR holder = :id`, ALL_NEW: the state comes back in the same request;
-- queue up (`enqueue`): `ADD queued {entry}` (idempotent), ALL_NEW: is the key free?;
+- queue up (`enqueue`): `ADD queued {entry}` (idempotent);
 - grant an entry (`grant_key`): `SET holder DELETE queued {entry}` if `attribute_not_exists(holder)
   AND contains(queued, :entry)`;
 - release (`release_key`): `REMOVE holder` if `holder = :id`, ALL_NEW: does anyone wait?;
+- look up the lock and queue (`key_status`, `lock_holder`): a GetItem projected to `holder`, `queued`;
 - the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes, if `holder =
   :id` for an exclusive handler (a workflow's run writes unconditionally), UPDATED_OLD: large values
   no longer referred to are deleted after.
 
-Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; the run
-claim and promise completion are single conditional writes too. Items of tables written before this
-layout (one `S#{h(key)}` item per state entry, `Q#…` inbox items) are neither read nor migrated.
+Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; a
+promise completion is a single conditional write too (a workflow's `run` is claimed by creating its
+invocation, whose id is deterministic). Items of tables written before this layout (one `S#{h(key)}`
+item per state entry, `Q#…` items of a former per-key inbox) are neither read nor migrated.
 """
 
 from __future__ import annotations
@@ -508,7 +509,7 @@ class KeyedStore:
     # --- retention -------------------------------------------------------------------------------
 
     def expire_keyed(self, scope: str, key: str, expires_at_s: int) -> None:
-        """Set the TTL `expires_at` of every item of `scope/key` (state, lock, inbox, run claim, promises, waiters).
+        """Set the TTL `expires_at` of every item of `scope/key` (key item, values stored apart, promises, waiters).
 
         A keys-only query of the partition, then one UpdateItem per item (DynamoDB has no batch
         update), each conditional on the item still existing so that one deleted meanwhile is not
