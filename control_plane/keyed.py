@@ -58,7 +58,7 @@ def _completed_by(record: InvocationRecord, completion_id: int) -> str:
 
 
 class Keys:
-    """Locks, inboxes, state and promises of keyed services, over the store."""
+    """Locks, the keys' queues, state and promises of keyed services, over the store."""
 
     def __init__(self, store: Store, scheduler: Scheduler, clock: Clock) -> None:
         self.store = store
@@ -93,7 +93,7 @@ class Keys:
                     return
                 if current is not None and current.status != "completed":
                     return
-                self.store.unlock(scope, key, holder)
+                self.store.release_key(scope, key, holder)
                 continue
             if head is None:
                 return
@@ -114,7 +114,7 @@ class Keys:
         for _ in range(_PUMP_ROUNDS):
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
-                self.store.unlock(scope, key, invocation_id)
+                self.store.release_key(scope, key, invocation_id)
                 return False
             if record.status != "pending":
                 return True  # another pump granted it already
@@ -132,13 +132,16 @@ class Keys:
         """The invocation ended: leave the queue or release the key, and hand the key on if others wait.
 
         On the common path one write: the release tells whether anyone waits, so an uncontended key
-        is never looked up again.
+        is never looked up again. A release that finds the key not held by this invocation pumps too:
+        the release may have landed already (a write retried after its first attempt succeeded, or a
+        pump that released a completed holder), and waiting calls must not wait for the sweep.
         """
         if not is_exclusive(record):
             return
         if record.inbox_seq:
             self.store.dequeue(record.service, record.key, record.inbox_seq, record.invocation_id)
-        if self.store.release_key(record.service, record.key, record.invocation_id) or record.inbox_seq:
+        waiting = self.store.release_key(record.service, record.key, record.invocation_id)
+        if waiting is None or waiting or record.inbox_seq:
             self.pump(record.service, record.key)
 
     # --- state --------------------------------------------------------------------------------------

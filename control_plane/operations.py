@@ -43,7 +43,7 @@ def notification(key: str, message: object) -> StoredNotification:
 
 
 def waits_behind(holder: InvocationRecord, callee: InvocationRecord) -> bool:
-    """True if `callee` waits in the inbox of the object key that `holder` (an exclusive handler) holds."""
+    """True if `callee` waits in the queue of the object key that `holder` (an exclusive handler) holds."""
     return (
         is_exclusive(holder)
         and callee.status == "pending"
@@ -96,7 +96,7 @@ class Operations:
         does: those of its open calls (a callee shared through an idempotency key with other callers
         included: they get its 409) and those of its one-way calls. All after it is marked
         completed (killed first, a callee would wake it with its failure, and its handler could end
-        on its own before the kill); one waiting in the inbox of the object key this invocation
+        on its own before the kill); one waiting in the queue of the object key this invocation
         holds before it hands the key on (it would start). Raises `NotFound`, or `Conflict` if it
         already completed.
         """
@@ -116,7 +116,7 @@ class Operations:
         self.kill_callees(loaded.record, callees, behind=False)
 
     def kill_callees(self, killed: InvocationRecord, callees: list[InvocationRecord], *, behind: bool) -> None:
-        """Kill those of `callees` that wait (`behind=True`) or do not wait in the inbox of the
+        """Kill those of `callees` that wait (`behind=True`) or do not wait in the queue of the
         object key the `killed` invocation holds (see `kill` for the order)."""
         for callee in callees:
             if waits_behind(killed, callee) == behind:
@@ -155,7 +155,7 @@ class Operations:
 
     def waits_for(self, record: InvocationRecord, loaded: LoadedInvocation | None = None) -> list[str]:
         """The invocations `record` cannot go on without: the holder of its object key while it is
-        `pending` in the inbox, else the callees of its open calls. Empty once it completed."""
+        `pending` in the key's queue, else the callees of its open calls. Empty once it completed."""
         if record.status == "completed":
             return []
         if record.status == "pending":
@@ -168,7 +168,7 @@ class Operations:
         """A cycle of waits through this invocation, as invocation ids from it back to it, or None.
 
         The usual one: an exclusive handler of an object calls an exclusive handler of the same
-        key and waits; the callee waits in the key's inbox for the caller to end (Restate behaves
+        key and waits; the callee waits in the key's queue for the caller to end (Restate behaves
         the same: such a call never completes). Only cancel or kill breaks it. Follows at most
         `max_hops` waits (each costs a read or two), so a longer cycle is not reported.
         """
@@ -219,7 +219,7 @@ class Operations:
             "lease_until_ms": 0,
         }
         waits_for_key = is_exclusive(record) and self.store.lock_holder(record.service, record.key) != invocation_id
-        if waits_for_key:  # paused before it held its object key: back in the inbox
+        if waits_for_key:  # paused before it held its object key: back in the key's queue
             changes.update(status="pending", inbox_seq=f"{self.clock.now_ms():013d}{invocation_id}")
         if deployment_id:
             deployment = self.registry.deployment(deployment_id)

@@ -132,7 +132,8 @@ class InvocationRecord:
     wake_up_at_ms: int = 0  # earliest timer the invocation waits for, 0 if none (for display)
     service_type: str = "SERVICE"  # SERVICE | VIRTUAL_OBJECT | WORKFLOW
     handler_type: str = ""  # EXCLUSIVE | SHARED | WORKFLOW ("" for plain services)
-    inbox_seq: str = ""  # position in its key's inbox while `pending` (exclusive object handlers)
+    inbox_seq: str = ""  # position in its key's queue while `pending` (exclusive object handlers); also set
+    # when it is created, until its first write after taking the key clears it: "created, may not hold the key yet"
     caller_id: str = ""  # the invocation whose Call created this one, to be told the result
     caller_completion_id: int = 0  # that Call's result completion id
     callers: frozenset[str] = frozenset()  # more callers to tell: "{caller_id}/{completion_id}" each
@@ -243,9 +244,6 @@ class Store(Protocol):
         predecessor's journal is still being deleted.
         """
 
-    def delete_journal(self, invocation_id: str) -> None:
-        """Delete the invocation's journal batches and notifications, keeping its record; idempotent."""
-
     def attach_caller(self, invocation_id: str, caller: str) -> None:
         """Add `caller` ("{caller_id}/{completion_id}") to the invocation's `callers`, unless it completed.
 
@@ -312,10 +310,6 @@ class Store(Protocol):
         fenced by its lock): raises `StoreConflict` otherwise, writing nothing.
         """
 
-    def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None: ...
-
-    def delete_state(self, scope: str, key: str, state_key: bytes) -> None: ...
-
     def clear_state(self, scope: str, key: str) -> None:
         """Delete every state entry of `scope/key`."""
 
@@ -325,9 +319,8 @@ class Store(Protocol):
         conditional write, which also reads the key's state. Returns that state if it holds the key
         now; None if it must wait its turn (`enqueue`)."""
 
-    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
-        """Put `invocation_id` in the queue of `scope/key` at position `seq` (sortable string); idempotent.
-        Returns True if nobody held the key at that moment."""
+    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
+        """Put `invocation_id` in the queue of `scope/key` at position `seq` (sortable string); idempotent."""
 
     def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
         """Take that entry out of the queue (idempotent)."""
@@ -343,18 +336,8 @@ class Store(Protocol):
     def key_status(self, scope: str, key: str) -> tuple[str | None, tuple[str, str] | None]:
         """`(holder or None, (seq, invocation_id) of the earliest queued entry or None)`; one consistent read."""
 
-    def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
-        """`(seq, invocation_id)` of the earliest queued entry of `scope/key`, or None (consistent read)."""
-
     def lock_holder(self, scope: str, key: str) -> str | None:
         """The invocation holding the lock of `scope/key`, or None (consistent read)."""
-
-    def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Take the lock of `scope/key` for `invocation_id` if nobody holds it, whoever waits; True if
-        taken (or held by it already)."""
-
-    def unlock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Release the lock if `invocation_id` holds it; True if it did (idempotent otherwise)."""
 
     # workflows: durable promises (a workflow's run is claimed by its deterministic invocation id)
     def complete_promise(self, scope: str, key: str, name: str, promise: PromiseRecord) -> PromiseRecord:
@@ -367,7 +350,8 @@ class Store(Protocol):
     def promise_waiters(self, scope: str, key: str, name: str) -> list[str]: ...
 
     def expire_keyed(self, scope: str, key: str, expires_at_s: int) -> None:
-        """Set the TTL of every item of `scope/key` (state, promises, run claim): workflow retention."""
+        """Set the TTL of every item of `scope/key` (key item, values stored apart, promises, waiters):
+        workflow retention."""
 
     def delete_keyed(self, scope: str, key: str) -> None:
         """Delete every item of `scope/key` (state, promises, waiters): a workflow's retention ended."""

@@ -74,7 +74,7 @@ class ControlPlane:
         """The periodic safety net where wake-ups are messages (the sweeper function on AWS).
 
         Cheaper than `sweep`: only timers overdue by more than `grace_ms` (their message was lost),
-        inboxes whose hand-over was lost, and `ready`/`running` invocations whose lease expired, which
+        keys' queues whose hand-over was lost, and `ready`/`running` invocations whose lease expired, which
         are woken through the scheduler; then, with what is left of `budget_ms`, the retention of
         completed invocations, carried out here (`retire_due`). Both loops stop when the budget is
         spent (the next sweep goes on). Returns how many timers, removals and wake-ups were handled.
@@ -133,7 +133,7 @@ class ControlPlane:
             self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
         keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
-        for record in keys.values():  # inboxes whose hand-over was lost: enqueue again (idempotent), pump
+        for record in keys.values():  # keys' queues whose hand-over was lost: enqueue again (idempotent), pump
             self.engine.keys.enqueue(record)
             count += 1
         for record in self.store.list_invocations(["scheduled", "backing-off", "suspended"], None, _SWEEP_LIMIT):

@@ -462,10 +462,6 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         """
         self._delete_partition(invocation_id, keep_record=False)
 
-    def delete_journal(self, invocation_id: str) -> None:
-        """Delete the invocation's journal batches and notifications, keeping `META`; idempotent."""
-        self._delete_partition(invocation_id, keep_record=True)
-
     def _delete_partition(self, invocation_id: str, *, keep_record: bool) -> None:
         pk = invocation_pk(invocation_id)
         pages: ResultIterator[dict[str, Any]] = ResultIterator(

@@ -1,4 +1,4 @@
-"""Virtual objects and workflows, the keyed half of `DynamoDBStore`: state, lock, inbox, run claim, promises.
+"""Virtual objects and workflows, the keyed half of `DynamoDBStore`: state, lock, the key's queue, promises.
 
 Everything of one object key or workflow id lives in one partition, `OBJ#{scope}#{sha256 hex of key}`
 (`scope` is the service name; the key is hashed because it is any UTF-8 string, possibly longer than
@@ -10,7 +10,6 @@ hold the TTL attribute `expires_at` (epoch seconds). Item templates and key func
 | --- | --- | --- |
 | key item | `LOCK` | `holder`, `queued`, `S#…` state attributes (below) |
 | large state value | `S#{sha256 hex of state key}#{sha256 hex of value, 32}` | `state_key`, `value` (binary) |
-| workflow run claim | `RUN` | `invocation_id` |
 | durable promise | `P#{sha256 hex of name}` | `name`, `value` (binary, optional), `failure` (JSON), `completed_by` |
 | promise waiter | `W#{sha256 hex of name}#{invocation_id}` | `name`, `invocation_id` |
 
@@ -22,17 +21,19 @@ conditional write on `LOCK` (no transactions):
 
 - take a free key at creation (`take_key`): `SET holder` if `(attribute_not_exists(holder) AND
   attribute_not_exists(queued)) OR holder = :id`, ALL_NEW: the state comes back in the same request;
-- queue up (`enqueue`): `ADD queued {entry}` (idempotent), ALL_NEW: is the key free?;
+- queue up (`enqueue`): `ADD queued {entry}` (idempotent);
 - grant an entry (`grant_key`): `SET holder DELETE queued {entry}` if `attribute_not_exists(holder)
   AND contains(queued, :entry)`;
 - release (`release_key`): `REMOVE holder` if `holder = :id`, ALL_NEW: does anyone wait?;
+- look up the lock and queue (`key_status`, `lock_holder`): a GetItem projected to `holder`, `queued`;
 - the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes, if `holder =
   :id` for an exclusive handler (a workflow's run writes unconditionally), UPDATED_OLD: large values
   no longer referred to are deleted after.
 
-Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; the run
-claim and promise completion are single conditional writes too. Items of tables written before this
-layout (one `S#{h(key)}` item per state entry, `Q#…` inbox items) are neither read nor migrated.
+Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; a
+promise completion is a single conditional write too (a workflow's `run` is claimed by creating its
+invocation, whose id is deterministic). Items of tables written before this layout (one `S#{h(key)}`
+item per state entry, `Q#…` items of a former per-key inbox) are neither read nor migrated.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ from control_plane.ports import PromiseRecord, StoreConflict
 
 _FIRST_WINS_ROUNDS = 3
 """Put-if-absent, then read the winner: retried if the winner's item vanished in between (TTL)."""
+
+_STATE_READ_ROUNDS = 5
+"""Reads of `LOCK` and its values stored apart, retried while a value it refers to was replaced meanwhile."""
 
 
 def _won(write: Callable[[], object], *, too_large: str) -> bool:
@@ -194,12 +198,21 @@ class KeyedStore:
                 raise UpdateError("Failed to update item", exc) from exc
         return dict((answer or {}).get("Attributes", {}))
 
-    def _get_key(self, scope: str, key: str) -> dict[str, Any]:
-        """The key item `LOCK` as DynamoDB holds it (raw attributes), {} if absent (one consistent GetItem)."""
-        answer = self._connection.connection.dispatch(
-            "GetItem",
-            {"TableName": self._connection.table_name, "Key": self._key_item(scope, key), "ConsistentRead": True},
-        )
+    def _get_key(self, scope: str, key: str, *, state: bool = True) -> dict[str, Any]:
+        """The key item `LOCK` as DynamoDB holds it (raw attributes), {} if absent (one consistent GetItem).
+
+        With `state=False` only `holder` and `queued` are read (a projection), so a lock or queue
+        look-up does not pay read capacity for the state on the same item.
+        """
+        request: dict[str, Any] = {
+            "TableName": self._connection.table_name,
+            "Key": self._key_item(scope, key),
+            "ConsistentRead": True,
+        }
+        if not state:
+            request["ProjectionExpression"] = "#holder, #queued"
+            request["ExpressionAttributeNames"] = {"#holder": "holder", "#queued": "queued"}
+        answer = self._connection.connection.dispatch("GetItem", request)
         return dict((answer or {}).get("Item", {}))
 
     # --- state -----------------------------------------------------------------------------------
@@ -210,20 +223,39 @@ class KeyedStore:
 
         Returns:
             `{state key: value}`; empty if the key has no state.
+
+        Raises:
+            StoreConflict: The values stored apart kept changing between the two reads (see
+                `_with_spilled`); practically never.
         """
         return self._with_spilled(scope, key, self._get_key(scope, key))
 
     def _with_spilled(self, scope: str, key: str, item: Mapping[str, Any]) -> dict[bytes, bytes]:
-        """The state the raw key item holds, with the values stored apart read in (BatchGetItem)."""
-        state, spilled = _state_of(item)
-        if spilled:
+        """The state the raw key item holds, with the values stored apart read in (BatchGetItem).
+
+        The two reads are not one snapshot: the key's holder may replace a large value in between,
+        deleting the item `item` refers to. Then `LOCK` is read again (a consistent GetItem) and the
+        values with it, up to `_STATE_READ_ROUNDS` times, so a state with an entry missing is never
+        returned.
+
+        Raises:
+            StoreConflict: A referenced value was still missing after `_STATE_READ_ROUNDS` reads.
+        """
+        for _ in range(_STATE_READ_ROUNDS):
+            state, spilled = _state_of(item)
+            if not spilled:
+                return state
             pk = keyed_pk(scope, key)
             items = self._state.batch_get([(pk, sk) for sk in spilled.values()], consistent_read=True)
             found = {item.sk: item.value for item in items}
-            for state_key, sk in spilled.items():
-                if sk in found:
-                    state[state_key] = found[sk]
-        return state
+            if all(sk in found for sk in spilled.values()):
+                state.update((state_key, found[sk]) for state_key, sk in spilled.items())
+                return state
+            item = self._get_key(scope, key)  # a value was replaced between the two reads: read again
+        raise StoreConflict(
+            f"{scope}/{key}: a state value stored apart was missing in {_STATE_READ_ROUNDS} consistent reads "
+            f"(replaced each time between the reads of LOCK and of the value, or deleted)"
+        )
 
     def apply_state(
         self,
@@ -240,9 +272,12 @@ class KeyedStore:
         A value above `SPILL_BYTES` goes to its own item `S#{h(state key)}#{h(value)}` first (one
         PutItem; content-addressed, so re-applying writes the same item) and `LOCK` refers to it; the
         item it replaces is deleted after the update (the update returns the old references,
-        UPDATED_OLD). `clear` removes every entry first, which takes one consistent GetItem to learn
-        them. Applying the same changes again gives the same state (effects are re-applied after a
-        crash).
+        UPDATED_OLD). If the update is fenced out (`holder`), the items it just stored apart are
+        deleted again, after one consistent GetItem of `LOCK` shows which ones it does not refer to;
+        a concurrent holder writing the very same value for the same state key at that moment is
+        the one case that could lose a value. `clear` removes every entry first, which takes one
+        consistent GetItem to learn them. Applying the same changes again gives the same state
+        (effects are re-applied after a crash).
 
         Args:
             scope: The service name.
@@ -296,25 +331,20 @@ class KeyedStore:
         update = "SET " + ", ".join(sets) if sets else ""
         if removes:
             update += " REMOVE " + ", ".join(removes)
-        old = self._update_key(
-            scope, key, update.strip(), condition=condition, names=names, values=values, returning="UPDATED_OLD",
-            conflict=f"{scope}/{key}: {holder} does not hold the key",
-        )  # fmt: skip
         kept = {v["M"]["r"]["S"] for v in values.values() if "M" in v and "r" in v["M"]}
+        try:
+            old = self._update_key(
+                scope, key, update.strip(), condition=condition, names=names, values=values, returning="UPDATED_OLD",
+                conflict=f"{scope}/{key}: {holder} does not hold the key",
+            )  # fmt: skip
+        except StoreConflict:
+            # fenced out: the values just stored apart are orphans, unless `LOCK` refers to them
+            # already (the same value written before: the items are content-addressed)
+            for ref in kept - _spill_refs(self._get_key(scope, key)):
+                self._state(pk, ref).delete()
+            raise
         for ref in _spill_refs(old) - kept:  # values stored apart that nothing refers to any more
             self._state(pk, ref).delete()
-
-    def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None:
-        """Store one state entry, replacing its previous value (`apply_state` with one write, unfenced).
-
-        Raises:
-            ItemTooLarge: The entry does not fit; nothing was written.
-        """
-        self.apply_state(scope, key, {state_key: value}, expires_at_s=expires_at_s)
-
-    def delete_state(self, scope: str, key: str, state_key: bytes) -> None:
-        """Remove one state entry (one UpdateItem); removing an absent entry does nothing."""
-        self.apply_state(scope, key, {state_key: None})
 
     def clear_state(self, scope: str, key: str) -> None:
         """Remove every state entry of `scope/key` (one GetItem, then one UpdateItem if there was any).
@@ -348,24 +378,6 @@ class KeyedStore:
             return None
         return self._with_spilled(scope, key, item)
 
-    def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Take the lock of `scope/key` for `invocation_id`, if it is free or held by it already.
-
-        One UpdateItem of `LOCK`: `SET holder = :id` if `attribute_not_exists(holder) OR holder = :id`
-        (whoever waits in the queue).
-
-        Returns:
-            True if `invocation_id` holds the lock now; False if another invocation does.
-        """
-        try:
-            self._update_key(
-                scope, key, "SET #holder = :id", names={"#holder": "holder"}, values={":id": {"S": invocation_id}},
-                condition="attribute_not_exists(#holder) OR #holder = :id",
-            )  # fmt: skip
-        except StoreConflict:
-            return False
-        return True
-
     def grant_key(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
         """Hand the free key to the queued `invocation_id`, taking it out of the queue: one transition.
 
@@ -388,14 +400,6 @@ class KeyedStore:
             return False
         return True
 
-    def unlock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Release the lock of `scope/key` if `invocation_id` holds it (`release_key`, answer dropped).
-
-        Returns:
-            True if it held the lock and released it; False otherwise (nothing changed).
-        """
-        return self.release_key(scope, key, invocation_id) is not None
-
     def release_key(self, scope: str, key: str, invocation_id: str) -> bool | None:
         """Release the key if `invocation_id` holds it, and tell whether calls wait for it.
 
@@ -415,28 +419,26 @@ class KeyedStore:
         return bool(item.get("queued", {}).get("SS"))
 
     def key_status(self, scope: str, key: str) -> tuple[str | None, tuple[str, str] | None]:
-        """`(holder, (seq, invocation_id) of the queue's earliest entry)` of `scope/key`; one consistent GetItem."""
-        item = self._get_key(scope, key)
+        """`(holder, (seq, invocation_id) of the queue's earliest entry)` of `scope/key`.
+
+        One consistent GetItem of `LOCK`, projected to `holder` and `queued` (not the state).
+        """
+        item = self._get_key(scope, key, state=False)
         holder = item.get("holder", {}).get("S")
         queued = item.get("queued", {}).get("SS") or []
         return holder, (split_queue_entry(min(queued)) if queued else None)
 
     def lock_holder(self, scope: str, key: str) -> str | None:
-        """The invocation holding the lock of `scope/key`, or None (one strongly consistent GetItem)."""
+        """The invocation holding the lock of `scope/key`, or None (one consistent GetItem, projected)."""
         return self.key_status(scope, key)[0]
 
-    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
+    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
         """Put `invocation_id` in the queue of `scope/key` at `seq`: one UpdateItem of `LOCK`,
-        `ADD queued {"{seq}#{invocation_id}"}` (a set: enqueueing again changes nothing).
-
-        Returns:
-            True if nobody held the key at that moment (ALL_NEW): the caller should hand it on.
-        """
-        item = self._update_key(
+        `ADD queued {"{seq}#{invocation_id}"}` (a set: enqueueing again changes nothing)."""
+        self._update_key(
             scope, key, "ADD #queued :entries", names={"#queued": "queued"},
-            values={":entries": {"SS": [queue_entry(seq, invocation_id)]}}, returning="ALL_NEW",
+            values={":entries": {"SS": [queue_entry(seq, invocation_id)]}},
         )  # fmt: skip
-        return "holder" not in item
 
     def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
         """Take that entry out of the queue (one conditional UpdateItem); an absent entry changes nothing."""
@@ -446,14 +448,6 @@ class KeyedStore:
                 scope, key, "DELETE #queued :entries", names={"#queued": "queued"},
                 values={":entries": {"SS": [entry]}, ":entry": {"S": entry}}, condition="contains(#queued, :entry)",
             )  # fmt: skip
-
-    def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
-        """The earliest queued entry of `scope/key` (one strongly consistent GetItem of `LOCK`).
-
-        Returns:
-            `(seq, invocation_id)`, or None if nobody waits.
-        """
-        return self.key_status(scope, key)[1]
 
     # --- workflows -------------------------------------------------------------------------------
 
@@ -515,7 +509,7 @@ class KeyedStore:
     # --- retention -------------------------------------------------------------------------------
 
     def expire_keyed(self, scope: str, key: str, expires_at_s: int) -> None:
-        """Set the TTL `expires_at` of every item of `scope/key` (state, lock, inbox, run claim, promises, waiters).
+        """Set the TTL `expires_at` of every item of `scope/key` (key item, values stored apart, promises, waiters).
 
         A keys-only query of the partition, then one UpdateItem per item (DynamoDB has no batch
         update), each conditional on the item still existing so that one deleted meanwhile is not

@@ -156,7 +156,8 @@ class KeyedTables:
     ) -> None:
         """Apply the state changes of one commit in one transaction: `clear` first, then `writes`
         (`{state key: value, or None to remove it}`); idempotent. With `holder`, only while that
-        invocation holds the key. `expires_at_s` (the TTL DynamoDB would apply) is kept on the rows.
+        invocation holds the key. `expires_at_s` (the TTL DynamoDB would apply), if not 0, is written to
+        the key's `object_keys` row (not to the state rows).
 
         Raises:
             StoreConflict: `holder` does not hold the key; nothing was written.
@@ -198,14 +199,6 @@ class KeyedTables:
                     (scope, key, expires_at_s),
                 )
 
-    def put_state(self, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None:
-        """Store one state entry, replacing its previous value (unfenced)."""
-        self.apply_state(scope, key, {state_key: value}, expires_at_s=expires_at_s)
-
-    def delete_state(self, scope: str, key: str, state_key: bytes) -> None:
-        """Remove one state entry; removing an absent entry does nothing."""
-        self.apply_state(scope, key, {state_key: None})
-
     def clear_state(self, scope: str, key: str) -> None:
         """Remove every state entry of `scope/key`, keeping its lock and queue."""
         self.apply_state(scope, key, {}, clear=True)
@@ -222,15 +215,6 @@ class KeyedTables:
             self._set_holder(db, scope, key, invocation_id)
             return self._state(db, scope, key)
 
-    def try_lock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Take the lock if it is free or held by `invocation_id` already, whoever waits; True if held now."""
-        with self._write("try_lock") as db:
-            holder = self._holder(db, scope, key)
-            if holder not in (None, invocation_id):
-                return False
-            self._set_holder(db, scope, key, invocation_id)
-            return True
-
     def grant_key(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
         """Hand the free key to the queued entry and take it out of the queue, in one transaction;
         False if the key is held or the entry is not queued."""
@@ -245,10 +229,6 @@ class KeyedTables:
                 return False
             self._set_holder(db, scope, key, invocation_id)
             return True
-
-    def unlock(self, scope: str, key: str, invocation_id: str) -> bool:
-        """Release the lock if `invocation_id` holds it; True if it did."""
-        return self.release_key(scope, key, invocation_id) is not None
 
     def release_key(self, scope: str, key: str, invocation_id: str) -> bool | None:
         """Release the key if `invocation_id` holds it: None if it did not, else whether calls wait."""
@@ -268,19 +248,13 @@ class KeyedTables:
         with self._read("lock_holder") as db:
             return self._holder(db, scope, key)
 
-    def inbox_head(self, scope: str, key: str) -> tuple[str, str] | None:
-        """`(seq, invocation_id)` of the earliest queued entry of `scope/key`, or None."""
-        with self._read("inbox_head") as db:
-            return self._head(db, scope, key)
-
-    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> bool:
-        """Queue `invocation_id` at `seq` (again: nothing changes); True if nobody held the key then."""
+    def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
+        """Queue `invocation_id` at `seq` (again: nothing changes)."""
         with self._write("enqueue") as db:
             db.execute(
                 "INSERT OR IGNORE INTO queue (scope, key, seq, invocation_id) VALUES (?, ?, ?, ?)",
                 (scope, key, seq, invocation_id),
             )
-            return self._holder(db, scope, key) is None
 
     def dequeue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
         """Take that entry out of the queue; an absent entry changes nothing."""

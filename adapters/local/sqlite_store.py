@@ -344,12 +344,6 @@ class SQLiteStore(KeyedTables, RegistryTables):
             db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
             db.execute("DELETE FROM invocations WHERE invocation_id = ?", (invocation_id,))
 
-    def delete_journal(self, invocation_id: str) -> None:
-        """Delete the invocation's journal batches and notifications, keeping its record; idempotent."""
-        with self._write("delete_journal") as db:
-            db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
-            db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
-
     def _update(
         self, db: sqlite3.Connection, row: sqlite3.Row, changes: Mapping[str, object], too_large: str
     ) -> InvocationRecord:

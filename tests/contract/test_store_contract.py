@@ -629,19 +629,13 @@ def test_update_returning_gives_the_record_after_the_write(store: Store) -> None
     assert store.update_invocation("inv_r", 0, completed_at_ms=5) is None
 
 
-def test_delete_journal_keeps_the_record_and_delete_invocation_removes_everything(store: Store) -> None:
+def test_delete_invocation_removes_record_journal_and_notifications(store: Store) -> None:
     store.create_invocation(invocation("inv_j"))
     for start in range(1, 40):  # more than one BatchWriteItem of 25
         store.append_batch("inv_j", JournalBatch(start, b"entries", epoch=1, committed_at_ms=2_000))
     store.put_notification("inv_j", StoredNotification("c1", b"\x00n", created_at_ms=3_000))
     store.create_invocation(invocation("inv_other"))
     store.append_batch("inv_other", JournalBatch(1, b"other", epoch=1, committed_at_ms=2_000))
-
-    store.delete_journal("inv_j")
-    loaded = store.load_invocation("inv_j")
-    assert loaded is not None
-    assert (loaded.batches, loaded.notifications) == ([], [])
-    store.delete_journal("inv_j")  # idempotent
 
     store.delete_invocation("inv_j")
     assert store.load_invocation("inv_j") is None
@@ -650,9 +644,9 @@ def test_delete_journal_keeps_the_record_and_delete_invocation_removes_everythin
 
 
 def test_delete_keyed_removes_every_item_of_one_key_only(store: Store) -> None:
-    store.put_state("Signup", "w1", b"k", b"v")
-    assert store.try_lock("Signup", "w1", "inv_x")
-    store.put_state("Signup", "w2", b"k", b"kept")
+    store.apply_state("Signup", "w1", {b"k": b"v"})
+    assert store.take_key("Signup", "w1", "inv_x") == {b"k": b"v"}
+    store.apply_state("Signup", "w2", {b"k": b"kept"})
     store.delete_keyed("Signup", "w1")
     assert store.load_state("Signup", "w1") == {}
     assert store.lock_holder("Signup", "w1") is None

@@ -67,10 +67,20 @@ def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, A
     return {item["SK"]["S"]: item for page in pages for item in page["Items"]}
 
 
+def put_state(store: Store, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None:
+    """Set one state entry, unfenced (`apply_state` with one write)."""
+    store.apply_state(scope, key, {state_key: value}, expires_at_s=expires_at_s)
+
+
+def delete_state(store: Store, scope: str, key: str, state_key: bytes) -> None:
+    """Remove one state entry, unfenced (`apply_state` with one removal)."""
+    store.apply_state(scope, key, {state_key: None})
+
+
 def test_state_round_trips_binary_keys_and_values_including_empty(store: Store) -> None:
     entries = {b"count": b"7", b"\x00\xff binary key": b"\x00\x01\xfe\xff", b"empty": b"", b"": b"empty key"}
     for state_key, value in entries.items():
-        store.put_state(SCOPE, "k1", state_key, value)
+        put_state(store, SCOPE, "k1", state_key, value)
     before = store.request_count
 
     assert store.load_state(SCOPE, "k1") == entries
@@ -79,13 +89,13 @@ def test_state_round_trips_binary_keys_and_values_including_empty(store: Store) 
     assert store.load_state("OtherScope", "k1") == {}
 
 
-def test_put_state_replaces_and_delete_state_removes_one_entry(store: Store) -> None:
-    store.put_state(SCOPE, "k", b"a", b"1")
-    store.put_state(SCOPE, "k", b"b", b"2")
-    store.put_state(SCOPE, "k", b"a", b"3")
+def test_a_set_replaces_and_a_removal_removes_one_entry(store: Store) -> None:
+    put_state(store, SCOPE, "k", b"a", b"1")
+    put_state(store, SCOPE, "k", b"b", b"2")
+    put_state(store, SCOPE, "k", b"a", b"3")
 
-    store.delete_state(SCOPE, "k", b"b")
-    store.delete_state(SCOPE, "k", b"never-set")  # nothing to remove: no error
+    delete_state(store, SCOPE, "k", b"b")
+    delete_state(store, SCOPE, "k", b"never-set")  # nothing to remove: no error
 
     assert store.load_state(SCOPE, "k") == {b"a": b"3"}
     if (dynamodb := as_dynamodb(store)) is not None:
@@ -93,7 +103,7 @@ def test_put_state_replaces_and_delete_state_removes_one_entry(store: Store) -> 
 
 
 def test_the_changes_of_one_commit_are_one_write(store: Store) -> None:
-    store.put_state(SCOPE, "k", b"gone", b"1")
+    put_state(store, SCOPE, "k", b"gone", b"1")
     before = store.request_count
 
     store.apply_state(SCOPE, "k", {b"a": b"1", b"b": b"2", b"gone": None})
@@ -104,10 +114,10 @@ def test_the_changes_of_one_commit_are_one_write(store: Store) -> None:
 
 def test_clear_removes_every_entry_in_one_read_and_one_write_and_keeps_lock_and_queue(store: Store) -> None:
     for i in range(30):
-        store.put_state(SCOPE, "k", f"entry-{i:02d}".encode(), bytes([i]))
-    store.put_state(SCOPE, "k", b"large", b"L" * 40_000)
-    store.put_state(SCOPE, "k2", b"neighbour", b"kept")
-    assert store.try_lock(SCOPE, "k", "inv_holder")
+        put_state(store, SCOPE, "k", f"entry-{i:02d}".encode(), bytes([i]))
+    put_state(store, SCOPE, "k", b"large", b"L" * 40_000)
+    put_state(store, SCOPE, "k2", b"neighbour", b"kept")
+    assert store.take_key(SCOPE, "k", "inv_holder") is not None
     store.enqueue(SCOPE, "k", "0001", "inv_next")
     before = store.request_count
 
@@ -145,29 +155,29 @@ def test_large_values_are_stored_apart_and_read_with_one_batch(store: Store) -> 
 
 
 def test_replacing_or_removing_a_large_value_deletes_its_item(store: Store) -> None:
-    store.put_state(SCOPE, "k", b"big", b"1" * 40_000)
-    store.put_state(SCOPE, "k", b"big", b"2" * 40_000)
+    put_state(store, SCOPE, "k", b"big", b"1" * 40_000)
+    put_state(store, SCOPE, "k", b"big", b"2" * 40_000)
     if (dynamodb := as_dynamodb(store)) is not None:
         assert len(raw_partition(dynamodb, pk("k"))) == 2
     assert store.load_state(SCOPE, "k") == {b"big": b"2" * 40_000}
 
-    store.put_state(SCOPE, "k", b"big", b"small now")
+    put_state(store, SCOPE, "k", b"big", b"small now")
     if (dynamodb := as_dynamodb(store)) is not None:
         assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
-    store.put_state(SCOPE, "k", b"big", b"3" * 40_000)
-    store.delete_state(SCOPE, "k", b"big")
+    put_state(store, SCOPE, "k", b"big", b"3" * 40_000)
+    delete_state(store, SCOPE, "k", b"big")
     if (dynamodb := as_dynamodb(store)) is not None:
         assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
     assert store.load_state(SCOPE, "k") == {}
 
 
 def test_state_changes_fenced_by_the_key_need_its_holder(store: Store) -> None:
-    assert store.try_lock(SCOPE, "k", "inv_a")
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
 
     with pytest.raises(StoreConflict):
         store.apply_state(SCOPE, "k", {b"a": b"1"}, holder="inv_b")
     store.apply_state(SCOPE, "k", {b"a": b"2"}, holder="inv_a")
-    assert store.unlock(SCOPE, "k", "inv_a")
+    assert store.release_key(SCOPE, "k", "inv_a") is False
     with pytest.raises(StoreConflict):
         store.apply_state(SCOPE, "k", {b"a": b"3"}, holder="inv_a")
 
@@ -192,9 +202,9 @@ KEYS = [
 
 def test_keys_of_any_utf8_and_length_keep_separate_state_and_locks(store: Store) -> None:
     for i, key in enumerate(KEYS):
-        store.put_state(SCOPE, key, b"which", str(i).encode())
-        assert store.try_lock(SCOPE, key, f"inv_{i}")
-    store.put_state("Counter/a", "b", b"which", b"scope")  # scope and key do not run into each other
+        put_state(store, SCOPE, key, b"which", str(i).encode())
+        assert store.take_key(SCOPE, key, f"inv_{i}") is not None
+    put_state(store, "Counter/a", "b", b"which", b"scope")  # scope and key do not run into each other
 
     dynamodb = as_dynamodb(store)
     for i, key in enumerate(KEYS):
@@ -207,14 +217,14 @@ def test_keys_of_any_utf8_and_length_keep_separate_state_and_locks(store: Store)
     assert store.load_state(SCOPE, "a/b") == {b"which": b"1"}
 
 
-def test_try_lock_first_wins_and_the_holder_may_take_it_again(store: Store) -> None:
+def test_take_key_first_wins_and_the_holder_may_take_it_again(store: Store) -> None:
     assert store.lock_holder(SCOPE, "k") is None
     before = store.request_count
 
-    assert store.try_lock(SCOPE, "k", "inv_a") is True
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
     assert store.request_count == before + 1
-    assert store.try_lock(SCOPE, "k", "inv_b") is False
-    assert store.try_lock(SCOPE, "k", "inv_a") is True
+    assert store.take_key(SCOPE, "k", "inv_b") is None
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
 
     assert store.lock_holder(SCOPE, "k") == "inv_a"
     if (dynamodb := as_dynamodb(store)) is not None:
@@ -227,28 +237,28 @@ def test_try_lock_first_wins_and_the_holder_may_take_it_again(store: Store) -> N
         }
 
 
-def test_unlock_by_a_non_holder_is_false_and_changes_nothing(store: Store) -> None:
-    assert store.try_lock(SCOPE, "k", "inv_a")
+def test_release_key_by_a_non_holder_is_none_and_changes_nothing(store: Store) -> None:
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
 
-    assert store.unlock(SCOPE, "k", "inv_b") is False
+    assert store.release_key(SCOPE, "k", "inv_b") is None
     assert store.lock_holder(SCOPE, "k") == "inv_a"
 
-    assert store.unlock(SCOPE, "k", "inv_a") is True
+    assert store.release_key(SCOPE, "k", "inv_a") is False
     assert store.lock_holder(SCOPE, "k") is None
-    assert store.unlock(SCOPE, "k", "inv_a") is False  # released already
-    assert store.try_lock(SCOPE, "k", "inv_b") is True
+    assert store.release_key(SCOPE, "k", "inv_a") is None  # released already
+    assert store.take_key(SCOPE, "k", "inv_b") == {}
     assert store.lock_holder(SCOPE, "k") == "inv_b"
 
 
-def test_unlock_of_a_key_never_locked_is_false_and_writes_no_item(store: Store) -> None:
-    assert store.unlock(SCOPE, "k", "inv_a") is False
+def test_release_key_of_a_key_never_taken_is_none_and_writes_no_item(store: Store) -> None:
+    assert store.release_key(SCOPE, "k", "inv_a") is None
 
     if (dynamodb := as_dynamodb(store)) is not None:
         assert raw_item(dynamodb, pk("k"), "LOCK") == {}
 
 
 def test_take_key_takes_a_free_key_and_reads_its_state_in_one_write(store: Store) -> None:
-    store.put_state(SCOPE, "k", b"count", b"4")
+    put_state(store, SCOPE, "k", b"count", b"4")
     before = store.request_count
 
     assert store.take_key(SCOPE, "k", "inv_a") == {b"count": b"4"}
@@ -268,28 +278,28 @@ def test_take_key_never_passes_a_queued_call(store: Store) -> None:
 
 
 def test_queue_head_is_the_lowest_seq_and_grant_takes_it_out(store: Store) -> None:
-    assert store.enqueue(SCOPE, "k", "0000000003-00", "inv_c") is True  # nobody holds the key
+    store.enqueue(SCOPE, "k", "0000000003-00", "inv_c")
     store.enqueue(SCOPE, "k", "0000000001-00", "inv_a")
     store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")
     store.enqueue(SCOPE, "k", "0000000002-00", "inv_b")  # idempotent
     store.enqueue(SCOPE, "k2", "0000000000-00", "inv_other")
     before = store.request_count
 
-    assert store.inbox_head(SCOPE, "k") == ("0000000001-00", "inv_a")
+    assert store.key_status(SCOPE, "k")[1] == ("0000000001-00", "inv_a")
     assert store.request_count == before + 1
     assert store.grant_key(SCOPE, "k", "0000000002-00", "inv_b") is True  # any queued entry may be granted
     assert store.grant_key(SCOPE, "k", "0000000001-00", "inv_a") is False  # held
     assert store.key_status(SCOPE, "k") == ("inv_b", ("0000000001-00", "inv_a"))
-    assert store.enqueue(SCOPE, "k", "0000000004-00", "inv_d") is False  # held
+    store.enqueue(SCOPE, "k", "0000000004-00", "inv_d")
     assert store.release_key(SCOPE, "k", "inv_b") is True  # others wait
     assert store.grant_key(SCOPE, "k", "0000000002-00", "inv_b") is False  # granted once only
     store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")
     store.dequeue(SCOPE, "k", "0000000001-00", "inv_a")  # idempotent
-    assert store.inbox_head(SCOPE, "k") == ("0000000003-00", "inv_c")
+    assert store.key_status(SCOPE, "k")[1] == ("0000000003-00", "inv_c")
     store.dequeue(SCOPE, "k", "0000000003-00", "inv_c")
     store.dequeue(SCOPE, "k", "0000000004-00", "inv_d")
-    assert store.inbox_head(SCOPE, "k") is None
-    assert store.inbox_head(SCOPE, "k2") == ("0000000000-00", "inv_other")
+    assert store.key_status(SCOPE, "k")[1] is None
+    assert store.key_status(SCOPE, "k2")[1] == ("0000000000-00", "inv_other")
     if (dynamodb := as_dynamodb(store)) is not None:
         assert "queued" not in raw_item(dynamodb, pk("k"), "LOCK")  # an empty set is no attribute: free again
     assert store.take_key(SCOPE, "k", "inv_e") == {}
@@ -363,13 +373,13 @@ def test_promise_waiters_are_listed_per_name_once_each(store: Store) -> None:
 
 
 def test_expire_keyed_sets_the_ttl_of_every_item_of_the_key_only(store: Store) -> None:
-    store.put_state("Signup", "wf", b"a", b"1")
-    store.put_state("Signup", "wf", b"b", b"2", expires_at_s=5)
-    assert store.try_lock("Signup", "wf", "inv_run")
+    put_state(store, "Signup", "wf", b"a", b"1")
+    put_state(store, "Signup", "wf", b"b", b"2", expires_at_s=5)
+    assert store.take_key("Signup", "wf", "inv_run") is not None
     store.enqueue("Signup", "wf", "0001", "inv_q")
     store.complete_promise("Signup", "wf", "p", PromiseRecord(b"v", None, "inv_run:2"))
     store.add_promise_waiter("Signup", "wf", "p", "inv_w")
-    store.put_state("Signup", "wf-other", b"a", b"1")
+    put_state(store, "Signup", "wf-other", b"a", b"1")
     before = store.request_count
 
     store.expire_keyed("Signup", "wf", 1_900_000_000)

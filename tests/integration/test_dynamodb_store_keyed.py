@@ -9,12 +9,15 @@ concurrent writers are tested in `tests/races/`.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import boto3
+import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
-from control_plane.ports import InvocationRecord
+from control_plane.keyed import Keys
+from control_plane.ports import InvocationRecord, StoreConflict, SystemClock
 
 SCOPE = "Counter"
 KEYED_INVOCATION = InvocationRecord(
@@ -75,7 +78,7 @@ def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, A
 
 
 def test_small_state_lives_on_the_key_item_which_hashes_the_key_and_keeps_raw_attributes(store: DynamoDBStore) -> None:
-    store.put_state(SCOPE, "user/7", b"count", b"\x00\x07", expires_at_s=1_900_000_000)
+    store.apply_state(SCOPE, "user/7", {b"count": b"\x00\x07"}, expires_at_s=1_900_000_000)
 
     item = raw_item(store, f"OBJ#Counter#{h('user/7')}", "LOCK")
     assert item == {
@@ -101,3 +104,94 @@ def test_invocation_without_the_keyed_attributes_reads_the_defaults(store: Dynam
 
     assert record is not None
     assert (record.service_type, record.handler_type, record.inbox_seq) == ("SERVICE", "", "")
+
+
+def test_a_large_value_replaced_between_the_reads_of_load_state_is_read_again(store: DynamoDBStore) -> None:
+    # the holder writes a large value (stored apart), then a shared reader reads LOCK; before it reads
+    # the value stored apart, the holder replaces it, which deletes the item the reader's LOCK refers to
+    assert store.take_key(SCOPE, "k", "inv_holder") == {}
+    store.apply_state(SCOPE, "k", {b"big": b"1" * 40_000, b"small": b"s"}, holder="inv_holder")
+    read_key = store._get_key
+    rewrites = []
+
+    def get_key_then_the_holder_writes(scope: str, key: str, **kwargs: bool) -> dict[str, Any]:
+        item = read_key(scope, key, **kwargs)
+        if not rewrites:
+            rewrites.append(1)
+            store.apply_state(SCOPE, "k", {b"big": b"2" * 40_000}, holder="inv_holder")
+        return item
+
+    store._get_key = get_key_then_the_holder_writes  # type: ignore[method-assign]
+
+    assert store.load_state(SCOPE, "k") == {b"big": b"2" * 40_000, b"small": b"s"}
+    assert rewrites == [1]
+
+
+class _Wakes:
+    """A scheduler that records which invocations were woken."""
+
+    def __init__(self) -> None:
+        self.now: list[str] = []
+
+    def wake_now(self, invocation_id: str) -> None:
+        self.now.append(invocation_id)
+
+    def wake_at(self, invocation_id: str, due_ms: int) -> None:
+        pass
+
+
+def test_a_release_retried_after_its_first_attempt_landed_still_hands_the_key_on(store: DynamoDBStore) -> None:
+    holder = replace(KEYED_INVOCATION, invocation_id="inv_holder", status="completed", inbox_seq="")
+    waiting = replace(KEYED_INVOCATION, invocation_id="inv_waiting")
+    store.create_invocation(holder)
+    store.create_invocation(waiting)
+    assert store.take_key(SCOPE, "user-7", "inv_holder") == {}
+    store.enqueue(SCOPE, "user-7", waiting.inbox_seq, "inv_waiting")
+    dispatch = store._connection.connection.dispatch
+
+    def release_lands_then_is_retried(operation: str, kwargs: dict[str, Any]) -> Any:
+        if operation == "UpdateItem" and kwargs["UpdateExpression"].endswith("REMOVE #holder"):
+            dispatch(operation, kwargs)  # lands; its answer is lost (timeout), the client sends it again
+        return dispatch(operation, kwargs)
+
+    store._connection.connection.dispatch = release_lands_then_is_retried  # type: ignore[method-assign]
+    wakes = _Wakes()
+
+    Keys(store, wakes, SystemClock()).release(holder)
+
+    assert store.key_status(SCOPE, "user-7") == ("inv_waiting", None)
+    assert wakes.now == ["inv_waiting"]
+    assert store.get_invocation("inv_waiting").status == "ready"  # type: ignore[union-attr]
+
+
+def test_a_fenced_out_state_write_leaves_no_value_stored_apart(store: DynamoDBStore) -> None:
+    assert store.take_key(SCOPE, "k", "inv_holder") == {}
+    store.apply_state(SCOPE, "k", {b"big": b"1" * 40_000}, holder="inv_holder")
+
+    with pytest.raises(StoreConflict):  # e.g. a killed invocation's late worker
+        store.apply_state(SCOPE, "k", {b"big": b"1" * 40_000, b"other": b"2" * 40_000}, holder="inv_late")
+
+    # its own new value is deleted again; the same value the holder wrote (same item) is kept
+    assert sorted(raw_partition(store, pk("k"))) == sorted(["LOCK", f"S#{h(b'big')}#{h(b'1' * 40_000)[:32]}"])
+    assert store.load_state(SCOPE, "k") == {b"big": b"1" * 40_000}
+
+
+def test_lock_and_queue_look_ups_do_not_read_the_state(store: DynamoDBStore) -> None:
+    assert store.take_key(SCOPE, "k", "inv_holder") == {}
+    store.apply_state(SCOPE, "k", {b"count": b"x" * 50_000}, holder="inv_holder")
+    store.enqueue(SCOPE, "k", "0001", "inv_next")
+    dispatch = store._connection.connection.dispatch
+    reads: list[dict[str, Any]] = []
+
+    def recording(operation: str, kwargs: dict[str, Any]) -> Any:
+        answer = dispatch(operation, kwargs)
+        if operation == "GetItem":
+            reads.append(answer.get("Item", {}))
+        return answer
+
+    store._connection.connection.dispatch = recording  # type: ignore[method-assign]
+
+    assert store.key_status(SCOPE, "k") == ("inv_holder", ("0001", "inv_next"))
+    assert store.lock_holder(SCOPE, "k") == "inv_holder"
+
+    assert [sorted(item) for item in reads] == [["holder", "queued"]] * 2  # projected: no state attribute

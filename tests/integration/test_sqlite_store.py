@@ -21,7 +21,7 @@ def test_the_file_is_in_wal_mode_and_outlives_the_store(tmp_path: Path) -> None:
     first.ensure_schema()
     first.create_invocation(invocation("inv_1"))
     first.put_timer(5_000, "inv_1")
-    first.put_state("Counter", "k", b"count", b"3")
+    first.apply_state("Counter", "k", {b"count": b"3"})
     first.close()
 
     with sqlite3.connect(path) as raw:

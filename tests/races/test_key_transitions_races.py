@@ -180,7 +180,7 @@ def _release_meets_enqueues(store: Store, round_: int) -> None:
     new_holder, _ = store.key_status("Counter", key)
     assert set(wakes.now) == {new_holder}, (wakes.now, new_holder)  # exactly one granted and woken
     queued = []
-    while (head := store.inbox_head("Counter", key)) is not None:
+    while (head := store.key_status("Counter", key)[1]) is not None:
         queued.append(head[1])
         store.dequeue("Counter", key, *head)
     assert sorted([new_holder, *queued]) == sorted(w.invocation_id for w in waiting)

@@ -65,5 +65,4 @@ def test_concurrent_exclusive_calls_on_one_key_run_one_at_a_time_in_full(dev: De
     spans = sorted((e["start"], e["end"]) for e in read_side_effects(effects_file) if e.get("key") == key)
     assert len(spans) == CALLS
     assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
-    assert dev.store.lock_holder("Counter", key) is None
-    assert dev.store.inbox_head("Counter", key) is None
+    assert dev.store.key_status("Counter", key) == (None, None)

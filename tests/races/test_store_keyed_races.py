@@ -25,16 +25,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return store_of_param(request, tmp_path, "dynalite_endpoint")
 
 
-def test_exactly_one_try_lock_on_a_free_key_wins(store: Store) -> None:
-    for round_ in range(ROUNDS):
-        key = f"user-{round_}"
-
-        results = race(THREADS, lambda i, key=key: store.try_lock("Counter", key, f"inv_{i}"))
-
-        assert sorted(results, key=repr) == [False] * (THREADS - 1) + [True], results
-        assert store.lock_holder("Counter", key) == f"inv_{results.index(True)}"
-
-
 def test_concurrent_promise_completions_all_return_the_stored_first(store: Store) -> None:
     for round_ in range(ROUNDS):
         key = f"wf-{round_}"
