@@ -771,7 +771,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         First one conditional UpdateItem on `META`: if the invocation is completed and its
         `journal_expires_at_ms` is still `due.journal_expires_at_ms`, remove that field and move the
         invocation in `by_expiry` to the end of its record's retention (`due.expires_at_s`; out of
-        the index if 0). Then the deletes (`delete_journal`). A crash between the two leaves the
+        the index if 0). Then the deletes (the deletes). A crash between the two leaves the
         journal items for the record's removal, which deletes the whole partition.
 
         Returns:
