@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,7 +161,7 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
         _wait_http(f"{services_url}/discover", 30, services_process, "the example services")
         _wait_http(f"{admin}/health", 60, torpor_process, "torpor dev")
         console.print(f"[bold]torpor dev[/] ingress {ingress}, admin {admin}; example services at {services_url}")
-        console.print(f"logs in {workdir}\n")
+        console.print(f"logs and data in {workdir} (removed when the demo passes)\n")
 
         reply = httpx.post(f"{admin}/deployments", json={"uri": services_url}, timeout=30)
         reply.raise_for_status()
@@ -222,8 +223,12 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
         steps = [e for e in read_side_effects(effects) if e.get("service") == "Steps" and e["handler"] == "ten_steps"]
         console.print(f"ctx.run closures of Steps/ten_steps executed: {len(steps)} (each step once)")
         failures += len(steps) != 10
-    console.print("\n[bold green]demo finished[/]" if not failures else f"\n[bold red]{failures} check(s) failed[/]")
-    return 1 if failures else 0
+    if failures:
+        console.print(f"\n[bold red]{failures} check(s) failed[/]; logs and data kept in {workdir}")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)  # a run that passed leaves nothing behind
+    console.print("\n[bold green]demo finished[/]")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -325,7 +325,10 @@ class DevServer:
                 self._store = SQLiteStore(path)
                 self._store.ensure_schema()
             except (OSError, sqlite3.Error) as exc:
-                raise DevServerError(f"cannot open the SQLite store {path}: {exc}; check --data-dir") from exc
+                raise DevServerError(
+                    f"cannot open the SQLite store {path}: {exc}; make it writable, move it away to start "
+                    "afresh, or pick another --data-dir (--in-memory for a throwaway run)"
+                ) from exc
             return
         credentials: dict[str, str | None] = {"aws_access_key_id": None, "aws_secret_access_key": None}
         if self._external_endpoint is None:

@@ -72,6 +72,12 @@ _REQUIRED = frozenset(
 )
 _BLOBS = ("input_entry", "output")
 
+APPLICATION_ID = 0x546F7270
+"""SQLite's `PRAGMA application_id` of a Torpor store ("Torp"): a file without it and with other
+tables is another program's, and is refused."""
+SCHEMA_VERSION = 1
+"""`PRAGMA user_version` of the tables below; a file with a higher one was written by a newer Torpor."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS invocations (
     invocation_id TEXT PRIMARY KEY,
@@ -263,9 +269,23 @@ class SQLiteStore(KeyedTables, RegistryTables):
                 self._db.execute("COMMIT")
 
     def _ensure_tables(self) -> None:
-        if not self._schema_ready:
-            self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA)
-            self._schema_ready = True
+        if self._schema_ready:
+            return
+        application_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        ours = application_id == APPLICATION_ID or (application_id == 0 and (not tables or "invocations" in tables))
+        if not ours:
+            raise sqlite3.DatabaseError(f"{self.path} is not a Torpor store (another program's SQLite file)")
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"{self.path} was written by a newer Torpor (schema {version}; this one knows {SCHEMA_VERSION})"
+            )
+        self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA)
+        # a write: a file this process cannot write fails here, at start, not at the first request
+        self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._schema_ready = True
 
     def ensure_schema(self) -> None:
         """Create the tables and indexes if they are missing (idempotent, also across processes)."""
@@ -295,7 +315,8 @@ class SQLiteStore(KeyedTables, RegistryTables):
         return row
 
     def create_invocation(self, invocation: InvocationRecord) -> None:
-        """Insert a new invocation, if no invocation with its id exists.
+        """Insert a new invocation, if no invocation with its id exists. Its `requests` (the AWS
+        requests the engine counts for DynamoDB) are dropped: this store makes none.
 
         Raises:
             StoreConflict: An invocation with this id exists already (nothing was written).
@@ -306,6 +327,7 @@ class SQLiteStore(KeyedTables, RegistryTables):
                 f"the request ({len(invocation.input_entry)} bytes of input) does not fit in one DynamoDB item "
                 "(400 KB, 409,600 bytes, with the invocation's other fields); send a smaller body"
             )
+        invocation = dataclasses.replace(invocation, requests=None)
         due = _retention_due_ms(invocation.journal_expires_at_ms, invocation.expires_at_s)
         with self._write("create_invocation") as db:
             if self._get_row(db, invocation.invocation_id) is not None:

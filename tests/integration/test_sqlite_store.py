@@ -4,10 +4,13 @@ connections on that file (two `torpor dev` processes on one data directory)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
-from adapters.local.sqlite_store import SQLiteStore
+import pytest
+
+from adapters.local.sqlite_store import APPLICATION_ID, SCHEMA_VERSION, SQLiteStore
 from control_plane.ports import InvocationRecord, JournalBatch, StoreConflict
 from tests.helpers.race import race
 from tests.helpers.records import RUNNABLE, invocation
@@ -55,3 +58,32 @@ def test_two_stores_on_one_file_take_a_lease_and_commit_an_index_once(tmp_path: 
         assert (loaded.record.epoch, [b.entries for b in loaded.batches]) == (1, [bytes([commits.index(None)])])
     for store in stores:
         store.close()
+
+
+def test_another_programs_sqlite_file_or_a_newer_torpors_is_refused_at_start(tmp_path: Path) -> None:
+    other = tmp_path / "other.sqlite3"
+    with sqlite3.connect(other) as raw:
+        raw.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    with pytest.raises(sqlite3.DatabaseError, match="is not a Torpor store"):
+        SQLiteStore(other).ensure_schema()
+
+    newer = tmp_path / "newer.sqlite3"
+    SQLiteStore(newer).ensure_schema()
+    with sqlite3.connect(newer) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(sqlite3.DatabaseError, match="written by a newer Torpor"):
+        SQLiteStore(newer).ensure_schema()
+
+    with sqlite3.connect(newer) as raw:  # marked as Torpor's: its own file opens again
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        assert raw.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    SQLiteStore(newer).ensure_schema()
+
+
+def test_the_sqlite_store_records_no_aws_requests(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "torpor.sqlite3")
+    store.ensure_schema()
+    store.create_invocation(dataclasses.replace(invocation("inv_1"), requests={"dynamodb PutItem META": 1}))
+    stored = store.get_invocation("inv_1")
+    assert stored is not None
+    assert stored.requests is None  # describe shows no AWS cost for a local run
