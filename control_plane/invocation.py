@@ -263,11 +263,7 @@ class Engine:
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
             trace_id=trace_id or trace_id_from(headers),
-            requests={
-                "dynamodb PutItem META": 1,
-                **({"dynamodb PutItem": 1} if delayed else {}),
-                **({"dynamodb UpdateItem": 1} if on_key else {}),
-            },
+            requests=dict(self.store.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
             self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)

@@ -232,6 +232,13 @@ class Store(Protocol):
     def create_invocation(self, invocation: InvocationRecord) -> None:
         """Put a new invocation; `StoreConflict` if the id exists already."""
 
+    def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
+        """The AWS requests creating an invocation costs, by kind (`observability.record` names), for
+        its `requests` field, written with it (the meter cannot count a write before it is made):
+        the record, a delayed start's timer, taking an object key. Empty for a store that makes none.
+        """
+        ...
+
     def get_invocation(self, invocation_id: str) -> InvocationRecord | None: ...
 
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:

@@ -398,6 +398,15 @@ class DynamoDBStore(KeyedStore, RegistryStore):
 
     # --- invocations -----------------------------------------------------------------------------
 
+    def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
+        """The DynamoDB requests of creating an invocation: its record (PutItem META), a delayed
+        start's timer (PutItem), taking its object key (UpdateItem)."""
+        return {
+            "dynamodb PutItem META": 1,
+            **({"dynamodb PutItem": 1} if delayed else {}),
+            **({"dynamodb UpdateItem": 1} if on_key else {}),
+        }
+
     def create_invocation(self, invocation: InvocationRecord) -> None:
         """Put a new invocation's metadata item, if no invocation with its id exists.
 

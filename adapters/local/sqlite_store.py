@@ -314,9 +314,12 @@ class SQLiteStore(KeyedTables, RegistryTables):
         ).fetchone()
         return row
 
+    def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
+        """None: a local file costs no AWS requests (see `Store.creation_requests`)."""
+        return {}
+
     def create_invocation(self, invocation: InvocationRecord) -> None:
-        """Insert a new invocation, if no invocation with its id exists. Its `requests` (the AWS
-        requests the engine counts for DynamoDB) are dropped: this store makes none.
+        """Insert a new invocation, if no invocation with its id exists.
 
         Raises:
             StoreConflict: An invocation with this id exists already (nothing was written).
@@ -327,7 +330,6 @@ class SQLiteStore(KeyedTables, RegistryTables):
                 f"the request ({len(invocation.input_entry)} bytes of input) does not fit in one DynamoDB item "
                 "(400 KB, 409,600 bytes, with the invocation's other fields); send a smaller body"
             )
-        invocation = dataclasses.replace(invocation, requests=None)
         due = _retention_due_ms(invocation.journal_expires_at_ms, invocation.expires_at_s)
         with self._write("create_invocation") as db:
             if self._get_row(db, invocation.invocation_id) is not None:
