@@ -1,15 +1,18 @@
 """Where the time of an invocation goes in `torpor dev`: the store, the handler, Torpor's own code.
 
-    python -m bench.breakdown [--calls 100] [--profile-calls 30] [--quick]
+    python -m bench.breakdown [--calls 100] [--profile-calls 30] [--store sqlite|moto|dynalite] [--quick]
 
-The control plane runs in this process with `torpor dev`'s wiring (`DevServer`), DynamoDB is a moto
-server in its own process (`--store dynalite`: dynalite), the example services another
+The control plane runs in this process with `torpor dev`'s wiring (`DevServer`), on its default
+store, SQLite in a fresh data directory under `.cache/bench` (`--store moto` / `--store dynalite`:
+DynamoDB on a moto server or dynalite in its own process), the example services another
 (`python -m examples.serve`), and `hey` sends sequential calls from a fourth. Counters, no
 profiler, give the figures per invocation:
 
 - **store**: every DynamoDB request passes through the store's connection (`dispatch`), timed there
   (wall time, and this thread's CPU time: botocore's signing, serialising and parsing); the store
-  process's own CPU is shown apart (in production that work is DynamoDB's);
+  process's own CPU is shown apart (in production that work is DynamoDB's). On SQLite every call of
+  a `Store` port method is timed instead (the outermost one, if one calls another): SQLite's work
+  is in this process, so it is all in "store client CPU";
 - **handler**: every request to the deployment passes through `invoker.request`, timed the same
   way (wall: the handler's answer time as Torpor sees it; CPU: httpx on Torpor's side); the handler
   process's CPU is shown apart;
@@ -29,7 +32,9 @@ import cProfile
 import logging
 import os
 import pstats
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -37,7 +42,8 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.local.dev import DevServer
-from bench.common import cpu_seconds, hey, load, store, summary
+from bench.common import CACHE, STORES, cpu_seconds, hey, load, store, summary
+from control_plane.ports import Store
 from control_plane.settings import Settings
 from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.services import serve_examples
@@ -56,15 +62,21 @@ class Meter:
         self._lock = threading.Lock()
         self.totals: Counter[str] = Counter()
 
-    def wrap(self, bucket: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """`fn`, counted into `bucket`."""
+    def wrap(self, bucket: str, fn: Callable[..., Any], nested: threading.local | None = None) -> Callable[..., Any]:
+        """`fn`, counted into `bucket`; with `nested` (shared by the wrapped functions), only the outermost call."""
 
         def counted(*args: Any, **kwargs: Any) -> Any:
+            if nested is not None and getattr(nested, "depth", 0):
+                return fn(*args, **kwargs)
+            if nested is not None:
+                nested.depth = 1
             wall, cpu = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+                if nested is not None:
+                    nested.depth = 0
                 with self._lock:
                     self.totals.update({f"{bucket} calls": 1, f"{bucket} wall": wall, f"{bucket} cpu": cpu})
 
@@ -97,11 +109,18 @@ def measure(dev: DevServer, meter: Meter, pids: dict[str, int], path: str, body:
         "handler cpu": d["handler cpu"] * 1000,
         "torpor cpu": cpu["torpor"] - (d["store cpu"] + d["handler cpu"]) * 1000,
         "torpor process cpu": cpu["torpor"],
-        "store process cpu": cpu["store"],
+        "store process cpu": cpu.get("store", 0.0),
         "handler process cpu": cpu["handler"],
         "errors": run.errors,
         **{f"op {op}": n / calls for op, n in sorted(ops.items()) if n},
     }
+
+
+def stop(dev: DevServer) -> None:
+    """Stop `dev` and remove its SQLite data directory, if it has one."""
+    dev.stop()
+    if dev.data_dir is not None:
+        shutil.rmtree(dev.data_dir, ignore_errors=True)
 
 
 def package(filename: str) -> str:
@@ -135,7 +154,7 @@ def profile(dev_factory: Callable[[], DevServer], services_url: str, calls: int)
             dev.control_plane.registry.register(services_url)
             hey(dev.ingress_url + "/Steps/ten_steps", '"b"', requests=calls)
         finally:
-            dev.stop()
+            stop(dev)
     finally:
         threading.setprofile(None)  # type: ignore[arg-type]
     by_package: Counter[str] = Counter()
@@ -152,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=100, help="sequential calls per workload (default 100)")
     parser.add_argument("--profile-calls", type=int, default=30, help="10-step calls under cProfile (default 30)")
-    parser.add_argument("--store", choices=("moto", "dynalite"), default="moto", help="DynamoDB (default moto)")
+    parser.add_argument("--store", choices=STORES, default="sqlite", help="Torpor's store (default sqlite)")
     parser.add_argument("--quick", action="store_true", help="20 calls per workload, 10 under the profiler")
     args = parser.parse_args(argv)
     if args.quick:
@@ -163,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     with serve_examples() as (services_url, services), store(args.store) as (dynamodb, store_pid):
 
         def dev_factory() -> DevServer:
+            if dynamodb is None:
+                CACHE.mkdir(parents=True, exist_ok=True)
+                data_dir = tempfile.mkdtemp(prefix="breakdown-", dir=CACHE)
+                return DevServer(ingress_port=0, admin_port=0, data_dir=data_dir, settings=Settings()).start()
             table = unique_table_name("bench")
             dev = DevServer(ingress_port=0, admin_port=0, dynamodb_endpoint=dynamodb, table=table, settings=Settings())
             return dev.start()
@@ -170,15 +193,22 @@ def main(argv: list[str] | None = None) -> int:
         dev = dev_factory()
         meter = Meter()
         try:
-            connection: Any = dev.store._connection.connection  # every DynamoDB request goes through dispatch
-            connection.dispatch = meter.wrap("store", connection.dispatch)
+            if dynamodb is None:  # SQLite: every port method, the outermost call only
+                nested = threading.local()
+                for name in [n for n in vars(Store) if not n.startswith("_") and callable(getattr(dev.store, n, None))]:
+                    setattr(dev.store, name, meter.wrap("store", getattr(dev.store, name), nested))
+            else:
+                connection: Any = dev.store._connection.connection  # every DynamoDB request goes through dispatch
+                connection.dispatch = meter.wrap("store", connection.dispatch)
             invoker: Any = dev.invoker  # every request to a deployment goes through request
             invoker.request = meter.wrap("handler", invoker.request)
             dev.control_plane.registry.register(services_url)
-            pids = {"torpor": os.getpid(), "store": store_pid, "handler": services.pid}
+            pids = {"torpor": os.getpid(), "handler": services.pid}
+            if store_pid is not None:
+                pids["store"] = store_pid
             rows = {name: measure(dev, meter, pids, path, body, args.calls) for name, (path, body) in WORKLOADS.items()}
         finally:
-            dev.stop()
+            stop(dev)
         shares = profile(dev_factory, services_url, args.profile_calls)
     print(f"after: {load()}")
     print_tables(args.calls, rows, shares)
@@ -199,7 +229,7 @@ def print_tables(calls: int, rows: dict[str, dict[str, float]], shares: list[tup
         columns += [r["store process cpu"], r["handler process cpu"]]
         print(f"| {name} | " + " | ".join(f"{x:.1f}" for x in columns) + " |")
     ops = sorted({k for r in rows.values() for k in r if k.startswith("op ")})
-    print("\nDynamoDB requests per invocation, by operation (` META`: on the invocation record)\n")
+    print("\nStore requests per invocation, by operation (DynamoDB: ` META` is on the invocation record)\n")
     print("| operation | " + " | ".join(rows) + " |\n" + "| --- " * (len(rows) + 1) + "|")
     for op in ops:
         print(f"| {op[3:]} | " + " | ".join(f"{r.get(op, 0):.2f}" for r in rows.values()) + " |")

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -165,18 +166,33 @@ def dynalite() -> Iterator[tuple[str, int]]:
         stop_process(process)  # type: ignore[arg-type]
 
 
+@contextmanager
+def sqlite() -> Iterator[tuple[None, None]]:
+    """No store process: `torpor dev` on its default store, SQLite inside its own process: (None, None)."""
+    yield None, None
+
+
+STORES = ("sqlite", "moto", "dynalite")
+"""The stores a benchmark can run `torpor dev` on (`store(name)`)."""
+
+
 def store(name: str) -> Any:
-    """The DynamoDB endpoint to use: `moto()` or `dynalite()`."""
-    return {"moto": moto, "dynalite": dynalite}[name]()
+    """Torpor's store for `torpor_dev`: `sqlite()`, `moto()` or `dynalite()`, each (endpoint URL, pid).
+
+    For "sqlite" both are None: the store is a file `torpor dev` opens itself, its CPU is that process's.
+    """
+    return {"sqlite": sqlite, "moto": moto, "dynalite": dynalite}[name]()
 
 
 @dataclass
 class TorporDev:
-    """A running `torpor dev` process: its URLs and process."""
+    """A running `torpor dev` process: its URLs, process and (SQLite) data directory."""
 
     ingress_url: str
     admin_url: str
     process: subprocess.Popen[bytes]
+    data_dir: Path | None = None
+    """The SQLite store's data directory, None when the store is DynamoDB."""
 
     def register(self, services_url: str) -> None:
         """Register the deployment at `services_url` through the admin API."""
@@ -184,24 +200,32 @@ class TorporDev:
 
 
 @contextmanager
-def torpor_dev(dynamodb_endpoint: str, *, workers: int = 32) -> Iterator[TorporDev]:
-    """`torpor dev` in its own process on free loopback ports, its table on `dynamodb_endpoint`.
+def torpor_dev(dynamodb_endpoint: str | None, *, workers: int = 32) -> Iterator[TorporDev]:
+    """`torpor dev` in its own process on free loopback ports.
 
-    The store is a moto server in another process (`moto()`), as DynamoDB is
-    another machine in production; the embedded moto of plain `torpor dev` would share this
-    process's GIL. Logs go to `.cache/bench/torpor-dev.log`.
+    With `dynamodb_endpoint` None, on its default store (SQLite) in a fresh data directory under
+    `.cache/bench`, removed when it stops; else its table is on that DynamoDB (a moto server or
+    dynalite in another process: `moto()`, `dynalite()`, as DynamoDB is another machine in
+    production). Logs go to `.cache/bench/torpor-dev.log`.
     """
     ingress, admin = free_port(), free_port()
     CACHE.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "adapters.cli", "dev", "--ingress-port", str(ingress), "--admin-port", str(admin)]
-    command += ["--dynamodb-endpoint", dynamodb_endpoint, "--table", f"bench-{uuid.uuid4().hex[:8]}"]
+    data_dir = None
+    if dynamodb_endpoint is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="torpor-dev-", dir=CACHE))
+        command += ["--data-dir", str(data_dir)]
+    else:
+        command += ["--dynamodb-endpoint", dynamodb_endpoint, "--table", f"bench-{uuid.uuid4().hex[:8]}"]
     command += ["--workers", str(workers)]
     env = {**os.environ, **DUMMY_AWS_ENV, "PYTHONPATH": str(REPO_ROOT)}
     with open(CACHE / "torpor-dev.log", "ab") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)  # type: ignore[arg-type]
-    dev = TorporDev(f"http://127.0.0.1:{ingress}", f"http://127.0.0.1:{admin}", process)
+    dev = TorporDev(f"http://127.0.0.1:{ingress}", f"http://127.0.0.1:{admin}", process, data_dir)
     try:
         wait_http(dev.admin_url + "/health", 60, process)
         yield dev
     finally:
         stop_process(process)  # type: ignore[arg-type]
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)

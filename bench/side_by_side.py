@@ -1,10 +1,12 @@
 """Torpor beside Restate: the same example app driven through `torpor dev` and through `restate-server`.
 
-    python -m bench.side_by_side [--rounds 5] [--calls 40] [--sleeps 10] [--load-s 15] [--load-rounds 2] [--quick]
+    python -m bench.side_by_side [--rounds 5] [--calls 40] [--sleeps 10] [--load-s 15] [--load-rounds 2]
+                                 [--store sqlite|moto|dynalite] [--quick]
 
 One process of the example services (`python -m examples.serve`: hypercorn, HTTP/1.1,
-request/response) serves both systems. `torpor dev` runs in its own process with a moto server as
-DynamoDB (another process; `--store dynalite` for dynalite instead); `restate-server` 1.7.12 is installed from npm into
+request/response) serves both systems. `torpor dev` runs in its own process on its default store,
+SQLite, in a fresh data directory under `.cache/bench` (`--store moto` or `--store dynalite`: on a
+moto server or dynalite as DynamoDB, in another process); `restate-server` 1.7.12 is installed from npm into
 `.cache/bench/restate` on first use, started on loopback with its data in a fresh folder there, and
 the deployment is registered through its admin API with `"use_http_11": true`. All ports are free
 ones picked at start, so nothing clashes with another `torpor dev` or Restate on the machine.
@@ -17,7 +19,8 @@ the client is `hey` (its own process):
 - ten `ctx.run` steps: `Steps/ten_steps`, sequential;
 - sleep lateness: `Waits/sleep` 1000 ms, `--sleeps` calls at once; lateness = answer time - 1 s;
 - throughput: `Steps/one_step`, 32 concurrent clients for `--load-s` seconds; CPU per call is the
-  CPU time of the orchestrator's processes (torpor dev + its store; restate-server) over the calls.
+  CPU time of the orchestrator's processes (torpor dev, plus the moto or dynalite process if it is
+  one; restate-server) over the calls.
 """
 
 from __future__ import annotations
@@ -36,7 +39,19 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.common import CACHE, HeyRun, cpu_seconds, free_port, hey, load, store, summary, torpor_dev, wait_http
+from bench.common import (
+    CACHE,
+    STORES,
+    HeyRun,
+    cpu_seconds,
+    free_port,
+    hey,
+    load,
+    store,
+    summary,
+    torpor_dev,
+    wait_http,
+)
 from tests.helpers.services import serve_examples, stop_process
 
 RESTATE_VERSION = "1.7.12"
@@ -124,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sleeps", type=int, default=10, help="concurrent 1 s sleeps per round (default 10)")
     parser.add_argument("--load-s", type=float, default=15, help="seconds of each throughput run (default 15)")
     parser.add_argument("--load-rounds", type=int, default=2, help="throughput runs per system (default 2)")
-    parser.add_argument(
-        "--store", choices=("moto", "dynalite"), default="moto", help="Torpor's DynamoDB (default moto)"
-    )
+    parser.add_argument("--store", choices=STORES, default="sqlite", help="Torpor's store (default sqlite)")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 10 calls, 1 throughput run of 5 s")
     args = parser.parse_args(argv)
     if args.quick:
@@ -141,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         dev.register(services_url)
         restate.register(services_url)
         systems = {
-            "torpor": (dev.ingress_url, [dev.process.pid, store_pid]),
+            "torpor": (dev.ingress_url, [pid for pid in (dev.process.pid, store_pid) if pid is not None]),
             "restate": (restate.ingress_url, [restate.process.pid]),
         }
         samples, runs, cpu_ms = measure(args, systems)
