@@ -26,6 +26,7 @@ suspend, complete, retry or fail). Its collaborators, each in its own module:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -46,7 +47,7 @@ from control_plane.attempt import (
     without_handled_cancel,
 )
 from control_plane.effects import Effects
-from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
 from control_plane.journal import Journal, awaited, notification_key
@@ -530,7 +531,22 @@ class Engine:
             self.effects.apply(held, start)
         except StoreConflict:  # it lost its key: killed meanwhile
             return Outcome.LEASE_LOST
+        if any(f.type in (MessageType.Call, MessageType.OneWayCall) for f in effectful):
+            return self._killed_while_calling(held)
         return False
+
+    def _killed_while_calling(self, held: Held) -> Outcome | bool:
+        """After creating callees: a kill that came between the epoch check and their creation read
+        the journal when they did not exist yet, so it could not kill them; kill them now. One read
+        per commit with a Call or OneWayCall. False if the lease is still ours."""
+        current = self.store.get_invocation(held.record.invocation_id)
+        if current is not None and current.epoch == held.record.epoch:
+            return False
+        if current is not None and current.completion == "killed":
+            for callee in self.operations.started_callees(held):
+                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
+                    self.operations.kill(callee.invocation_id)
+        return Outcome.LEASE_LOST
 
     def _keep_failed_run(self, held: Held, failure: AttemptFailure, pending: list[Frame]) -> Outcome | None:
         """Store what a failed attempt sent up to the Run command its ErrorMessage is about.
