@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import boto3
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
@@ -29,33 +28,11 @@ from control_plane.ports import (
     StoreConflict,
     StoredNotification,
 )
+from tests.helpers.dynamodb_items import as_dynamodb, partitions, raw_item
 from tests.helpers.records import EVERY_FIELD, RUNNABLE, deployment, invocation
 
 Store = DynamoDBStore | SQLiteStore
 DEFAULT_SHARDS = 16
-
-
-def as_dynamodb(store: Store) -> DynamoDBStore | None:
-    """The store if it is a `DynamoDBStore` (to check its item layout too), else None."""
-    return store if isinstance(store, DynamoDBStore) else None
-
-
-def raw_item(store: DynamoDBStore, pk: str, sk: str) -> dict[str, Any]:
-    """The item as DynamoDB holds it, read with a plain boto3 client (an independent witness)."""
-    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
-    item: dict[str, Any] = client.get_item(
-        TableName=store.table_name, Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True
-    ).get("Item", {})
-    return item
-
-
-def partitions(store: DynamoDBStore, prefix: str) -> set[str]:
-    """The partition keys of the table starting with `prefix` (a plain boto3 scan: an independent witness)."""
-    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
-    found: set[str] = set()
-    for page in client.get_paginator("scan").paginate(TableName=store.table_name, ProjectionExpression="PK"):
-        found |= {item["PK"]["S"] for item in page["Items"] if item["PK"]["S"].startswith(prefix)}
-    return found
 
 
 def assert_no_invocation(store: Store, invocation_id: str) -> None:

@@ -8,63 +8,17 @@ client as an independent witness. Concurrent writers are tested in `tests/races/
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-from typing import Any
 
-import boto3
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.sqlite_store import SQLiteStore
-from control_plane.ports import InvocationRecord, ItemTooLarge, LoadedInvocation, PromiseRecord, StoreConflict
+from control_plane.ports import ItemTooLarge, LoadedInvocation, PromiseRecord, StoreConflict
+from tests.helpers.dynamodb_items import as_dynamodb, h, object_pk, raw_item, raw_partition
+from tests.helpers.records import KEYED_INVOCATION
 
 Store = DynamoDBStore | SQLiteStore
 SCOPE = "Counter"
-
-
-def as_dynamodb(store: Store) -> DynamoDBStore | None:
-    """The store if it is a `DynamoDBStore` (to check its item layout too), else None."""
-    return store if isinstance(store, DynamoDBStore) else None
-
-
-def h(data: str | bytes) -> str:
-    """sha256 hex of `data` (UTF-8 for a string), as item keys hold it."""
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
-def pk(key: str, scope: str = SCOPE) -> str:
-    """The partition of `scope/key`."""
-    return f"OBJ#{scope}#{h(key)}"
-
-
-def client(store: DynamoDBStore) -> Any:
-    """A plain boto3 client on the store's endpoint."""
-    return boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
-
-
-def raw_item(store: DynamoDBStore, partition: str, sk: str) -> dict[str, Any]:
-    """The item as DynamoDB holds it ({} if absent)."""
-    item: dict[str, Any] = (
-        client(store)
-        .get_item(TableName=store.table_name, Key={"PK": {"S": partition}, "SK": {"S": sk}}, ConsistentRead=True)
-        .get("Item", {})
-    )
-    return item
-
-
-def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, Any]]:
-    """Every item of a partition, by sort key."""
-    pages = (
-        client(store)
-        .get_paginator("query")
-        .paginate(
-            TableName=store.table_name,
-            KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues={":pk": {"S": partition}},
-            ConsistentRead=True,
-        )
-    )
-    return {item["SK"]["S"]: item for page in pages for item in page["Items"]}
 
 
 def put_state(store: Store, scope: str, key: str, state_key: bytes, value: bytes, expires_at_s: int = 0) -> None:
@@ -99,7 +53,7 @@ def test_a_set_replaces_and_a_removal_removes_one_entry(store: Store) -> None:
 
     assert store.load_state(SCOPE, "k") == {b"a": b"3"}
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert "expires_at" not in raw_item(dynamodb, pk("k"), "LOCK")
+        assert "expires_at" not in raw_item(dynamodb, object_pk("k"), "LOCK")
 
 
 def test_the_changes_of_one_commit_are_one_write(store: Store) -> None:
@@ -128,7 +82,7 @@ def test_clear_removes_every_entry_in_one_read_and_one_write_and_keeps_lock_and_
     assert store.load_state(SCOPE, "k") == {b"after": b"x"}
     assert store.load_state(SCOPE, "k2") == {b"neighbour": b"kept"}
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
+        assert sorted(raw_partition(dynamodb, object_pk("k"))) == ["LOCK"]
     assert store.key_status(SCOPE, "k") == ("inv_holder", ("0001", "inv_next"))
 
 
@@ -139,7 +93,7 @@ def test_clear_state_of_a_key_without_state_makes_only_the_read(store: Store) ->
 
     assert store.request_count == before + 1
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert raw_item(dynamodb, pk("nothing"), "LOCK") == {}
+        assert raw_item(dynamodb, object_pk("nothing"), "LOCK") == {}
 
 
 def test_large_values_are_stored_apart_and_read_with_one_batch(store: Store) -> None:
@@ -151,23 +105,23 @@ def test_large_values_are_stored_apart_and_read_with_one_batch(store: Store) -> 
     if as_dynamodb(store) is not None:
         assert store.request_count - before >= 2  # the key item, then BatchGetItem (paged past 16 MB / 1 MB)
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert len(raw_partition(dynamodb, pk("big"))) == 6
+        assert len(raw_partition(dynamodb, object_pk("big"))) == 6
 
 
 def test_replacing_or_removing_a_large_value_deletes_its_item(store: Store) -> None:
     put_state(store, SCOPE, "k", b"big", b"1" * 40_000)
     put_state(store, SCOPE, "k", b"big", b"2" * 40_000)
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert len(raw_partition(dynamodb, pk("k"))) == 2
+        assert len(raw_partition(dynamodb, object_pk("k"))) == 2
     assert store.load_state(SCOPE, "k") == {b"big": b"2" * 40_000}
 
     put_state(store, SCOPE, "k", b"big", b"small now")
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
+        assert sorted(raw_partition(dynamodb, object_pk("k"))) == ["LOCK"]
     put_state(store, SCOPE, "k", b"big", b"3" * 40_000)
     delete_state(store, SCOPE, "k", b"big")
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert sorted(raw_partition(dynamodb, pk("k"))) == ["LOCK"]
+        assert sorted(raw_partition(dynamodb, object_pk("k"))) == ["LOCK"]
     assert store.load_state(SCOPE, "k") == {}
 
 
@@ -211,8 +165,8 @@ def test_keys_of_any_utf8_and_length_keep_separate_state_and_locks(store: Store)
         assert store.load_state(SCOPE, key) == {b"which": str(i).encode()}
         assert store.lock_holder(SCOPE, key) == f"inv_{i}"
         if dynamodb is not None:
-            assert raw_item(dynamodb, pk(key), "LOCK")["key"] == {"S": key}
-    assert len({pk(key) for key in KEYS}) == len(KEYS)
+            assert raw_item(dynamodb, object_pk(key), "LOCK")["key"] == {"S": key}
+    assert len({object_pk(key) for key in KEYS}) == len(KEYS)
     assert store.load_state("Counter/a", "b") == {b"which": b"scope"}
     assert store.load_state(SCOPE, "a/b") == {b"which": b"1"}
 
@@ -228,8 +182,8 @@ def test_take_key_first_wins_and_the_holder_may_take_it_again(store: Store) -> N
 
     assert store.lock_holder(SCOPE, "k") == "inv_a"
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert raw_item(dynamodb, pk("k"), "LOCK") == {
-            "PK": {"S": pk("k")},
+        assert raw_item(dynamodb, object_pk("k"), "LOCK") == {
+            "PK": {"S": object_pk("k")},
             "SK": {"S": "LOCK"},
             "scope": {"S": SCOPE},
             "key": {"S": "k"},
@@ -254,7 +208,7 @@ def test_release_key_of_a_key_never_taken_is_none_and_writes_no_item(store: Stor
     assert store.release_key(SCOPE, "k", "inv_a") is None
 
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert raw_item(dynamodb, pk("k"), "LOCK") == {}
+        assert raw_item(dynamodb, object_pk("k"), "LOCK") == {}
 
 
 def test_take_key_takes_a_free_key_and_reads_its_state_in_one_write(store: Store) -> None:
@@ -301,7 +255,7 @@ def test_queue_head_is_the_lowest_seq_and_grant_takes_it_out(store: Store) -> No
     assert store.key_status(SCOPE, "k")[1] is None
     assert store.key_status(SCOPE, "k2")[1] == ("0000000000-00", "inv_other")
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert "queued" not in raw_item(dynamodb, pk("k"), "LOCK")  # an empty set is no attribute: free again
+        assert "queued" not in raw_item(dynamodb, object_pk("k"), "LOCK")  # an empty set is no attribute: free again
     assert store.take_key(SCOPE, "k", "inv_e") == {}
 
 
@@ -322,8 +276,8 @@ def test_queue_entries_do_not_count_as_state_or_lock(store: Store) -> None:
     assert store.load_state(SCOPE, "k") == {}
     assert store.lock_holder(SCOPE, "k") is None
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert raw_item(dynamodb, pk("k"), "LOCK") == {
-            "PK": {"S": pk("k")},
+        assert raw_item(dynamodb, object_pk("k"), "LOCK") == {
+            "PK": {"S": object_pk("k")},
             "SK": {"S": "LOCK"},
             "scope": {"S": SCOPE},
             "key": {"S": "k"},
@@ -342,7 +296,7 @@ def test_promise_first_completion_wins_and_get_returns_it(store: Store) -> None:
     assert store.get_promise("Signup", "wf-1", "approved") == first
     assert store.get_promise("Signup", "wf-2", "approved") is None
     if (dynamodb := as_dynamodb(store)) is not None:
-        item = raw_item(dynamodb, pk("wf-1", "Signup"), f"P#{h('approved')}")
+        item = raw_item(dynamodb, object_pk("wf-1", "Signup"), f"P#{h('approved')}")
         assert item["name"] == {"S": "approved"}
         assert item["completed_by"] == {"S": "inv_a:3"}
 
@@ -386,18 +340,18 @@ def test_expire_keyed_sets_the_ttl_of_every_item_of_the_key_only(store: Store) -
 
     if (dynamodb := as_dynamodb(store)) is not None:
         assert store.request_count == before + 1 + 3  # one query, one UpdateItem per item
-        items = raw_partition(dynamodb, pk("wf", "Signup"))
+        items = raw_partition(dynamodb, object_pk("wf", "Signup"))
         assert sorted(items) == sorted(["LOCK", f"P#{h('p')}", f"W#{h('p')}#inv_w"])  # state and queue: on LOCK
         assert [item.get("expires_at") for item in items.values()] == [{"N": "1900000000"}] * 3
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert "expires_at" not in raw_item(dynamodb, pk("wf-other", "Signup"), "LOCK")
+        assert "expires_at" not in raw_item(dynamodb, object_pk("wf-other", "Signup"), "LOCK")
     assert store.load_state("Signup", "wf") == {b"a": b"1", b"b": b"2"}  # only the TTL changed
     assert store.get_promise("Signup", "wf", "p") == PromiseRecord(b"v", None, "inv_run:2")
 
     store.expire_keyed("Signup", "wf", 0)
 
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert all("expires_at" not in item for item in raw_partition(dynamodb, pk("wf", "Signup")).values())
+        assert all("expires_at" not in item for item in raw_partition(dynamodb, object_pk("wf", "Signup")).values())
 
 
 def test_expire_keyed_of_an_empty_key_writes_nothing(store: Store) -> None:
@@ -407,24 +361,7 @@ def test_expire_keyed_of_an_empty_key_writes_nothing(store: Store) -> None:
 
     assert store.request_count == before + 1
     if (dynamodb := as_dynamodb(store)) is not None:
-        assert raw_partition(dynamodb, pk("nothing", "Signup")) == {}
-
-
-KEYED_INVOCATION = InvocationRecord(
-    invocation_id="inv_keyed",
-    service="Counter",
-    handler="add",
-    key="user-7",
-    deployment_id="dp_1",
-    protocol_version=5,
-    status="pending",
-    input_entry=b"\x00",
-    created_at_ms=1_000,
-    modified_at_ms=1_000,
-    service_type="VIRTUAL_OBJECT",
-    handler_type="EXCLUSIVE",
-    inbox_seq="0000001000-00",
-)
+        assert raw_partition(dynamodb, object_pk("nothing", "Signup")) == {}
 
 
 def test_invocation_service_type_handler_type_and_inbox_seq_round_trip(store: Store) -> None:

@@ -89,3 +89,21 @@ def deployment(deployment_id: str, **overrides: Any) -> DeploymentRecord:
     }
     values.update(overrides)
     return DeploymentRecord(**values)
+
+
+KEYED_INVOCATION = InvocationRecord(
+    invocation_id="inv_keyed",
+    service="Counter",
+    handler="add",
+    key="user-7",
+    deployment_id="dp_1",
+    protocol_version=5,
+    status="pending",
+    input_entry=b"\x00",
+    created_at_ms=1_000,
+    modified_at_ms=1_000,
+    service_type="VIRTUAL_OBJECT",
+    handler_type="EXCLUSIVE",
+    inbox_seq="0000001000-00",
+)
+"""An exclusive object handler's invocation waiting in its key's queue."""

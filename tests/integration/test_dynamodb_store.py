@@ -18,17 +18,9 @@ import pytest
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.store_items import TTL_GRACE_S, shard_of
 from control_plane.ports import JournalBatch, StoreConflict, StoredNotification
+from tests.helpers.dynamodb_items import partitions, raw_item
 from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.records import EVERY_FIELD, RUNNABLE, invocation
-
-
-def raw_item(store: DynamoDBStore, pk: str, sk: str) -> dict[str, Any]:
-    """The item as DynamoDB holds it, read with a plain boto3 client (an independent witness)."""
-    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
-    item: dict[str, Any] = client.get_item(
-        TableName=store.table_name, Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True
-    ).get("Item", {})
-    return item
 
 
 def test_ensure_schema_twice_makes_one_table_with_keys_index_and_ttl(
@@ -201,15 +193,6 @@ def test_listing_every_status_queries_the_index_and_never_scans_the_table(store:
     after = store.request_counts
     assert after.get("Scan", 0) == before.get("Scan", 0)
     assert after["Query"] > before.get("Query", 0)
-
-
-def partitions(store: DynamoDBStore, prefix: str) -> set[str]:
-    """The partition keys of the table starting with `prefix` (a plain boto3 scan: an independent witness)."""
-    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
-    found: set[str] = set()
-    for page in client.get_paginator("scan").paginate(TableName=store.table_name, ProjectionExpression="PK"):
-        found |= {item["PK"]["S"] for item in page["Items"] if item["PK"]["S"].startswith(prefix)}
-    return found
 
 
 def test_store_shards_must_be_at_least_one(moto_endpoint: str) -> None:

@@ -8,73 +8,18 @@ concurrent writers are tested in `tests/races/`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from control_plane.keyed import Keys
-from control_plane.ports import InvocationRecord, StoreConflict, SystemClock
+from control_plane.ports import StoreConflict, SystemClock
+from tests.helpers.dynamodb_items import client, h, object_pk, raw_item, raw_partition
+from tests.helpers.records import KEYED_INVOCATION
 
 SCOPE = "Counter"
-KEYED_INVOCATION = InvocationRecord(
-    invocation_id="inv_keyed",
-    service="Counter",
-    handler="add",
-    key="user-7",
-    deployment_id="dp_1",
-    protocol_version=5,
-    status="pending",
-    input_entry=b"\x00",
-    created_at_ms=1_000,
-    modified_at_ms=1_000,
-    service_type="VIRTUAL_OBJECT",
-    handler_type="EXCLUSIVE",
-    inbox_seq="0000001000-00",
-)
-
-
-def h(data: str | bytes) -> str:
-    """sha256 hex of `data` (UTF-8 for a string), as item keys hold it."""
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
-def pk(key: str, scope: str = SCOPE) -> str:
-    """The partition of `scope/key`."""
-    return f"OBJ#{scope}#{h(key)}"
-
-
-def client(store: DynamoDBStore) -> Any:
-    """A plain boto3 client on the store's endpoint."""
-    return boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
-
-
-def raw_item(store: DynamoDBStore, partition: str, sk: str) -> dict[str, Any]:
-    """The item as DynamoDB holds it ({} if absent)."""
-    item: dict[str, Any] = (
-        client(store)
-        .get_item(TableName=store.table_name, Key={"PK": {"S": partition}, "SK": {"S": sk}}, ConsistentRead=True)
-        .get("Item", {})
-    )
-    return item
-
-
-def raw_partition(store: DynamoDBStore, partition: str) -> dict[str, dict[str, Any]]:
-    """Every item of a partition, by sort key."""
-    pages = (
-        client(store)
-        .get_paginator("query")
-        .paginate(
-            TableName=store.table_name,
-            KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues={":pk": {"S": partition}},
-            ConsistentRead=True,
-        )
-    )
-    return {item["SK"]["S"]: item for page in pages for item in page["Items"]}
 
 
 def test_small_state_lives_on_the_key_item_which_hashes_the_key_and_keeps_raw_attributes(store: DynamoDBStore) -> None:
@@ -89,7 +34,7 @@ def test_small_state_lives_on_the_key_item_which_hashes_the_key_and_keeps_raw_at
         f"S#{h(b'count')}": {"M": {"k": {"B": b"count"}, "v": {"B": b"\x00\x07"}}},
         "expires_at": {"N": "1900000000"},
     }
-    assert sorted(raw_partition(store, pk("user/7"))) == ["LOCK"]
+    assert sorted(raw_partition(store, object_pk("user/7"))) == ["LOCK"]
 
 
 def test_invocation_without_the_keyed_attributes_reads_the_defaults(store: DynamoDBStore) -> None:
@@ -172,7 +117,7 @@ def test_a_fenced_out_state_write_leaves_no_value_stored_apart(store: DynamoDBSt
         store.apply_state(SCOPE, "k", {b"big": b"1" * 40_000, b"other": b"2" * 40_000}, holder="inv_late")
 
     # its own new value is deleted again; the same value the holder wrote (same item) is kept
-    assert sorted(raw_partition(store, pk("k"))) == sorted(["LOCK", f"S#{h(b'big')}#{h(b'1' * 40_000)[:32]}"])
+    assert sorted(raw_partition(store, object_pk("k"))) == sorted(["LOCK", f"S#{h(b'big')}#{h(b'1' * 40_000)[:32]}"])
     assert store.load_state(SCOPE, "k") == {b"big": b"1" * 40_000}
 
 
