@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +15,7 @@ import httpx
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from tests.helpers.moto import unique_table_name
+from tests.helpers.services import REPO_ROOT, free_port
 
 
 def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
@@ -51,3 +55,36 @@ def dev_with_examples(moto_endpoint: str, examples_url: str, settings: Settings)
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def torpor_dev_process(*store_args: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+    """`torpor dev STORE_ARGS` in a subprocess on free ports, with a 3 s inactivity timeout and a 1 s
+    lease margin (so a crashed attempt is taken over quickly): `(ingress URL, admin URL, process)`.
+    Terminated on exit unless the test killed it."""
+    ingress_port, admin_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "adapters.cli", "dev", *store_args,
+            "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
+            "--inactivity-timeout", "3s", "--lease-margin", "1s",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    admin = f"http://127.0.0.1:{admin_port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{admin}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            assert process.poll() is None, "torpor dev exited early"
+            return False
+
+    try:
+        wait_for(healthy, 60, "torpor dev to answer /health")
+        yield f"http://127.0.0.1:{ingress_port}", admin, process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(15)

@@ -7,15 +7,12 @@ journaled twice, and at most the step in flight when the process died executed t
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,42 +21,16 @@ import httpx
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import wait_for
+from tests.helpers.dev import torpor_dev_process, wait_for
 from tests.helpers.moto import unique_table_name
-from tests.helpers.services import REPO_ROOT, free_port, serve_examples
+from tests.helpers.services import serve_examples
 
 STEPS = 10
 
 
-@contextmanager
-def torpor_dev(moto_endpoint: str, table: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
-    ingress_port, admin_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "adapters.cli", "dev",
-            "--dynamodb-endpoint", moto_endpoint, "--table", table,
-            "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
-            "--inactivity-timeout", "3s", "--lease-margin", "1s",
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )  # fmt: skip
-    admin = f"http://127.0.0.1:{admin_port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{admin}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            assert process.poll() is None, "torpor dev exited early"
-            return False
-
-    try:
-        wait_for(healthy, 60, "torpor dev to answer /health")
-        yield f"http://127.0.0.1:{ingress_port}", admin, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(15)
+def torpor_dev(moto_endpoint: str, table: str) -> AbstractContextManager[tuple[str, str, subprocess.Popen[bytes]]]:
+    """`torpor dev` on the moto table in a subprocess (see `torpor_dev_process`)."""
+    return torpor_dev_process("--dynamodb-endpoint", moto_endpoint, "--table", table)
 
 
 def test_sigkill_mid_invocation_loses_nothing_and_repeats_at_most_the_step_in_flight(

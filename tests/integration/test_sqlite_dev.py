@@ -4,13 +4,10 @@ invocations, state and timers, and resumes what was running (stopped cleanly, or
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -18,8 +15,8 @@ import httpx
 from adapters.local.dev import SQLITE_FILE, DevServer
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane.settings import Settings
-from tests.helpers.dev import wait_for
-from tests.helpers.services import REPO_ROOT, free_port, serve_examples
+from tests.helpers.dev import torpor_dev_process, wait_for
+from tests.helpers.services import serve_examples
 
 SETTINGS = Settings(inactivity_timeout_ms=5_000, lease_margin_ms=1_000, call_wait_ms=30_000)
 
@@ -65,35 +62,9 @@ def test_a_restart_on_the_same_data_dir_keeps_everything_and_resumes_a_sleep(tmp
             second.stop()
 
 
-@contextmanager
-def torpor_dev(data_dir: Path) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
-    """`torpor dev --data-dir DIR` in a subprocess on free ports: `(ingress URL, admin URL, process)`."""
-    ingress_port, admin_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "adapters.cli", "dev", "--data-dir", str(data_dir),
-            "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
-            "--inactivity-timeout", "3s", "--lease-margin", "1s",
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )  # fmt: skip
-    admin = f"http://127.0.0.1:{admin_port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{admin}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            assert process.poll() is None, "torpor dev exited early"
-            return False
-
-    try:
-        wait_for(healthy, 60, "torpor dev to answer /health")
-        yield f"http://127.0.0.1:{ingress_port}", admin, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(15)
+def torpor_dev(data_dir: Path) -> AbstractContextManager[tuple[str, str, subprocess.Popen[bytes]]]:
+    """`torpor dev --data-dir DIR` in a subprocess on free ports (see `torpor_dev_process`)."""
+    return torpor_dev_process("--data-dir", str(data_dir))
 
 
 def test_sigkill_mid_sleep_and_mid_object_call_then_a_restart_completes_each_once(tmp_path: Path) -> None:
