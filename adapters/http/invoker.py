@@ -1,62 +1,92 @@
-"""`Invoker` over HTTP/1.1 with httpx: one pooled client shared by every thread of the process.
+"""`Invoker` over HTTP/1.1 with urllib3: one keep-alive pool per endpoint, shared by every thread.
 
 A deployment endpoint is an `http(s)://` URL, possibly with a path prefix
 (`http://127.0.0.1:9080/restate`); the request goes to `endpoint.rstrip("/") + path`. Every way the
 exchange can break in transport (refused, reset, timed out, malformed answer) becomes one
 `InvokerError` with a short message; an HTTP error status is an answer, not an error, and is
 returned as an `HttpReply` for the core to judge.
+
+urllib3 rather than httpx on this path: every attempt of every invocation crosses it, and urllib3
+costs about a third less CPU per request (`bench/README.md`, "the invoker's HTTP client"), which
+is most of the control plane's CPU in `torpor dev`.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
+import urllib.request
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
-import httpx
+import certifi
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    LocationParseError,
+    MaxRetryError,
+    NewConnectionError,
+    ProtocolError,
+    ProxyError,
+    ReadTimeoutError,
+    SSLError,
+)
 
 from control_plane.ports import HttpReply, InvokerError
 
 _CONNECT_TIMEOUT_S = 10.0  # at most this long to open a TCP (and TLS) connection, within timeout_s
+_READ_CHUNK_BYTES = 64 * 1024
 
 
 class HttpInvoker:
     """Sends Restate service-protocol requests (request/response mode) to HTTP deployments.
 
-    Thread-safe: one `httpx.Client` (HTTP/1.1 only, keep-alive pool) serves all callers.
+    Thread-safe: one `urllib3.PoolManager` serves all callers; it keeps up to
+    `max_keepalive_connections` idle connections per endpoint (host and port) and opens more when
+    more requests run at once (those are closed after use). A pooled connection the server closed
+    meanwhile is noticed before reuse and replaced. Requests are never retried here: a failed
+    attempt is the engine's to retry (with backoff), after it re-reads the journal.
 
     Args:
-        max_connections: Most connections open at once, over all endpoints; a request that finds
-            them all busy waits for one (within its `timeout_s`).
-        max_keepalive_connections: Most idle connections kept for reuse.
-        keepalive_expiry_s: An idle connection is closed after this many seconds.
-        trust_env: Honour `HTTP(S)_PROXY`, `NO_PROXY` and `SSL_CERT_FILE` from the environment.
+        max_keepalive_connections: Most idle connections kept for reuse, per endpoint.
+        trust_env: Honour `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` (any case) and `SSL_CERT_FILE`
+            from the environment; without it, requests go direct and TLS trusts certifi's roots.
     """
 
-    def __init__(
-        self,
-        *,
-        max_connections: int = 100,
-        max_keepalive_connections: int = 64,
-        keepalive_expiry_s: float = 30.0,
-        trust_env: bool = True,
-    ) -> None:
-        self._client = httpx.Client(
-            http1=True,
-            http2=False,
-            follow_redirects=False,
-            trust_env=trust_env,
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_keepalive_connections,
-                keepalive_expiry=keepalive_expiry_s,
-            ),
-        )
+    def __init__(self, *, max_keepalive_connections: int = 64, trust_env: bool = True) -> None:
+        cafile = os.environ.get("SSL_CERT_FILE") if trust_env else None
+        self._pool_kw: dict[str, object] = {
+            "maxsize": max_keepalive_connections,
+            "block": False,
+            "retries": False,
+            "ca_certs": cafile or certifi.where(),
+        }
+        self._direct = urllib3.PoolManager(num_pools=64, **self._pool_kw)  # type: ignore[arg-type]
+        self._proxies = urllib.request.getproxies_environment() if trust_env else {}
+        self._via_proxy: dict[str, urllib3.ProxyManager] = {}
+        self._lock = threading.Lock()
+        self._closed = False
 
     def __enter__(self) -> HttpInvoker:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _manager(self, url: str) -> urllib3.PoolManager:
+        """The direct pool, or the proxy's when the environment names one for this URL's scheme and host."""
+        if not self._proxies:
+            return self._direct
+        parts = urlsplit(url)
+        proxy = self._proxies.get(parts.scheme)
+        if not proxy or urllib.request.proxy_bypass_environment(parts.hostname or "", self._proxies):
+            return self._direct
+        with self._lock:
+            if proxy not in self._via_proxy:
+                self._via_proxy[proxy] = urllib3.ProxyManager(proxy, num_pools=64, **self._pool_kw)  # type: ignore[arg-type]
+            return self._via_proxy[proxy]
 
     def request(
         self,
@@ -88,49 +118,80 @@ class HttpInvoker:
                 or no complete answer arrived within `timeout_s`.
         """
         base = endpoint.rstrip("/")
-        url = base + path
-        if self._client.is_closed:
+        if self._closed:
             raise InvokerError(f"cannot call {base}: the HTTP invoker was closed")
+        if not base.startswith(("http://", "https://")):
+            raise InvokerError(f"deployment endpoint {base!r} is not an http:// or https:// URL")
+        url = base + path
         deadline = time.monotonic() + timeout_s
-        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S))
+        timeout = urllib3.Timeout(connect=min(timeout_s, _CONNECT_TIMEOUT_S), read=timeout_s)
         try:
-            with self._client.stream(method, url, headers=dict(headers), content=body, timeout=timeout) as response:
+            response = self._manager(url).urlopen(
+                method, url, body=body, headers=dict(headers), timeout=timeout,
+                redirect=False, retries=False, preload_content=False, decode_content=False,
+            )  # fmt: skip
+            complete = False
+            try:
                 chunks: list[bytes] = []
-                for chunk in response.iter_raw():
+                for chunk in response.stream(_READ_CHUNK_BYTES, decode_content=False):
                     chunks.append(chunk)
                     if time.monotonic() > deadline:
                         raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
+                complete = True
                 return HttpReply(
-                    status=response.status_code,
-                    headers={name.lower(): value for name, value in response.headers.items()},
+                    status=response.status,
+                    headers={name.lower(): value for name, value in response.headers.itermerged()},
                     body=b"".join(chunks),
                 )
-        except httpx.HTTPError as exc:
+            finally:
+                if not complete:  # unread bytes: the connection cannot serve another request
+                    response.close()
+                response.release_conn()
+        except (HTTPError, OSError) as exc:
             raise InvokerError(_describe(exc, base, timeout_s)) from exc
-        except httpx.InvalidURL as exc:
-            raise InvokerError(f"invalid deployment endpoint {endpoint!r}: {exc}") from exc
 
     def close(self) -> None:
         """Close every pooled connection. Requests after this raise `InvokerError`."""
-        self._client.close()
+        self._closed = True
+        self._direct.clear()
+        with self._lock:
+            for manager in self._via_proxy.values():
+                manager.clear()
 
 
-def _describe(exc: httpx.HTTPError, base: str, timeout_s: float) -> str:
+def _describe(exc: BaseException, base: str, timeout_s: float) -> str:
     """A one-line reason for a failed exchange with the deployment at `base`."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return f"could not connect to {base} within {min(timeout_s, _CONNECT_TIMEOUT_S):.1f} s"
-    if isinstance(exc, httpx.PoolTimeout):
-        return f"no free connection to {base} within {timeout_s:.1f} s (connection pool exhausted)"
-    if isinstance(exc, httpx.TimeoutException):
-        return f"no answer from {base} within {timeout_s:.1f} s"
-    if isinstance(exc, httpx.ConnectError):
-        if "refused" in str(exc).lower():
+    if isinstance(exc, MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    if isinstance(exc, NewConnectionError | ConnectionRefusedError):  # before: it subclasses ConnectTimeoutError
+        if "refused" in str(exc).lower() or isinstance(exc, ConnectionRefusedError):
             return f"connection refused by {base}"
-        return f"could not connect to {base}: {exc or type(exc).__name__}"
-    if isinstance(exc, httpx.UnsupportedProtocol):
-        return f"deployment endpoint {base!r} is not an http:// or https:// URL"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"{base} broke the HTTP exchange: {exc or 'connection closed without a complete answer'}"
-    if isinstance(exc, httpx.ReadError | httpx.WriteError):
-        return f"connection to {base} broke: {exc or type(exc).__name__}"
+        return f"could not connect to {base}: {_reason(exc)}"
+    if isinstance(exc, ConnectTimeoutError):
+        return f"could not connect to {base} within {min(timeout_s, _CONNECT_TIMEOUT_S):.1f} s"
+    if isinstance(exc, ReadTimeoutError | TimeoutError):
+        return f"no answer from {base} within {timeout_s:.1f} s"
+    if isinstance(exc, NewConnectionError | ConnectionRefusedError):
+        if "refused" in str(exc).lower() or isinstance(exc, ConnectionRefusedError):
+            return f"connection refused by {base}"
+        return f"could not connect to {base}: {_reason(exc)}"
+    if isinstance(exc, LocationParseError):
+        return f"invalid deployment endpoint {base!r}: {exc}"
+    if isinstance(exc, ProxyError):
+        return f"could not reach {base} through the proxy: {_reason(exc)}"
+    if isinstance(exc, SSLError):
+        return f"TLS with {base} failed: {_reason(exc)}"
+    if isinstance(exc, ProtocolError):
+        cause = exc.args[1] if len(exc.args) > 1 else None
+        if isinstance(cause, ConnectionResetError | BrokenPipeError):
+            return f"connection to {base} broke: {_reason(cause)}"
+        why = _reason(cause or exc) or "connection closed without a complete answer"
+        return f"{base} broke the HTTP exchange: {why}"
+    if isinstance(exc, OSError):
+        return f"connection to {base} broke: {_reason(exc)}"
     return f"request to {base} failed: {type(exc).__name__}: {exc}"
+
+
+def _reason(exc: BaseException) -> str:
+    """The exception's text, or its type's name when it has none."""
+    return str(exc) or type(exc).__name__
