@@ -8,6 +8,8 @@ and `{"code", "message"}`. Browsers on any origin may call it (CORS, for the web
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from dataclasses import replace
 
@@ -193,11 +195,12 @@ class Ingress:
         # no new attempt in the last fifth of the wait (at most 5 s), so that one started just before
         # the deadline still ends within the wait: API Gateway cuts a Lambda ingress off at 29 s
         reserve_ms = min(_ATTEMPT_RESERVE_MS, self.call_wait_ms // 5)
-        _, last = self.engine.drive(record, deadline_ms=record.created_at_ms + self.call_wait_ms - reserve_ms)
-        if last.status == "completed":
-            return self._result(last)
-        remaining_ms = record.created_at_ms + self.call_wait_ms - self.engine.clock.now_ms()
-        return self._wait(record.invocation_id, max(0, remaining_ms) / 1000)
+        with self.waiters.watching(record.invocation_id) as event:  # from here on no completion is missed
+            _, last = self.engine.drive(record, deadline_ms=record.created_at_ms + self.call_wait_ms - reserve_ms)
+            if last.status == "completed":
+                return self._result(last)
+            remaining_ms = record.created_at_ms + self.call_wait_ms - self.engine.clock.now_ms()
+            return self._wait(record.invocation_id, max(0, remaining_ms) / 1000, (event, last))
 
     def send(self, request: HttpRequest, service: str, handler: str, key: str = "") -> HttpResponse:
         """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once.
@@ -383,19 +386,32 @@ class Ingress:
             raise NotFound(f"invocation {invocation_id} not found")
         return record
 
-    def _wait(self, invocation_id: str, timeout_s: float) -> HttpResponse:
-        """Wait for completion (in-process wake-ups, a store re-read every `_POLL_S`); 202 after `timeout_s`."""
+    def _wait(
+        self, invocation_id: str, timeout_s: float, watched: tuple[threading.Event, InvocationRecord] | None = None
+    ) -> HttpResponse:
+        """Wait for completion (in-process wake-ups, a store re-read every `_POLL_S`); 202 after `timeout_s`.
+
+        `watched`: the caller's event from `waiters.watching`, set up before the record it holds was
+        read (that record is not re-read unless the event fired meanwhile).
+        """
         deadline = time.monotonic() + timeout_s
-        with self.waiters.watching(invocation_id) as event:
+        with contextlib.ExitStack() as stack:
+            if watched is None:
+                event, known = stack.enter_context(self.waiters.watching(invocation_id)), None
+            else:
+                event, known = watched
             while True:
-                record = self._record(invocation_id)
+                if known is not None and not event.is_set():
+                    record, known = known, None
+                else:
+                    event.clear()
+                    record = self._record(invocation_id)
                 if record.status == "completed":
                     return self._result(record)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self.engine.stopping.is_set():
                     break
                 event.wait(min(_POLL_S, remaining))
-                event.clear()
         return HttpResponse.json(
             {"invocationId": invocation_id, "status": "Accepted"}, 202, {"x-restate-id": invocation_id}
         )

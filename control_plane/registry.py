@@ -99,6 +99,8 @@ class Registry:
         self._lock = threading.Lock()
         self._deployments: dict[str, tuple[float, DeploymentRecord]] = {}
         self._services: dict[str, tuple[float, ServiceRecord | None]] = {}
+        # pinned_options by (deployment, service, handler), with the records they were computed from
+        self._pinned: dict[tuple[str, str, str], tuple[DeploymentRecord, ServiceRecord | None, HandlerOptions]] = {}
 
     # --- discovery and registration ---------------------------------------------------------------
 
@@ -291,16 +293,23 @@ class Registry:
         Falls back to Torpor's defaults if that deployment is gone (the attempt then fails anyway).
         """
         try:
-            manifest = self.deployment(deployment_id).manifest
+            deployment = self.deployment(deployment_id)
         except NotFound:
             return self._options({}, {})
-        spec = next((s for s in manifest.get("services", []) if s.get("name") == service), {})
-        handler_spec = next((h for h in spec.get("handlers", []) if h.get("name") == handler), {})
         try:
-            overrides = self.service(service).overrides
+            registered: ServiceRecord | None = self.service(service)
         except NotFound:
-            overrides = {}
-        return self._options(spec, handler_spec, overrides)
+            registered = None
+        key = (deployment_id, service, handler)
+        cached = self._pinned.get(key)  # computed from these very records: still right
+        if cached is not None and cached[0] is deployment and cached[1] is registered:
+            return cached[2]
+        spec = next((s for s in deployment.manifest.get("services", []) if s.get("name") == service), {})
+        handler_spec = next((h for h in spec.get("handlers", []) if h.get("name") == handler), {})
+        options = self._options(spec, handler_spec, registered.overrides if registered is not None else {})
+        with self._lock:
+            self._pinned[key] = (deployment, registered, options)
+        return options
 
     def protocol_version(self, deployment: DeploymentRecord) -> int:
         """The service protocol version to speak with `deployment`: min(its max, ours), at least 5."""
