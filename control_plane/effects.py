@@ -26,7 +26,7 @@ from control_plane.held import Held
 from control_plane.journal import notification_key
 from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
 from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
-from control_plane.ports import MAX_TIMER_MS, InvocationRecord, StoreConflict, StoredNotification
+from control_plane.ports import InvocationRecord, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -305,9 +305,11 @@ class Effects:
 
     def drop_sleep_timers(self, held: Held) -> None:
         """Delete the timers of sleeps the handler no longer awaits (it completed, e.g. cancelled
-        during a sleep): one DeleteItem per open sleep, none in the usual case."""
-        for due in set(held.journal.open_sleeps().values()):
-            self.store.delete_timer(min(due, MAX_TIMER_MS), held.record.invocation_id)
+        during a sleep): one DeleteItem per open sleep (two where the scheduler reads sleeps ahead,
+        `Engine.sleep_timer_dues`), none in the usual case."""
+        dues = {due for wake_up in held.journal.open_sleeps().values() for due in self.engine.sleep_timer_dues(wake_up)}
+        for due in dues:
+            self.store.delete_timer(due, held.record.invocation_id)
 
     def tell_caller(self, callee: InvocationRecord, caller_id: str, completion_id: int) -> None:
         """Store the CallCompletion with the completed `callee`'s result for a caller, and wake it."""

@@ -91,6 +91,7 @@ RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 
 _ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside its large value
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
+_LEAD_MIN_SLEEP_MS = 100  # shorter sleeps are armed at their due time (the suspension may not be stored yet)
 _EFFECTFUL = frozenset(
     {
         MessageType.OneWayCall,
@@ -366,6 +367,8 @@ class Engine:
                 return self._fail_terminally(held, 409, "cancelled", "cancelled")
             return self._not_due(held, "scheduled", record.execution_time_ms)
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
+        if not due_sleep and not fresh:
+            due_sleep = self._wait_for_sleep(held, now)
         if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
             return self._not_due(held, "backing-off", record.next_retry_at_ms)
         return self._run_guarded(held)
@@ -427,12 +430,35 @@ class Engine:
     def _lease_ms(self, options: HandlerOptions) -> int:
         return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
+    def _wait_for_sleep(self, held: Held, now: int) -> bool:
+        """Woken up to the scheduler's `sleep_lead_ms` before a sleep is due (see `_arm`): wait for it
+        in-process, lease and journal in hand. True if a sleep is due now."""
+        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
+        soonest = min(held.journal.open_sleeps().values(), default=0)
+        if not lead_ms or not now < soonest <= now + lead_ms:
+            return False
+        time.sleep((soonest - now) / 1000)
+        return soonest <= self.clock.now_ms()
+
+    def sleep_timer_dues(self, wake_up_ms: int) -> set[int]:
+        """Where a timer for a sleep waking at `wake_up_ms` may be recorded: there, or the scheduler's
+        `sleep_lead_ms` earlier (`_arm`); what deleting the sleep's timer deletes."""
+        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
+        return {min(due, MAX_TIMER_MS) for due in (wake_up_ms, wake_up_ms - lead_ms) if due > 0}
+
     def _arm(self, invocation_id: str, due_ms: int) -> None:
         """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.
 
-        A due time beyond what a timer holds (`MAX_TIMER_MS`, the year 2286) is armed at that limit:
-        the wake-up finds the sleep not yet due and arms it again.
+        A sleep of at least `_LEAD_MIN_SLEEP_MS` is armed the scheduler's `sleep_lead_ms` early: the
+        wake-up takes the lease and reads the journal, then waits for the due time in-process
+        (`_wait_for_sleep`), so that when many sleeps end at once their attempts start on time
+        instead of queueing behind each other's reads. A due time beyond what a timer holds
+        (`MAX_TIMER_MS`, the year 2286) is armed at that limit: the wake-up finds the sleep not yet
+        due and arms it again.
         """
+        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
+        if lead_ms and due_ms - self.clock.now_ms() >= _LEAD_MIN_SLEEP_MS:
+            due_ms -= lead_ms
         due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, invocation_id)
         self.scheduler.wake_at(invocation_id, due_ms)

@@ -293,7 +293,8 @@ class Operations:
         dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
         if loaded is not None:
             try:
-                dues.update(Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values())
+                for wake_up in Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values():
+                    dues.update(self.engine.sleep_timer_dues(wake_up))
             except TorporError as exc:  # a corrupt journal: its sleeps' timers find it completed
                 log.error("%s: its journal cannot be read (%s); its sleep timers stay", record.invocation_id, exc)
         for due in dues - {0}:

@@ -450,7 +450,13 @@ class Invoker(Protocol):
 
 
 class Scheduler(Protocol):
-    """Arranges for `advance(invocation_id)` to run: now, or at a due time."""
+    """Arranges for `advance(invocation_id)` to run: now, or at a due time.
+
+    A scheduler may also have `sleep_lead_ms` (int, ms): how long before a sleep's due time the
+    engine may have it woken, to take the lease and read the journal ahead and wait out the rest
+    in-process, so the attempt starts at the due time itself (`LocalScheduler`: 25 ms). Without it,
+    wake-ups are armed at the due time.
+    """
 
     def wake_now(self, invocation_id: str) -> None: ...
 

@@ -41,14 +41,20 @@ class LocalScheduler:
     Thread-safe: `wake_now` and `wake_at` may be called from any thread, including from inside
     `advance`.
 
+    Attributes:
+        sleep_lead_ms: How long before a sleep's due time the engine arms its wake-up (ms), to read
+            ahead and wait out the rest (the `Scheduler` port's `sleep_lead_ms`).
+
     Args:
         workers: Most `advance` calls that run at the same time (size of the worker pool).
+        sleep_lead_ms: See the attribute; 0 arms every wake-up at its due time.
     """
 
-    def __init__(self, workers: int = 32) -> None:
+    def __init__(self, workers: int = 32, sleep_lead_ms: int = 25) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self._workers = workers
+        self.sleep_lead_ms = sleep_lead_ms
         self._advance: Callable[[str], object] | None = None
         self._timer_done: Callable[[str, int, object], object] | None = None
         self._timer_fired: Callable[[str, int], object] | None = None
