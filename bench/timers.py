@@ -25,6 +25,8 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
@@ -53,16 +55,18 @@ def lateness_ms(dev: DevServer, invocation_id: str) -> float | None:
 
 
 def watch_starts(dev: DevServer) -> dict[str, list[float]]:
-    """Record when each `advance` of an invocation starts (ms since the epoch), by invocation id."""
+    """Record when each attempt of an invocation sends its request to the deployment (ms since the
+    epoch), by invocation id: the moment the handler is started, whatever was read ahead of it."""
     started: dict[str, list[float]] = {}
-    engine = dev.control_plane.engine
-    advance = engine.advance
+    invoker: Any = dev.invoker
+    request = invoker.request
 
-    def timed(invocation_id: str) -> object:
+    def timed(endpoint: str, method: str, path: str, headers: Mapping[str, str], *args: Any, **kwargs: Any) -> Any:
+        invocation_id = headers.get("x-restate-invocation-id", "")
         started.setdefault(invocation_id, []).append(time.time_ns() / 1e6)
-        return advance(invocation_id)
+        return request(endpoint, method, path, headers, *args, **kwargs)
 
-    engine.advance = timed  # type: ignore[method-assign]
+    invoker.request = timed
     return started
 
 
