@@ -292,14 +292,17 @@ class Effects:
         """Store a notification for an invocation, ring its doorbell and wake it.
 
         The first notification per key wins (an awakeable resolved twice keeps its first value).
-        Returns True if this one was stored. Raises `NotFound` if the invocation does not exist.
+        Returns True if this one was stored. Raises `NotFound` if the invocation does not exist,
+        having written nothing: the doorbell is rung first, conditional on the invocation, and the
+        notification stored after it. The lease holder may see the bell before the notification;
+        it then finds nothing new and suspends, and the `wake_now` after the store delivers it.
         """
         stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
         try:
-            first = self.store.put_notification(invocation_id, stored)
             self.store.ring(invocation_id)
         except StoreConflict as exc:
             raise NotFound(f"invocation {invocation_id} not found") from exc
+        first = self.store.put_notification(invocation_id, stored)
         self.scheduler.wake_now(invocation_id)
         return first
 

@@ -21,6 +21,7 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
 from tests.helpers.dev import describe, dev_with_examples, wait_for
+from tests.helpers.dynamodb_items import partitions
 from tests.helpers.moto import unique_table_name
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=20_000)
@@ -226,6 +227,20 @@ def test_an_awakeable_of_an_unknown_invocation_is_a_404(dev: DevServer) -> None:
     unknown = awakeable_id("inv_1" + "0" * 22, 17)
     reply = httpx.post(f"{dev.ingress_url}/restate/awakeables/{unknown}/resolve", json=1)
     assert reply.status_code == 404
+
+
+@pytest.mark.parametrize("verb", ["resolve", "reject"])
+def test_a_refused_awakeable_completion_writes_no_item(dev: DevServer, verb: str) -> None:
+    from control_plane.ids import awakeable_id
+
+    # GIVEN an awakeable id of an invocation that does not exist
+    unknown_invocation = "inv_1" + "0" * 21 + "7"
+    unknown = awakeable_id(unknown_invocation, 17)
+    # WHEN it is completed with a large value
+    reply = httpx.post(f"{dev.ingress_url}/restate/awakeables/{unknown}/{verb}", content=b'"' + b"x" * 300_000 + b'"')
+    # THEN the answer is a 404 and the table holds nothing for that invocation (a scan)
+    assert reply.status_code == 404
+    assert partitions(dev.store, f"INV#{unknown_invocation}") == set()  # type: ignore[arg-type]
 
 
 # --- cancel and kill -----------------------------------------------------------------------------
