@@ -179,7 +179,7 @@ class Ingress:
                 service,
                 handler,
                 request.body,
-                dict(request.headers),
+                self._kept_headers(request),
                 key=key,
                 leased=True,
                 idempotency_key=idempotency_key,
@@ -226,7 +226,7 @@ class Ingress:
                 service,
                 handler,
                 request.body,
-                dict(request.headers),
+                self._kept_headers(request),
                 key=key,
                 leased=False,
                 execution_time_ms=execution_time_ms,
@@ -320,6 +320,12 @@ class Ingress:
         )
 
     # --- helpers ------------------------------------------------------------------------------------
+
+    def _kept_headers(self, request: HttpRequest) -> dict[str, str]:
+        """The request's headers the invocation keeps (`Settings.persisted_headers`); the rest,
+        credentials among them, are never stored."""
+        keeps = self.engine.settings.keeps_header
+        return {name: value for name, value in request.headers.items() if keeps(name)}
 
     def _idempotent_invocation(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
         """The id of the live invocation sent to the target with `idempotency_key`; `NotFound` if none.

@@ -10,9 +10,28 @@ import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from fnmatch import fnmatchcase
 
 from control_plane.errors import BadRequest
 from control_plane.retry import RetryPolicy
+
+DEFAULT_PERSISTED_HEADERS: tuple[str, ...] = (
+    "content-type",
+    "accept",
+    "accept-language",
+    "user-agent",
+    "idempotency-key",
+    "traceparent",
+    "tracestate",
+    "baggage",
+    "x-*",
+)
+"""The ingress request headers an invocation keeps (its journal's input entry, which the handler
+reads as the request's headers): names or `fnmatch` patterns, lower case."""
+
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "x-amz-security-token"})
+"""Headers that carry credentials: kept only when `Settings.persisted_headers` names them exactly,
+never through a pattern such as `x-*`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +56,11 @@ class Settings:
             on DynamoDB. It applies to a new table: the table records the count it was first used
             with, and every later process adopts it. `torpor dev`'s embedded moto uses 1 unless it
             is set.
+        persisted_headers: the ingress request headers an invocation keeps in its journal and
+            hands to the handler, as names or `fnmatch` patterns (`x-*`); the rest are dropped
+            before anything is stored. Credential headers (`CREDENTIAL_HEADERS`: `authorization`,
+            `cookie`, ...) only when named exactly. `TORPOR_PERSISTED_HEADERS=content-type,x-*`,
+            `[torpor] persisted_headers = ["content-type", "x-*"]`.
     """
 
     inactivity_timeout_ms: int = 60_000
@@ -48,12 +72,20 @@ class Settings:
     eager_state_max_bytes: int = 64 * 1024
     workflow_retention_ms: int = 24 * 3600 * 1000
     store_shards: int = 16
+    persisted_headers: tuple[str, ...] = DEFAULT_PERSISTED_HEADERS
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
     @property
     def lease_ms(self) -> int:
         """How long a taken lease lasts before another worker may take over (ms)."""
         return self.inactivity_timeout_ms + self.lease_margin_ms
+
+    def keeps_header(self, name: str) -> bool:
+        """Whether an ingress request header `name` is kept with the invocation (`persisted_headers`)."""
+        name = name.lower()
+        if name in CREDENTIAL_HEADERS:
+            return name in self.persisted_headers
+        return any(fnmatchcase(name, pattern) for pattern in self.persisted_headers)
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields changed (keyword names as the attributes)."""
@@ -89,6 +121,11 @@ class Settings:
         if policy:
             changes["retry_policy"] = replace(settings.retry_policy, **policy)
         for name, value in table.items():
+            if name == "persisted_headers":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise BadRequest(f'{path}: [torpor] persisted_headers must be a list of header names, e.g. ["x-*"]')
+                changes[name] = header_patterns(value)
+                continue
             if name not in names or isinstance(value, bool) or not isinstance(value, int):
                 raise BadRequest(f"{path}: [torpor] {name} = {value!r} is not a known integer setting")
             changes[name] = value
@@ -111,7 +148,9 @@ class Settings:
             if f.name in ("retry_policy", "sources"):
                 continue
             name = f"TORPOR_{f.name.upper()}"
-            if name in env:
+            if name in env and f.name == "persisted_headers":
+                changes[f.name] = header_patterns(env[name].split(","))
+            elif name in env:
                 try:
                     changes[f.name] = int(env[name])
                 except ValueError as exc:
@@ -128,6 +167,11 @@ class Settings:
         if policy:
             changes["retry_policy"] = RetryPolicy(**policy)  # type: ignore[arg-type]
         return cls(**changes, sources=sources)  # type: ignore[arg-type]
+
+
+def header_patterns(values: list[str]) -> tuple[str, ...]:
+    """`[" Content-Type", "x-*", ""]` → `("content-type", "x-*")`: trimmed, lower case, no blanks."""
+    return tuple(v.strip().lower() for v in values if v.strip())
 
 
 def retry_policy_changes(values: Mapping[str, str], where: Callable[[str], str]) -> dict[str, object]:

@@ -71,3 +71,35 @@ def test_store_shards_come_from_the_environment_or_torpor_toml(tmp_path: Path) -
     config = tmp_path / "torpor.toml"
     config.write_text("[torpor]\nstore_shards = 64\n")
     assert Settings.load({"TORPOR_STORE_SHARDS": "32"}, str(config)).store_shards == 64
+
+
+def test_persisted_headers_come_from_the_environment_and_torpor_toml(tmp_path: Path) -> None:
+    assert Settings.load({"TORPOR_PERSISTED_HEADERS": " Content-Type, my-*,,"}, None).persisted_headers == (
+        "content-type",
+        "my-*",
+    )
+    config = tmp_path / "torpor.toml"
+    config.write_text('[torpor]\npersisted_headers = ["X-*", "authorization"]\n')
+    assert Settings.load({}, str(config)).persisted_headers == ("x-*", "authorization")
+    config.write_text('[torpor]\npersisted_headers = "x-*"\n')
+    with pytest.raises(BadRequest, match=r"persisted_headers must be a list"):
+        Settings.load({}, str(config))
+
+
+@pytest.mark.parametrize(
+    ("allowed", "header", "kept"),
+    [
+        (None, "X-My-Custom-Header", True),
+        (None, "Content-Type", True),
+        (None, "my-header", False),
+        (None, "Authorization", False),
+        (None, "Cookie", False),
+        (None, "x-api-key", False),  # a credential: a pattern (x-*) is not enough
+        (("x-*", "x-api-key"), "X-Api-Key", True),  # named exactly: kept
+        (("*",), "authorization", False),
+        (("authorization",), "Authorization", True),
+    ],
+)
+def test_which_ingress_headers_an_invocation_keeps(allowed: tuple[str, ...] | None, header: str, kept: bool) -> None:
+    settings = Settings() if allowed is None else Settings(persisted_headers=allowed)
+    assert settings.keeps_header(header) is kept
