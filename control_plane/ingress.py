@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import replace
 
 from control_plane import ids
@@ -94,18 +95,40 @@ def validate_input(target: Target, body: bytes, content_type: str | None = None)
 _ATTEMPT_RESERVE_MS = 5_000  # see `Ingress.call`
 
 
-CORS_HEADERS = {"access-control-allow-origin": "*", "access-control-expose-headers": "x-restate-id"}
-"""On every ingress answer: any origin may read it (no cookies are involved), `x-restate-id` included."""
+CORS_HEADERS = {"access-control-expose-headers": "x-restate-id", "vary": "origin"}
+"""On every ingress answer to an allowed origin, beside `access-control-allow-origin` naming it."""
 
 
 class CorsRouter(Router):
-    """A `Router` that browsers on other origins may call: the web UI's playground, served by the
-    admin API, calls the ingress. Answers carry `CORS_HEADERS`; a preflight `OPTIONS` gets `204`
-    allowing `GET`/`POST` with the headers it asks for, cached for 10 minutes."""
+    """A `Router` that pages of the allowed origins may call from a browser: the web UI's playground,
+    served by the admin API, calls the ingress. An answer to a request whose `Origin` is allowed
+    carries `access-control-allow-origin` naming it and `CORS_HEADERS` (no cookies are involved); a
+    preflight `OPTIONS` from it gets `204` allowing `GET`/`POST` with the headers it asks for, cached
+    for 10 minutes. Any other origin gets no CORS headers (its page can send, but not read, a simple
+    request) and a `403` preflight.
+
+    Attributes:
+        allowed_origins: Origins as `scheme://host[:port]`, lower case; `*` allows any.
+    """
+
+    def __init__(self, allowed_origins: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.allowed_origins = frozenset(allowed_origins)
+
+    def _cors(self, request: HttpRequest) -> dict[str, str]:
+        origin = request.headers.get("origin", "")
+        if origin and ("*" in self.allowed_origins or origin.lower().rstrip("/") in self.allowed_origins):
+            return {"access-control-allow-origin": origin, **CORS_HEADERS}
+        return {}
 
     def dispatch(self, request: HttpRequest) -> HttpResponse:
         """Answer a preflight, or run the matching route and add the CORS headers to its answer."""
+        cors = self._cors(request)
         if request.method.upper() == "OPTIONS":
+            if not cors:
+                origin = request.headers.get("origin", "(none)")
+                message = f"origin {origin} may not call this ingress from a browser; allow it with TORPOR_UI_ORIGINS"
+                return HttpResponse.json({"code": 403, "message": message}, 403)
             preflight = {
                 "access-control-allow-methods": "GET, POST, OPTIONS",
                 "access-control-allow-headers": request.headers.get(
@@ -113,9 +136,9 @@ class CorsRouter(Router):
                 ),
                 "access-control-max-age": "600",
             }
-            return HttpResponse(204, b"", {**CORS_HEADERS, **preflight})
+            return HttpResponse(204, b"", {**cors, **preflight})
         response = super().dispatch(request)
-        return replace(response, headers={**response.headers, **CORS_HEADERS})
+        return replace(response, headers={**response.headers, **cors}) if cors else response
 
 
 class Ingress:

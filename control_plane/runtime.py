@@ -48,6 +48,7 @@ class ControlPlane:
         self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics)
         self.scheduler = scheduler
         self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
+        self.ingress.router.allowed_origins = frozenset(self.settings.ui_origins)
         self.admin = Admin(self.registry, store, self.engine)
 
     def advance(self, invocation_id: str) -> Outcome:

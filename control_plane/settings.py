@@ -61,6 +61,9 @@ class Settings:
             before anything is stored. Credential headers (`CREDENTIAL_HEADERS`: `authorization`,
             `cookie`, ...) only when named exactly. `TORPOR_PERSISTED_HEADERS=content-type,x-*`,
             `[torpor] persisted_headers = ["content-type", "x-*"]`.
+        ui_origins: the origins (`https://ui.example.com`, or `*` for any) whose pages may call the
+            ingress from a browser (CORS): the web UI's playground. `torpor dev` adds its admin
+            API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`.
     """
 
     inactivity_timeout_ms: int = 60_000
@@ -73,6 +76,7 @@ class Settings:
     workflow_retention_ms: int = 24 * 3600 * 1000
     store_shards: int = 16
     persisted_headers: tuple[str, ...] = DEFAULT_PERSISTED_HEADERS
+    ui_origins: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
     @property
@@ -121,9 +125,11 @@ class Settings:
         if policy:
             changes["retry_policy"] = replace(settings.retry_policy, **policy)
         for name, value in table.items():
-            if name == "persisted_headers":
+            if name in _LIST_SETTINGS:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise BadRequest(f'{path}: [torpor] persisted_headers must be a list of header names, e.g. ["x-*"]')
+                    raise BadRequest(
+                        f'{path}: [torpor] {name} must be a list of strings, e.g. ["{_LIST_SETTINGS[name]}"]'
+                    )
                 changes[name] = header_patterns(value)
                 continue
             if name not in names or isinstance(value, bool) or not isinstance(value, int):
@@ -148,7 +154,7 @@ class Settings:
             if f.name in ("retry_policy", "sources"):
                 continue
             name = f"TORPOR_{f.name.upper()}"
-            if name in env and f.name == "persisted_headers":
+            if name in env and f.name in _LIST_SETTINGS:
                 changes[f.name] = header_patterns(env[name].split(","))
             elif name in env:
                 try:
@@ -169,9 +175,13 @@ class Settings:
         return cls(**changes, sources=sources)  # type: ignore[arg-type]
 
 
+_LIST_SETTINGS = {"persisted_headers": "x-*", "ui_origins": "https://ui.example.com"}  # name -> an example value
+
+
 def header_patterns(values: list[str]) -> tuple[str, ...]:
-    """`[" Content-Type", "x-*", ""]` → `("content-type", "x-*")`: trimmed, lower case, no blanks."""
-    return tuple(v.strip().lower() for v in values if v.strip())
+    """`[" Content-Type", "x-*", ""]` → `("content-type", "x-*")`: trimmed, lower case, no blanks,
+    no trailing `/` (for origins)."""
+    return tuple(v.strip().lower().rstrip("/") for v in values if v.strip())
 
 
 def retry_policy_changes(values: Mapping[str, str], where: Callable[[str], str]) -> dict[str, object]:

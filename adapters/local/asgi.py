@@ -12,10 +12,10 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
-from control_plane.http import HttpRequest, HttpResponse, Router
+from control_plane.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("torpor.asgi")
 
@@ -25,13 +25,19 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+class Dispatcher(Protocol):
+    """What the app serves: a `Router`, or a wrapper around one (`adapters.local.guard`)."""
+
+    def dispatch(self, request: HttpRequest) -> HttpResponse: ...
+
+
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"  # kept as-is when re-encoding a decoded path (RFC 3986 pchar)
 
 
 class _RouterApp:
     """The ASGI 3 application returned by `asgi_app`."""
 
-    def __init__(self, router: Router, max_concurrency: int) -> None:
+    def __init__(self, router: Dispatcher, max_concurrency: int) -> None:
         self._router = router
         self._max_concurrency = max_concurrency
         self._executor: ThreadPoolExecutor | None = None
@@ -118,7 +124,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def asgi_app(router: Router, *, max_concurrency: int = 64) -> AsgiApp:
+def asgi_app(router: Dispatcher, *, max_concurrency: int = 64) -> AsgiApp:
     """An ASGI 3 application serving `router`: HTTP requests and lifespan events.
 
     Each request's body is read whole, turned into an `HttpRequest` (method, raw percent-encoded

@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 from hypercorn.asyncio import serve
@@ -40,11 +41,13 @@ from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
 from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
 from adapters.local.asgi import asgi_app
+from adapters.local.guard import LocalAdminGuard
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
+from control_plane.http import Router
 from control_plane.ports import Invoker
 from control_plane.request_identity import RequestSigner
 from control_plane.runtime import ControlPlane
@@ -86,6 +89,18 @@ def _has_aws_credentials() -> bool:
 
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _origins(url: str) -> frozenset[str]:
+    """The origins a browser may name for the server at `url` (`http://127.0.0.1:9070`): loopback
+    addresses also by their other names (`localhost`, `127.0.0.1`, `[::1]`)."""
+    parts = urlsplit(url)
+    host, port = (parts.hostname or "").lower(), parts.port
+    names = set(_LOOPBACK_NAMES) if host in _LOOPBACK_NAMES else {f"[{host}]" if ":" in host else host}
+    return frozenset(f"{parts.scheme}://{name}:{port}" for name in names)
+
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 
 def _listen(host: str, port: int, role: str, flag: str) -> socket.socket:
@@ -378,6 +393,8 @@ class DevServer:
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
+        router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
+        router.allowed_origins = router.allowed_origins | _origins(self._admin_url)
         self._scheduler.start(
             self._control_plane.advance, self._control_plane.timer_done, self._control_plane.timer_fired
         )
@@ -436,13 +453,24 @@ class DevServer:
         self._ingress_url = _url(self.host, self._sockets[0].getsockname()[1])
         self._admin_url = _url(self.host, self._sockets[1].getsockname()[1])
 
+    def _admin_guard(self, router: Router) -> LocalAdminGuard:
+        """The admin router behind the guard: its own address only (listening on loopback), and
+        changes only from its own origin (the web UI) or from clients that are not web pages."""
+        origins = _origins(self._admin_url)
+        loopback = urlsplit(self._admin_url).hostname in _LOOPBACK_NAMES
+        hosts = {origin.split("://", 1)[1] for origin in origins} if loopback else None
+        return LocalAdminGuard(router, hosts, origins)
+
     def _start_http(self) -> None:
         control_plane = self.control_plane
         ingress_socket, admin_socket = self._sockets
         self._sockets = []
         apps = [
             (asgi_app(control_plane.ingress.router, max_concurrency=self.http_concurrency), ingress_socket),
-            (asgi_app(control_plane.admin.router, max_concurrency=self.http_concurrency), admin_socket),
+            (
+                asgi_app(self._admin_guard(control_plane.admin.router), max_concurrency=self.http_concurrency),
+                admin_socket,
+            ),
         ]
         # hypercorn takes the sockets over by file descriptor and closes them when it stops
         configs = [(app, self._config(sock.detach())) for app, sock in apps]

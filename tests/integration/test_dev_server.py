@@ -122,3 +122,40 @@ def test_a_taken_port_names_the_flag_to_change(dev: DevServer) -> None:
     with pytest.raises(DevServerError, match="--admin-port"):
         second.start()
     second.stop()  # idempotent after a failed start
+
+
+# --- the local admin API against other web pages ----------------------------------------------------
+
+
+def test_a_cross_site_post_to_the_admin_api_is_refused_and_registers_nothing(dev: DevServer) -> None:
+    # GIVEN a web page on another site that posts a "simple" (no preflight) text/plain request
+    forged = {"content-type": "text/plain", "origin": "https://evil.example"}
+    body = '{"uri": "http://evil.example/restate"}'
+    # WHEN it reaches the local admin API
+    reply = httpx.post(f"{dev.admin_url}/deployments", content=body, headers=forged)
+    # THEN it is refused with a 403 naming why, and no deployment was registered
+    assert reply.status_code == 403
+    assert reply.json()["code"] == 403
+    assert "https://evil.example" in reply.json()["message"]
+    no_origin = {"content-type": "text/plain", "sec-fetch-site": "cross-site"}  # older browsers: only this
+    assert httpx.post(f"{dev.admin_url}/deployments", content=body, headers=no_origin).status_code == 403
+    assert dev.store.list_deployments() == []
+    # AND reading stays open to it (no CORS headers: its page cannot read the answer)
+    assert httpx.get(f"{dev.admin_url}/health", headers={"origin": "https://evil.example"}).status_code == 200
+
+
+def test_the_admin_api_answers_only_to_its_own_address(dev: DevServer) -> None:
+    # GIVEN a DNS-rebinding page whose name now points at 127.0.0.1
+    reply = httpx.get(f"{dev.admin_url}/deployments", headers={"host": "evil.example"})
+    # THEN the admin API refuses the foreign Host, and answers to its own names
+    assert reply.status_code == 403
+    assert "Host evil.example" in reply.json()["message"]
+    port = dev.admin_url.rsplit(":", 1)[1]
+    assert httpx.get(f"{dev.admin_url}/deployments", headers={"host": f"localhost:{port}"}).status_code == 200
+
+
+def test_the_admin_api_takes_changes_from_its_own_web_ui_and_from_clients_that_are_not_pages(dev: DevServer) -> None:
+    # a bad registration: the guard lets it through, the admin API judges it (not a 403)
+    body = {"uri": "ftp://nowhere"}
+    assert httpx.post(f"{dev.admin_url}/deployments", json=body, headers={"origin": dev.admin_url}).status_code == 400
+    assert httpx.post(f"{dev.admin_url}/deployments", json=body).status_code == 400

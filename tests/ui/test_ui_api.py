@@ -55,5 +55,7 @@ def test_the_ui_config_names_the_dev_ingress_and_the_ingress_allows_the_ui_origi
     assert httpx.get(f"{dev.admin_url}/ui/config.json").json() == {"ingress_url": dev.ingress_url}
     reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Ann", headers={"origin": dev.admin_url})
     assert reply.json() == "Hello, Ann!"
-    assert reply.headers["access-control-allow-origin"] == "*"
+    assert reply.headers["access-control-allow-origin"] == dev.admin_url
     assert reply.headers["access-control-expose-headers"] == "x-restate-id"
+    other = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Ann", headers={"origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers

@@ -77,26 +77,41 @@ def test_every_file_the_ui_loads_is_served_and_local() -> None:
     assert wanted <= names, f"referenced but not served: {wanted - names}"
 
 
+UI = "http://127.0.0.1:9070"
+
+
 def ingress_router() -> Any:
-    return Ingress(None, None, None, 0).router  # type: ignore[arg-type]  # CORS needs no engine
+    router = Ingress(None, None, None, 0).router  # type: ignore[arg-type]  # CORS needs no engine
+    router.allowed_origins = frozenset({UI})
+    return router
 
 
-def test_a_preflight_is_answered_with_what_the_browser_asks_for() -> None:
+def test_a_preflight_from_the_ui_is_answered_with_what_the_browser_asks_for() -> None:
     request = HttpRequest(
         "OPTIONS",
         "/restate/call/Greeter/greet",
-        headers={"access-control-request-method": "POST", "access-control-request-headers": "content-type,x-mine"},
-    )
+        headers={"origin": UI, "access-control-request-method": "POST",
+                 "access-control-request-headers": "content-type,x-mine"},
+    )  # fmt: skip
     reply = ingress_router().dispatch(request)
     assert reply.status == 204
-    assert reply.headers["access-control-allow-origin"] == "*"
+    assert reply.headers["access-control-allow-origin"] == UI
     assert "POST" in reply.headers["access-control-allow-methods"]
     assert reply.headers["access-control-allow-headers"] == "content-type,x-mine"
 
 
-def test_every_ingress_answer_carries_cors_headers_even_an_error() -> None:
-    reply = ingress_router().dispatch(HttpRequest("GET", "/nowhere"))
+def test_every_ingress_answer_to_the_ui_carries_cors_headers_even_an_error() -> None:
+    reply = ingress_router().dispatch(HttpRequest("GET", "/nowhere", headers={"origin": UI}))
     assert reply.status == 404
-    assert reply.headers["access-control-allow-origin"] == "*"
+    assert reply.headers["access-control-allow-origin"] == UI
     assert reply.headers["access-control-expose-headers"] == "x-restate-id"
     assert reply.headers["content-type"] == "application/json"
+
+
+def test_another_origin_gets_no_cors_permission() -> None:
+    evil = {"origin": "https://evil.example", "access-control-request-method": "POST"}
+    preflight = ingress_router().dispatch(HttpRequest("OPTIONS", "/restate/call/Greeter/greet", headers=evil))
+    assert preflight.status == 403
+    assert "TORPOR_UI_ORIGINS" in preflight.body.decode()
+    reply = ingress_router().dispatch(HttpRequest("GET", "/nowhere", headers={"origin": "https://evil.example"}))
+    assert "access-control-allow-origin" not in reply.headers
