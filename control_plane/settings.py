@@ -64,6 +64,10 @@ class Settings:
         ui_origins: the origins (`https://ui.example.com`, or `*` for any) whose pages may call the
             ingress from a browser (CORS): the web UI's playground. `torpor dev` adds its admin
             API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`.
+        max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; API Gateway's
+            own limit is 10 MB); a larger one is a 413 before the rest is read.
+        max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes); a larger
+            one fails the attempt (retried as any failed attempt) without being read whole.
     """
 
     inactivity_timeout_ms: int = 60_000
@@ -77,6 +81,8 @@ class Settings:
     store_shards: int = 16
     persisted_headers: tuple[str, ...] = DEFAULT_PERSISTED_HEADERS
     ui_origins: tuple[str, ...] = ()
+    max_request_bytes: int = 10 * 1024 * 1024
+    max_answer_bytes: int = 32 * 1024 * 1024
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
     @property

@@ -129,7 +129,10 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
         if signer is not None:
             logger.info("request identity public key: %s", signer.public_key)
         invoker = RoutingInvoker(
-            HttpInvoker(), lambda_factory=lambda_invoker, cloud_run_factory=cloud_run_invoker, signer=signer
+            HttpInvoker(max_answer_bytes=settings.max_answer_bytes),
+            lambda_factory=lambda_invoker,
+            cloud_run_factory=cloud_run_invoker,
+            signer=signer,
         )
         built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground

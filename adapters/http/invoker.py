@@ -53,9 +53,14 @@ class HttpInvoker:
         max_keepalive_connections: Most idle connections kept for reuse, per endpoint.
         trust_env: Honour `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` (any case) and `SSL_CERT_FILE`
             from the environment; without it, requests go direct and TLS trusts certifi's roots.
+        max_answer_bytes: The largest answer body read (bytes); a larger one is an `InvokerError`
+            as soon as its `content-length` or the bytes read so far exceed it.
     """
 
-    def __init__(self, *, max_keepalive_connections: int = 64, trust_env: bool = True) -> None:
+    def __init__(
+        self, *, max_keepalive_connections: int = 64, trust_env: bool = True, max_answer_bytes: int = 32 * 1024 * 1024
+    ) -> None:
+        self.max_answer_bytes = max_answer_bytes
         cafile = os.environ.get("SSL_CERT_FILE") if trust_env else None
         self._pool_kw: dict[str, object] = {
             "maxsize": max_keepalive_connections,
@@ -132,8 +137,15 @@ class HttpInvoker:
             )  # fmt: skip
             complete = False
             try:
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > self.max_answer_bytes:
+                    raise InvokerError(self._too_large(base, f"announces {declared} bytes, more"))
                 chunks: list[bytes] = []
+                size = 0
                 for chunk in response.stream(_READ_CHUNK_BYTES, decode_content=False):
+                    size += len(chunk)
+                    if size > self.max_answer_bytes:
+                        raise InvokerError(self._too_large(base, "is larger"))
                     chunks.append(chunk)
                     if time.monotonic() > deadline:
                         raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
@@ -149,6 +161,11 @@ class HttpInvoker:
                 response.release_conn()
         except (HTTPError, OSError) as exc:
             raise InvokerError(_describe(exc, base, timeout_s)) from exc
+
+    def _too_large(self, base: str, what: str) -> str:
+        """Why an answer was refused: `what` it did ("announces N bytes, more", "is larger")."""
+        limit = self.max_answer_bytes
+        return f"the answer from {base} {what} than the {limit} bytes Torpor reads (TORPOR_MAX_ANSWER_BYTES)"
 
     def close(self) -> None:
         """Close every pooled connection. Requests after this raise `InvokerError`."""

@@ -25,6 +25,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+
 class Dispatcher(Protocol):
     """What the app serves: a `Router`, or a wrapper around one (`adapters.local.guard`)."""
 
@@ -37,9 +38,10 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"  # kept as-is when re-encoding a decoded path 
 class _RouterApp:
     """The ASGI 3 application returned by `asgi_app`."""
 
-    def __init__(self, router: Dispatcher, max_concurrency: int) -> None:
+    def __init__(self, router: Dispatcher, max_concurrency: int, max_body_bytes: int) -> None:
         self._router = router
         self._max_concurrency = max_concurrency
+        self._max_body_bytes = max_body_bytes
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -77,23 +79,45 @@ class _RouterApp:
                 return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._max_body_bytes:  # refused before reading any of it
+            await self._send(send, self._too_large())
+            return
         chunks: list[bytes] = []
+        size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return  # the client left before sending the whole body
-            chunks.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._max_body_bytes:  # the rest is never read: the server closes the connection
+                await self._send(send, self._too_large())
+                return
+            chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         request = HttpRequest(
             method=scope["method"],
             path=_raw_path(scope),
             query_string=bytes(scope.get("query_string", b"")).decode("latin-1"),
-            headers=_headers(scope),
+            headers=headers,
             body=b"".join(chunks),
         )
         loop = asyncio.get_running_loop()
         response: HttpResponse = await loop.run_in_executor(self._pool(), self._router.dispatch, request)
+        await self._send(send, response)
+
+    def _too_large(self) -> HttpResponse:
+        message = (
+            f"the request body is larger than {self._max_body_bytes} bytes, the most this server takes "
+            "(TORPOR_MAX_REQUEST_BYTES)"
+        )
+        return HttpResponse.json({"code": 413, "message": message}, 413, {"connection": "close"})
+
+    @staticmethod
+    async def _send(send: Send, response: HttpResponse) -> None:
         headers = {name.lower(): value for name, value in response.headers.items()}
         headers.setdefault("content-length", str(len(response.body)))
         await send(
@@ -124,20 +148,22 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def asgi_app(router: Dispatcher, *, max_concurrency: int = 64) -> AsgiApp:
+def asgi_app(router: Dispatcher, *, max_concurrency: int = 64, max_body_bytes: int = 10 * 1024 * 1024) -> AsgiApp:
     """An ASGI 3 application serving `router`: HTTP requests and lifespan events.
 
-    Each request's body is read whole, turned into an `HttpRequest` (method, raw percent-encoded
-    path, query string, lower-case headers with repeats joined by ", ", body) and dispatched on a
-    worker thread; the `HttpResponse` is sent back with a `content-length`. Lifespan startup and
-    shutdown are acknowledged (shutdown also releases the worker pool). WebSocket connections are
-    refused.
+    Each request's body is read whole (up to `max_body_bytes`), turned into an `HttpRequest`
+    (method, raw percent-encoded path, query string, lower-case headers with repeats joined by
+    ", ", body) and dispatched on a worker thread; the `HttpResponse` is sent back with a
+    `content-length`. Lifespan startup and shutdown are acknowledged (shutdown also releases the
+    worker pool). WebSocket connections are refused.
 
     Args:
         router: The routes to serve (`ControlPlane.ingress.router` or `.admin.router`).
         max_concurrency: Most requests dispatched at the same time; more wait for a free thread.
+        max_body_bytes: A larger body is answered `413` `{"code", "message"}` as soon as its
+            `content-length` or the bytes read so far exceed it; the rest is never read.
 
     Returns:
         The ASGI callable `app(scope, receive, send)`.
     """
-    return _RouterApp(router, max_concurrency)
+    return _RouterApp(router, max_concurrency, max_body_bytes)

@@ -385,7 +385,7 @@ class DevServer:
 
     def _start_control_plane(self) -> None:
         self._invoker = RoutingInvoker(
-            HttpInvoker(),
+            HttpInvoker(max_answer_bytes=self.settings.max_answer_bytes),
             lambda_factory=self._lambda_invoker,
             cloud_run_factory=_cloud_run_invoker,
             signer=self.request_signer,
@@ -465,10 +465,11 @@ class DevServer:
         control_plane = self.control_plane
         ingress_socket, admin_socket = self._sockets
         self._sockets = []
+        limits = {"max_concurrency": self.http_concurrency, "max_body_bytes": self.settings.max_request_bytes}
         apps = [
-            (asgi_app(control_plane.ingress.router, max_concurrency=self.http_concurrency), ingress_socket),
+            (asgi_app(control_plane.ingress.router, **limits), ingress_socket),
             (
-                asgi_app(self._admin_guard(control_plane.admin.router), max_concurrency=self.http_concurrency),
+                asgi_app(self._admin_guard(control_plane.admin.router), **limits),
                 admin_socket,
             ),
         ]
