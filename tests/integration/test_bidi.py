@@ -1,0 +1,139 @@
+"""Bidirectional mode: deployments that speak HTTP/2 get one streamed request per suspension.
+
+The example services are served by hypercorn with `--http2` (h2c with prior knowledge) in a
+subprocess; `torpor dev` runs on a moto server. Registration discovers over HTTP/2, and each
+`ctx.run` result is committed and acknowledged on the open request, so `attempts` in
+`GET /invocations/{id}` counts handler requests. The same services registered with `use_http_11`
+(request/response) give the reference journal.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from control_plane.settings import Settings
+from examples.side_effects import read_side_effects
+from tests.helpers.dev import describe, dev_with_examples, torpor_dev_process, wait_for
+from tests.helpers.moto import unique_table_name
+from tests.helpers.services import serve_examples
+
+SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=30_000)
+
+
+def _register(admin_url: str, uri: str, **options: Any) -> dict[str, Any]:
+    reply = httpx.post(f"{admin_url}/deployments", json={"uri": uri, **options}, timeout=30)
+    assert reply.status_code == 201, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def _journal(described: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The journal's entry kinds and names/ids, without timestamps: what must match between modes."""
+    return [(e["type"], e.get("name") or e.get("completion_id")) for e in described["journal"]]
+
+
+@pytest.fixture(scope="module")
+def h2_services(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    effects = tmp_path_factory.mktemp("bidi") / "effects.jsonl"
+    with serve_examples(side_effects_file=effects, http2=True) as (url, _process):
+        yield url, effects
+
+
+def test_registration_records_the_mode_and_use_http_11_keeps_request_response(
+    moto_endpoint: str, h2_services: tuple[str, Path]
+) -> None:
+    url, _ = h2_services
+    with serve_examples() as (http11_url, _process), dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+        # GIVEN an HTTP/2 deployment (registered by the fixture) and an HTTP/1.1-only one
+        listed = {d["uri"]: d for d in httpx.get(f"{dev.admin_url}/deployments", timeout=10).json()["deployments"]}
+        # THEN the HTTP/2 one is streamed, the HTTP/1.1 one stays request/response
+        assert listed[url]["protocol_type"] == "BidiStream"
+        assert _register(dev.admin_url, http11_url)["protocol_type"] == "RequestResponse"
+        # AND use_http_11 forces request/response on the HTTP/2 one
+        assert _register(dev.admin_url, url, use_http_11=True, force=True)["protocol_type"] == "RequestResponse"
+        bad = httpx.post(f"{dev.admin_url}/deployments", json={"uri": url, "use_http_11": "yes"}, timeout=30)
+        assert bad.status_code == 400 and "use_http_11" in bad.json()["message"]
+
+
+def test_ten_steps_take_one_request_with_the_journal_of_request_response_mode(
+    moto_endpoint: str, h2_services: tuple[str, Path]
+) -> None:
+    url, effects = h2_services
+    with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+        # WHEN Steps/ten_steps runs on the HTTP/2 deployment
+        reply = httpx.post(f"{dev.ingress_url}/Steps/ten_steps", json="h2", timeout=60)
+        assert reply.status_code == 200, reply.text
+        invocation_id = reply.headers["x-restate-id"]
+        streamed = describe(dev, invocation_id)
+        # AND again on the same deployment registered for request/response
+        _register(dev.admin_url, url, use_http_11=True, force=True)
+        reference_reply = httpx.post(f"{dev.ingress_url}/Steps/ten_steps", json="h2", timeout=60)
+        reference = describe(dev, reference_reply.headers["x-restate-id"])
+    # THEN one handler request did all ten steps, with the same result and journal
+    assert streamed["attempts"] == 1
+    assert reference["attempts"] == 11
+    assert reply.json() == reference_reply.json() == list(range(1, 11))
+    assert _journal(streamed) == _journal(reference)
+    executed = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
+    assert executed == {f"step-{i}": 1 for i in range(1, 11)}
+
+
+def test_steps_a_sleep_and_steps_take_two_requests(moto_endpoint: str, h2_services: tuple[str, Path]) -> None:
+    url, _ = h2_services
+    with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+        # WHEN 5 steps, a 300 ms sleep and 5 steps run on the HTTP/2 deployment
+        body = {"steps": 10, "sleep_ms": 300}
+        reply = httpx.post(f"{dev.ingress_url}/Bench/steps_sleep_steps", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        described = describe(dev, reply.headers["x-restate-id"])
+    # THEN the handler was requested twice: up to the sleep's suspension, then to the end
+    assert described["attempts"] == 2
+    kinds = [e["type"] for e in described["journal"]]
+    assert kinds.count("Run") == kinds.count("RunCompletion") == 10
+    assert kinds.count("Sleep") == 1
+
+
+def test_a_stream_broken_mid_way_keeps_its_committed_steps(moto_endpoint: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.jsonl"
+    table = unique_table_name()
+    with serve_examples(side_effects_file=effects, http2=True) as (url, services):
+        port = int(url.rsplit(":", 1)[1])
+        with torpor_dev_process("--dynamodb-endpoint", moto_endpoint, "--table", table) as (ingress, admin, _dev):
+            assert _register(admin, url)["protocol_type"] == "BidiStream"
+            # GIVEN ten slow steps streamed on one request
+            sent = httpx.post(f"{ingress}/restate/send/Steps/slow_steps", json={"n": 10, "step_ms": 200}, timeout=30)
+            invocation_id = sent.json()["invocationId"]
+
+            def committed() -> int:
+                journal = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json().get("journal", [])
+                return sum(1 for e in journal if e["type"] == "RunCompletion")
+
+            wait_for(lambda: committed() >= 3, 30, "three committed steps")
+            # WHEN the service process dies mid-stream, and comes back on the same port
+            services.send_signal(signal.SIGKILL)
+            services.wait(10)
+            before = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
+            assert sum(before.values()) < 10
+            with serve_examples(port=port, side_effects_file=effects, http2=True):
+
+                def completed() -> dict[str, Any] | None:
+                    described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
+                    return described if described["status"] == "completed" else None
+
+                described = wait_for(completed, 60, "the invocation to complete after the restart")
+                output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
+    # THEN it completed once, and no step committed before the kill ran again
+    assert output.json() == 55
+    runs = [e["name"] for e in described["journal"] if e["type"] == "Run"]
+    assert runs == [f"step-{i}" for i in range(1, 11)]
+    executed = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
+    assert set(executed) == {f"step-{i}" for i in range(1, 11)}
+    committed_before = [f"step-{i}" for i in range(1, 4)]
+    assert all(executed[step] == 1 for step in committed_before)
+    assert sum(1 for count in executed.values() if count > 1) <= 1  # at most the step in flight
