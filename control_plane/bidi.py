@@ -8,10 +8,13 @@ ProposeRunCompletionAck when the proposal asked for one (V7, REQUESTED_ACK), fol
 notification the commit derived (a call's invocation id). So `ctx.run` steps cost no new request.
 
 The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
-service protocol, "Suspension") when the SDK awaits something else than a run result: V7 says so
-with AwaitingOn; for V5/V6 the runtime ends it after a short quiet spell that follows a command
-other than Run. It also ends it after the inactivity timeout without a message, and aborts the
-attempt if the SDK sends nothing for the abort timeout after that. What the SDK sends after the last
+service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
+(V7) that names more than runs says so; otherwise silence does, while no run is in flight:
+`QUIET_S` after a command other than Run, `ACKED_QUIET_S` after an ack or at the start. The SDK
+does not always send AwaitingOn (restate-sdk 1.3 does after a run proposal, not after a call).
+Ending the body early is always safe: the SDK suspends at its next await and the next attempt
+replays. With a run in flight the runtime waits up to the inactivity timeout, then ends its body,
+and aborts the attempt if the SDK sends nothing for the abort timeout after that. What the SDK sends after the last
 commit (new commands, then End, Suspension or Error) is returned as the attempt's answer, to be
 checked and committed like a request/response answer. A stream that breaks keeps what was committed.
 """
@@ -31,8 +34,11 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions
 
 QUIET_S = 0.05
-"""V5/V6: how long the SDK may stay silent after a command other than Run before the runtime takes it
-as awaiting something that is not there yet and ends its body (s)."""
+"""How long the SDK may stay silent after a command other than Run (no run in flight) before the
+runtime takes it as awaiting something that is not there yet and ends its body (s)."""
+
+ACKED_QUIET_S = 0.5
+"""The same after an ack or at the start, when the SDK goes on with its own code (s)."""
 
 _ENDINGS = (MessageType.End, MessageType.Suspension, MessageType.Error)
 
@@ -126,11 +132,11 @@ def _exchange(
     open_runs: set[int] = set()  # Run commands whose result is not proposed yet
     runs: set[int] = set()  # every Run command of this stream: awaiting one needs no suspension
     input_open = True
-    quiet = False  # V5/V6: the last message was a command other than Run
+    quiet = ACKED_QUIET_S  # silence for this long with no run in flight: the SDK awaits something else
     aborting_at: float | None = None
     while True:
         if input_open:
-            wait = min(QUIET_S, timeout_s()) if quiet and not open_runs else timeout_s()
+            wait = timeout_s() if open_runs else min(quiet, timeout_s())
         else:
             assert aborting_at is not None
             wait = aborting_at - time.monotonic()
@@ -140,7 +146,7 @@ def _exchange(
             if not input_open:
                 raise
             stream.end()  # quiet, or inactive for the inactivity timeout: ask the SDK to suspend
-            input_open, quiet = False, False
+            input_open = False
             aborting_at = time.monotonic() + options.abort_timeout_ms / 1000
             continue
         if not chunk:
@@ -163,7 +169,7 @@ def _exchange(
                     aborting_at = time.monotonic() + options.abort_timeout_ms / 1000
                 continue
             sent.append(f)
-            quiet = f.type not in (MessageType.Run, MessageType.ProposeRunCompletion) and version < 7
+            quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
             if f.type == MessageType.Run:
                 open_runs.add(pb.RunCommandMessage.FromString(f.payload).result_completion_id)
                 runs |= open_runs
