@@ -14,7 +14,8 @@ service protocol, "Suspension") when the SDK awaits something else than a run re
 does not always send AwaitingOn (restate-sdk 1.3 does after a run proposal, not after a call).
 Ending the body early is always safe: the SDK suspends at its next await and the next attempt
 replays. With a run in flight the runtime waits up to the inactivity timeout, then ends its body,
-and aborts the attempt if the SDK sends nothing for the abort timeout after that. What the SDK sends after the last
+and aborts the attempt if the SDK sends nothing for the abort timeout after that. No wait outlives
+the lease (`timeout_s`), which each commit extends when it runs low. What the SDK sends after the last
 commit (new commands, then End, Suspension or Error) is returned as the attempt's answer, to be
 checked and committed like a request/response answer. A stream that breaks keeps what was committed.
 """
@@ -147,7 +148,7 @@ def _exchange(
                 raise
             stream.end()  # quiet, or inactive for the inactivity timeout: ask the SDK to suspend
             input_open = False
-            aborting_at = time.monotonic() + options.abort_timeout_ms / 1000
+            aborting_at = time.monotonic() + min(options.abort_timeout_ms / 1000, timeout_s())
             continue
         if not chunk:
             return Streamed(read_answer(sent), pending)  # ended without End, Suspension or Error: 571
@@ -166,7 +167,7 @@ def _exchange(
                 if input_open and _awaits_more_than_runs(f, runs | held.journal.runs):
                     stream.end()
                     input_open = False
-                    aborting_at = time.monotonic() + options.abort_timeout_ms / 1000
+                    aborting_at = time.monotonic() + min(options.abort_timeout_ms / 1000, timeout_s())
                 continue
             sent.append(f)
             quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
