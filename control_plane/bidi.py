@@ -145,7 +145,9 @@ def _exchange(
             chunk = stream.receive(max(wait, 0.001))
         except StreamIdle:
             if not input_open:
-                raise
+                abort_s = options.abort_timeout_ms / 1000
+                message = f"the deployment did not end the stream within the abort timeout ({abort_s:g} s)"
+                return Streamed(AttemptFailure(503, message), pending)
             stream.end()  # quiet, or inactive for the inactivity timeout: ask the SDK to suspend
             input_open = False
             aborting_at = time.monotonic() + min(options.abort_timeout_ms / 1000, timeout_s())

@@ -64,7 +64,8 @@ SELECTED_LANGS = _langs()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"conformance: runtime {RUNTIME}, mode {MODE}, languages {', '.join(SELECTED_LANGS)}; logs in .cache/conformance-logs/"
+    langs = ", ".join(SELECTED_LANGS)
+    return f"conformance: runtime {RUNTIME}, mode {MODE}, languages {langs}; logs in .cache/conformance-logs/"
 
 
 @pytest.fixture(scope="session", params=SELECTED_LANGS)
