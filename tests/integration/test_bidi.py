@@ -58,7 +58,8 @@ def test_registration_records_the_mode_and_use_http_11_keeps_request_response(
         # AND use_http_11 forces request/response on the HTTP/2 one
         assert _register(dev.admin_url, url, use_http_11=True, force=True)["protocol_type"] == "RequestResponse"
         bad = httpx.post(f"{dev.admin_url}/deployments", json={"uri": url, "use_http_11": "yes"}, timeout=30)
-        assert bad.status_code == 400 and "use_http_11" in bad.json()["message"]
+        assert bad.status_code == 400
+        assert "use_http_11" in bad.json()["message"]
 
 
 def test_ten_steps_take_one_request_with_the_journal_of_request_response_mode(
