@@ -138,3 +138,42 @@ def test_a_stream_broken_mid_way_keeps_its_committed_steps(moto_endpoint: str, t
     committed_before = [f"step-{i}" for i in range(1, 4)]
     assert all(executed[step] == 1 for step in committed_before)
     assert sum(1 for count in executed.values() if count > 1) <= 1  # at most the step in flight
+
+
+def test_a_step_longer_than_the_inactivity_timeout_ends_its_stream(
+    moto_endpoint: str, h2_services: tuple[str, Path]
+) -> None:
+    url, effects = h2_services
+    settings = Settings(inactivity_timeout_ms=1_000, lease_margin_ms=2_000, call_wait_ms=30_000)
+    with dev_with_examples(moto_endpoint, url, settings) as dev:
+        # WHEN each of two steps takes 1.5 s, longer than the 1 s inactivity timeout (abort: 1 s more)
+        body = {"n": 2, "step_ms": 1_500}
+        reply = httpx.post(f"{dev.ingress_url}/Steps/slow_steps", json=body, timeout=60)
+        assert reply.status_code == 200, reply.text
+        invocation_id = reply.headers["x-restate-id"]
+        described = describe(dev, invocation_id)
+    # THEN the runtime ended each stream after 1 s of silence: the SDK stored the step and suspended,
+    # one request per step as in request/response mode, and no step ran twice
+    assert reply.json() == 3
+    assert described["attempts"] == 3
+    executed = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
+    assert executed == {"step-1": 1, "step-2": 1}
+
+
+def test_a_step_past_the_abort_timeout_fails_the_attempt(moto_endpoint: str, h2_services: tuple[str, Path]) -> None:
+    url, _ = h2_services
+    settings = Settings(inactivity_timeout_ms=1_000, lease_margin_ms=2_000, call_wait_ms=30_000)
+    with dev_with_examples(moto_endpoint, url, settings) as dev:
+        # WHEN a step takes 3 s: 1 s of inactivity, then 1 s of abort timeout, then still nothing
+        sent = httpx.post(f"{dev.ingress_url}/Steps/slow_steps/send", json={"n": 1, "step_ms": 3_000}, timeout=30)
+        invocation_id = sent.json()["invocationId"]
+
+        def failed() -> dict[str, Any] | None:
+            described = describe(dev, invocation_id)
+            return described if described.get("last_failure") else None
+
+        # THEN the attempt fails, naming the abort timeout, and is retried
+        described = wait_for(failed, 30, "the first attempt to fail")
+        assert "abort timeout" in described["last_failure"]["message"]
+        assert described["status"] in ("backing-off", "running", "ready")
+        httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill", timeout=10)
