@@ -439,6 +439,8 @@ class Env:
             body["use_http_11"] = True
         reply = self.admin.post("/deployments", json=body)
         assert reply.status_code in (200, 201), f"registration: {reply.status_code} {reply.text}"
+        if MODE == "bidi" and self.lang == "python" and self.runtime == "torpor":
+            assert reply.json().get("protocol_type") == "BidiStream", f"not registered for bidi mode: {reply.text}"
 
     def close(self) -> None:
         """Stop the runtime and the services; close the clients."""
