@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from control_plane.attempt import AttemptAnswer, AttemptFailure, read_answer, read_entries
 from control_plane.errors import ProtocolViolation
@@ -101,7 +102,7 @@ def stream_attempt(
     is the longest wait allowed now (the inactivity timeout, bounded by the lease). Returns a
     `Streamed`, an `Outcome` to end with, or None to start over (another commit landed first).
     """
-    version = held.record.protocol_version
+    exchange = _Exchange(stream, held, options, pending, commit, timeout_s)
     try:
         stream.send(body, timeout_s())
         status, headers = stream.head(timeout_s())
@@ -112,97 +113,111 @@ def stream_attempt(
             failure = refused(status, headers, answer)
             assert failure is not None
             return Streamed(failure, pending)
-        return _exchange(stream, held, options, pending, commit, timeout_s, version)
-    except InvokerError as exc:
-        return Streamed(AttemptFailure(503, f"the stream to the deployment broke: {exc.message}"), pending)
+        return exchange.run()
+    except InvokerError as exc:  # what was committed stays; the pending notifications too, once committed
+        return Streamed(_broke(exc), exchange.pending)
+    except ProtocolViolation as exc:
+        failure = AttemptFailure(571, f"the deployment's answer breaks the service protocol: {exc.message}")
+        return Streamed(failure, exchange.pending)
     finally:
         stream.close()
 
 
-def _exchange(
-    stream: DuplexStream,
-    held: Held,
-    options: HandlerOptions,
-    pending: list[Frame],
-    commit: Commit,
-    timeout_s: Callable[[], float],
-    version: int,
-) -> Streamed | Outcome | None:
-    frames = _Frames()
-    sent: list[Frame] = []  # what the SDK sent since the last commit
-    open_runs: set[int] = set()  # Run commands whose result is not proposed yet
-    runs: set[int] = set()  # every Run command of this stream: awaiting one needs no suspension
-    input_open = True
-    quiet = ACKED_QUIET_S  # silence for this long with no run in flight: the SDK awaits something else
-    aborting_at: float | None = None
-    while True:
-        if input_open:
-            wait = timeout_s() if open_runs else min(quiet, timeout_s())
-        else:
-            assert aborting_at is not None
-            wait = aborting_at - time.monotonic()
-        try:
-            chunk = stream.receive(max(wait, 0.001))
-        except StreamIdle:
-            if not input_open:
-                abort_s = options.abort_timeout_ms / 1000
-                message = f"the deployment did not end the stream within the abort timeout ({abort_s:g} s)"
-                return Streamed(AttemptFailure(503, message), pending)
-            stream.end()  # quiet, or inactive for the inactivity timeout: ask the SDK to suspend
-            input_open = False
-            aborting_at = time.monotonic() + min(options.abort_timeout_ms / 1000, timeout_s())
-            continue
-        if not chunk:
-            return Streamed(read_answer(sent), pending)  # ended without End, Suspension or Error: 571
-        try:
-            arrived = frames.feed(chunk)
-        except ProtocolViolation as exc:
-            return Streamed(
-                AttemptFailure(571, f"the deployment's answer breaks the service protocol: {exc.message}"), pending
-            )
-        for f in arrived:
-            if f.type in _ENDINGS:
-                if input_open:
-                    stream.end()
-                return Streamed(read_answer([*sent, f]), pending)
-            if f.type == MessageType.AwaitingOn:
-                if input_open and _awaits_more_than_runs(f, runs | held.journal.runs):
-                    stream.end()
-                    input_open = False
-                    aborting_at = time.monotonic() + min(options.abort_timeout_ms / 1000, timeout_s())
-                continue
-            sent.append(f)
-            quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
-            if f.type == MessageType.Run:
-                open_runs.add(pb.RunCommandMessage.FromString(f.payload).result_completion_id)
-                runs |= open_runs
-            if f.type != MessageType.ProposeRunCompletion or not input_open:
-                continue
-            proposal = pb.ProposeRunCompletionMessage.FromString(f.payload)
-            open_runs.discard(proposal.result_completion_id)
-            entries = read_entries(sent)
-            if isinstance(entries, AttemptFailure):
-                return Streamed(entries, pending)
-            committed = commit([*pending, *entries])
-            if committed is None or isinstance(committed, Outcome):
-                return committed
-            if isinstance(committed, AttemptFailure):
-                return Streamed(committed, pending)
-            sent, pending = [], []
-            if f.requested_ack and version >= 7:
-                answer = frame(pb.ProposeRunCompletionAckMessage(completion_id=proposal.result_completion_id))
+def _broke(exc: InvokerError) -> AttemptFailure:
+    return AttemptFailure(503, f"the stream to the deployment broke: {exc.message}")
+
+
+class _Exchange:
+    """The frames of one stream after its response head: commits, acks, and when to end the body.
+
+    `pending` holds the notifications not committed yet (emptied by the first mid-stream commit).
+    `run` raises `InvokerError` when the stream breaks and `ProtocolViolation` for a malformed frame.
+    """
+
+    def __init__(
+        self,
+        stream: DuplexStream,
+        held: Held,
+        options: HandlerOptions,
+        pending: list[Frame],
+        commit: Commit,
+        timeout_s: Callable[[], float],
+    ) -> None:
+        self.stream, self.held, self.options, self.pending = stream, held, options, pending
+        self.commit, self.timeout_s = commit, timeout_s
+        self.version = held.record.protocol_version
+        self.sent: list[Frame] = []  # what the SDK sent since the last commit
+        self.open_runs: set[int] = set()  # Run commands whose result is not proposed yet
+        self.runs: set[int] = set()  # every Run command of this stream: awaiting one needs no suspension
+        self.input_open = True
+        self.quiet = ACKED_QUIET_S  # silence for this long with no run in flight: the SDK awaits something else
+        self.aborting_at = 0.0
+
+    def run(self) -> Streamed | Outcome | None:
+        """Read until the SDK ends its answer; see `stream_attempt` for what is returned."""
+        frames = _Frames()
+        while True:
+            if self.input_open:
+                wait = self.timeout_s() if self.open_runs else min(self.quiet, self.timeout_s())
             else:
-                answer = next(e for e in entries if e.type == MessageType.RunCompletion and _completes(e, proposal))
-            stream.send(encode_frames([answer, *committed]), timeout_s())
+                wait = self.aborting_at - time.monotonic()
+            try:
+                chunk = self.stream.receive(max(wait, 0.001))
+            except StreamIdle:
+                if not self.input_open:
+                    abort_s = self.options.abort_timeout_ms / 1000
+                    message = f"the deployment did not end the stream within the abort timeout ({abort_s:g} s)"
+                    return Streamed(AttemptFailure(503, message), self.pending)
+                self._end_input()  # quiet, or inactive for the inactivity timeout: ask the SDK to suspend
+                continue
+            if not chunk:  # ended without End, Suspension or Error: 571
+                return Streamed(read_answer(self.sent), self.pending)
+            for f in frames.feed(chunk):
+                done = self._on_frame(f)
+                if done is not False:
+                    return done
+
+    def _end_input(self) -> None:
+        self.stream.end()
+        self.input_open = False
+        self.aborting_at = time.monotonic() + min(self.options.abort_timeout_ms / 1000, self.timeout_s())
+
+    def _on_frame(self, f: Frame) -> Streamed | Outcome | Literal[False] | None:
+        """Handle one frame; False to go on reading, else what `run` returns."""
+        if f.type in _ENDINGS:
+            if self.input_open:
+                self.stream.end()
+            return Streamed(read_answer([*self.sent, f]), self.pending)
+        message = f.decode()  # ProtocolViolation if malformed
+        if isinstance(message, pb.AwaitingOnMessage):
+            awaited = _awaited_completions(message.awaiting_on)
+            if self.input_open and (not awaited or awaited - self.runs - self.held.journal.runs):
+                self._end_input()  # it awaits more than run results (a sleep, a call...): let it suspend
+            return False
+        self.sent.append(f)
+        self.quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
+        if isinstance(message, pb.RunCommandMessage):
+            self.open_runs.add(message.result_completion_id)
+            self.runs.add(message.result_completion_id)
+        if not isinstance(message, pb.ProposeRunCompletionMessage) or not self.input_open:
+            return False
+        self.open_runs.discard(message.result_completion_id)
+        entries = read_entries(self.sent)
+        if isinstance(entries, AttemptFailure):
+            return Streamed(entries, self.pending)
+        committed = self.commit([*self.pending, *entries])
+        if committed is None or isinstance(committed, Outcome):
+            return committed
+        if isinstance(committed, AttemptFailure):
+            return Streamed(committed, self.pending)
+        self.sent, self.pending = [], []
+        if f.requested_ack and self.version >= 7:
+            answer = frame(pb.ProposeRunCompletionAckMessage(completion_id=message.result_completion_id))
+        else:
+            answer = next(e for e in entries if e.type == MessageType.RunCompletion and _completes(e, message))
+        self.stream.send(encode_frames([answer, *committed]), self.timeout_s())
+        return False
 
 
 def _completes(entry: Frame, proposal: pb.ProposeRunCompletionMessage) -> bool:
     return pb.RunCompletionNotificationMessage.FromString(entry.payload).completion_id == proposal.result_completion_id
-
-
-def _awaits_more_than_runs(f: Frame, runs: set[int]) -> bool:
-    """True if an AwaitingOn (V7) waits for more than run results (`runs`: their completion ids),
-    e.g. a sleep, a call, an awakeable: what the stream does not bring."""
-    message = pb.AwaitingOnMessage.FromString(f.payload)
-    awaited = _awaited_completions(message.awaiting_on)
-    return not awaited or bool(awaited - runs)
