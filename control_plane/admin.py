@@ -133,6 +133,7 @@ def deployment_json(d: DeploymentRecord, services: list[ServiceRecord] | None = 
         **({"assume_role_arn": d.auth["assume_role_arn"]} if "assume_role_arn" in d.auth else {}),
         **({"auth": dict(d.auth)} if "google_id_token" in d.auth else {}),
         "protocol_type": "BidiStream" if d.protocol_mode == "BIDI_STREAM" else "RequestResponse",
+        **({} if is_lambda else {"http_version": "HTTP/2.0" if d.protocol_mode == "BIDI_STREAM" else "HTTP/1.1"}),
         "additional_headers": dict(d.additional_headers),
         "metadata": dict(d.metadata),
         "created_at": rfc3339(d.created_at_ms),

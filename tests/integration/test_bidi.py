@@ -54,6 +54,7 @@ def test_registration_records_the_mode_and_use_http_11_keeps_request_response(
         listed = {d["uri"]: d for d in httpx.get(f"{dev.admin_url}/deployments", timeout=10).json()["deployments"]}
         # THEN the HTTP/2 one is streamed, the HTTP/1.1 one stays request/response
         assert listed[url]["protocol_type"] == "BidiStream"
+        assert listed[url]["http_version"] == "HTTP/2.0"
         assert _register(dev.admin_url, http11_url)["protocol_type"] == "RequestResponse"
         # AND use_http_11 forces request/response on the HTTP/2 one
         assert _register(dev.admin_url, url, use_http_11=True, force=True)["protocol_type"] == "RequestResponse"
