@@ -178,3 +178,43 @@ def test_a_step_past_the_abort_timeout_fails_the_attempt(moto_endpoint: str, h2_
         assert "abort timeout" in described["last_failure"]["message"]
         assert described["status"] in ("backing-off", "running", "ready")
         httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill", timeout=10)
+
+
+def test_sigkill_of_torpor_dev_mid_stream_keeps_the_acked_steps(moto_endpoint: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.jsonl"
+    table = unique_table_name()
+    store = ("--dynamodb-endpoint", moto_endpoint, "--table", table)
+    with serve_examples(side_effects_file=effects, http2=True) as (url, _services):
+        with torpor_dev_process(*store) as (ingress, admin, first):
+            assert _register(admin, url)["protocol_type"] == "BidiStream"
+            # GIVEN ten slow steps streamed on one request, three of them acked
+            sent = httpx.post(f"{ingress}/restate/send/Steps/slow_steps", json={"n": 10, "step_ms": 200}, timeout=30)
+            invocation_id = sent.json()["invocationId"]
+
+            def acked() -> list[str]:
+                journal = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json().get("journal", [])
+                names = {e.get("result_completion_id"): e.get("name") for e in journal if e["type"] == "Run"}
+                return [names[e["completion_id"]] for e in journal if e["type"] == "RunCompletion"]
+
+            wait_for(lambda: len(acked()) >= 3, 30, "three acked steps")
+            committed_before = acked()
+            # WHEN the control plane dies mid-stream
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        # THEN a new one on the same table completes the invocation once
+        with torpor_dev_process(*store) as (ingress, admin, _second):
+
+            def completed() -> dict[str, Any] | None:
+                described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
+                return described if described["status"] == "completed" else None
+
+            described = wait_for(completed, 60, "the invocation to complete after the restart")
+            output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
+    assert output.json() == 55
+    assert [e["name"] for e in described["journal"] if e["type"] == "Run"] == [f"step-{i}" for i in range(1, 11)]
+    assert sum(1 for e in described["journal"] if e["type"] == "Output") == 1
+    # AND no step acked before the kill ran again; at most the one in flight did
+    executed = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
+    assert set(executed) == {f"step-{i}" for i in range(1, 11)}
+    assert all(executed[step] == 1 for step in committed_before)
+    assert sum(1 for count in executed.values() if count > 1) <= 1
