@@ -218,3 +218,19 @@ def test_sigkill_of_torpor_dev_mid_stream_keeps_the_acked_steps(moto_endpoint: s
     assert set(executed) == {f"step-{i}" for i in range(1, 11)}
     assert all(executed[step] == 1 for step in committed_before)
     assert sum(1 for count in executed.values() if count > 1) <= 1
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_v5_and_v6_get_the_run_completion_back_on_the_stream(moto_endpoint: str, version: int) -> None:
+    with (
+        serve_examples(max_protocol_version=version, http2=True) as (url, _process),
+        dev_with_examples(moto_endpoint, url, SETTINGS) as dev,
+    ):
+        # WHEN ten steps run on a deployment that speaks V5 or V6 (no ProposeRunCompletionAck)
+        reply = httpx.post(f"{dev.ingress_url}/Steps/ten_steps", json="v", timeout=60)
+        assert reply.status_code == 200, reply.text
+        described = describe(dev, reply.headers["x-restate-id"])
+    # THEN each RunCompletion went back on the open request: one handler request
+    assert described["protocol_version"] == version
+    assert described["attempts"] == 1
+    assert reply.json() == list(range(1, 11))
