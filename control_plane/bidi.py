@@ -6,6 +6,9 @@ committed with the same conditional journal write as in request/response mode, t
 carried out, and the runtime answers on the open request: the RunCompletion notification (V5/V6), or
 ProposeRunCompletionAck when the proposal asked for one (V7, REQUESTED_ACK), followed by any
 notification the commit derived (a call's invocation id). So `ctx.run` steps cost no new request.
+A command that reaches other invocations (a call, a one-way call, an awakeable or promise completed,
+a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
+the call's invocation id goes back on the stream.
 
 The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
 service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
@@ -43,6 +46,16 @@ ACKED_QUIET_S = 0.5
 """The same after an ack or at the start, when the SDK goes on with its own code (s)."""
 
 _ENDINGS = (MessageType.End, MessageType.Suspension, MessageType.Error)
+_REACHING = frozenset(
+    {
+        MessageType.Call,
+        MessageType.OneWayCall,
+        MessageType.CompleteAwakeable,
+        MessageType.SendSignal,
+        MessageType.CompletePromise,
+    }
+)
+"""Commands whose effects reach other invocations: committed (and carried out) as soon as they arrive."""
 
 Commit = Callable[[list[Frame]], "list[Frame] | Outcome | AttemptFailure | None"]
 """Commits entries mid-stream: the notifications to send back (derived ones), an `Outcome` to end
@@ -176,6 +189,10 @@ class _Exchange:
                 done = self._on_frame(f)
                 if done is not False:
                     return done
+            if self.input_open and any(e.type in _REACHING for e in self.sent):
+                done = self._commit_sent(None)  # effects beyond the invocation happen as they arrive
+                if done is not False:
+                    return done
 
     def _end_input(self) -> None:
         self.stream.end()
@@ -190,9 +207,14 @@ class _Exchange:
             return Streamed(read_answer([*self.sent, f]), self.pending)
         message = f.decode()  # ProtocolViolation if malformed
         if isinstance(message, pb.AwaitingOnMessage):
+            if self.input_open and any(e.type in _REACHING for e in self.sent):
+                done = self._commit_sent(None)  # a call's invocation id may be what it awaits
+                if done is not False:
+                    return done
+            journal = self.held.journal
             awaited = _awaited_completions(message.awaiting_on)
-            if self.input_open and (not awaited or awaited - self.runs - self.held.journal.runs):
-                self._end_input()  # it awaits more than run results (a sleep, a call...): let it suspend
+            if self.input_open and (not awaited or awaited - self.runs - journal.runs - journal.completions):
+                self._end_input()  # it awaits more than the stream brings (a sleep, a call...): let it suspend
             return False
         self.sent.append(f)
         self.quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
@@ -202,6 +224,15 @@ class _Exchange:
         if not isinstance(message, pb.ProposeRunCompletionMessage) or not self.input_open:
             return False
         self.open_runs.discard(message.result_completion_id)
+        return self._commit_sent(message, ack=f.requested_ack and self.version >= 7)
+
+    def _commit_sent(
+        self, proposal: pb.ProposeRunCompletionMessage | None, ack: bool = False
+    ) -> Streamed | Outcome | Literal[False] | None:
+        """Commit what the SDK sent since the last commit (and the pending notifications), then send
+        back, for a run `proposal`, its RunCompletion notification, or a ProposeRunCompletionAck if
+        `ack` (V7, REQUESTED_ACK); then the derived notifications (a call's invocation id). False
+        to go on reading, else what `run` returns."""
         entries = read_entries(self.sent)
         if isinstance(entries, AttemptFailure):
             return Streamed(entries, self.pending)
@@ -211,11 +242,13 @@ class _Exchange:
         if isinstance(committed, AttemptFailure):
             return Streamed(committed, self.pending)
         self.sent, self.pending = [], []
-        if f.requested_ack and self.version >= 7:
-            answer = frame(pb.ProposeRunCompletionAckMessage(completion_id=message.result_completion_id))
-        else:
-            answer = next(e for e in entries if e.type == MessageType.RunCompletion and _completes(e, message))
-        self.stream.send(encode_frames([answer, *committed]), self.timeout_s())
+        answer: list[Frame] = []
+        if proposal is not None and ack:
+            answer.append(frame(pb.ProposeRunCompletionAckMessage(completion_id=proposal.result_completion_id)))
+        elif proposal is not None:
+            answer += [e for e in entries if e.type == MessageType.RunCompletion and _completes(e, proposal)]
+        if answer or committed:
+            self.stream.send(encode_frames([*answer, *committed]), self.timeout_s())
         return False
 
 

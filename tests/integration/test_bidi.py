@@ -234,3 +234,20 @@ def test_v5_and_v6_get_the_run_completion_back_on_the_stream(moto_endpoint: str,
     assert described["protocol_version"] == version
     assert described["attempts"] == 1
     assert reply.json() == list(range(1, 11))
+
+
+def test_a_one_way_call_is_committed_as_it_arrives_and_its_id_streamed_back(
+    moto_endpoint: str, h2_services: tuple[str, Path]
+) -> None:
+    url, _ = h2_services
+    with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+        # WHEN a handler sends a one-way call, awaits the callee's invocation id, then sleeps 200 ms
+        reply = httpx.post(f"{dev.ingress_url}/Calls/send_then_sleep", json=200, timeout=60)
+        assert reply.status_code == 200, reply.text
+        described = describe(dev, reply.headers["x-restate-id"])
+        callee = describe(dev, reply.json())
+    # THEN the id came back on the open request: one request up to the sleep, one after it
+    assert described["attempts"] == 2
+    assert callee["target"] == "Waits/booking"
+    kinds = [e["type"] for e in described["journal"]]
+    assert kinds[:3] == ["Input", "OneWayCall", "CallInvocationIdCompletion"]
