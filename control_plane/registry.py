@@ -203,8 +203,9 @@ class Registry:
         """Register the deployment at `endpoint`; returns `(deployment, created)`.
 
         Registering a URI again with the same services returns the existing deployment
-        (`created=False`). If its services or handlers changed, `force=True` replaces it in place;
-        without force it raises `Conflict` (409). `use_http_11` discovers and invokes over HTTP/1.1
+        (`created=False`), updated in place if its protocol mode changed (`use_http_11`). If its
+        services or handlers changed, `force=True` replaces it in place; without force it raises
+        `Conflict` (409). `use_http_11` discovers and invokes over HTTP/1.1
         in request/response mode even if the endpoint speaks HTTP/2 (see `discover_mode`; the mode
         is recorded as `protocol_mode`). Raises `BadRequest` if discovery fails and
         `UnsupportedProtocol` if no service protocol version in 5..7 fits.
@@ -214,14 +215,15 @@ class Registry:
         min_v, max_v = int(manifest["minProtocolVersion"]), int(manifest["maxProtocolVersion"])
         negotiate(min_v, min(max_v, self.settings.max_protocol_version))
         existing = next((d for d in self.store.list_deployments() if d.endpoint == endpoint), None)
-        if existing is not None and not force and existing.protocol_mode == mode:
+        if existing is not None and not force:
             if _services_signature(existing.manifest) != _services_signature(manifest):
                 raise Conflict(
                     f"deployment {existing.deployment_id} at {endpoint} is registered with other services or "
                     'handlers; register again with "force": true (POST /deployments) '
                     "to replace it"
                 )
-            return existing, False
+            if existing.protocol_mode == mode:
+                return existing, False  # else the same services in another mode: updated in place
         deployment = DeploymentRecord(
             deployment_id=existing.deployment_id if existing else ids.new_deployment_id(),
             endpoint=endpoint,

@@ -56,8 +56,10 @@ def test_registration_records_the_mode_and_use_http_11_keeps_request_response(
         assert listed[url]["protocol_type"] == "BidiStream"
         assert listed[url]["http_version"] == "HTTP/2.0"
         assert _register(dev.admin_url, http11_url)["protocol_type"] == "RequestResponse"
-        # AND use_http_11 forces request/response on the HTTP/2 one
-        assert _register(dev.admin_url, url, use_http_11=True, force=True)["protocol_type"] == "RequestResponse"
+        # AND use_http_11 switches the HTTP/2 one to request/response in place (same id, same services)
+        switched = _register(dev.admin_url, url, use_http_11=True)
+        assert switched["protocol_type"] == "RequestResponse"
+        assert switched["id"] == listed[url]["id"]
         bad = httpx.post(f"{dev.admin_url}/deployments", json={"uri": url, "use_http_11": "yes"}, timeout=30)
         assert bad.status_code == 400
         assert "use_http_11" in bad.json()["message"]
