@@ -18,7 +18,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from control_plane.ports import HttpReply, Invoker, InvokerError
+from adapters.http.streaming import H2Invoker
+from control_plane.ports import DuplexStream, HttpReply, Invoker, InvokerError, StreamingInvoker
 from control_plane.request_identity import RequestSigner
 
 
@@ -39,6 +40,7 @@ class RoutingInvoker:
             with an `InvokerError` naming the fix.
         cloud_run_factory: Builds the Cloud Run invoker on first use; None: likewise.
         signer: Signs every request with Torpor's request identity key; None: requests go unsigned.
+        streams: Opens HTTP/2 streams for bidirectional mode (default: `adapters.http.streaming.H2Invoker`).
     """
 
     def __init__(
@@ -48,8 +50,10 @@ class RoutingInvoker:
         lambda_factory: Callable[[], Invoker] | None = None,
         cloud_run_factory: Callable[[], Invoker] | None = None,
         signer: RequestSigner | None = None,
+        streams: StreamingInvoker | None = None,
     ) -> None:
         self.http = http
+        self.streams = streams or H2Invoker()
         self.signer = signer
         self._factories = {"lambda": lambda_factory, "cloud_run": cloud_run_factory}
         self._built: dict[str, Invoker] = {}
@@ -91,6 +95,21 @@ class RoutingInvoker:
         else:
             invoker = self.http
         return invoker.request(endpoint, method, path, headers, body, timeout_s, auth=auth)
+
+    def open_stream(
+        self, endpoint: str, method: str, path: str, headers: Mapping[str, str], timeout_s: float
+    ) -> DuplexStream:
+        """A full-duplex HTTP/2 request to a plain `http(s)://` endpoint, signed (bidirectional mode).
+
+        Raises `InvokerError` for a Lambda or Cloud Run deployment (request/response only), or when
+        the endpoint cannot be reached over HTTP/2.
+        """
+        if not endpoint.startswith(("http://", "https://")):
+            raise InvokerError(f"{endpoint}: only http(s):// deployments are invoked over HTTP/2")
+        if self.signer is not None:
+            identity = self.signer.headers(path)
+            headers = {**{k: v for k, v in headers.items() if k.lower() not in identity}, **identity}
+        return self.streams.open_stream(endpoint, method, path, headers, timeout_s)
 
     def close(self) -> None:
         """Close every invoker built so far that can be closed."""

@@ -1,7 +1,7 @@
 """Torpor beside Restate: the same example app driven through `torpor dev` and through `restate-server`.
 
     python -m bench.side_by_side [--rounds 5] [--calls 40] [--sleeps 10] [--load-s 15] [--load-rounds 2]
-                                 [--store sqlite|moto|dynalite] [--quick]
+                                 [--store sqlite|moto|dynalite] [--quick] [--http2]
 
 One process of the example services (`python -m examples.serve`: hypercorn, HTTP/1.1,
 request/response) serves both systems. `torpor dev` runs in its own process on its default store,
@@ -10,6 +10,10 @@ moto server or dynalite as DynamoDB, in another process); `restate-server` 1.7.1
 `.cache/bench/restate` on first use, started on loopback with its data in a fresh folder there, and
 the deployment is registered through its admin API with `"use_http_11": true`. All ports are free
 ones picked at start, so nothing clashes with another `torpor dev` or Restate on the machine.
+
+`--http2`: the services also speak HTTP/2 (h2c, `examples.serve --http2`) and both systems register
+them over it (restate-server without `use_http_11`): both run in bidirectional mode, so ten steps are
+one streamed request on each. The ten-step p50 ratio is printed on its own line at the end.
 
 Each workload alternates the two systems round by round (torpor, restate, torpor, restate, ...);
 the client is `hey` (its own process):
@@ -86,9 +90,10 @@ class Restate:
     admin_url: str
     process: subprocess.Popen[bytes]
 
-    def register(self, services_url: str) -> None:
-        """Register the deployment (HTTP/1.1, request/response) and wait until the ingress routes to it."""
-        body = {"uri": services_url, "use_http_11": True}
+    def register(self, services_url: str, http2: bool = False) -> None:
+        """Register the deployment (HTTP/1.1, request/response; `http2`: over HTTP/2, bidirectional)
+        and wait until the ingress routes to it."""
+        body = {"uri": services_url, "use_http_11": not http2}
         httpx.post(f"{self.admin_url}/deployments", json=body, timeout=30).raise_for_status()
         for _ in range(200):
             if httpx.post(f"{self.ingress_url}/Greeter/greet", json="x", timeout=30).status_code == 200:
@@ -141,18 +146,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-rounds", type=int, default=2, help="throughput runs per system (default 2)")
     parser.add_argument("--store", choices=STORES, default="sqlite", help="Torpor's store (default sqlite)")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 10 calls, 1 throughput run of 5 s")
+    parser.add_argument("--http2", action="store_true", help="serve and register over HTTP/2: bidirectional mode")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls, args.sleeps, args.load_s, args.load_rounds = 2, 10, 5, 5, 1
     print(f"before: {load()}", flush=True)
     with (
-        serve_examples() as (services_url, _),
+        serve_examples(http2=args.http2) as (services_url, _),
         store(args.store) as (dynamodb, store_pid),
         torpor_dev(dynamodb) as dev,
         restate_server() as restate,
     ):
         dev.register(services_url)
-        restate.register(services_url)
+        restate.register(services_url, http2=args.http2)
         systems = {
             "torpor": (dev.ingress_url, [pid for pid in (dev.process.pid, store_pid) if pid is not None]),
             "restate": (restate.ingress_url, [restate.process.pid]),
@@ -195,7 +201,8 @@ def print_tables(args: argparse.Namespace, samples: dict, runs: dict[str, list[H
     print(
         f"\n{args.rounds} rounds of {args.calls} sequential calls each ({args.sleeps} concurrent sleeps), alternating"
     )
-    print(f"\nTorpor's store: {args.store}")
+    mode = "bidirectional (HTTP/2)" if args.http2 else "request/response"
+    print(f"\nTorpor's store: {args.store}; protocol mode: {mode}")
     print("\n| workload | torpor p50 | restate p50 | torpor ÷ restate | torpor p99 | restate p99 | torpor ÷ restate |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     names = list(dict.fromkeys(name for name, _ in samples))
@@ -221,6 +228,10 @@ def print_tables(args: argparse.Namespace, samples: dict, runs: dict[str, list[H
         print(f"| {label} | {t:.{digits}f}{unit} | {r:.{digits}f}{unit} | {t / r:.2f} |")
     print(f"| errors | {errors['torpor']} | {errors['restate']} | |")
     print("\n" + json.dumps({"rate": rate, "cpu_ms_per_call": cpu, "errors": errors}))
+    steps = "10 ctx.run steps (Steps/ten_steps)"
+    t, r = summary(samples[steps, "torpor"])["p50"], summary(samples[steps, "restate"])["p50"]
+    mode = "over HTTP/2, bidirectional" if args.http2 else "request/response"
+    print(f"\nten steps {mode}: p50 torpor {t:.1f} ms, restate {r:.1f} ms, torpor ÷ restate {t / r:.2f}")
 
 
 if __name__ == "__main__":

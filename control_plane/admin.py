@@ -132,7 +132,8 @@ def deployment_json(d: DeploymentRecord, services: list[ServiceRecord] | None = 
         ("arn" if is_lambda else "uri"): d.endpoint,
         **({"assume_role_arn": d.auth["assume_role_arn"]} if "assume_role_arn" in d.auth else {}),
         **({"auth": dict(d.auth)} if "google_id_token" in d.auth else {}),
-        "protocol_type": "RequestResponse",
+        "protocol_type": "BidiStream" if d.protocol_mode == "BIDI_STREAM" else "RequestResponse",
+        **({} if is_lambda else {"http_version": "HTTP/2.0" if d.protocol_mode == "BIDI_STREAM" else "HTTP/1.1"}),
         "additional_headers": dict(d.additional_headers),
         "metadata": dict(d.metadata),
         "created_at": rfc3339(d.created_at_ms),
@@ -389,7 +390,8 @@ class Admin:
 
     def register(self, request: HttpRequest) -> HttpResponse:
         """Register a deployment by `uri` or Lambda `arn` (see `control_plane.endpoints`): discovery,
-        then 201 with its id and services. 400 naming the fix for a bad body or an unpinned ARN."""
+        then 201 with its id and services. `"use_http_11": true` keeps an HTTP/2 endpoint in
+        request/response mode (see `Registry.discover_mode`). 400 naming the fix for a bad body or an unpinned ARN."""
         body = request.json()
         if not isinstance(body, dict):
             raise BadRequest('the body must be a JSON object like {"uri": "http://localhost:9080"}')
@@ -399,13 +401,16 @@ class Admin:
         force = body.get("force", False)
         if not isinstance(force, bool):
             raise BadRequest('"force" must be true or false')
+        use_http_11 = body.get("use_http_11", False)
+        if not isinstance(use_http_11, bool):
+            raise BadRequest('"use_http_11" must be true or false')
         target = parse_registration(body, force=force)
         metadata = body.get("metadata") or {}
         if body.get("dry_run"):
             manifest = self.registry.discover(target.endpoint, headers, target.auth)
             return HttpResponse.json({"id": None, "services": manifest["services"], "dry_run": True}, 200)
         deployment, _ = self.registry.register(
-            target.endpoint, headers, force=force, metadata=metadata, auth=target.auth
+            target.endpoint, headers, force=force, metadata=metadata, auth=target.auth, use_http_11=use_http_11
         )
         services = [s for s in self.store.list_services() if s.name in deployment.services]
         return HttpResponse.json(deployment_json(deployment, services), 201)

@@ -86,6 +86,25 @@ def parse_answer(body: bytes) -> AttemptAnswer | AttemptFailure:
         return AttemptFailure(571, f"the deployment's answer breaks the service protocol: {exc.message}")
 
 
+def read_answer(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
+    """`parse_answer` for frames already split (bidirectional mode reads them as they arrive).
+
+    Frames that end in none of End, Suspension or Error are a 571 failure.
+    """
+    try:
+        return _read(frames)
+    except ProtocolViolation as exc:
+        return AttemptFailure(571, f"the deployment's answer breaks the service protocol: {exc.message}")
+
+
+def read_entries(frames: list[Frame]) -> list[Frame] | AttemptFailure:
+    """The entries to commit from what the SDK sent so far on an open stream (bidirectional mode):
+    commands and custom entries as sent, run proposals as RunCompletion notifications. `frames`
+    hold no End, Suspension or Error. Returns a failure for a malformed or forbidden message."""
+    read = read_answer([*frames, Frame(MessageType.End, b"")])
+    return read.entries if isinstance(read, AttemptAnswer) else read
+
+
 def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
     entries: list[Frame] = []
     for f in frames:

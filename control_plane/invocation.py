@@ -46,6 +46,7 @@ from control_plane.attempt import (
     parse_answer,
     without_handled_cancel,
 )
+from control_plane.bidi import Streamed, stream_attempt
 from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
@@ -58,6 +59,7 @@ from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
     Clock,
+    DeploymentRecord,
     InvocationRecord,
     InvokerError,
     ItemTooLarge,
@@ -501,7 +503,16 @@ class Engine:
                 except StoreConflict:
                     return Outcome.LEASE_LOST
             attempted = True
-            result = self._attempt(held, options, pending)
+            if self._bidi(held):
+                streamed = self._stream(held, options, pending)
+                if isinstance(streamed, Outcome):
+                    return streamed
+                if streamed is None:  # another commit landed first mid-stream: start over from the journal
+                    held.awaiting = None
+                    continue
+                result, pending = streamed.result, streamed.pending  # pending: [] once committed mid-stream
+            else:
+                result = self._attempt(held, options, pending)
             if isinstance(result, AttemptFailure):
                 result = explain_mismatch(held.journal, result)
                 kept = self._keep_failed_run(held, result, pending)
@@ -616,6 +627,139 @@ class Engine:
 
     def _attempt(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
         """One request to the pinned deployment with Start + the whole journal + pending notifications."""
+        request = self._request(held, options, pending)
+        if isinstance(request, AttemptFailure):
+            return request
+        deployment, headers, body, timeout_ms = request
+        record = held.record
+        version = record.protocol_version
+        labels = {"service": record.service, "handler": record.handler}
+        started = time.perf_counter()
+        try:
+            reply = self.registry.invoker.request(
+                deployment.endpoint,
+                "POST",
+                f"/invoke/{record.service}/{record.handler}",
+                headers,
+                body,
+                timeout_ms / 1000,
+                auth=deployment.auth or None,
+            )
+        except InvokerError as exc:
+            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
+        self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+        refused = self.refused_reply(reply.status, reply.headers, reply.body, version)
+        if refused is not None:
+            return refused
+        return parse_answer(reply.body)
+
+    def _bidi(self, held: Held) -> bool:
+        """True if the pinned deployment is invoked in bidirectional mode (registered so, see
+        `Registry.discover_mode`) and the invoker can open HTTP/2 streams."""
+        try:
+            deployment = self.registry.deployment(held.record.deployment_id)
+        except NotFound:
+            return False  # `_attempt` says so
+        return deployment.protocol_mode == "BIDI_STREAM" and hasattr(self.registry.invoker, "open_stream")
+
+    def _stream(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> Streamed | Outcome | None:
+        """One attempt in bidirectional mode (`control_plane.bidi`): run results are committed and
+        acknowledged on the open request. Returns what `bidi.stream_attempt` does."""
+        request = self._request(held, options, pending)
+        if isinstance(request, AttemptFailure):
+            return Streamed(request, pending)
+        deployment, headers, body, _ = request
+        record = held.record
+        labels = {"service": record.service, "handler": record.handler}
+
+        def timeout_s() -> float:  # never outlive the lease (extended at each commit)
+            lease_left_ms = held.record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
+            return max(1_000, min(options.inactivity_timeout_ms, lease_left_ms)) / 1000
+
+        def refused(status: int, answered: Mapping[str, str], answer: bytes) -> AttemptFailure | None:
+            return self.refused_reply(status, answered, answer, record.protocol_version)
+
+        started = time.perf_counter()
+        try:
+            stream = self.registry.invoker.open_stream(  # type: ignore[attr-defined]  # see `_bidi`
+                deployment.endpoint, "POST", f"/invoke/{record.service}/{record.handler}", headers, timeout_s()
+            )
+        except InvokerError as exc:
+            failure = AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
+            return Streamed(failure, pending)
+        try:
+            return stream_attempt(
+                stream,
+                body,
+                held,
+                options,
+                pending,
+                lambda entries: self._commit_streamed(held, options, entries),
+                refused,
+                timeout_s,
+            )
+        finally:
+            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+
+    def _commit_streamed(
+        self, held: Held, options: HandlerOptions, entries: list[Frame]
+    ) -> list[Frame] | Outcome | AttemptFailure | None:
+        """Commit what the SDK sent so far on a stream (see `bidi.Commit`): checked like an answer,
+        committed with its derived notifications and applied; the lease is extended if it runs low.
+        Returns the derived notifications (to send on the stream), an `Outcome`, a failure, or None
+        when another commit landed first."""
+        refused = check_answer(held.journal, entries, None)
+        if refused is not None:
+            return refused
+        try:
+            derived = self.effects.derived_notifications(held, entries)
+        except TorporError as exc:
+            return AttemptFailure(exc.status, exc.message)
+        start = len(held.journal)
+        committed = self._commit_and_apply(held, entries + derived)
+        if isinstance(committed, Outcome):
+            return committed
+        if committed:
+            try:
+                self.effects.apply(held, start)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            return None
+        held.record = replace(held.record, failures_in_a_row=0)
+        now = self.clock.now_ms()
+        if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
+            try:
+                self._update(held, lease_until_ms=now + self._lease_ms(options))
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+        return derived
+
+    def refused_reply(
+        self, status: int, headers: Mapping[str, str], body: bytes, version: int
+    ) -> AttemptFailure | None:
+        """The failure an answer's HTTP status or content-type means (415, non-200, a content-type
+        other than the negotiated protocol's: 571); None if the answer can be read."""
+        content_type = invocation_content_type(version)
+        if status == 415:
+            return AttemptFailure(415, f"the deployment does not accept service protocol V{version} ({content_type})")
+        if status != 200:
+            text = body[:300].decode("utf-8", "replace").strip() or "(no body)"
+            hint = refusal_hint(status, getattr(self.registry.invoker, "request_identity", None))
+            return AttemptFailure(status, f"the deployment answered HTTP {status}: {text}{hint}")
+        answered = headers.get("content-type", "")
+        if answered.split(";")[0].strip().lower() != content_type:
+            shown = clip(answered, 200) if answered else "no content-type"
+            return AttemptFailure(
+                571, f"the deployment answered with {shown}, not the negotiated service protocol's {content_type}"
+            )
+        return None
+
+    def _request(
+        self, held: Held, options: HandlerOptions, pending: list[Frame]
+    ) -> tuple[DeploymentRecord, dict[str, str], bytes, int] | AttemptFailure:
+        """An attempt's request: `(deployment, headers, body, timeout_ms)`, body = Start + journal +
+        `pending`; counts the attempt (record, metrics). A 404 failure if the deployment is gone."""
         record = held.record
         try:
             deployment = self.registry.deployment(record.deployment_id)
@@ -664,34 +808,7 @@ class Engine:
         if record.attempts == 0:
             self.metrics.count("invocations_started", **labels)
         log.debug("attempt %d of %s", record.attempts + 1, record.invocation_id, extra=_log_fields(held.record))
-        started = time.perf_counter()
-        try:
-            reply = self.registry.invoker.request(
-                deployment.endpoint,
-                "POST",
-                f"/invoke/{record.service}/{record.handler}",
-                headers,
-                body,
-                timeout_ms / 1000,
-                auth=deployment.auth or None,
-            )
-        except InvokerError as exc:
-            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
-            return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
-        self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
-        if reply.status == 415:
-            return AttemptFailure(415, f"the deployment does not accept service protocol V{version} ({content_type})")
-        if reply.status != 200:
-            text = reply.body[:300].decode("utf-8", "replace").strip() or "(no body)"
-            hint = refusal_hint(reply.status, getattr(self.registry.invoker, "request_identity", None))
-            return AttemptFailure(reply.status, f"the deployment answered HTTP {reply.status}: {text}{hint}")
-        answered = reply.headers.get("content-type", "")
-        if answered.split(";")[0].strip().lower() != content_type:
-            shown = clip(answered, 200) if answered else "no content-type"
-            return AttemptFailure(
-                571, f"the deployment answered with {shown}, not the negotiated service protocol's {content_type}"
-            )
-        return parse_answer(reply.body)
+        return deployment, headers, body, timeout_ms
 
     def _commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:
         """Append entries at the journal's length. False: committed (or nothing to commit).

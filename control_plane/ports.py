@@ -73,6 +73,7 @@ class DeploymentRecord:
     services: Sequence[str] = ()
     metadata: Mapping[str, str] = field(default_factory=dict)
     auth: Mapping[str, object] = field(default_factory=dict)  # how to invoke it, see `Invoker.request`
+    protocol_mode: str = "REQUEST_RESPONSE"  # or BIDI_STREAM: discovered over HTTP/2 and the manifest says so
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +421,13 @@ class InvokerError(TorporError):
     code = "deployment_unreachable"
 
 
+class StreamIdle(InvokerError):
+    """An open stream brought nothing within the wait it was given (bidirectional mode)."""
+
+    status = 504
+    code = "deployment_idle"
+
+
 class Invoker(Protocol):
     """Sends one HTTP-shaped request to a deployment (HTTP endpoint or Lambda ARN).
 
@@ -474,3 +482,41 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+
+class DuplexStream(Protocol):
+    """One open HTTP/2 request whose body is written while its answer is read (bidirectional mode).
+
+    Every method raises `InvokerError` when the exchange breaks or a wait times out.
+    """
+
+    def send(self, data: bytes, timeout_s: float) -> None:
+        """Write `data` to the request body (waiting at most `timeout_s` for flow-control room)."""
+        ...
+
+    def end(self) -> None:
+        """End the request body."""
+        ...
+
+    def head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
+        """The response's HTTP status and headers (lower-case names)."""
+        ...
+
+    def receive(self, timeout_s: float) -> bytes:
+        """The next answer bytes (waiting at most `timeout_s`), or b"" once the answer has ended."""
+        ...
+
+    def close(self) -> None:
+        """Close the request (reset if still open); never raises."""
+        ...
+
+
+class StreamingInvoker(Protocol):
+    """Opens full-duplex HTTP/2 requests to `http(s)://` deployments (an invoker may also be one:
+    check with `getattr(invoker, "open_stream", None)`)."""
+
+    def open_stream(
+        self, endpoint: str, method: str, path: str, headers: Mapping[str, str], timeout_s: float
+    ) -> DuplexStream:
+        """Open `method path` on `endpoint` over HTTP/2; raises `InvokerError` if it cannot."""
+        ...

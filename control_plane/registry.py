@@ -16,7 +16,7 @@ from typing import Any
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.ports import Clock, DeploymentRecord, Invoker, InvokerError, ServiceRecord, Store
+from control_plane.ports import Clock, DeploymentRecord, HttpReply, Invoker, InvokerError, ServiceRecord, Store
 from control_plane.protocol import DISCOVERY_ACCEPT, manifest_version_of, negotiate, parse_manifest
 from control_plane.request_identity import refusal_hint
 from control_plane.retry import RetryPolicy
@@ -104,10 +104,55 @@ class Registry:
 
     # --- discovery and registration ---------------------------------------------------------------
 
+    def discover_mode(
+        self,
+        endpoint: str,
+        headers: Mapping[str, str],
+        auth: Mapping[str, object] | None = None,
+        use_http_11: bool = False,
+    ) -> tuple[dict[str, Any], str]:
+        """Discover `endpoint` and the protocol mode to invoke it in: `(manifest, mode)`.
+
+        Like restate-server, discovery goes over HTTP/2 first (h2c with prior knowledge for
+        `http://`, TLS ALPN `h2` for `https://`) unless `use_http_11`; an endpoint that does not
+        speak HTTP/2 (or refuses it) is discovered again over HTTP/1.1. The mode is `BIDI_STREAM`
+        when discovery went over HTTP/2 and the manifest's `protocolMode` is `BIDI_STREAM` (the
+        Python SDK answers so on HTTP/2); otherwise `REQUEST_RESPONSE`, always for Lambda, Cloud Run
+        with Google ID tokens, and HTTP/1.1. Raises what `discover` raises.
+        """
+        open_stream = getattr(self.invoker, "open_stream", None)
+        plain = endpoint.startswith(("http://", "https://")) and not auth
+        if open_stream is not None and plain and not use_http_11:
+            manifest = self._discover_h2(open_stream, endpoint, headers)
+            if manifest is not None:
+                bidi = manifest.get("protocolMode") == "BIDI_STREAM"
+                return manifest, "BIDI_STREAM" if bidi else "REQUEST_RESPONSE"
+        return self.discover(endpoint, headers, auth), "REQUEST_RESPONSE"
+
+    def _discover_h2(self, open_stream: Any, endpoint: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
+        """The manifest discovered over HTTP/2, or None if the endpoint does not speak it or refused."""
+        try:
+            stream = open_stream(endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, 2.0)
+        except InvokerError:
+            return None
+        try:
+            stream.end()
+            status, answered = stream.head(_DISCOVERY_TIMEOUT_S)
+            body = b""
+            while chunk := stream.receive(_DISCOVERY_TIMEOUT_S):
+                body += chunk
+        except InvokerError:
+            return None
+        finally:
+            stream.close()
+        if status != 200:
+            return None
+        return self._manifest(endpoint, HttpReply(status, answered, body))
+
     def discover(
         self, endpoint: str, headers: Mapping[str, str], auth: Mapping[str, object] | None = None
     ) -> dict[str, Any]:
-        """Fetch and validate the endpoint manifest of `endpoint` (manifest v1..v4).
+        """Fetch and validate the endpoint manifest of `endpoint` (manifest v1..v4) over HTTP/1.1.
 
         Returns the manifest as parsed JSON (Restate's camelCase names). Raises `BadRequest` naming
         the cause when the endpoint cannot be reached, answers non-200, or sends a bad manifest.
@@ -132,6 +177,10 @@ class Registry:
                 f"discovery of {endpoint} failed: GET /discover answered HTTP {reply.status}: {text}"
                 + refusal_hint(reply.status, getattr(self.invoker, "request_identity", None))
             )
+        return self._manifest(endpoint, reply)
+
+    def _manifest(self, endpoint: str, reply: HttpReply) -> dict[str, Any]:
+        """Validate a 200 discovery answer; raises `BadRequest` for a bad manifest."""
         content_type = reply.headers.get("content-type", "")
         try:
             manifest_version_of(content_type)
@@ -151,16 +200,20 @@ class Registry:
         force: bool = False,
         metadata: Mapping[str, str] | None = None,
         auth: Mapping[str, object] | None = None,
+        use_http_11: bool = False,
     ) -> tuple[DeploymentRecord, bool]:
         """Register the deployment at `endpoint`; returns `(deployment, created)`.
 
         Registering a URI again with the same services returns the existing deployment
-        (`created=False`). If its services or handlers changed, `force=True` replaces it in place;
-        without force it raises `Conflict` (409). Raises `BadRequest` if discovery fails and
+        (`created=False`), updated in place if its protocol mode changed (`use_http_11`). If its
+        services or handlers changed, `force=True` replaces it in place; without force it raises
+        `Conflict` (409). `use_http_11` discovers and invokes over HTTP/1.1
+        in request/response mode even if the endpoint speaks HTTP/2 (see `discover_mode`; the mode
+        is recorded as `protocol_mode`). Raises `BadRequest` if discovery fails and
         `UnsupportedProtocol` if no service protocol version in 5..7 fits.
         """
         headers = dict(additional_headers or {})
-        manifest = self.discover(endpoint, headers, auth)
+        manifest, mode = self.discover_mode(endpoint, headers, auth, use_http_11)
         min_v, max_v = int(manifest["minProtocolVersion"]), int(manifest["maxProtocolVersion"])
         negotiate(min_v, min(max_v, self.settings.max_protocol_version))
         existing = next((d for d in self.store.list_deployments() if d.endpoint == endpoint), None)
@@ -171,7 +224,8 @@ class Registry:
                     'handlers; register again with "force": true (POST /deployments) '
                     "to replace it"
                 )
-            return existing, False
+            if existing.protocol_mode == mode:
+                return existing, False  # else the same services in another mode: updated in place
         deployment = DeploymentRecord(
             deployment_id=existing.deployment_id if existing else ids.new_deployment_id(),
             endpoint=endpoint,
@@ -183,6 +237,7 @@ class Registry:
             services=tuple(str(s["name"]) for s in manifest["services"]),
             metadata=dict(metadata or {}),
             auth=dict(auth or {}),
+            protocol_mode=mode,
         )
         self.store.put_deployment(deployment)
         if existing is not None:

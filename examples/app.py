@@ -1,4 +1,4 @@
-"""All example services in one Restate app, in request/response mode.
+"""All example services in one Restate app.
 
 ``app`` is what a deployment serves: an ASGI app for an HTTP server (``python -m examples.serve``)
 or, when ``AWS_LAMBDA_FUNCTION_NAME`` is set, a Lambda handler (``restate.app`` switches by
@@ -7,9 +7,10 @@ itself).
 How the SDK (1.3.0) picks the protocol mode: ``restate.app(..., protocol=None)`` answers
 discovery with ``BIDI_STREAM`` when the discovery request arrived over HTTP/2 and
 ``REQUEST_RESPONSE`` when it arrived over HTTP/1.1 (the Lambda adapter always reports 1.1);
-``protocol="request_response"`` or ``"bidi"`` overrides that. Torpor only speaks
-request/response, so the app passes ``protocol="request_response"`` and advertises it whatever
-the HTTP version.
+``protocol="request_response"`` or ``"bidi"`` overrides that. The app leaves the choice to the
+SDK: served over HTTP/1.1 (``python -m examples.serve``) it is in request/response mode, served
+with ``--http2`` and registered over HTTP/2 the control plane streams each invocation (bidirectional
+mode).
 
 ``make_app(max_protocol_version=N)`` lowers the ``maxProtocolVersion`` advertised on discovery
 (the SDK says 5..7), so tests can make the control plane negotiate V5 or V6 with the real SDK.
@@ -180,7 +181,7 @@ def make_app(max_protocol_version: int | None = None) -> Any:
         isinstance(max_protocol_version, bool) or not isinstance(max_protocol_version, int) or max_protocol_version < 1
     ):
         raise ValueError(f"max_protocol_version must be a positive integer, got {max_protocol_version!r}")
-    base = restate.app(list(SERVICES), protocol="request_response")
+    base = restate.app(list(SERVICES))
     if max_protocol_version is None:
         return base
     if is_running_on_lambda():

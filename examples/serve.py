@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m examples.serve --port 9080 [--host 127.0.0.1] [--max-protocol-version N]
+    python -m examples.serve --port 9080 [--host 127.0.0.1] [--max-protocol-version N] [--http2]
 
 ``--port 0`` lets the kernel pick a free port. Once the socket listens, one line goes to stdout::
 
@@ -11,7 +11,9 @@ Usage::
 SIGTERM or SIGINT stops the server gracefully (exit status 0). A port that cannot be bound (in use)
 gives one line on stderr and exit status 2. Only HTTP/1.x is served: TLS is
 not used, so there is no ALPN, and a request that still reaches the app over HTTP/2 (an ``h2c``
-upgrade or prior knowledge) is answered ``505``. Logs go to stderr.
+upgrade or prior knowledge) is answered ``505``. With ``--http2`` the server also speaks HTTP/2 with
+prior knowledge (h2c): the SDK then announces the bidirectional protocol mode on discovery, and a
+control plane that registers it over HTTP/2 streams each invocation on one request. Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from examples.app import ASGIApp, Message, Receive, Scope, Send, make_app
 LOG = logging.getLogger("examples.serve")
 
 
-def http11_only(app: ASGIApp) -> ASGIApp:
-    """Wrap an ASGI app so that HTTP requests other than HTTP/1.0 or 1.1 get ``505``.
+def http11_only(app: ASGIApp, allow_http2: bool = False) -> ASGIApp:
+    """Wrap an ASGI app so that HTTP requests other than HTTP/1.0 or 1.1 (or 2 if `allow_http2`) get ``505``.
 
     The wrapper also answers the ASGI lifespan protocol, which the Restate app does not implement.
 
@@ -56,7 +58,8 @@ def http11_only(app: ASGIApp) -> ASGIApp:
                 elif event.get("type") == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
                     return
-        if scope.get("type") == "http" and scope.get("http_version") not in ("1.0", "1.1"):
+        allowed = ("1.0", "1.1", "2") if allow_http2 else ("1.0", "1.1")
+        if scope.get("type") == "http" and scope.get("http_version") not in allowed:
             body = f"examples.serve only speaks HTTP/1.1, not HTTP/{scope.get('http_version')}\n".encode()
             headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
             await send({"type": "http.response.start", "status": 505, "headers": headers})
@@ -75,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         argv: Arguments without the program name; ``None`` reads ``sys.argv``.
 
     Returns:
-        The parsed options: ``host``, ``port``, ``max_protocol_version``, ``log_level``.
+        The parsed options: ``host``, ``port``, ``max_protocol_version``, ``http2``, ``log_level``.
     """
     parser = argparse.ArgumentParser(prog="python -m examples.serve", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -85,6 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="advertise at most this service-protocol version on discovery (e.g. 5 or 6)",
+    )
+    parser.add_argument(
+        "--http2", action="store_true", help="also serve HTTP/2 with prior knowledge (h2c): bidirectional mode"
     )
     parser.add_argument("--log-level", default="WARNING", help="Python log level for stderr (default WARNING)")
     return parser.parse_args(argv)
@@ -128,15 +134,16 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(host: str, port: int, max_protocol_version: int | None = None) -> None:
+async def serve(host: str, port: int, max_protocol_version: int | None = None, http2: bool = False) -> None:
     """Serve the example app until SIGTERM or SIGINT.
 
     Args:
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
         max_protocol_version: Passed to :func:`examples.app.make_app`.
+        http2: Also accept HTTP/2 with prior knowledge (h2c); otherwise HTTP/2 gets ``505``.
     """
-    app = http11_only(make_app(max_protocol_version))
+    app = http11_only(make_app(max_protocol_version), allow_http2=http2)
 
     sock = bind_socket(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     # On Lambda the SDK would hand back a Lambda handler instead of an ASGI app.
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
     try:
-        asyncio.run(serve(args.host, args.port, args.max_protocol_version))
+        asyncio.run(serve(args.host, args.port, args.max_protocol_version, args.http2))
     except CannotBind as error:
         print(f"examples.serve: {error}; pick another port with --port N (--port 0: any free port)", file=sys.stderr)
         return 2

@@ -360,6 +360,7 @@ class DeploymentItem(Item):
     services = JSONAttribute(null=True)
     metadata = JSONAttribute(null=True)
     auth = JSONAttribute(null=True)
+    protocol_mode = UnicodeAttribute(null=True)
 
 
 class ServiceItem(Item):
@@ -525,6 +526,7 @@ def deployment_record(item: DeploymentItem) -> DeploymentRecord:
         services=tuple(item.services or ()),
         metadata=item.metadata or {},
         auth=item.auth or {},
+        protocol_mode=item.protocol_mode or "REQUEST_RESPONSE",
     )
 
 

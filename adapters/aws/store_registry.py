@@ -51,6 +51,7 @@ class RegistryStore:
             services=list(deployment.services),
             metadata=dict(deployment.metadata),
             auth=dict(deployment.auth) or None,
+            protocol_mode=deployment.protocol_mode,
         )
         too_large = (
             f"deployment {deployment.deployment_id}: its manifest does not fit in one DynamoDB item (400 KB); "

@@ -70,6 +70,13 @@ def deployments() -> None:
     "service name projects/P/locations/L/services/S.",
 )
 @click.option("--audience", default=None, help="The ID token's audience for --google-id-token (implies it).")
+@click.option(
+    "--use-http1.1",
+    "use_http_11",
+    is_flag=True,
+    help="Invoke over HTTP/1.1 in request/response mode even if the deployment speaks HTTP/2 "
+    "(by default an HTTP/2 deployment is streamed: one request per suspension).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Register without asking (asked only in a terminal).")
 @json_option
 @pass_config
@@ -81,6 +88,7 @@ def register(
     assume_role_arn: str | None,
     google_id_token: bool,
     audience: str | None,
+    use_http_11: bool,
     yes: bool,
 ) -> None:
     """Register the deployment at URL: discover its services and route their handlers to it.
@@ -102,6 +110,8 @@ def register(
             raise click.UsageError("--google-id-token and --audience apply to Cloud Run URLs, not Lambda ARNs")
         body["auth"] = {"google_id_token": {"audience": audience} if audience else {}}
     body.update({"additional_headers": headers, "force": force})
+    if use_http_11:
+        body["use_http_11"] = True
     with admin_api(config) as api:
         if not yes and interactive():
             dry_run = api.request("POST", "/deployments", json_body={**body, "dry_run": True}).json()

@@ -3,6 +3,8 @@
 Environment:
 - `TORPOR_CONFORMANCE_RUNTIME`: `torpor` (default: `torpor dev`) or `restate` (`restate-server`
   1.7.12 from npm, the differential check); `scripts/conformance.sh --runtime ...` sets it.
+- `TORPOR_CONFORMANCE_MODE`: `request-response` (default) or `bidi` (the Python services are served
+  over HTTP/2 too and registered over it: every invocation is streamed); see `harness.MODE`.
 - `TORPOR_CONFORMANCE_LANGS`: comma-separated languages of the test services, default
   `python,typescript`. A language whose services cannot start is an error, not a skip.
 
@@ -27,6 +29,8 @@ import pytest
 
 from tests.conformance.harness import (
     LANGS,
+    MODE,
+    MODES,
     RUNTIMES,
     Env,
     PrivateEnv,
@@ -54,11 +58,14 @@ def _langs() -> list[str]:
 
 
 RUNTIME = _runtime()
+if MODE not in MODES:
+    raise pytest.UsageError(f"TORPOR_CONFORMANCE_MODE={MODE!r}: expected one of {', '.join(MODES)}")
 SELECTED_LANGS = _langs()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"conformance: runtime {RUNTIME}, languages {', '.join(SELECTED_LANGS)}; logs in .cache/conformance-logs/"
+    langs = ", ".join(SELECTED_LANGS)
+    return f"conformance: runtime {RUNTIME}, mode {MODE}, languages {langs}; logs in .cache/conformance-logs/"
 
 
 @pytest.fixture(scope="session", params=SELECTED_LANGS)

@@ -39,6 +39,11 @@ SERVICES_TS = REPO_ROOT / "tests" / "conformance" / "services_ts"
 
 RUNTIMES = ("torpor", "restate")
 LANGS = ("python", "typescript")
+MODES = ("request-response", "bidi")
+MODE = os.environ.get("TORPOR_CONFORMANCE_MODE", "request-response")
+"""`TORPOR_CONFORMANCE_MODE`: `request-response` (default), or `bidi`: the Python services also speak
+HTTP/2 (h2c) and are registered over it, so the runtime streams every invocation (bidirectional
+mode). The TypeScript services speak HTTP/1.1 only and stay in request/response mode."""
 
 RESTATE_VERSION = "1.7.12"
 """The restate-server the differential run compares against (npm `@restatedev/restate-server`)."""
@@ -222,6 +227,7 @@ class Services:
         extra = {"TORPOR_CONFORMANCE_IDENTITY_KEY": identity_public_key} if identity_public_key else {}
         if lang == "python":
             argv = [sys.executable, "-m", "tests.conformance.services_py", "--port", str(self.port)]
+            argv += ["--http2"] if MODE == "bidi" else []
         else:
             install_typescript_services()
             argv = ["bash", str(SERVICES_TS / "run.sh"), "--port", str(self.port)]
@@ -429,10 +435,12 @@ class Env:
     def register(self) -> None:
         """`POST /deployments {"uri": services, "force": false}`; asserts 201 (200: already known)."""
         body: dict[str, Any] = {"uri": self.services_url, "force": False}
-        if self.runtime == "restate":
+        if self.runtime == "restate" and MODE != "bidi":
             body["use_http_11"] = True
         reply = self.admin.post("/deployments", json=body)
         assert reply.status_code in (200, 201), f"registration: {reply.status_code} {reply.text}"
+        if MODE == "bidi" and self.lang == "python" and self.runtime == "torpor":
+            assert reply.json().get("protocol_type") == "BidiStream", f"not registered for bidi mode: {reply.text}"
 
     def close(self) -> None:
         """Stop the runtime and the services; close the clients."""

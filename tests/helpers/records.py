@@ -86,6 +86,7 @@ def deployment(deployment_id: str, **overrides: Any) -> DeploymentRecord:
         "created_at_ms": 1_000,
         "services": ("Greeter", "Counter"),
         "metadata": {"owner": "team-a"},
+        "protocol_mode": "BIDI_STREAM",
     }
     values.update(overrides)
     return DeploymentRecord(**values)

@@ -92,6 +92,7 @@ def serve_examples(
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     env: dict[str, str] | None = None,
+    http2: bool = False,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Run ``python -m examples.serve`` in a subprocess until the block exits.
 
@@ -110,6 +111,7 @@ def serve_examples(
         host: Loopback address to bind.
         startup_timeout: Seconds to wait for the server to answer discovery.
         env: Extra environment variables for the child.
+        http2: Passed as ``--http2``: also serve HTTP/2 with prior knowledge (bidirectional mode).
 
     Yields:
         ``(base_url, process)``: e.g. ``("http://127.0.0.1:41234", <Popen>)``.
@@ -131,6 +133,8 @@ def serve_examples(
     command = [sys.executable, "-m", "examples.serve", "--host", host, "--port", str(port)]
     if max_protocol_version is not None:
         command += ["--max-protocol-version", str(max_protocol_version)]
+    if http2:
+        command.append("--http2")
 
     process = subprocess.Popen(
         command,

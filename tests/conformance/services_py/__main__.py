@@ -1,5 +1,6 @@
 """`python -m tests.conformance.services_py --port P [--host 127.0.0.1]`: serve the test services with
-hypercorn (one worker, HTTP/1.1 only) until SIGTERM or SIGINT. Prints `serving test services on URL` once
+hypercorn (one worker, HTTP/1.1 only; `--http2` adds h2c with prior knowledge: bidirectional mode) until
+SIGTERM or SIGINT. Prints `serving test services on URL` once
 listening."""
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from tests.conformance.services_py import make_app
 LOG = logging.getLogger("tests.conformance.services_py")
 
 
-async def serve(host: str, port: int) -> None:
-    """Serve the test services on `host:port` until SIGTERM or SIGINT."""
-    app = http11_only(make_app())
+async def serve(host: str, port: int, http2: bool = False) -> None:
+    """Serve the test services on `host:port` until SIGTERM or SIGINT (`http2`: also h2c)."""
+    app = http11_only(make_app(), allow_http2=http2)
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
     config = Config()
@@ -42,15 +43,16 @@ async def serve(host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `--host` / `--port` / `--log-level` and serve; exit status 0 after a clean shutdown."""
+    """Parse `--host` / `--port` / `--log-level` / `--http2` and serve; exit status 0 after a clean shutdown."""
     parser = argparse.ArgumentParser(prog="python -m tests.conformance.services_py", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9080)
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--http2", action="store_true", help="also serve HTTP/2 with prior knowledge (h2c)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)  # the SDK would build a Lambda handler
-    asyncio.run(serve(args.host, args.port))
+    asyncio.run(serve(args.host, args.port, args.http2))
     return 0
 
 

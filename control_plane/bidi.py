@@ -1,0 +1,256 @@
+"""One attempt in bidirectional mode: a single HTTP/2 request that lives as long as the handler runs.
+
+The runtime sends Start, the journal and the pending notifications, and keeps its request body open.
+Each time the SDK proposes a run result (ProposeRunCompletion) the entries it sent so far are
+committed with the same conditional journal write as in request/response mode, their effects are
+carried out, and the runtime answers on the open request: the RunCompletion notification (V5/V6), or
+ProposeRunCompletionAck when the proposal asked for one (V7, REQUESTED_ACK), followed by any
+notification the commit derived (a call's invocation id). So `ctx.run` steps cost no new request.
+A command that reaches other invocations (a call, a one-way call, an awakeable or promise completed,
+a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
+the call's invocation id goes back on the stream.
+
+The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
+service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
+(V7) that names more than runs says so; otherwise silence does, while no run is in flight:
+`QUIET_S` after a command other than Run, `ACKED_QUIET_S` after an ack or at the start. The SDK
+does not always send AwaitingOn (restate-sdk 1.3 does after a run proposal, not after a call).
+Ending the body early is always safe: the SDK suspends at its next await and the next attempt
+replays. With a run in flight the runtime waits up to the inactivity timeout, then ends its body,
+and aborts the attempt if the SDK sends nothing for the abort timeout after that. No wait outlives
+the lease (`timeout_s`), which each commit extends when it runs low. What the SDK sends after the last
+commit (new commands, then End, Suspension or Error) is returned as the attempt's answer, to be
+checked and committed like a request/response answer. A stream that breaks keeps what was committed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from control_plane.attempt import AttemptAnswer, AttemptFailure, read_answer, read_entries
+from control_plane.errors import ProtocolViolation
+from control_plane.held import Held, Outcome
+from control_plane.ports import DuplexStream, InvokerError, StreamIdle
+from control_plane.protocol import HEADER_SIZE, Frame, MessageType, decode_frames, encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.registry import HandlerOptions
+
+QUIET_S = 0.05
+"""How long the SDK may stay silent after a command other than Run (no run in flight) before the
+runtime takes it as awaiting something that is not there yet and ends its body (s)."""
+
+ACKED_QUIET_S = 0.5
+"""The same after an ack or at the start, when the SDK goes on with its own code (s)."""
+
+_ENDINGS = (MessageType.End, MessageType.Suspension, MessageType.Error)
+_REACHING = frozenset(
+    {
+        MessageType.Call,
+        MessageType.OneWayCall,
+        MessageType.CompleteAwakeable,
+        MessageType.SendSignal,
+        MessageType.CompletePromise,
+    }
+)
+"""Commands whose effects reach other invocations: committed (and carried out) as soon as they arrive."""
+
+Commit = Callable[[list[Frame]], "list[Frame] | Outcome | AttemptFailure | None"]
+"""Commits entries mid-stream: the notifications to send back (derived ones), an `Outcome` to end
+the attempt with, a failure to end it with, or None when another commit landed first (start over)."""
+
+
+@dataclass(slots=True)
+class Streamed:
+    """A streamed attempt's end: the answer after the last mid-stream commit (or its failure), and
+    the pending notifications still to commit with it (none once a mid-stream commit stored them)."""
+
+    result: AttemptAnswer | AttemptFailure
+    pending: list[Frame]
+
+
+class _Frames:
+    """Splits the bytes of an answer into frames as they arrive."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buffer += data
+        end, offset = len(self._buffer), 0
+        while end - offset >= HEADER_SIZE:
+            length = int.from_bytes(self._buffer[offset + 4 : offset + 8], "big")
+            if end - offset - HEADER_SIZE < length:
+                break
+            offset += HEADER_SIZE + length
+        frames = decode_frames(bytes(self._buffer[:offset]))
+        del self._buffer[:offset]
+        return frames
+
+
+def _awaited_completions(future: pb.Future) -> set[int]:
+    """Every completion id a V7 await tree names."""
+    out = set(future.waiting_completions)
+    for nested in future.nested_futures:
+        out |= _awaited_completions(nested)
+    return out
+
+
+def stream_attempt(
+    stream: DuplexStream,
+    body: bytes,
+    held: Held,
+    options: HandlerOptions,
+    pending: list[Frame],
+    commit: Commit,
+    refused: Callable[[int, dict[str, str], bytes], AttemptFailure | None],
+    timeout_s: Callable[[], float],
+) -> Streamed | Outcome | None:
+    """Drive one streamed attempt on `stream` (see the module doc); closes it.
+
+    `body` is Start + journal + `pending`; `commit` stores entries mid-stream (see `Commit`);
+    `refused` judges the answer's status and headers like a request/response answer; `timeout_s()`
+    is the longest wait allowed now (the inactivity timeout, bounded by the lease). Returns a
+    `Streamed`, an `Outcome` to end with, or None to start over (another commit landed first).
+    """
+    exchange = _Exchange(stream, held, options, pending, commit, timeout_s)
+    try:
+        stream.send(body, timeout_s())
+        status, headers = stream.head(timeout_s())
+        if status != 200 or refused(status, headers, b"") is not None:
+            answer = b""
+            while chunk := stream.receive(timeout_s()):
+                answer += chunk
+            failure = refused(status, headers, answer)
+            assert failure is not None
+            return Streamed(failure, pending)
+        return exchange.run()
+    except InvokerError as exc:  # what was committed stays; the pending notifications too, once committed
+        return Streamed(_broke(exc), exchange.pending)
+    except ProtocolViolation as exc:
+        failure = AttemptFailure(571, f"the deployment's answer breaks the service protocol: {exc.message}")
+        return Streamed(failure, exchange.pending)
+    finally:
+        stream.close()
+
+
+def _broke(exc: InvokerError) -> AttemptFailure:
+    return AttemptFailure(503, f"the stream to the deployment broke: {exc.message}")
+
+
+class _Exchange:
+    """The frames of one stream after its response head: commits, acks, and when to end the body.
+
+    `pending` holds the notifications not committed yet (emptied by the first mid-stream commit).
+    `run` raises `InvokerError` when the stream breaks and `ProtocolViolation` for a malformed frame.
+    """
+
+    def __init__(
+        self,
+        stream: DuplexStream,
+        held: Held,
+        options: HandlerOptions,
+        pending: list[Frame],
+        commit: Commit,
+        timeout_s: Callable[[], float],
+    ) -> None:
+        self.stream, self.held, self.options, self.pending = stream, held, options, pending
+        self.commit, self.timeout_s = commit, timeout_s
+        self.version = held.record.protocol_version
+        self.sent: list[Frame] = []  # what the SDK sent since the last commit
+        self.open_runs: set[int] = set()  # Run commands whose result is not proposed yet
+        self.runs: set[int] = set()  # every Run command of this stream: awaiting one needs no suspension
+        self.input_open = True
+        self.quiet = ACKED_QUIET_S  # silence for this long with no run in flight: the SDK awaits something else
+        self.aborting_at = 0.0
+
+    def run(self) -> Streamed | Outcome | None:
+        """Read until the SDK ends its answer; see `stream_attempt` for what is returned."""
+        frames = _Frames()
+        while True:
+            if self.input_open:
+                wait = self.timeout_s() if self.open_runs else min(self.quiet, self.timeout_s())
+            else:
+                wait = self.aborting_at - time.monotonic()
+            try:
+                chunk = self.stream.receive(max(wait, 0.001))
+            except StreamIdle:
+                if not self.input_open:
+                    abort_s = self.options.abort_timeout_ms / 1000
+                    message = f"the deployment did not end the stream within the abort timeout ({abort_s:g} s)"
+                    return Streamed(AttemptFailure(503, message), self.pending)
+                self._end_input()  # quiet, or inactive for the inactivity timeout: ask the SDK to suspend
+                continue
+            if not chunk:  # ended without End, Suspension or Error: 571
+                return Streamed(read_answer(self.sent), self.pending)
+            for f in frames.feed(chunk):
+                done = self._on_frame(f)
+                if done is not False:
+                    return done
+            if self.input_open and any(e.type in _REACHING for e in self.sent):
+                done = self._commit_sent(None)  # effects beyond the invocation happen as they arrive
+                if done is not False:
+                    return done
+
+    def _end_input(self) -> None:
+        self.stream.end()
+        self.input_open = False
+        self.aborting_at = time.monotonic() + min(self.options.abort_timeout_ms / 1000, self.timeout_s())
+
+    def _on_frame(self, f: Frame) -> Streamed | Outcome | Literal[False] | None:
+        """Handle one frame; False to go on reading, else what `run` returns."""
+        if f.type in _ENDINGS:
+            if self.input_open:
+                self.stream.end()
+            return Streamed(read_answer([*self.sent, f]), self.pending)
+        message = f.decode()  # ProtocolViolation if malformed
+        if isinstance(message, pb.AwaitingOnMessage):
+            if self.input_open and any(e.type in _REACHING for e in self.sent):
+                done = self._commit_sent(None)  # a call's invocation id may be what it awaits
+                if done is not False:
+                    return done
+            journal = self.held.journal
+            awaited = _awaited_completions(message.awaiting_on)
+            if self.input_open and (not awaited or awaited - self.runs - journal.runs - journal.completions):
+                self._end_input()  # it awaits more than the stream brings (a sleep, a call...): let it suspend
+            return False
+        self.sent.append(f)
+        self.quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
+        if isinstance(message, pb.RunCommandMessage):
+            self.open_runs.add(message.result_completion_id)
+            self.runs.add(message.result_completion_id)
+        if not isinstance(message, pb.ProposeRunCompletionMessage) or not self.input_open:
+            return False
+        self.open_runs.discard(message.result_completion_id)
+        return self._commit_sent(message, ack=f.requested_ack and self.version >= 7)
+
+    def _commit_sent(
+        self, proposal: pb.ProposeRunCompletionMessage | None, ack: bool = False
+    ) -> Streamed | Outcome | Literal[False] | None:
+        """Commit what the SDK sent since the last commit (and the pending notifications), then send
+        back, for a run `proposal`, its RunCompletion notification, or a ProposeRunCompletionAck if
+        `ack` (V7, REQUESTED_ACK); then the derived notifications (a call's invocation id). False
+        to go on reading, else what `run` returns."""
+        entries = read_entries(self.sent)
+        if isinstance(entries, AttemptFailure):
+            return Streamed(entries, self.pending)
+        committed = self.commit([*self.pending, *entries])
+        if committed is None or isinstance(committed, Outcome):
+            return committed
+        if isinstance(committed, AttemptFailure):
+            return Streamed(committed, self.pending)
+        self.sent, self.pending = [], []
+        answer: list[Frame] = []
+        if proposal is not None and ack:
+            answer.append(frame(pb.ProposeRunCompletionAckMessage(completion_id=proposal.result_completion_id)))
+        elif proposal is not None:
+            answer += [e for e in entries if e.type == MessageType.RunCompletion and _completes(e, proposal)]
+        if answer or committed:
+            self.stream.send(encode_frames([*answer, *committed]), self.timeout_s())
+        return False
+
+
+def _completes(entry: Frame, proposal: pb.ProposeRunCompletionMessage) -> bool:
+    return pb.RunCompletionNotificationMessage.FromString(entry.payload).completion_id == proposal.result_completion_id
