@@ -105,6 +105,9 @@ _EFFECTFUL = frozenset(
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
+CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms")
+"""Request headers for in-process checkpoints (epoch, stored journal length, commit deadline in epoch
+ms; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how far it committed."""
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -475,7 +478,10 @@ class Engine:
                 except StoreConflict:
                     return Outcome.LEASE_LOST
             attempted = True
+            sent_length = len(held.journal)
             result = self._attempt(held, options, pending)
+            if len(held.journal) > sent_length:  # the function committed steps itself, `pending` first
+                pending = []
             if isinstance(result, AttemptFailure):
                 result = explain_mismatch(held.journal, result)
                 kept = self._keep_failed_run(held, result, pending)
@@ -628,6 +634,7 @@ class Engine:
         }
         if record.key:  # URL-encoded: keys are any UTF-8 string, headers are not
             headers["x-restate-service-key"] = quote(record.key, safe="")
+        headers.update(self._checkpoint_headers(held))
         body = encode_frames([frame(start), *held.journal.frames, *pending])
         held.record = replace(record, attempts=record.attempts + 1)
         # never outlive the lease: a worker still inside its attempt must not meet its successor
@@ -653,6 +660,8 @@ class Engine:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
         self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+        if not self._after_checkpoints(held, reply.headers, journal_length):
+            return AttemptFailure(409, "the attempt lost its lease while the function committed steps")
         if reply.status == 415:
             return AttemptFailure(415, f"the deployment does not accept service protocol V{version} ({content_type})")
         if reply.status != 200:
@@ -666,6 +675,37 @@ class Engine:
                 571, f"the deployment answered with {shown}, not the negotiated service protocol's {content_type}"
             )
         return parse_answer(reply.body)
+
+    # --- in-process checkpoints (adapters/aws/checkpoints.py) ------------------------------------
+
+    def _checkpoint_headers(self, held: Held) -> dict[str, str]:
+        """What a function with in-process checkpoints needs to commit run results itself, fenced
+        like `_commit` (sent with every attempt; the SDK ignores them): the attempt's epoch, the
+        stored journal's length and the time (epoch ms) its lease no longer covers commits."""
+        lease_end_ms = held.record.lease_until_ms - self.settings.lease_margin_ms
+        return {
+            CHECKPOINT_HEADERS[0]: str(held.record.epoch),
+            CHECKPOINT_HEADERS[1]: str(len(held.journal)),
+            CHECKPOINT_HEADERS[2]: str(max(1, lease_end_ms)),
+        }
+
+    def _after_checkpoints(self, held: Held, headers: Mapping[str, str], sent_length: int) -> bool:
+        """After an attempt whose function committed steps (answer header `x-torpor-journal-length`
+        beyond the length sent): re-read the journal and carry out the committed entries' effects
+        (idempotent), so the answer's entries follow them. False if our epoch is gone."""
+        try:
+            length = int(headers.get(CHECKPOINT_HEADERS[1], ""))
+        except ValueError:
+            return True
+        if length <= sent_length:
+            return True
+        if not self._reload(held):
+            return False
+        try:
+            self.effects.apply(held, sent_length)
+        except StoreConflict:
+            return False
+        return True
 
     def _commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:
         """Append entries at the journal's length. False: committed (or nothing to commit).

@@ -370,6 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"cannot load function {name} from {target}: {type(exc).__name__}: {exc}\n")
             return 2
 
+    _with_checkpoints(functions)
     app = EmulatorApp(functions, region=args.region, workers=args.workers)
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
@@ -391,6 +392,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _with_checkpoints(functions: dict[str, LambdaHandler]) -> None:
+    """With a store named in the environment (`TORPOR_SQLITE`, or `TORPOR_TABLE` and
+    `TORPOR_DYNAMODB_ENDPOINT`), run every restate-sdk app among `functions` through Torpor's
+    in-process checkpoints (`adapters.aws.checkpoints`), as a function deployed with the handler
+    `adapters.aws.checkpoints.handler` runs on AWS; other functions are left as they are."""
+    from adapters.aws.checkpoints import Checkpoints, asgi_app_of, store_from_environment
+
+    store = store_from_environment()
+    if store is None:
+        return
+    for name, handler in list(functions.items()):
+        app = asgi_app_of(handler)
+        if app is not None:
+            functions[name] = Checkpoints(app, store)
+
+
 class LambdaEmulatorProcess:
     """Runs `python -m adapters.local.lambda_emulator` in a subprocess; usable as a context manager.
 
@@ -405,6 +422,8 @@ class LambdaEmulatorProcess:
         region: Region reported to handlers.
         cwd: Working directory of the child; None: this process's.
         startup_timeout_s: How long `start` waits for the emulator to answer.
+        env: More environment variables for the child, e.g. `TORPOR_SQLITE` (in-process checkpoints
+            against the dev store: `adapters.aws.checkpoints`).
     """
 
     def __init__(
@@ -416,7 +435,9 @@ class LambdaEmulatorProcess:
         region: str = "us-east-1",
         cwd: str | os.PathLike[str] | None = None,
         startup_timeout_s: float = 30.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        self.env = dict(env or {})
         if not functions:
             raise ValueError("the Lambda emulator needs at least one function")
         self.functions = dict(functions)
@@ -449,6 +470,9 @@ class LambdaEmulatorProcess:
         """
         env = dict(os.environ)
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+        for name in ("TORPOR_SQLITE", "TORPOR_TABLE", "TORPOR_DYNAMODB_ENDPOINT"):
+            env.pop(name, None)  # only what this emulator is given
+        env.update(self.env)
         env["PYTHONPATH"] = os.pathsep.join([self.cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
         env["PYTHONUNBUFFERED"] = "1"
         command = [sys.executable, "-m", "adapters.local.lambda_emulator", "--host", self.host]
