@@ -11,6 +11,7 @@ again; a stale epoch commits nothing.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import time
@@ -25,9 +26,14 @@ from adapters.aws.checkpoints import Checkpoints, asgi_app_of
 from adapters.local.dev import DevServer
 from adapters.local.lambda_emulator import function_arn
 from adapters.local.sqlite_store import SQLiteStore
+from control_plane import ids
+from control_plane.held import Held
+from control_plane.protocol import MessageType, decode_frames, encode_frames, frame, invocation_content_type
+from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from examples.side_effects import SIDE_EFFECTS_ENV, read_side_effects
+from tests.helpers import checkpoint_app
 from tests.helpers.dev import describe, wait_for
 
 SETTINGS = Settings(
@@ -98,3 +104,107 @@ def test_five_steps_sleep_five_steps_take_two_invokes(dev: DevServer, side_effec
     assert result == list(range(1, 11))
     assert describe(dev, invocation_id)["attempts"] == 2
     assert steps_of(side_effects, invocation_id) == [f"step-{i}" for i in range(1, 11)]
+
+
+def test_results_and_journal_match_request_response(dev: DevServer, side_effects: Path, tmp_path: Path) -> None:
+    checkpointed = {}
+    for path, body in (("Steps/ten_steps", "same"), ("Paced/five_sleep_five", 100)):
+        checkpointed[path] = call(dev, path, body)
+    plain = start(False, tmp_path / "plain.jsonl")
+    try:
+        for path, body in (("Steps/ten_steps", "same"), ("Paced/five_sleep_five", 100)):
+            result, invocation_id = call(plain, path, body)
+            assert result == checkpointed[path][0]
+            assert describe(plain, invocation_id)["attempts"] > describe(dev, checkpointed[path][1])["attempts"]
+            assert strip(journal_of(plain, invocation_id)) == strip(journal_of(dev, checkpointed[path][1]))
+    finally:
+        plain.stop()
+        os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+
+
+def strip(journal: list[Any]) -> list[Any]:
+    """Journal entries without what differs between two runs (times, wake-up times)."""
+    drop = {"stored_at", "wake_up_time", "wake_up_at"}
+    return [{k: v for k, v in entry.items() if k not in drop} for entry in journal]
+
+
+def test_a_killed_function_never_runs_a_committed_step_again(dev: DevServer, side_effects: Path) -> None:
+    emulator = dev.lambda_emulator
+    sent = httpx.post(f"{dev.ingress_url}/Paced/slow_steps/send", json={"n": 8, "pause_ms": 150}, timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    wait_for(lambda: len(steps_of(side_effects, invocation_id)) >= 4, 30, "four steps to run")
+    assert emulator.process is not None
+    port = int(emulator.url.rsplit(":", 1)[1])
+    os.kill(emulator.process.pid, signal.SIGKILL)  # the function's process, mid-invoke
+    emulator.process.wait()
+    at_kill = describe(dev, invocation_id)
+    committed = [e["completion_id"] for e in at_kill["journal"] if e["type"] == "RunCompletion"]
+    assert len(committed) >= 3  # committed by the function itself, within its first Invoke:
+    assert at_kill["attempts"] <= 1  # the control plane has had no answer yet
+    replacement = type(emulator)(emulator.functions, port=port, region=emulator.region, env=emulator.env)
+    replacement.start()
+    dev._emulator = replacement  # the module's later tests use it; dev.stop() stops it
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "completed", 60, "the invocation to complete")
+    invocation = describe(dev, invocation_id)
+    assert invocation["completion_output"] == sum(range(1, 9))
+    ran = steps_of(side_effects, invocation_id)
+    for completion_id in committed:  # a committed step never runs again
+        assert ran.count(f"step-{completion_id}") == 1, ran
+    assert sorted(set(ran)) == sorted(f"step-{i}" for i in range(1, 9))
+    results = [e for e in invocation["journal"] if e["type"] == "RunCompletion"]
+    assert [e["completion_id"] for e in results] == list(range(1, 9))  # each step stored once
+
+
+def test_a_stale_epoch_commits_nothing(dev: DevServer, side_effects: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Paced/five_sleep_five/send", json=3_600_000, timeout=30)
+    invocation_id = sent.json()["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 30, "the invocation to suspend")
+    store = SQLiteStore(dev._sqlite_path)  # what the function opens (TORPOR_SQLITE)
+    try:
+        loaded = store.load_invocation(invocation_id)
+        assert loaded is not None
+        held = Held.of(loaded)
+        [(sleep_id, _)] = held.journal.open_sleeps().items()
+        length = len(held.journal)
+        wake = frame(pb.SleepCompletionNotificationMessage(completion_id=sleep_id, void=pb.Void()))
+        event = invoke_event(held, [wake], epoch=held.record.epoch - 1)  # the lease moved on since
+        app = asgi_app_of(checkpoint_app.app)
+        assert app is not None
+        answer = Checkpoints(app, store)(event, None)
+        assert answer["statusCode"] == 200
+        assert "x-torpor-journal-length" not in answer["headers"]
+        after = store.load_invocation(invocation_id)
+        assert after is not None and len(Held.of(after).journal) == length  # nothing written
+        kinds = [MessageType(f.type).name for f in decode_frames(base64.b64decode(answer["body"]))]
+        assert kinds[-1] == "Suspension"  # the SDK was told nothing and suspended
+    finally:
+        store.close()
+
+
+def invoke_event(held: Held, delivered: list[Any], *, epoch: int) -> dict[str, Any]:
+    """The event the Lambda invoker sends for an attempt of `held` with `delivered` notifications."""
+    record = held.record
+    start = pb.StartMessage(
+        id=ids.invocation_id_bytes(record.invocation_id),
+        debug_id=record.invocation_id,
+        known_entries=len(held.journal) + len(delivered),
+        random_seed=record.random_seed,
+    )
+    body = encode_frames([frame(start), *held.journal.frames, *delivered])
+    content_type = invocation_content_type(record.protocol_version)
+    headers = {
+        "content-type": content_type,
+        "accept": content_type,
+        "x-restate-invocation-id": record.invocation_id,
+        "x-torpor-epoch": str(epoch),
+        "x-torpor-journal-length": str(len(held.journal)),
+        "x-torpor-deadline-ms": str(int(time.time() * 1000) + 60_000),
+    }
+    return {
+        "path": f"/invoke/{record.service}/{record.handler}",
+        "httpMethod": "POST",
+        "headers": headers,
+        "body": base64.b64encode(body).decode(),
+        "isBase64Encoded": True,
+    }
