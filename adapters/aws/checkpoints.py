@@ -153,8 +153,10 @@ class Checkpoints:
         if loop is None:
             loop = self._local.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        body = base64.b64decode(event.get("body") or "") if event.get("isBase64Encoded") else (
-            str(event.get("body") or "").encode("utf-8")
+        body = (
+            base64.b64decode(event.get("body") or "")
+            if event.get("isBase64Encoded")
+            else (str(event.get("body") or "").encode("utf-8"))
         )
         attempt = self._attempt_of(headers, body, str(event.get("path", "")))
         status, out_headers, out = loop.run_until_complete(self._drive(event, headers, body, attempt))

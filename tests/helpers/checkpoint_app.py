@@ -17,7 +17,7 @@ from examples.side_effects import record_side_effect
 paced = restate.Service("Paced")
 
 
-def _step(handler: str, invocation_id: str, name: str, value: int, pause_ms: int = 0):  # noqa: ANN202
+def _step(handler: str, invocation_id: str, name: str, value: int, pause_ms: int = 0):
     def run_step() -> int:
         if pause_ms:
             time.sleep(pause_ms / 1000)
