@@ -16,6 +16,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +46,13 @@ SETTINGS = Settings(
 FUNCTIONS = {"Examples": "examples.app:app", "Paced": "tests.helpers.checkpoint_app:app"}
 
 
-def start(checkpoints: bool, side_effects: Path) -> DevServer:
+def start(checkpoints: bool, side_effects: Path, settings: Settings = SETTINGS) -> DevServer:
     os.environ[SIDE_EFFECTS_ENV] = str(side_effects)  # the emulator's process inherits it
     server = DevServer(
         ingress_port=0,
         admin_port=0,
         in_memory=True,
-        settings=SETTINGS,
+        settings=settings,
         lambda_functions=FUNCTIONS,
         lambda_checkpoints=checkpoints,
     ).start()
@@ -119,6 +120,21 @@ def test_results_and_journal_match_request_response(dev: DevServer, side_effects
             assert strip(journal_of(plain, invocation_id)) == strip(journal_of(dev, checkpointed[path][1]))
     finally:
         plain.stop()
+        os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_run_completions_ack_before_v7(version: int, side_effects: Path, tmp_path: Path) -> None:
+    """V5/V6 have no ProposeRunCompletionAck: the function feeds the RunCompletion notification back."""
+    server = start(True, tmp_path / "effects.jsonl", replace(SETTINGS, max_protocol_version=version))
+    try:
+        result, invocation_id = call(server, "Steps/ten_steps", f"v{version}")
+        assert result == list(range(1, 11))
+        invocation = describe(server, invocation_id)
+        assert invocation["protocol_version"] == version
+        assert invocation["attempts"] == 1
+    finally:
+        server.stop()
         os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
 
 
