@@ -571,6 +571,7 @@ def run_dev(
     settings: Settings | None = None,
     workers: int = 32,
     lambda_functions: Mapping[str, str] | None = None,
+    lambda_checkpoints: bool = True,
     request_identity_key_file: str | None = None,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
@@ -590,6 +591,7 @@ def run_dev(
         settings: Runtime settings; None reads `Settings.load()`.
         workers: Size of the scheduler's worker pool.
         lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
+        lambda_checkpoints: Run them with in-process checkpoints (False: request/response).
         request_identity_key_file: PEM file of the request identity key (written if missing).
 
     Raises:
@@ -617,6 +619,7 @@ def run_dev(
         settings=settings,
         workers=workers,
         lambda_functions=lambda_functions,
+        lambda_checkpoints=lambda_checkpoints,
         request_identity_key_file=request_identity_key_file,
     )
     started = False
