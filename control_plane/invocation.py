@@ -634,12 +634,12 @@ class Engine:
         }
         if record.key:  # URL-encoded: keys are any UTF-8 string, headers are not
             headers["x-restate-service-key"] = quote(record.key, safe="")
-        headers.update(self._checkpoint_headers(held))
         body = encode_frames([frame(start), *held.journal.frames, *pending])
         held.record = replace(record, attempts=record.attempts + 1)
         # never outlive the lease: a worker still inside its attempt must not meet its successor
         lease_left_ms = record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
         timeout_ms = max(1_000, min(options.inactivity_timeout_ms, lease_left_ms))
+        headers.update(self._checkpoint_headers(held, timeout_ms))
         labels = {"service": record.service, "handler": record.handler}
         self.metrics.count("attempts", **labels)
         if record.attempts == 0:
@@ -678,15 +678,16 @@ class Engine:
 
     # --- in-process checkpoints (adapters/aws/checkpoints.py) ------------------------------------
 
-    def _checkpoint_headers(self, held: Held) -> dict[str, str]:
+    def _checkpoint_headers(self, held: Held, timeout_ms: int) -> dict[str, str]:
         """What a function with in-process checkpoints needs to commit run results itself, fenced
         like `_commit` (sent with every attempt; the SDK ignores them): the attempt's epoch, the
-        stored journal's length and the time (epoch ms) its lease no longer covers commits."""
-        lease_end_ms = held.record.lease_until_ms - self.settings.lease_margin_ms
+        stored journal's length and the time (epoch ms) after which it commits nothing more and
+        lets the SDK suspend, so its answer comes within `timeout_ms` (four fifths of it)."""
+        deadline_ms = self.clock.now_ms() + timeout_ms * 4 // 5
         return {
             CHECKPOINT_HEADERS[0]: str(held.record.epoch),
             CHECKPOINT_HEADERS[1]: str(len(held.journal)),
-            CHECKPOINT_HEADERS[2]: str(max(1, lease_end_ms)),
+            CHECKPOINT_HEADERS[2]: str(deadline_ms),
         }
 
     def _after_checkpoints(self, held: Held, headers: Mapping[str, str], sent_length: int) -> bool:

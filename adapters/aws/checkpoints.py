@@ -45,8 +45,10 @@ Configuration (environment of the function):
 What the orchestrator sends (headers of the invocation event, every attempt; see
 `control_plane.invocation.CHECKPOINT_HEADERS`): `x-torpor-epoch`, `x-torpor-journal-length` (the
 stored journal's length; entries after it in the body are notifications delivered with this
-attempt) and `x-torpor-deadline-ms` (epoch ms after which nothing is committed here: the attempt's
-lease ends). A request without them (discovery, an older orchestrator) goes to the SDK unchanged.
+attempt) and `x-torpor-deadline-ms` (epoch ms after which nothing is committed here and the SDK is
+let suspend: four fifths into the attempt's timeout, which the lease covers; or 2 s before the
+function's own timeout, if that comes first). A request without them (discovery, an older
+orchestrator) goes to the SDK unchanged.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ COMMITTED_HEADER = "x-torpor-journal-length"
 _LIMIT_BYTES = MAX_ITEM_BYTES - 16 * 1024  # what one journal item holds, as the orchestrator's commit
 _HEADER = struct.Struct(">HHI")
 _ACK_FLAG = 0x8000
+_OWN_TIMEOUT_MARGIN_MS = 2_000  # commits stop this long before the function's timeout
 _SETTLE_ROUNDS = 50  # event-loop turns with nothing happening before the SDK counts as waiting
 _RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"
 _ENDINGS = frozenset({MessageType.End, MessageType.Suspension, MessageType.Error})
@@ -159,6 +162,10 @@ class Checkpoints:
             else (str(event.get("body") or "").encode("utf-8"))
         )
         attempt = self._attempt_of(headers, body, str(event.get("path", "")))
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if attempt is not None and callable(remaining):  # suspend before the function's own timeout
+            own_deadline_ms = self._now_ms() + int(remaining()) - _OWN_TIMEOUT_MARGIN_MS
+            attempt.deadline_ms = min(attempt.deadline_ms or own_deadline_ms, own_deadline_ms)
         status, out_headers, out = loop.run_until_complete(self._drive(event, headers, body, attempt))
         if attempt is not None and attempt.committed:
             out_headers[COMMITTED_HEADER] = str(attempt.length)
