@@ -35,8 +35,10 @@ suspension). Handler compute is counted: each Invoke's duration on the local Lam
 call log), as GB-s at `--memory-mb` (512 MB, arm64 price). In checkpoint mode the function's own
 commits wait on moto here (tens of ms a request on this machine); the handler time counted takes
 each step's two writes at DynamoDB's in-region latency (5 ms each) instead of moto's measured time
-(`moto commit seconds`, the median of 20 fence + put pairs after the runs). For Step Functions and durable functions,
-which run the same step code without replay, the handler time is taken as Torpor's checkpointed one.
+(`moto commit seconds`, the median of 20 fence + put pairs after the runs). Each mode first runs
+`Steps/one_step` once, uncounted, so no run pays the function's cold start. For Step Functions and
+durable functions, which run the same step code without replay, the handler time is taken as
+Torpor's checkpointed one.
 
 Free tiers are ignored.
 """
@@ -139,6 +141,9 @@ def measure(args: argparse.Namespace, checkpoints: bool) -> tuple[dict[str, floa
     with aws_on_this_machine(metered=True, checkpoints=checkpoints) as env:
         functions, _, emulator, calls = env
         assert functions.meter is not None
+        status, answer, _ = functions.http("ingress", "POST", "/Steps/one_step", 1)  # warm: not counted
+        if status != 200:
+            raise SystemExit(f"warm-up Steps/one_step: HTTP {status} {answer}")
         before = snapshot(functions, emulator, calls)
         seconds_before = handler_seconds(emulator)
         functions.meter.take()
@@ -190,6 +195,7 @@ def print_tables(args: argparse.Namespace, measured: dict[str, tuple[dict[str, f
     for key, label in (
         ("control plane seconds", "control-plane Lambda time, s"),
         ("handler seconds", "handler time, s"),
+        ("moto commit seconds", "one in-process commit on moto, s"),
     ):
         print(
             f"| {label} (at {args.memory_mb} MB) | "
