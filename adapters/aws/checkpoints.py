@@ -270,11 +270,13 @@ class Checkpoints:
             return False
         if self._now_ms() >= attempt.deadline_ms > 0:
             return False  # the lease ends: the orchestrator stores the rest
-        entries = _entries(attempt)
-        if entries is None:
+        found = _entries(attempt)
+        if found is None:
             return False
+        entries, open_runs = found
         if not self._commit(attempt, entries):
             return False
+        attempt.journal_runs = open_runs
         acks = []
         for proposal in proposals:
             completion_id = pb.ProposeRunCompletionMessage.FromString(proposal.payload).result_completion_id
@@ -307,9 +309,10 @@ class Checkpoints:
         return True
 
 
-def _entries(attempt: _Attempt) -> list[Frame] | None:
+def _entries(attempt: _Attempt) -> tuple[list[Frame], set[int]] | None:
     """The journal entries for the frames sent so far (run proposals as RunCompletions), with the
-    delivered notifications first; None if one of them is not safe to commit here (module doc)."""
+    delivered notifications first, and the Run commands left without a completion after them; None
+    if one of them is not safe to commit here (module doc)."""
     out = list(attempt.delivered)
     runs = set(attempt.journal_runs)
     for f in attempt.frames:
@@ -329,8 +332,7 @@ def _entries(attempt: _Attempt) -> list[Frame] | None:
             continue
         else:
             return None
-    attempt.journal_runs = runs
-    return out
+    return out, runs
 
 
 def _completion(proposal: Frame) -> Frame:
