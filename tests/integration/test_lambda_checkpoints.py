@@ -152,12 +152,13 @@ def test_a_killed_function_never_runs_a_committed_step_again(dev: DevServer, sid
     wait_for(lambda: len(steps_of(side_effects, invocation_id)) >= 4, 30, "four steps to run")
     assert emulator.process is not None
     port = int(emulator.url.rsplit(":", 1)[1])
+    finished = [c for c in emulator.calls()["calls"] if c["invocation_id"] == invocation_id]
+    assert finished == []  # its first Invoke is still running (the call log has calls that ended)
     os.kill(emulator.process.pid, signal.SIGKILL)  # the function's process, mid-invoke
     emulator.process.wait()
     at_kill = describe(dev, invocation_id)
     committed = [e["completion_id"] for e in at_kill["journal"] if e["type"] == "RunCompletion"]
-    assert len(committed) >= 3  # committed by the function itself, within its first Invoke:
-    assert at_kill["attempts"] <= 1  # the control plane has had no answer yet
+    assert len(committed) >= 3  # committed by the function itself, within that first Invoke
     replacement = type(emulator)(emulator.functions, port=port, region=emulator.region, env=emulator.env)
     replacement.start()
     dev._emulator = replacement  # the module's later tests use it; dev.stop() stops it
