@@ -76,6 +76,8 @@ JOURNAL_LENGTH_HEADER = "x-torpor-journal-length"
 DEADLINE_HEADER = "x-torpor-deadline-ms"
 COMMITTED_HEADER = "x-torpor-journal-length"
 """Response header: the journal's length after the commits made in the function (absent: none)."""
+COMMIT_TIME_HEADER = "x-torpor-commit-ms"
+"""Response header, for measurement only: milliseconds the function spent committing (fence + batch)."""
 
 _LIMIT_BYTES = MAX_ITEM_BYTES - 16 * 1024  # what one journal item holds, as the orchestrator's commit
 _HEADER = struct.Struct(">HHI")
@@ -130,6 +132,7 @@ class _Attempt:
     frames: list[Frame] = field(default_factory=list)  # sent by the SDK, not committed
     buffer: bytearray = field(default_factory=bytearray)
     committed: bool = False
+    commit_s: float = 0.0  # time spent in the store's writes
     ended: bool = False
     sent_count: int = 0  # frames the SDK sent so far (to tell whether anything happened)
 
@@ -169,6 +172,7 @@ class Checkpoints:
         status, out_headers, out = loop.run_until_complete(self._drive(event, headers, body, attempt))
         if attempt is not None and attempt.committed:
             out_headers[COMMITTED_HEADER] = str(attempt.length)
+            out_headers[COMMIT_TIME_HEADER] = f"{attempt.commit_s * 1000:.1f}"
         return {
             "statusCode": status,
             "headers": out_headers,
@@ -294,6 +298,7 @@ class Checkpoints:
         data = encode_frames(entries)
         if len(data) > _LIMIT_BYTES:
             return False  # too large for one journal item: the orchestrator's commit says so
+        started = time.perf_counter()
         try:
             self.store.update_invocation(attempt.invocation_id, attempt.epoch, modified_at_ms=self._now_ms())
             self.store.append_batch(
@@ -303,6 +308,8 @@ class Checkpoints:
             log.warning("in-process checkpoint of %s not committed: %s", attempt.invocation_id, exc)
             attempt.deadline_ms = 1  # commit nothing more in this request
             return False
+        finally:
+            attempt.commit_s += time.perf_counter() - started
         attempt.length += len(entries)
         attempt.committed = True
         attempt.delivered = []
