@@ -3,6 +3,8 @@
 `Paced/five_sleep_five`: five `ctx.run` steps, a durable sleep, five more steps; every step is
 recorded in the side-effects file (`examples.side_effects`). `Paced/steps_then_wait`: `n` steps, each
 after a pause of `pause_ms` inside the closure (time for a test to kill the function mid-way).
+`Paced/send_between_steps`: a one-way call between two steps (a command with effects: the run after
+it is committed by the control plane, not in the function).
 """
 
 from __future__ import annotations
@@ -48,6 +50,18 @@ async def slow_steps(ctx: restate.Context, request: dict) -> int:
     for index in range(1, int(request["n"]) + 1):
         name = f"step-{index}"
         total += await ctx.run_typed(name, _step("slow_steps", invocation_id, name, index, int(request["pause_ms"])))
+    return total
+
+
+@paced.handler()
+async def send_between_steps(ctx: restate.Context, label: str) -> int:
+    """Step 1, a one-way call of `Paced/slow_steps` (no steps), steps 2 and 3; returns their sum."""
+    invocation_id = ctx.request().id
+    total = await ctx.run_typed("step-1", _step("send_between_steps", invocation_id, "step-1", 1))
+    ctx.service_send(slow_steps, arg={"n": 0, "pause_ms": 0})
+    for index in (2, 3):
+        name = f"step-{index}"
+        total += await ctx.run_typed(name, _step("send_between_steps", invocation_id, name, index))
     return total
 
 

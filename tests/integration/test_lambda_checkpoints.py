@@ -123,6 +123,20 @@ def test_results_and_journal_match_request_response(dev: DevServer, side_effects
         os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
 
 
+def test_a_run_after_a_command_with_effects_is_left_to_the_control_plane(dev: DevServer, side_effects: Path) -> None:
+    """A one-way call's effect is carried out by the control plane after its commit: the run proposed
+    after it ends the Invoke (one more than with runs alone), and the call is made once."""
+    result, invocation_id = call(dev, "Paced/send_between_steps", "effects")
+    assert result == 6
+    assert describe(dev, invocation_id)["attempts"] == 2  # step 1 and 3 in-process, step 2 by the control plane
+    assert steps_of(side_effects, invocation_id) == ["step-1", "step-2", "step-3"]
+    journal = describe(dev, invocation_id)["journal"]
+    commands = [e["type"] for e in journal if e["kind"] == "command"]
+    assert commands == ["Input", "Run", "OneWayCall", "Run", "Run", "Output"]
+    sent = wait_for(lambda: one_way_calls_completed(dev), 30, "the one-way call to run")
+    assert sent == [0]  # made once, ran (`slow_steps` of no steps returns 0)
+
+
 @pytest.mark.parametrize("version", [5, 6])
 def test_run_completions_ack_before_v7(version: int, side_effects: Path, tmp_path: Path) -> None:
     """V5/V6 have no ProposeRunCompletionAck: the function feeds the RunCompletion notification back."""
@@ -136,6 +150,17 @@ def test_run_completions_ack_before_v7(version: int, side_effects: Path, tmp_pat
     finally:
         server.stop()
         os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+
+
+def one_way_calls_completed(dev: DevServer) -> list[Any] | None:
+    """Outputs of the `Paced/slow_steps` invocations of no steps (only the one-way call makes those),
+    once all of them completed; None before."""
+    reply = httpx.get(f"{dev.admin_url}/invocations", params={"limit": 1000}, timeout=10)
+    found = [describe(dev, i["id"]) for i in reply.json()["invocations"] if i["target"] == "Paced/slow_steps"]
+    found = [i for i in found if i["journal"][0]["value"] == {"n": 0, "pause_ms": 0}]
+    if not found or any(i["status"] != "completed" for i in found):
+        return None
+    return [i["completion_output"] for i in found]
 
 
 def strip(journal: list[Any]) -> list[Any]:
