@@ -75,11 +75,14 @@ class Counted(LocalFunctions):
 @contextmanager
 def aws_on_this_machine(
     metered: bool = False,
+    checkpoints: bool = False,
 ) -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
     """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions.
 
     `metered`: the functions reach DynamoDB through `bench.partitions.MeterProxy`, whose `Meter`
     (write and read units) is `functions.meter`; otherwise that is None.
+    `checkpoints`: the examples run with in-process checkpoints (`adapters.aws.checkpoints`, their
+    commits metered too); otherwise request/response, the SDK's own Lambda handler.
     """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
@@ -97,7 +100,8 @@ def aws_on_this_machine(
     dlq_url = sqs.create_queue(QueueName="schedules-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
-        with LambdaEmulatorProcess({"examples": "examples.app:app"}) as emulator:
+        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": proxy.url if proxy else endpoint}
+        with LambdaEmulatorProcess({"examples": "examples.app:app"}, env=store if checkpoints else None) as emulator:
             os.environ.update(
                 {
                     "TORPOR_TABLE": table,

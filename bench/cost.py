@@ -28,7 +28,19 @@ The other two are priced from their published list prices (us-east-1, see bench/
   (start, and resume after the wait). Data written is taken as the journal bytes Torpor stored for
   the same run (same inputs and step results).
 
-Free tiers are ignored; the handler's own compute time (GB-s) is left out everywhere.
+Torpor runs in both its modes for Lambda handlers, one after the other: request/response (the SDK's
+own Lambda handler: one Invoke per `ctx.run`, each replaying the journal) and in-process checkpoints
+(`adapters.aws.checkpoints`: the function commits each run result itself, one Invoke per
+suspension). Handler compute is counted: each Invoke's duration on the local Lambda emulator (its
+call log), as GB-s at `--memory-mb` (512 MB, arm64 price). In checkpoint mode the function's own
+commits wait on moto here (tens of ms a request on this machine, through the metering proxy): the
+handler time counted takes each step's two writes at DynamoDB's in-region latency (5 ms each)
+instead of the time the function measured in them (its `x-torpor-commit-ms`, in the call log). Each mode first runs
+`Steps/one_step` once, uncounted, so no run pays the function's cold start. For Step Functions and
+durable functions, which run the same step code without replay, the handler time is taken as
+Torpor's checkpointed one.
+
+Free tiers are ignored.
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ from typing import Any
 import boto3
 
 from adapters.aws import lambda_app
-from bench.aws_requests import REGION, aws_on_this_machine, cost_per_million, per_run, snapshot
+from bench.aws_requests import LAMBDA_GB_S, REGION, aws_on_this_machine, cost_per_million, per_run, snapshot
 from bench.common import load
 from control_plane.observability import PRICES_USD
 
@@ -90,78 +102,149 @@ def run_workflow(env: Any, steps: int) -> int:
     return len(loaded.record.input_entry) + sum(len(b.entries) for b in loaded.batches)
 
 
+MODES = {"request/response": False, "in-process checkpoints": True}
+"""Torpor's two ways to run a Lambda handler: the SDK's own handler (one Invoke per `ctx.run`), or
+`adapters.aws.checkpoints` (one Invoke per suspension, run results committed in the function)."""
+
+
+def handler_seconds(emulator: Any) -> tuple[float, float]:
+    """Seconds the example function ran, and of those spent committing run results itself (its
+    `x-torpor-commit-ms`), summed over the emulator's call log."""
+    calls = [c for c in emulator.calls()["calls"] if c["function"] == "examples"]
+    ran = sum(max(0, c["ended_at_ms"] - c["started_at_ms"]) for c in calls) / 1000
+    return ran, sum(c.get("commit_ms") or 0 for c in calls) / 1000
+
+
+DYNAMODB_WRITE_S = 0.005
+"""A DynamoDB write's latency within a region (AWS: single-digit milliseconds), in place of moto's."""
+
+
+def measure(args: argparse.Namespace, checkpoints: bool) -> tuple[dict[str, float], float]:
+    """Run the workflow `--runs` times in one mode; per-run counts (with `handler seconds`) and journal bytes."""
+    with aws_on_this_machine(metered=True, checkpoints=checkpoints) as env:
+        functions, _, emulator, calls = env
+        assert functions.meter is not None
+        status, answer, _ = functions.http("ingress", "POST", "/Steps/one_step", 1)  # warm: not counted
+        if status != 200:
+            raise SystemExit(f"warm-up Steps/one_step: HTTP {status} {answer}")
+        before = snapshot(functions, emulator, calls)
+        seconds_before = handler_seconds(emulator)
+        functions.meter.take()
+        journal_bytes = [run_workflow(env, args.steps) for _ in range(args.runs)]
+        counts = per_run(before, snapshot(functions, emulator, calls), args.runs)
+        ran, committing = handler_seconds(emulator)
+        ran, committing = (ran - seconds_before[0]) / args.runs, (committing - seconds_before[1]) / args.runs
+        reading = functions.meter.take()
+    counts["handler seconds on moto"] = ran
+    counts["handler seconds committing on moto"] = committing
+    # the function's own commits waited on moto (and the metering proxy): count DynamoDB's latency instead
+    commits = args.steps if checkpoints else 0
+    counts["handler seconds"] = ran - committing + commits * 2 * DYNAMODB_WRITE_S
+    index_units = sum(w.units for w in reading.writes if w.where != "table")
+    counts["dynamodb write units"] = reading.write_units / args.runs  # table and indexes, the function's commits too
+    counts["dynamodb write units in indexes"] = index_units / args.runs
+    counts["dynamodb read units"] = reading.read_units / args.runs
+    counts["control plane seconds"] -= reading.proxy_seconds / args.runs  # the meter's own reads, not Torpor's
+    counts["sqs SendMessage by the schedule"] = 1  # AWS's side: the schedule's target delivery
+    return counts, sum(journal_bytes) / len(journal_bytes)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the workflow `--runs` times, count, price, and print the tables."""
+    """Run the workflow `--runs` times in each mode, count, price, and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3, help="workflow runs, one after the other (default 3)")
+    parser.add_argument("--runs", type=int, default=3, help="workflow runs per mode, one after the other (default 3)")
     parser.add_argument("--steps", type=int, default=10, help="ctx.run steps in the workflow (default 10)")
-    parser.add_argument("--memory-mb", type=int, default=512, help="control-plane function memory (default 512)")
-    parser.add_argument("--quick", action="store_true", help="1 run")
+    parser.add_argument("--memory-mb", type=int, default=512, help="function memory, control plane and handler (512)")
+    parser.add_argument("--quick", action="store_true", help="1 run per mode")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 1
     for name in ("werkzeug", "torpor"):  # moto's request log, the functions' JSON logs
         logging.getLogger(name).setLevel(logging.WARNING)
     print(f"before: {load()}", flush=True)
-    with aws_on_this_machine(metered=True) as env:
-        functions, _, emulator, calls = env
-        assert functions.meter is not None
-        before = snapshot(functions, emulator, calls)
-        functions.meter.take()
-        journal_bytes = [run_workflow(env, args.steps) for _ in range(args.runs)]
-        counts = per_run(before, snapshot(functions, emulator, calls), args.runs)
-        reading = functions.meter.take()
-    index_units = sum(w.units for w in reading.writes if w.where != "table")
-    counts["dynamodb write units"] = reading.write_units / args.runs  # table and indexes
-    counts["dynamodb write units in indexes"] = index_units / args.runs
-    counts["dynamodb read units"] = reading.read_units / args.runs
-    counts["control plane seconds"] -= reading.proxy_seconds / args.runs  # the meter's own reads, not Torpor's
-    counts["sqs SendMessage by the schedule"] = 1  # AWS's side: the schedule's target delivery
+    measured = {mode: measure(args, checkpoints) for mode, checkpoints in MODES.items()}
     print(f"after: {load()}")
-    print_tables(args, counts, sum(journal_bytes) / len(journal_bytes))
+    print_tables(args, measured)
     return 0
 
 
-def print_tables(args: argparse.Namespace, counts: dict[str, float], journal_bytes: float) -> None:
-    """Requests per run, then dollars per million runs for the three services."""
+def print_tables(args: argparse.Namespace, measured: dict[str, tuple[dict[str, float], float]]) -> None:
+    """Requests per run for each Torpor mode, then dollars per million runs for the four ways."""
     print(f"\n## Torpor on AWS: requests per run ({args.runs} runs of {args.steps} steps + one 1-hour sleep)\n")
-    print("| request | per run |\n| --- | --- |")
-    for key in sorted(counts):
-        if key != "control plane seconds":
-            print(f"| {key} | {counts[key]:.2f} |")
-    print(f"| control-plane Lambda time, s (at {args.memory_mb} MB) | {counts.get('control plane seconds', 0):.3f} |")
-    torpor = cost_per_million(counts, args.memory_mb)
-    gb = journal_bytes / 1e9
-    torpor_storage = gb * DYNAMODB_GB_MONTH * TORPOR_JOURNAL_RETENTION_DAYS / 30 * 1e6
-    torpor_orchestration = sum(v for k, v in torpor.items() if k != "handler Lambda requests") + torpor_storage
-    torpor_invokes = counts.get("lambda handler Invoke", 0)
-    transitions, transitions_with_ends = args.steps + 1, args.steps + 3
-    durable_ops = args.steps + 1
-    durable_data = gb * (DURABLE_WRITTEN_GB + DURABLE_RETAINED_GB_MONTH * DURABLE_RETENTION_DAYS / 30) * 1e6
-    durable = durable_ops * DURABLE_OPERATION * 1e6 + durable_data
+    modes = list(measured)
+    print("| request | " + " | ".join(modes) + " |\n| --- |" + " --- |" * len(modes))
+    timed = {
+        "control plane seconds",
+        "handler seconds",
+        "handler seconds on moto",
+        "handler seconds committing on moto",
+    }
+    keys = sorted({k for counts, _ in measured.values() for k in counts} - timed)
+    for key in keys:
+        print(f"| {key} | " + " | ".join(f"{measured[m][0].get(key, 0):.2f}" for m in modes) + " |")
+    for key, label in (
+        ("control plane seconds", "control-plane Lambda time, s"),
+        ("handler seconds on moto", "handler time measured, s"),
+        ("handler seconds committing on moto", "of which committing on moto, s"),
+        ("handler seconds", "handler time counted (commits at 5 ms a write), s"),
+    ):
+        print(
+            f"| {label} (at {args.memory_mb} MB) | "
+            + " | ".join(f"{measured[m][0].get(key, 0):.3f}" for m in modes)
+            + " |"
+        )
     lam = PRICES_USD["lambda_request"] * 1e6
-    print("\nTorpor's orchestration per million runs: " + ", ".join(f"{k} ${v:.2f}" for k, v in torpor.items()))
-    estimated = cost_per_million({k: v for k, v in counts.items() if " units" not in k}, args.memory_mb)["DynamoDB"]
-    print(f"DynamoDB from metered units ${torpor['DynamoDB']:.2f}; estimated from requests ${estimated:.2f}")
-    print(
-        f"journal: {journal_bytes:.0f} bytes per run (DynamoDB storage for its 24 h retention: ${torpor_storage:.4f})"
+    gb_s = LAMBDA_GB_S * 1e6 * args.memory_mb / 1024
+    rows: dict[str, dict[str, float]] = {}
+    notes: dict[str, str] = {}
+    for mode, (counts, journal_bytes) in measured.items():
+        torpor = cost_per_million(counts, args.memory_mb)
+        storage = journal_bytes / 1e9 * DYNAMODB_GB_MONTH * TORPOR_JOURNAL_RETENTION_DAYS / 30 * 1e6
+        invokes, seconds = counts.get("lambda handler Invoke", 0), counts.get("handler seconds", 0)
+        rows[f"Torpor, {mode} (measured)"] = {
+            "orchestration": sum(v for k, v in torpor.items() if k != "handler Lambda requests") + storage,
+            "handler requests": invokes * lam,
+            "handler compute": seconds * gb_s,
+        }
+        notes[f"Torpor, {mode} (measured)"] = f"{invokes:.0f} Invokes, {seconds * 1000:.0f} ms"
+        print(
+            f"\nTorpor {mode}, orchestration per million runs: " + ", ".join(f"{k} ${v:.2f}" for k, v in torpor.items())
+        )
+        print(f"journal: {journal_bytes:.0f} bytes per run (DynamoDB storage for its 24 h retention: ${storage:.4f})")
+    counts, journal_bytes = measured["in-process checkpoints"]
+    # the other two run the same step code: their handler time is taken as the checkpointed handler's
+    # (no replay, one checkpoint per step), split over their invocations
+    seconds = counts.get("handler seconds", 0)
+    gb = journal_bytes / 1e9
+    transitions = args.steps + 1
+    rows["Step Functions Standard"] = {
+        "orchestration": transitions * SFN_TRANSITION * 1e6,
+        "handler requests": args.steps * lam,
+        "handler compute": seconds * gb_s,
+    }
+    notes["Step Functions Standard"] = (
+        f"{transitions} transitions ({transitions + 2} with start and end), {args.steps} Invokes"
     )
-    print("\n## Cost per million runs, USD (list prices, us-east-1; handler compute time not included)\n")
-    sfn, sfn_with_ends = transitions * SFN_TRANSITION * 1e6, transitions_with_ends * SFN_TRANSITION * 1e6
-    print("| | Torpor (measured) | Step Functions Standard | Lambda durable functions |\n| --- | --- | --- | --- |")
-    print(
-        f"| orchestration | {torpor_orchestration:.2f} | {sfn:.2f} ({transitions} transitions); "
-        f"{sfn_with_ends:.2f} ({transitions_with_ends}, with start and end) "
-        f"| {durable:.2f} ({durable_ops} operations + {journal_bytes:.0f} bytes written and kept 14 days) |"
+    durable_data = gb * (DURABLE_WRITTEN_GB + DURABLE_RETAINED_GB_MONTH * DURABLE_RETENTION_DAYS / 30) * 1e6
+    rows["Lambda durable functions"] = {
+        "orchestration": (args.steps + 1) * DURABLE_OPERATION * 1e6 + durable_data,
+        "handler requests": 2 * lam,
+        "handler compute": seconds * gb_s,
+    }
+    notes["Lambda durable functions"] = (
+        f"{args.steps + 1} operations + {journal_bytes:.0f} bytes kept 14 days, 2 Invokes"
     )
+    print(f"\n## Cost per million runs, USD (list prices, us-east-1; handler compute at {args.memory_mb} MB arm64)\n")
     print(
-        f"| handler Lambda requests | {torpor_invokes * lam:.2f} ({torpor_invokes:.0f} invocations) "
-        f"| {args.steps * lam:.2f} ({args.steps}) | {2 * lam:.2f} (2) |"
+        "| | orchestration | handler requests | handler compute (GB-s) | total | counted |\n"
+        "| --- | --- | --- | --- | --- | --- |"
     )
-    print(
-        f"| total | {torpor_orchestration + torpor_invokes * lam:.2f} "
-        f"| {sfn + args.steps * lam:.2f} to {sfn_with_ends + args.steps * lam:.2f} | {durable + 2 * lam:.2f} |"
-    )
+    for name, row in rows.items():
+        total = sum(row.values())
+        print(
+            f"| {name} | {row['orchestration']:.2f} | {row['handler requests']:.2f} | {row['handler compute']:.2f} "
+            f"| {total:.2f} | {notes[name]} |"
+        )
 
 
 if __name__ == "__main__":

@@ -108,6 +108,9 @@ _EFFECTFUL = frozenset(
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
+CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms")
+"""Request headers for in-process checkpoints (epoch, stored journal length, commit deadline in epoch
+ms; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how far it committed."""
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -512,7 +515,10 @@ class Engine:
                     continue
                 result, pending = streamed.result, streamed.pending  # pending: [] once committed mid-stream
             else:
+                sent_length = len(held.journal)
                 result = self._attempt(held, options, pending)
+                if len(held.journal) > sent_length:  # the function committed steps itself, `pending` first
+                    pending = []
             if isinstance(result, AttemptFailure):
                 result = explain_mismatch(held.journal, result)
                 kept = self._keep_failed_run(held, result, pending)
@@ -627,6 +633,7 @@ class Engine:
 
     def _attempt(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> AttemptAnswer | AttemptFailure:
         """One request to the pinned deployment with Start + the whole journal + pending notifications."""
+        sent_length = len(held.journal)
         request = self._request(held, options, pending)
         if isinstance(request, AttemptFailure):
             return request
@@ -649,6 +656,8 @@ class Engine:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
         self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+        if not self._after_checkpoints(held, reply.headers, sent_length):
+            return AttemptFailure(409, "the attempt lost its lease while the function committed steps")
         refused = self.refused_reply(reply.status, reply.headers, reply.body, version)
         if refused is not None:
             return refused
@@ -803,12 +812,45 @@ class Engine:
         # never outlive the lease: a worker still inside its attempt must not meet its successor
         lease_left_ms = record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
         timeout_ms = max(1_000, min(options.inactivity_timeout_ms, lease_left_ms))
+        headers.update(self._checkpoint_headers(held, timeout_ms))
         labels = {"service": record.service, "handler": record.handler}
         self.metrics.count("attempts", **labels)
         if record.attempts == 0:
             self.metrics.count("invocations_started", **labels)
         log.debug("attempt %d of %s", record.attempts + 1, record.invocation_id, extra=_log_fields(held.record))
         return deployment, headers, body, timeout_ms
+
+    # --- in-process checkpoints (adapters/aws/checkpoints.py) ------------------------------------
+
+    def _checkpoint_headers(self, held: Held, timeout_ms: int) -> dict[str, str]:
+        """What a function with in-process checkpoints needs to commit run results itself, fenced
+        like `_commit` (sent with every attempt; the SDK ignores them): the attempt's epoch, the
+        stored journal's length and the time (epoch ms) after which it commits nothing more and
+        lets the SDK suspend, so its answer comes within `timeout_ms` (four fifths of it)."""
+        deadline_ms = self.clock.now_ms() + timeout_ms * 4 // 5
+        return {
+            CHECKPOINT_HEADERS[0]: str(held.record.epoch),
+            CHECKPOINT_HEADERS[1]: str(len(held.journal)),
+            CHECKPOINT_HEADERS[2]: str(deadline_ms),
+        }
+
+    def _after_checkpoints(self, held: Held, headers: Mapping[str, str], sent_length: int) -> bool:
+        """After an attempt whose function committed steps (answer header `x-torpor-journal-length`
+        beyond the length sent): re-read the journal and carry out the committed entries' effects
+        (idempotent), so the answer's entries follow them. False if our epoch is gone."""
+        try:
+            length = int(headers.get(CHECKPOINT_HEADERS[1], ""))
+        except ValueError:
+            return True
+        if length <= sent_length:
+            return True
+        if not self._reload(held):
+            return False
+        try:
+            self.effects.apply(held, sent_length)
+        except StoreConflict:
+            return False
+        return True
 
     def _commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:
         """Append entries at the journal's length. False: committed (or nothing to commit).

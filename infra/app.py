@@ -31,14 +31,17 @@ from infra.constructs import (
     PRODUCTION_STORE_SHARDS,
     RegisteredHandler,
     TorporControlPlane,
+    checkpoint_statement,
     logged_function,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CDK_JSON = REPO_ROOT / "cdk.json"
 
-EXAMPLE_HANDLER = "examples.app.app"
-"""The example app (`examples/app.py`), a Lambda handler when `AWS_LAMBDA_FUNCTION_NAME` is set."""
+EXAMPLE_HANDLER = "adapters.aws.checkpoints.handler"
+"""Torpor's in-process checkpoint wrapper, driving the example app (`examples/app.py`, `TORPOR_APP`)."""
+EXAMPLE_APP = "examples.app:app"
+"""The example app's `module:attr` (`examples.app.app` alone would be its request/response Lambda handler)."""
 
 
 class TorporStack(Stack):
@@ -116,7 +119,9 @@ class TorporStack(Stack):
                 runtime=lambda_.Runtime.PYTHON_3_12,
                 timeout=Duration.seconds(120),
                 log_retention=logs.RetentionDays.ONE_MONTH,
-                description="Torpor example services (restate-sdk, request/response mode)",
+                description="Torpor example services (restate-sdk, in-process checkpoints)",
+                environment={"TORPOR_APP": EXAMPLE_APP, "TORPOR_TABLE": self.control_plane.table.table_name},
+                statements=[checkpoint_statement(self.control_plane.table)],
                 # The name carries the prefix the control plane may invoke.
                 function_name=f"{handler_function_name_prefix}{Aws.STACK_NAME}-examples",
             )

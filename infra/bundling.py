@@ -3,7 +3,7 @@
 | bundle | packages | requirements | Lambda runtime (arm64) | wheels (aarch64) |
 | --- | --- | --- | --- | --- |
 | `CONTROL_PLANE` | `control_plane/`, `adapters/` | `requirements.txt` | python3.11 (AL2) | manylinux2014 |
-| `EXAMPLE_HANDLER` | `examples/` | `infra/example_handler/requirements.txt` | python3.12 (AL2023) | manylinux_2_28 |
+| `EXAMPLE_HANDLER` | `examples/` + both | `infra/example_handler/…` | python3.12 (AL2023) | manylinux_2_28 |
 
 The example handler runs on python3.12 because restate-sdk 1.3.0 publishes its arm64 wheels for
 glibc 2.28 only, newer than python3.11's Amazon Linux 2 (glibc 2.26) has.
@@ -134,12 +134,12 @@ CONTROL_PLANE = Bundle(
 
 EXAMPLE_HANDLER = Bundle(
     name="example-handler",
-    packages=("examples",),
+    packages=("examples", "adapters", "control_plane"),  # adapters.aws.checkpoints wraps the app
     requirements="infra/example_handler/requirements.txt",
     python_version="3.12",
     platforms=("manylinux_2_28_aarch64", "manylinux2014_aarch64"),
 )
-"""The example handler (`examples.app.app`)."""
+"""The example handler (`adapters.aws.checkpoints.handler` driving `examples.app:app`)."""
 
 BUNDLES = {bundle.name: bundle for bundle in (CONTROL_PLANE, EXAMPLE_HANDLER)}
 

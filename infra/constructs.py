@@ -103,6 +103,18 @@ TTL_ATTRIBUTE = "expires_at"
 """The table's indexes and TTL, as `adapters.aws.store_items.table_schema` has them (tests/infra compares)."""
 
 
+def checkpoint_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
+    """What a handler function with in-process checkpoints (`adapters.aws.checkpoints.handler`) needs
+    of Torpor's table, and nothing more: `dynamodb:UpdateItem` (the conditional write on the
+    invocation's epoch that fences each commit) and `dynamodb:PutItem` (the conditional put of a
+    journal batch), on the table itself (no index), in invocation partitions (`INV#...`) only."""
+    return iam.PolicyStatement(
+        actions=["dynamodb:UpdateItem", "dynamodb:PutItem"],
+        resources=[table.table_arn],
+        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]}},
+    )
+
+
 def logged_function(
     scope: Construct,
     id: str,

@@ -580,8 +580,11 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         if not changes:
             raise ValueError(f"update_invocation({invocation_id!r}) needs at least one field to change")
         model = self._invocations
+        # the shard count (a GetItem at first use) only matters when an index moves: a function with
+        # in-process checkpoints fences its commits with this call and may not read the table
+        moves_index = not changes.keys().isdisjoint({"status", "expires_at_s", "journal_expires_at_ms"})
         actions = invocation_update_actions(
-            model, invocation_id, changes, shards=self.shards, caller="update_invocation"
+            model, invocation_id, changes, shards=self.shards if moves_index else 1, caller="update_invocation"
         )
         condition = epoch_is(model, epoch)
         held = f"epoch {epoch}"

@@ -141,6 +141,12 @@ def version() -> None:
     "register it as arn:aws:lambda:REGION:123456789012:function:NAME:1.",
 )
 @click.option(
+    "--lambda-request-response",
+    is_flag=True,
+    help="Run the --lambda handlers as the SDK's own Lambda handler does: one Invoke per ctx.run. "
+    "Default: in-process checkpoints (adapters.aws.checkpoints), one Invoke per suspension.",
+)
+@click.option(
     "--request-identity-key-file",
     type=click.Path(dir_okay=False),
     default=None,
@@ -171,6 +177,7 @@ def dev(
     lease_margin: int | None,
     workers: int,
     lambda_functions: dict[str, str],
+    lambda_request_response: bool,
     request_identity_key_file: str | None,
     log_format: str,
 ) -> None:
@@ -225,6 +232,7 @@ def dev(
             settings=settings,
             workers=workers,
             lambda_functions=lambda_functions,
+            lambda_checkpoints=not lambda_request_response,
             request_identity_key_file=request_identity_key_file,
         )
     except TorporError as exc:

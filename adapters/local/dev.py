@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -145,6 +146,11 @@ class DevServer:
             code). None: Lambda deployments go to `lambda_endpoint` or AWS.
         lambda_endpoint: URL of another Lambda API endpoint (and STS endpoint) for Lambda
             deployments, e.g. an emulator already running; None: AWS's (or the emulator's).
+        lambda_checkpoints: Run the emulator's restate-sdk apps with in-process checkpoints
+            (`adapters.aws.checkpoints`: one Invoke per suspension, committing run results to this
+            server's store); False: request/response, one Invoke per `ctx.run`. With the store in
+            memory and `lambda_functions`, the SQLite store goes to a temporary file instead, which
+            the emulator's process opens too (deleted by `stop`).
         request_identity_key_file: PEM file of the Ed25519 key that signs every request to
             deployments (written, mode 0600, if missing); None: the key the `TORPOR_REQUEST_IDENTITY_KEY*`
             environment names (`adapters.request_identity`), or unsigned requests.
@@ -168,6 +174,7 @@ class DevServer:
         http_concurrency: int = 64,
         lambda_functions: Mapping[str, str] | None = None,
         lambda_endpoint: str | None = None,
+        lambda_checkpoints: bool = True,
         request_identity_key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if lambda_functions and lambda_endpoint:
@@ -193,7 +200,10 @@ class DevServer:
         self.http_concurrency = http_concurrency
         self.lambda_functions = dict(lambda_functions or {})
         self._lambda_endpoint = lambda_endpoint
+        self.lambda_checkpoints = lambda_checkpoints
         self._emulator: LambdaEmulatorProcess | None = None
+        self._sqlite_path: str | None = None
+        self._temp_dir: tempfile.TemporaryDirectory[str] | None = None
         self._request_identity_key_file = request_identity_key_file
         self.request_signer: RequestSigner | None = None
         """Signs requests to deployments (after `start`); None: they go unsigned."""
@@ -336,6 +346,11 @@ class DevServer:
     def _start_store(self) -> None:
         if self._sqlite:
             path = ":memory:" if self.data_dir is None else os.path.join(self.data_dir, SQLITE_FILE)
+            if path == ":memory:" and self.lambda_functions and self.lambda_checkpoints:
+                # the emulator's process commits run results too: one file both open (SQLite WAL)
+                self._temp_dir = tempfile.TemporaryDirectory(prefix="torpor-dev-")
+                path = os.path.join(self._temp_dir.name, SQLITE_FILE)
+            self._sqlite_path = path
             try:
                 self._store = SQLiteStore(path)
                 self._store.ensure_schema()
@@ -407,7 +422,12 @@ class DevServer:
         """Start the local Lambda emulator with `lambda_functions`. Raises `DevServerError`."""
         from adapters.local.lambda_emulator import LambdaEmulatorProcess, function_arn
 
-        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region)
+        env: dict[str, str] = {}
+        if self.lambda_checkpoints and self._sqlite_path is not None:
+            env["TORPOR_SQLITE"] = self._sqlite_path
+        elif self.lambda_checkpoints and self._dynamodb_endpoint is not None:
+            env.update(TORPOR_TABLE=self.table, TORPOR_DYNAMODB_ENDPOINT=self._dynamodb_endpoint)
+        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region, env=env)
         try:
             self._emulator.start()
         except RuntimeError as exc:
@@ -561,6 +581,9 @@ class DevServer:
             self._moto = None
         if isinstance(self._store, SQLiteStore):
             self._store.close()
+        if self._temp_dir is not None:
+            self._temp_dir.cleanup()
+            self._temp_dir = None
 
 
 def run_dev(
@@ -577,6 +600,7 @@ def run_dev(
     settings: Settings | None = None,
     workers: int = 32,
     lambda_functions: Mapping[str, str] | None = None,
+    lambda_checkpoints: bool = True,
     request_identity_key_file: str | None = None,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
@@ -596,6 +620,7 @@ def run_dev(
         settings: Runtime settings; None reads `Settings.load()`.
         workers: Size of the scheduler's worker pool.
         lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
+        lambda_checkpoints: Run them with in-process checkpoints (False: request/response).
         request_identity_key_file: PEM file of the request identity key (written if missing).
 
     Raises:
@@ -623,6 +648,7 @@ def run_dev(
         settings=settings,
         workers=workers,
         lambda_functions=lambda_functions,
+        lambda_checkpoints=lambda_checkpoints,
         request_identity_key_file=request_identity_key_file,
     )
     started = False

@@ -21,7 +21,9 @@ handler) and answers, over HTTP (werkzeug), the parts of the AWS APIs that Torpo
   this process, oldest first: `{"function", "qualifier" (None if unqualified), "executed_version",
   "path", "invocation_id" (the `x-restate-invocation-id` header of the event), "error_type" (None if
   the handler returned), "access_key_id" (of the request's signature), "started_at_ms",
-  "ended_at_ms"}`; tests read it to check which version each attempt ran on. `DELETE` clears it.
+  "ended_at_ms", "commit_ms" (time the function spent committing run results itself,
+  `adapters.aws.checkpoints`' `x-torpor-commit-ms` answer header; None without it)}`; tests read
+  it to check which version each attempt ran on. `DELETE` clears it.
 
 Every qualifier runs the same code (the one module loaded): the emulator has no published versions,
 it only records which one was asked for. It checks no signature and enforces no function timeout.
@@ -255,8 +257,9 @@ class EmulatorApp:
             "access_key_id": credential.group(1) if credential else None,
             "started_at_ms": int(time.time() * 1000),
         }
-        body, error_type = self._executor.submit(_run, self.functions[name], event, context).result()
+        body, error_type, commit_ms = self._executor.submit(_run, self.functions[name], event, context).result()
         record["error_type"] = error_type
+        record["commit_ms"] = commit_ms
         record["ended_at_ms"] = int(time.time() * 1000)
         with self._lock:
             self._calls.append(record)
@@ -304,11 +307,15 @@ class EmulatorApp:
         return Response(json.dumps(self.calls()), status=200, content_type="application/json")
 
 
-def _run(handler: LambdaHandler, event: Any, context: _Context) -> tuple[bytes, str | None]:
-    """Call `handler`; `(reply body, None)`, or `(Lambda's error JSON, errorType)` if it failed."""
+def _run(handler: LambdaHandler, event: Any, context: _Context) -> tuple[bytes, str | None, float | None]:
+    """Call `handler`; `(reply body, None, commit ms)`, or `(Lambda's error JSON, errorType, None)` if it
+    failed. The commit time is the answer's `x-torpor-commit-ms` header, if any (else None)."""
+    commit_ms: float | None = None
     try:
         result = handler(event, context)
         body = json.dumps(result).encode("utf-8")
+        with contextlib.suppress(AttributeError, KeyError, TypeError, ValueError):
+            commit_ms = float(result["headers"]["x-torpor-commit-ms"])
     except Exception as exc:  # noqa: BLE001 - any exception of the handler is its function error
         error = {
             "errorMessage": str(exc),
@@ -316,15 +323,15 @@ def _run(handler: LambdaHandler, event: Any, context: _Context) -> tuple[bytes, 
             "stackTrace": traceback.format_exception(exc)[-20:],
         }
         log.warning("function %s raised %s: %s", context.function_name, type(exc).__name__, exc)
-        return json.dumps(error).encode("utf-8"), type(exc).__name__
+        return json.dumps(error).encode("utf-8"), type(exc).__name__, None
     if len(body) > MAX_PAYLOAD_BYTES:
         error = {
             "errorMessage": f"Response payload size ({len(body)} bytes) exceeded maximum allowed payload size "
             f"({MAX_PAYLOAD_BYTES} bytes).",
             "errorType": "Function.ResponseSizeTooLarge",
         }
-        return json.dumps(error).encode("utf-8"), "Function.ResponseSizeTooLarge"
-    return body, None
+        return json.dumps(error).encode("utf-8"), "Function.ResponseSizeTooLarge", None
+    return body, None, commit_ms
 
 
 # --- the emulator process ---------------------------------------------------------------------------
@@ -370,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"cannot load function {name} from {target}: {type(exc).__name__}: {exc}\n")
             return 2
 
+    _with_checkpoints(functions)
     app = EmulatorApp(functions, region=args.region, workers=args.workers)
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
@@ -391,6 +399,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _with_checkpoints(functions: dict[str, LambdaHandler]) -> None:
+    """With a store named in the environment (`TORPOR_SQLITE`, or `TORPOR_TABLE` and
+    `TORPOR_DYNAMODB_ENDPOINT`), run every restate-sdk app among `functions` through Torpor's
+    in-process checkpoints (`adapters.aws.checkpoints`), as a function deployed with the handler
+    `adapters.aws.checkpoints.handler` runs on AWS; other functions are left as they are."""
+    from adapters.aws.checkpoints import Checkpoints, asgi_app_of, store_from_environment
+
+    store = store_from_environment()
+    if store is None:
+        return
+    for name, handler in list(functions.items()):
+        app = asgi_app_of(handler)
+        if app is not None:
+            functions[name] = Checkpoints(app, store)
+
+
 class LambdaEmulatorProcess:
     """Runs `python -m adapters.local.lambda_emulator` in a subprocess; usable as a context manager.
 
@@ -405,6 +429,8 @@ class LambdaEmulatorProcess:
         region: Region reported to handlers.
         cwd: Working directory of the child; None: this process's.
         startup_timeout_s: How long `start` waits for the emulator to answer.
+        env: More environment variables for the child, e.g. `TORPOR_SQLITE` (in-process checkpoints
+            against the dev store: `adapters.aws.checkpoints`).
     """
 
     def __init__(
@@ -416,7 +442,9 @@ class LambdaEmulatorProcess:
         region: str = "us-east-1",
         cwd: str | os.PathLike[str] | None = None,
         startup_timeout_s: float = 30.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        self.env = dict(env or {})
         if not functions:
             raise ValueError("the Lambda emulator needs at least one function")
         self.functions = dict(functions)
@@ -449,6 +477,9 @@ class LambdaEmulatorProcess:
         """
         env = dict(os.environ)
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+        for name in ("TORPOR_SQLITE", "TORPOR_TABLE", "TORPOR_DYNAMODB_ENDPOINT"):
+            env.pop(name, None)  # only what this emulator is given
+        env.update(self.env)
         env["PYTHONPATH"] = os.pathsep.join([self.cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
         env["PYTHONUNBUFFERED"] = "1"
         command = [sys.executable, "-m", "adapters.local.lambda_emulator", "--host", self.host]

@@ -31,7 +31,7 @@ HANDLER_NAMES = {
     "adapters.aws.lambda_app.worker_handler": "Worker",
     "adapters.aws.lambda_app.sweeper_handler": "Sweeper",
     "adapters.aws.lambda_app.deploy_hook_handler": "DeployHook",
-    "examples.app.app": "ExampleHandler",
+    "adapters.aws.checkpoints.handler": "ExampleHandler",  # driving examples.app:app (TORPOR_APP)
 }
 """Canonical name of each function, by its handler string."""
 

@@ -161,9 +161,10 @@ def test_control_plane_handlers_import_from_the_bundle_alone() -> None:
 
 
 def test_example_handler_imports_from_its_bundle_alone() -> None:
-    probe = _probe(EXAMPLE_HANDLER, ["examples.app"], {"examples.app": ["app"]})
-    assert probe["found"] == {"examples.app.app": True}
-    assert "restate-sdk" in probe["distributions"]
+    modules = ["examples.app", "adapters.aws.checkpoints", "adapters.aws.dynamodb_store"]
+    probe = _probe(EXAMPLE_HANDLER, modules, {"examples.app": ["app"], "adapters.aws.checkpoints": ["handler"]})
+    assert probe["found"] == {"examples.app.app": True, "adapters.aws.checkpoints.handler": True}
+    assert {"restate-sdk", "pynamodb", "protobuf"} <= set(probe["distributions"])
 
 
 def test_probe_refuses_what_the_bundle_lacks(tmp_path: Path) -> None:

@@ -82,13 +82,16 @@ CONSUME = {
     (action, "${WakeQueue.Arn}") for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 }
 
+CHECKPOINTS = {("dynamodb:UpdateItem", "${Table.Arn}"), ("dynamodb:PutItem", "${Table.Arn}")}
+"""In-process checkpoints (`adapters.aws.checkpoints`): the epoch fence and the journal batch, no more."""
+
 EXPECTED_PERMISSIONS = {
     "IngressFunction": _table() | _wake_ups() | INVOKE | _logs("IngressFunction"),
     "AdminFunction": _table() | _wake_ups() | INVOKE | _logs("AdminFunction"),
     "WorkerFunction": _table() | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
     "SweeperFunction": _table() | _wake_ups() | INVOKE | _logs("SweeperFunction"),
     "DeployHookFunction": _table() | INVOKE | _logs("DeployHookFunction"),
-    "ExampleHandlerFunction": _logs("ExampleHandlerFunction"),
+    "ExampleHandlerFunction": _logs("ExampleHandlerFunction") | CHECKPOINTS,
 }
 """Every (action, resource) each function's role allows, unconditionally, and nothing else."""
 
@@ -182,10 +185,11 @@ def test_control_plane_function_environment(facts: Facts, name: str) -> None:
 
 def test_example_handler_is_a_version_the_control_plane_may_invoke(facts: Facts) -> None:
     props = facts.function("ExampleHandlerFunction")
-    assert props["Handler"] == "examples.app.app"
+    assert props["Handler"] == "adapters.aws.checkpoints.handler"  # in-process checkpoints
     assert props["Runtime"] == "python3.12"  # restate-sdk's arm64 wheels need glibc 2.28 (not python3.11's AL2)
     assert props["Architectures"] == ["arm64"]
-    assert "Environment" not in props, "the example handler needs nothing of the control plane"
+    variables = {key: facts.render(value) for key, value in props["Environment"]["Variables"].items()}
+    assert variables == {"TORPOR_APP": "examples.app:app", "TORPOR_TABLE": "${Table}"}  # nothing else of Torpor
     assert facts.render(props["FunctionName"]) == "torpor-handler-${AWS::StackName}-examples"
 
 
@@ -321,6 +325,13 @@ def test_function_role_allows_exactly_what_it_needs(facts: Facts, name: str) -> 
         if "iam:PassRole" in statement.actions:
             assert statement.condition == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
     assert all(managed is not None for managed, _ in facts.managed_policies(role_id)), "an AWS managed policy"
+
+
+def test_example_handler_commits_only_in_invocation_partitions(facts: Facts) -> None:
+    """Its table writes (in-process checkpoints) are limited to `INV#...` partitions by IAM."""
+    role_id = facts.target(facts.function("ExampleHandlerFunction")["Role"])
+    [statement] = [s for s in facts.role_statements(role_id) if any(a.startswith("dynamodb:") for a in s.actions)]
+    assert statement.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]}}
 
 
 XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")

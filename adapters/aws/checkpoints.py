@@ -1,0 +1,443 @@
+"""In-process checkpoints for a Lambda-hosted restate-sdk app: one Invoke per suspension, not per `ctx.run`.
+
+In request/response mode every awaited `ctx.run` ends the handler's request: the SDK proposes the
+result, suspends, and Torpor stores it and invokes the function again, which replays the journal.
+This entry point drives the user's `restate.app(...)` ASGI app in streaming mode inside the function
+instead, the way restate-server drives a deployment over a bidirectional HTTP/2 stream:
+
+1. the request body (Start, the journal, the notifications to deliver) goes in as the first chunk of
+   an ASGI request body that stays open (`more_body=True`);
+2. each `ProposeRunCompletion` the SDK sends is committed straight to the journal here, with the
+   commands before it, as one conditional `Store.append_batch` at the journal's length, fenced by the
+   attempt's epoch (a conditional record write on the epoch first: a function whose attempt lost
+   its lease, or whose invocation was killed, writes nothing);
+3. the commit is acked on the open body: a RunCompletionNotification (service protocol V5/V6), or a
+   ProposeRunCompletionAck when the proposal carries the REQUESTED_ACK flag (V7); the handler goes on;
+4. when the SDK ends (End, Suspension, Error), or waits for something that is not there (a sleep, a
+   call, an awakeable: no `ctx.run` executing, nothing new sent, nothing to ack), the body is closed,
+   so the SDK suspends as in request/response mode; the function returns the frames it did not
+   commit, with `x-torpor-journal-length: N` (the journal's length after its commits). The
+   orchestrator re-reads the journal and carries on exactly as after a request/response attempt.
+
+The SDK's code this relies on (restate-sdk 0.x Python, `restate/server.py`, `server_context.py`):
+`process_invocation_to_completion` reads the body until the Start and the known entries are there,
+then runs the handler; `ServerInvocationContext.create_poll_or_cancel_coroutine` reads more body
+(`DoProgressWaitExternalProgress`) while a run's result is awaited, and the VM suspends only once the
+input is closed; `leave()` waits for the input to close before it ends the response. A `ctx.run`
+executes in a task whose coroutine is `create_poll_or_cancel_coroutine.<locals>.wrapper`: while one is
+pending the handler is not stuck. Should a later SDK name it differently, the body closes as soon as
+nothing else happens, and a run that was executing is proposed and committed by the orchestrator, as
+in request/response mode: one Invoke more, never a step run twice.
+
+Only what the orchestrator's commit would do nothing more with is committed here: Run commands, run
+results and custom entries (and, in the first commit, the notifications the request delivered). Any
+other new command (state writes, calls, one-way calls, sleeps, awakeables, ...) has effects the
+orchestrator carries out after its commit, so a run proposed after one is not committed here: the
+body closes, the SDK suspends, and the orchestrator commits and applies them.
+
+Configuration (environment of the function):
+
+- `TORPOR_APP`: `module:attr` of the user's `restate.app(...)` (for `handler`);
+- the store to commit to: `TORPOR_TABLE` (DynamoDB table, in `AWS_REGION`; `TORPOR_DYNAMODB_ENDPOINT`
+  for another endpoint, e.g. moto) or `TORPOR_SQLITE` (the dev store's SQLite file). Without either,
+  the function answers in request/response mode, as the SDK's own Lambda handler does.
+
+What the orchestrator sends (headers of the invocation event, every attempt; see
+`control_plane.invocation.CHECKPOINT_HEADERS`): `x-torpor-epoch`, `x-torpor-journal-length` (the
+stored journal's length; entries after it in the body are notifications delivered with this
+attempt) and `x-torpor-deadline-ms` (epoch ms after which nothing is committed here and the SDK is
+let suspend: four fifths into the attempt's timeout, which the lease covers; or 2 s before the
+function's own timeout, if that comes first). A request without them (discovery, an older
+orchestrator) goes to the SDK unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from control_plane.ports import MAX_ITEM_BYTES, JournalBatch, Store, StoreConflict
+from control_plane.protocol import Frame, MessageType, encode_frames, frame, is_custom
+from control_plane.protocol import protocol_pb2 as pb
+
+log = logging.getLogger("torpor.checkpoints")
+
+EPOCH_HEADER = "x-torpor-epoch"
+JOURNAL_LENGTH_HEADER = "x-torpor-journal-length"
+DEADLINE_HEADER = "x-torpor-deadline-ms"
+COMMITTED_HEADER = "x-torpor-journal-length"
+"""Response header: the journal's length after the commits made in the function (absent: none)."""
+COMMIT_TIME_HEADER = "x-torpor-commit-ms"
+"""Response header, for measurement only: milliseconds the function spent committing (fence + batch)."""
+
+_LIMIT_BYTES = MAX_ITEM_BYTES - 16 * 1024  # what one journal item holds, as the orchestrator's commit
+_HEADER = struct.Struct(">HHI")
+_ACK_FLAG = 0x8000
+_OWN_TIMEOUT_MARGIN_MS = 2_000  # commits stop this long before the function's timeout
+_SETTLE_ROUNDS = 50  # event-loop turns with nothing happening before the SDK counts as waiting
+_RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"
+_ENDINGS = frozenset({MessageType.End, MessageType.Suspension, MessageType.Error})
+
+ASGIApp = Callable[..., Any]
+
+
+def asgi_app_of(target: object) -> ASGIApp | None:
+    """The ASGI app behind `target`: `restate.app(...)`'s ASGI app itself, or the Lambda handler it
+    returns when `AWS_LAMBDA_FUNCTION_NAME` is set (restate-sdk `aws_lambda.wrap_asgi_as_lambda_handler`
+    keeps the app in its closure as `asgi_app`). None if `target` is neither."""
+    code = getattr(target, "__code__", None)
+    closure = getattr(target, "__closure__", None)
+    if code is not None and closure and "asgi_app" in code.co_freevars:
+        return closure[code.co_freevars.index("asgi_app")].cell_contents  # type: ignore[no-any-return]
+    if code is not None and code.co_argcount == 3 and getattr(target, "__name__", "") == "app":
+        return target  # type: ignore[return-value]
+    return None
+
+
+def store_from_environment(env: Mapping[str, str] | None = None) -> Store | None:
+    """The store named by `TORPOR_TABLE` (+ `TORPOR_DYNAMODB_ENDPOINT`, `AWS_REGION`) or
+    `TORPOR_SQLITE`; None if neither is set (the function then answers request/response)."""
+    env = os.environ if env is None else env
+    if env.get("TORPOR_SQLITE"):
+        from adapters.local.sqlite_store import SQLiteStore
+
+        return SQLiteStore(env["TORPOR_SQLITE"])
+    if env.get("TORPOR_TABLE"):
+        from adapters.aws.dynamodb_store import DynamoDBStore
+
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+        return DynamoDBStore(env["TORPOR_TABLE"], region=region, endpoint_url=env.get("TORPOR_DYNAMODB_ENDPOINT"))
+    return None
+
+
+@dataclass
+class _Attempt:
+    """One invocation event's state: what the SDK sent, what is committed, what to ack."""
+
+    invocation_id: str
+    epoch: int
+    length: int  # the stored journal's length: the next commit's start index
+    deadline_ms: int
+    journal_runs: set[int]  # Run completion ids of the journal sent, without a completion
+    delivered: list[Frame]  # notifications sent after the stored journal: committed first
+    frames: list[Frame] = field(default_factory=list)  # sent by the SDK, not committed
+    buffer: bytearray = field(default_factory=bytearray)
+    committed: bool = False
+    commit_s: float = 0.0  # time spent in the store's writes
+    ended: bool = False
+    sent_count: int = 0  # frames the SDK sent so far (to tell whether anything happened)
+
+
+class Checkpoints:
+    """A Lambda handler (`handler(event, context)`) driving `app` with in-process checkpoints.
+
+    Args:
+        app: The user's restate-sdk ASGI app (`asgi_app_of(restate.app(...))`).
+        store: Where commits go; None: every request goes to the SDK in request/response mode.
+        now_ms: The wall clock, epoch milliseconds.
+    """
+
+    def __init__(self, app: ASGIApp, store: Store | None, *, now_ms: Callable[[], int] | None = None) -> None:
+        self.app = app
+        self.store = store
+        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._local = threading.local()
+
+    def __call__(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        """Answer one API-Gateway-proxy event (see the module doc); returns the proxy response."""
+        headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+        loop = getattr(self._local, "loop", None)
+        if loop is None:
+            loop = self._local.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        body = (
+            base64.b64decode(event.get("body") or "")
+            if event.get("isBase64Encoded")
+            else (str(event.get("body") or "").encode("utf-8"))
+        )
+        attempt = self._attempt_of(headers, body, str(event.get("path", "")))
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if attempt is not None and callable(remaining):  # suspend before the function's own timeout
+            own_deadline_ms = self._now_ms() + int(remaining()) - _OWN_TIMEOUT_MARGIN_MS
+            attempt.deadline_ms = min(attempt.deadline_ms or own_deadline_ms, own_deadline_ms)
+        status, out_headers, out = loop.run_until_complete(self._drive(event, headers, body, attempt))
+        if attempt is not None and attempt.committed:
+            out_headers[COMMITTED_HEADER] = str(attempt.length)
+            out_headers[COMMIT_TIME_HEADER] = f"{attempt.commit_s * 1000:.1f}"
+        return {
+            "statusCode": status,
+            "headers": out_headers,
+            "isBase64Encoded": True,
+            "body": base64.b64encode(out).decode(),
+        }
+
+    def _attempt_of(self, headers: Mapping[str, str], body: bytes, path: str) -> _Attempt | None:
+        """The attempt's fields, or None if this request cannot be checkpointed here (no store, not an
+        invocation, no headers from the orchestrator, a compressed body)."""
+        if self.store is None or "/invoke/" not in path or "zstd" in headers.get("content-encoding", ""):
+            return None
+        try:
+            epoch, length = int(headers[EPOCH_HEADER]), int(headers[JOURNAL_LENGTH_HEADER])
+            deadline_ms = int(headers.get(DEADLINE_HEADER, "0"))
+            invocation_id = headers["x-restate-invocation-id"]
+            sent = _split(body)
+        except (KeyError, ValueError):
+            return None
+        if not sent or sent[0].type != MessageType.Start:
+            return None
+        journal = sent[1 : 1 + length]
+        runs: set[int] = set()
+        for f in journal:
+            if f.type == MessageType.Run:
+                runs.add(pb.RunCommandMessage.FromString(f.payload).result_completion_id)
+            elif f.type == MessageType.RunCompletion:
+                runs.discard(pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id)
+        return _Attempt(invocation_id, epoch, length, deadline_ms, runs, sent[1 + length :])
+
+    async def _drive(
+        self, event: Mapping[str, Any], headers: Mapping[str, str], body: bytes, attempt: _Attempt | None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Run the ASGI app on one request; returns status, headers and the body to answer with."""
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        inbox.put_nowait({"type": "http.request", "body": body, "more_body": attempt is not None})
+        closed = attempt is None
+        state: dict[str, Any] = {"status": 500, "headers": {}}
+        raw = bytearray()
+        changed = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if inbox.empty() and closed and state.get("drained"):
+                await asyncio.Future()  # like the SDK's own Lambda adapter: nothing more, ever
+            item = await inbox.get()
+            if not item.get("more_body", False):
+                state["drained"] = True
+            return item
+
+        async def send(message: Mapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = int(message["status"])
+                state["headers"] = {k.decode("latin-1"): v.decode("latin-1") for k, v in message["headers"]}
+            elif message["type"] == "http.response.body" and message.get("body"):
+                if attempt is None:
+                    raw.extend(message["body"])
+                else:
+                    _take(attempt, message["body"])
+                changed.set()
+
+        scope = _scope(event, headers)
+        task = asyncio.ensure_future(self.app(scope, receive, send))
+        if attempt is not None:
+            quiet = 0
+            while not task.done():
+                if changed.is_set():
+                    changed.clear()
+                    quiet = 0
+                    if not closed and self._handle(attempt, inbox):
+                        continue
+                if not closed and attempt.ended:
+                    closed = True
+                    inbox.put_nowait({"type": "http.request", "body": b"", "more_body": False})
+                await asyncio.sleep(0)
+                if closed or changed.is_set():
+                    if closed:
+                        await asyncio.wait([task], timeout=0.05)
+                    continue
+                if _runs_executing() or not inbox.empty():
+                    quiet = 0
+                    await asyncio.sleep(0.001)
+                    continue
+                quiet += 1
+                if quiet >= _SETTLE_ROUNDS:  # waiting for something only the orchestrator can bring
+                    closed = True
+                    inbox.put_nowait({"type": "http.request", "body": b"", "more_body": False})
+        await task
+        if attempt is not None:
+            if attempt.buffer:
+                raise RuntimeError("the SDK's answer ended inside a frame")
+            raw = bytearray(encode_frames(attempt.frames))
+        state["headers"].pop("content-length", None)
+        return state["status"], state["headers"], bytes(raw)
+
+    def _handle(self, attempt: _Attempt, inbox: asyncio.Queue[dict[str, Any]]) -> bool:
+        """Commit and ack the proposals sent so far, if they can be committed here. True if acked."""
+        proposals = [f for f in attempt.frames if f.type == MessageType.ProposeRunCompletion]
+        if not proposals or attempt.ended:
+            return False
+        if self._now_ms() >= attempt.deadline_ms > 0:
+            return False  # the lease ends: the orchestrator stores the rest
+        found = _entries(attempt)
+        if found is None:
+            return False
+        entries, open_runs = found
+        if not self._commit(attempt, entries):
+            return False
+        attempt.journal_runs = open_runs
+        acks = []
+        for proposal in proposals:
+            completion_id = pb.ProposeRunCompletionMessage.FromString(proposal.payload).result_completion_id
+            if proposal.requested_ack:
+                acks.append(frame(pb.ProposeRunCompletionAckMessage(completion_id=completion_id)))
+            else:
+                acks.append(_completion(proposal))
+        attempt.frames = []
+        inbox.put_nowait({"type": "http.request", "body": encode_frames(acks), "more_body": True})
+        return True
+
+    def _commit(self, attempt: _Attempt, entries: list[Frame]) -> bool:
+        """Fence on the epoch, then append `entries` at the journal's length. False: not committed."""
+        assert self.store is not None
+        data = encode_frames(entries)
+        if len(data) > _LIMIT_BYTES:
+            return False  # too large for one journal item: the orchestrator's commit says so
+        started = time.perf_counter()
+        try:
+            self.store.update_invocation(attempt.invocation_id, attempt.epoch, modified_at_ms=self._now_ms())
+            self.store.append_batch(
+                attempt.invocation_id, JournalBatch(attempt.length, data, attempt.epoch, self._now_ms())
+            )
+        except StoreConflict as exc:  # a successor or a kill moved the epoch, or took the index
+            log.warning("in-process checkpoint of %s not committed: %s", attempt.invocation_id, exc)
+            attempt.deadline_ms = 1  # commit nothing more in this request
+            return False
+        finally:
+            attempt.commit_s += time.perf_counter() - started
+        attempt.length += len(entries)
+        attempt.committed = True
+        attempt.delivered = []
+        return True
+
+
+def _entries(attempt: _Attempt) -> tuple[list[Frame], set[int]] | None:
+    """The journal entries for the frames sent so far (run proposals as RunCompletions), with the
+    delivered notifications first, and the Run commands left without a completion after them; None
+    if one of them is not safe to commit here (module doc)."""
+    out = list(attempt.delivered)
+    runs = set(attempt.journal_runs)
+    for f in attempt.frames:
+        if f.type == MessageType.Run:
+            runs.add(pb.RunCommandMessage.FromString(f.payload).result_completion_id)
+            out.append(Frame(f.type, f.payload))
+        elif f.type == MessageType.ProposeRunCompletion:
+            completion = _completion(f)
+            completion_id = pb.ProposeRunCompletionMessage.FromString(f.payload).result_completion_id
+            if completion_id not in runs:
+                return None
+            runs.discard(completion_id)
+            out.append(completion)
+        elif is_custom(f.type):
+            out.append(Frame(f.type, f.payload))
+        elif f.type in (MessageType.AwaitingOn, MessageType.CommandAck):
+            continue
+        else:
+            return None
+    return out, runs
+
+
+def _completion(proposal: Frame) -> Frame:
+    """The RunCompletionNotification a ProposeRunCompletion becomes (as the orchestrator stores it)."""
+    message = pb.ProposeRunCompletionMessage.FromString(proposal.payload)
+    notification = pb.RunCompletionNotificationMessage(completion_id=message.result_completion_id)
+    if message.WhichOneof("result") == "failure":
+        notification.failure.CopyFrom(message.failure)
+    else:
+        notification.value.content = message.value
+    return frame(notification)
+
+
+def _take(attempt: _Attempt, data: bytes) -> None:
+    """Add `data` to the frames the SDK sent (frames may arrive split across chunks)."""
+    attempt.buffer.extend(data)
+    while len(attempt.buffer) >= _HEADER.size:
+        t, flags, n = _HEADER.unpack_from(attempt.buffer, 0)
+        if len(attempt.buffer) < _HEADER.size + n:
+            return
+        payload = bytes(attempt.buffer[_HEADER.size : _HEADER.size + n])
+        del attempt.buffer[: _HEADER.size + n]
+        attempt.frames.append(Frame(t, payload, bool(flags & _ACK_FLAG)))
+        attempt.sent_count += 1
+        if t in _ENDINGS:
+            attempt.ended = True
+
+
+def _split(body: bytes) -> list[Frame]:
+    frames: list[Frame] = []
+    offset = 0
+    while offset < len(body):
+        t, flags, n = _HEADER.unpack_from(body, offset)
+        start = offset + _HEADER.size
+        offset = start + n
+        if offset > len(body):
+            raise ValueError("truncated frame")
+        frames.append(Frame(t, body[start:offset], bool(flags & _ACK_FLAG)))
+    return frames
+
+
+def _runs_executing() -> bool:
+    """True while a `ctx.run` closure of the SDK runs (its task is pending; module doc)."""
+    return any(
+        not t.done() and getattr(t.get_coro(), "__qualname__", "").endswith(_RUN_TASK) for t in asyncio.all_tasks()
+    )
+
+
+def _scope(event: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """The ASGI HTTP scope of an API-Gateway-proxy event (as restate-sdk's Lambda adapter builds it)."""
+    path = str(event.get("path", "/"))
+    return {
+        "type": "http",
+        "method": str(event.get("httpMethod", "POST")),
+        "http_version": "1.1",
+        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "scheme": headers.get("x-forwarded-proto", "https"),
+        "query_string": b"",
+        "client": None,
+        "server": None,
+        "asgi": {"version": "3.0", "spec_version": "2.0"},
+        "extensions": None,
+    }
+
+
+def load_app(target: str) -> ASGIApp:
+    """Import `module:attr` and return its restate-sdk ASGI app. Raises `ValueError` if it is none."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"TORPOR_APP={target!r} is not module:attr, e.g. examples.app:app")
+    value: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        value = getattr(value, part)
+    app = asgi_app_of(value)
+    if app is None:
+        raise ValueError(f"{target} is not a restate.app(...): give the module:attr of the app the SDK built")
+    return app
+
+
+_handler: Checkpoints | None = None
+_handler_lock = threading.Lock()
+
+
+def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """The function's handler (`adapters.aws.checkpoints.handler`): loads `TORPOR_APP` and the store
+    once per execution environment, then answers as `Checkpoints` does.
+
+    Raises:
+        ValueError: `TORPOR_APP` is unset, or not a restate app (a function error Torpor retries).
+    """
+    global _handler
+    with _handler_lock:
+        if _handler is None:
+            target = os.environ.get("TORPOR_APP", "")
+            if not target:
+                raise ValueError("set TORPOR_APP to the module:attr of the restate.app(...) this function serves")
+            _handler = Checkpoints(load_app(target), store_from_environment())
+    return _handler(event, context)

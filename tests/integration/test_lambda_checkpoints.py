@@ -1,0 +1,253 @@
+"""In-process checkpoints on Lambda (`adapters.aws.checkpoints`), end to end through `torpor dev`'s
+Lambda path: the local Lambda emulator (its own process) hosts the example app and a paced test app
+with the checkpoint wrapper, committing run results to the dev server's SQLite store; the control
+plane invokes them through the real `LambdaInvoker`.
+
+What a user sees: a handler of ten `ctx.run` steps costs one Invoke (`attempts` in
+`GET /invocations/{id}`), five steps + a sleep + five steps costs two, and the result and the
+journal are those of request/response mode; a function killed mid-way never runs a committed step
+again; a stale epoch commits nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.aws.checkpoints import Checkpoints, asgi_app_of
+from adapters.local.dev import DevServer
+from adapters.local.lambda_emulator import function_arn
+from adapters.local.sqlite_store import SQLiteStore
+from control_plane import ids
+from control_plane.held import Held
+from control_plane.protocol import MessageType, decode_frames, encode_frames, frame, invocation_content_type
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.retry import RetryPolicy
+from control_plane.settings import Settings
+from examples.side_effects import SIDE_EFFECTS_ENV, read_side_effects
+from tests.helpers import checkpoint_app
+from tests.helpers.dev import describe, wait_for
+
+SETTINGS = Settings(
+    inactivity_timeout_ms=20_000,
+    lease_margin_ms=2_000,
+    call_wait_ms=30_000,
+    retry_policy=RetryPolicy(initial_interval_ms=100, max_attempts=20),
+)
+FUNCTIONS = {"Examples": "examples.app:app", "Paced": "tests.helpers.checkpoint_app:app"}
+
+
+def start(checkpoints: bool, side_effects: Path, settings: Settings = SETTINGS) -> DevServer:
+    os.environ[SIDE_EFFECTS_ENV] = str(side_effects)  # the emulator's process inherits it
+    server = DevServer(
+        ingress_port=0,
+        admin_port=0,
+        in_memory=True,
+        settings=settings,
+        lambda_functions=FUNCTIONS,
+        lambda_checkpoints=checkpoints,
+    ).start()
+    for name in FUNCTIONS:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"arn": function_arn(name, "1")}, timeout=30)
+        assert reply.status_code == 201, reply.text
+    return server
+
+
+@pytest.fixture(scope="module")
+def side_effects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("checkpoints") / "side_effects.jsonl"
+
+
+@pytest.fixture(scope="module")
+def dev(side_effects: Path) -> Iterator[DevServer]:
+    server = start(True, side_effects)
+    try:
+        yield server
+    finally:
+        server.stop()
+        os.environ.pop(SIDE_EFFECTS_ENV, None)
+
+
+def call(dev: DevServer, path: str, body: Any) -> tuple[Any, str]:
+    reply = httpx.post(f"{dev.ingress_url}/{path}", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    return reply.json(), reply.headers["x-restate-id"]
+
+
+def journal_of(dev: DevServer, invocation_id: str) -> list[Any]:
+    body = describe(dev, invocation_id)
+    return list(body["journal"])
+
+
+def steps_of(side_effects: Path, invocation_id: str) -> list[str]:
+    return [e["step"] for e in read_side_effects(side_effects) if e["invocation_id"] == invocation_id]
+
+
+def test_ten_steps_take_one_invoke(dev: DevServer, side_effects: Path) -> None:
+    result, invocation_id = call(dev, "Steps/ten_steps", "one invoke")
+    assert result == list(range(1, 11))
+    invocation = describe(dev, invocation_id)
+    assert invocation["attempts"] == 1
+    assert steps_of(side_effects, invocation_id) == [f"step-{i}" for i in range(1, 11)]
+
+
+def test_five_steps_sleep_five_steps_take_two_invokes(dev: DevServer, side_effects: Path) -> None:
+    result, invocation_id = call(dev, "Paced/five_sleep_five", 300)
+    assert result == list(range(1, 11))
+    assert describe(dev, invocation_id)["attempts"] == 2
+    assert steps_of(side_effects, invocation_id) == [f"step-{i}" for i in range(1, 11)]
+
+
+def test_results_and_journal_match_request_response(dev: DevServer, side_effects: Path, tmp_path: Path) -> None:
+    checkpointed = {}
+    for path, body in (("Steps/ten_steps", "same"), ("Paced/five_sleep_five", 100)):
+        checkpointed[path] = call(dev, path, body)
+    plain = start(False, tmp_path / "plain.jsonl")
+    try:
+        for path, body in (("Steps/ten_steps", "same"), ("Paced/five_sleep_five", 100)):
+            result, invocation_id = call(plain, path, body)
+            assert result == checkpointed[path][0]
+            assert describe(plain, invocation_id)["attempts"] > describe(dev, checkpointed[path][1])["attempts"]
+            assert strip(journal_of(plain, invocation_id)) == strip(journal_of(dev, checkpointed[path][1]))
+    finally:
+        plain.stop()
+        os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+
+
+def test_a_run_after_a_command_with_effects_is_left_to_the_control_plane(dev: DevServer, side_effects: Path) -> None:
+    """A one-way call's effect is carried out by the control plane after its commit: the run proposed
+    after it ends the Invoke (one more than with runs alone), and the call is made once."""
+    result, invocation_id = call(dev, "Paced/send_between_steps", "effects")
+    assert result == 6
+    assert describe(dev, invocation_id)["attempts"] == 2  # step 1 and 3 in-process, step 2 by the control plane
+    assert steps_of(side_effects, invocation_id) == ["step-1", "step-2", "step-3"]
+    journal = describe(dev, invocation_id)["journal"]
+    commands = [e["type"] for e in journal if e["kind"] == "command"]
+    assert commands == ["Input", "Run", "OneWayCall", "Run", "Run", "Output"]
+    sent = wait_for(lambda: one_way_calls_completed(dev), 30, "the one-way call to run")
+    assert sent == [0]  # made once, ran (`slow_steps` of no steps returns 0)
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_run_completions_ack_before_v7(version: int, side_effects: Path, tmp_path: Path) -> None:
+    """V5/V6 have no ProposeRunCompletionAck: the function feeds the RunCompletion notification back."""
+    server = start(True, tmp_path / "effects.jsonl", replace(SETTINGS, max_protocol_version=version))
+    try:
+        result, invocation_id = call(server, "Steps/ten_steps", f"v{version}")
+        assert result == list(range(1, 11))
+        invocation = describe(server, invocation_id)
+        assert invocation["protocol_version"] == version
+        assert invocation["attempts"] == 1
+    finally:
+        server.stop()
+        os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+
+
+def one_way_calls_completed(dev: DevServer) -> list[Any] | None:
+    """Outputs of the `Paced/slow_steps` invocations of no steps (only the one-way call makes those),
+    once all of them completed; None before."""
+    reply = httpx.get(f"{dev.admin_url}/invocations", params={"limit": 1000}, timeout=10)
+    found = [describe(dev, i["id"]) for i in reply.json()["invocations"] if i["target"] == "Paced/slow_steps"]
+    found = [i for i in found if i["journal"][0]["value"] == {"n": 0, "pause_ms": 0}]
+    if not found or any(i["status"] != "completed" for i in found):
+        return None
+    return [i["completion_output"] for i in found]
+
+
+def strip(journal: list[Any]) -> list[Any]:
+    """Journal entries without what differs between two runs (times, wake-up times)."""
+    drop = {"stored_at", "wake_up_time", "wake_up_at"}
+    return [{k: v for k, v in entry.items() if k not in drop} for entry in journal]
+
+
+def test_a_killed_function_never_runs_a_committed_step_again(dev: DevServer, side_effects: Path) -> None:
+    emulator = dev.lambda_emulator
+    sent = httpx.post(f"{dev.ingress_url}/Paced/slow_steps/send", json={"n": 8, "pause_ms": 150}, timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    wait_for(lambda: len(steps_of(side_effects, invocation_id)) >= 4, 30, "four steps to run")
+    assert emulator.process is not None
+    port = int(emulator.url.rsplit(":", 1)[1])
+    finished = [c for c in emulator.calls()["calls"] if c["invocation_id"] == invocation_id]
+    assert finished == []  # its first Invoke is still running (the call log has calls that ended)
+    os.kill(emulator.process.pid, signal.SIGKILL)  # the function's process, mid-invoke
+    emulator.process.wait()
+    at_kill = describe(dev, invocation_id)
+    committed = [e["completion_id"] for e in at_kill["journal"] if e["type"] == "RunCompletion"]
+    assert len(committed) >= 3  # committed by the function itself, within that first Invoke
+    replacement = type(emulator)(emulator.functions, port=port, region=emulator.region, env=emulator.env)
+    replacement.start()
+    dev._emulator = replacement  # the module's later tests use it; dev.stop() stops it
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "completed", 60, "the invocation to complete")
+    invocation = describe(dev, invocation_id)
+    assert invocation["completion_output"] == sum(range(1, 9))
+    ran = steps_of(side_effects, invocation_id)
+    for completion_id in committed:  # a committed step never runs again
+        assert ran.count(f"step-{completion_id}") == 1, ran
+    assert sorted(set(ran)) == sorted(f"step-{i}" for i in range(1, 9))
+    results = [e for e in invocation["journal"] if e["type"] == "RunCompletion"]
+    assert [e["completion_id"] for e in results] == list(range(1, 9))  # each step stored once
+
+
+def test_a_stale_epoch_commits_nothing(dev: DevServer, side_effects: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Paced/five_sleep_five/send", json=3_600_000, timeout=30)
+    invocation_id = sent.json()["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 30, "the invocation to suspend")
+    store = SQLiteStore(dev._sqlite_path)  # what the function opens (TORPOR_SQLITE)
+    try:
+        loaded = store.load_invocation(invocation_id)
+        assert loaded is not None
+        held = Held.of(loaded)
+        [(sleep_id, _)] = held.journal.open_sleeps().items()
+        length = len(held.journal)
+        wake = frame(pb.SleepCompletionNotificationMessage(completion_id=sleep_id, void=pb.Void()))
+        event = invoke_event(held, [wake], epoch=held.record.epoch - 1)  # the lease moved on since
+        app = asgi_app_of(checkpoint_app.app)
+        assert app is not None
+        answer = Checkpoints(app, store)(event, None)
+        assert answer["statusCode"] == 200
+        assert "x-torpor-journal-length" not in answer["headers"]
+        after = store.load_invocation(invocation_id)
+        assert after is not None
+        assert len(Held.of(after).journal) == length  # nothing written
+        kinds = [MessageType(f.type).name for f in decode_frames(base64.b64decode(answer["body"]))]
+        assert kinds[-1] == "Suspension"  # the SDK was told nothing and suspended
+    finally:
+        store.close()
+
+
+def invoke_event(held: Held, delivered: list[Any], *, epoch: int) -> dict[str, Any]:
+    """The event the Lambda invoker sends for an attempt of `held` with `delivered` notifications."""
+    record = held.record
+    start = pb.StartMessage(
+        id=ids.invocation_id_bytes(record.invocation_id),
+        debug_id=record.invocation_id,
+        known_entries=len(held.journal) + len(delivered),
+        random_seed=record.random_seed,
+    )
+    body = encode_frames([frame(start), *held.journal.frames, *delivered])
+    content_type = invocation_content_type(record.protocol_version)
+    headers = {
+        "content-type": content_type,
+        "accept": content_type,
+        "x-restate-invocation-id": record.invocation_id,
+        "x-torpor-epoch": str(epoch),
+        "x-torpor-journal-length": str(len(held.journal)),
+        "x-torpor-deadline-ms": str(int(time.time() * 1000) + 60_000),
+    }
+    return {
+        "path": f"/invoke/{record.service}/{record.handler}",
+        "httpMethod": "POST",
+        "headers": headers,
+        "body": base64.b64encode(body).decode(),
+        "isBase64Encoded": True,
+    }
