@@ -27,6 +27,7 @@ suspend, complete, retry or fail). Its collaborators, each in its own module:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import random
@@ -114,6 +115,16 @@ ms; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says 
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
+
+
+_ARRIVALS = itertools.count()  # this process's arrivals on keys, in order
+
+
+def _inbox_seq(now_ms: int, invocation_id: str) -> str:
+    """An invocation's place in its key's queue: arrival time, then the order this process created
+    invocations in (calls and sends one handler made to one key, in the same millisecond, keep the
+    order it made them in: Restate's ordering guarantee), then the id. Sorts as text."""
+    return f"{now_ms:013d}{next(_ARRIVALS) % 1_000_000_000:09d}{invocation_id}"
 
 
 def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
@@ -266,7 +277,7 @@ class Engine:
             handler_type=handler_type,
             # on a key: its place in the queue, and until a later write clears it, the mark that it
             # may not hold the key yet (a crash between creating it and taking the key: `_advance`)
-            inbox_seq=f"{now:013d}{invocation_id}" if on_key else "",
+            inbox_seq=_inbox_seq(now, invocation_id) if on_key else "",
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
             trace_id=trace_id or trace_id_from(headers),
@@ -359,7 +370,7 @@ class Engine:
             return Outcome.BUSY
         if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
             # a delayed exclusive invocation is due: from now on it waits its turn for the key
-            seq = f"{now:013d}{invocation_id}"
+            seq = _inbox_seq(now, invocation_id)
             try:
                 self._update(held, status="pending", lease_until_ms=0, execution_time_ms=0, inbox_seq=seq)
             except StoreConflict:

@@ -26,4 +26,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ -z "${TORPOR_CHROMIUM:-}" ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 step "running the tests (pytest $*)"
-exec .venv/bin/python -m pytest "$@"
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+# the whole suite (no test paths, -k or node ids given): the conformance suite once more, in
+# bidirectional mode (the Python services over HTTP/2, every invocation streamed); TORPOR_BIDI_PASS=no skips it
+if [ "$status" -eq 0 ] && [ "${TORPOR_BIDI_PASS:-yes}" != "no" ] && ! printf '%s\n' "$@" | grep -qE '^(tests|-k|.*::)'; then
+  step "running the conformance suite in bidirectional mode (TORPOR_CONFORMANCE_MODE=bidi, Python services over HTTP/2)"
+  TORPOR_CONFORMANCE_MODE=bidi TORPOR_CONFORMANCE_LANGS=python .venv/bin/python -m pytest -p no:cacheprovider tests/conformance || status=$?
+fi
+exit "$status"
