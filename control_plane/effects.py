@@ -293,16 +293,18 @@ class Effects:
 
         The first notification per key wins (an awakeable resolved twice keeps its first value).
         Returns True if this one was stored. Raises `NotFound` if the invocation does not exist,
-        having written nothing: the doorbell is rung first, conditional on the invocation, and the
-        notification stored after it. The lease holder may see the bell before the notification;
-        it then finds nothing new and suspends, and the `wake_now` after the store delivers it.
+        leaving nothing behind. The notification is stored before the doorbell rings (a lease holder
+        that sees the bell finds it); the ring is conditional on the invocation, and when it fails
+        the notification this call stored is deleted again.
         """
         stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
+        first = self.store.put_notification(invocation_id, stored)
         try:
             self.store.ring(invocation_id)
         except StoreConflict as exc:
+            if first:  # ours alone: a notification stored earlier under this key is not ours to remove
+                self.store.delete_notification(invocation_id, notification.key)
             raise NotFound(f"invocation {invocation_id} not found") from exc
-        first = self.store.put_notification(invocation_id, stored)
         self.scheduler.wake_now(invocation_id)
         return first
 

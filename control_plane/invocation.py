@@ -385,6 +385,8 @@ class Engine:
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
         if not due_sleep and not fresh:
             due_sleep = self._wait_for_sleep(held, now)
+        if not due_sleep:
+            self._rearm_read_ahead(held)
         if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
             return self._not_due(held, "backing-off", record.next_retry_at_ms)
         return self._run_guarded(held)
@@ -461,6 +463,17 @@ class Engine:
         `sleep_lead_ms` earlier (`_arm`); what deleting the sleep's timer deletes."""
         lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
         return {min(due, MAX_TIMER_MS) for due in (wake_up_ms, wake_up_ms - lead_ms) if due > 0}
+
+    def _rearm_read_ahead(self, held: Held) -> None:
+        """A wake-up that did not wait for a sleep read ahead (something else woke it too, or the
+        clock trails): arm the sleep's own wake-up time, as the early timer is settled after this
+        advance and the sleep would otherwise wait for the next sweep."""
+        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
+        soonest = min(held.journal.open_sleeps().values(), default=0)
+        now = self.clock.now_ms()
+        if lead_ms and now < soonest <= now + 2 * lead_ms:
+            self.store.put_timer(min(soonest, MAX_TIMER_MS), held.record.invocation_id)
+            self.scheduler.wake_at(held.record.invocation_id, soonest)
 
     def _arm(self, invocation_id: str, due_ms: int) -> None:
         """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.

@@ -29,9 +29,24 @@ DEFAULT_PERSISTED_HEADERS: tuple[str, ...] = (
 """The ingress request headers an invocation keeps (its journal's input entry, which the handler
 reads as the request's headers): names or `fnmatch` patterns, lower case."""
 
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "x-amz-security-token"})
-"""Headers that carry credentials: kept only when `Settings.persisted_headers` names them exactly,
-never through a pattern such as `x-*`."""
+CREDENTIAL_HEADERS: tuple[str, ...] = (
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "*-authorization",
+    "*auth-token*",
+    "*api-key*",
+    "*apikey*",
+    "*token*",
+    "*secret*",
+    "*password*",
+    "*signature*",
+    "x-amz-security-token",
+    "x-amzn-oidc-*",
+    "x-goog-iap-*",
+)
+"""Headers that may carry credentials (`fnmatch` patterns): kept only when `Settings.persisted_headers`
+names them exactly, never through a pattern such as `x-*`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +73,9 @@ class Settings:
             is set.
         persisted_headers: the ingress request headers an invocation keeps in its journal and
             hands to the handler, as names or `fnmatch` patterns (`x-*`); the rest are dropped
-            before anything is stored. Credential headers (`CREDENTIAL_HEADERS`: `authorization`,
-            `cookie`, ...) only when named exactly. `TORPOR_PERSISTED_HEADERS=content-type,x-*`,
-            `[torpor] persisted_headers = ["content-type", "x-*"]`.
+            before anything is stored. Headers that may carry credentials (`CREDENTIAL_HEADERS`:
+            `authorization`, `cookie`, `*token*`, `*api-key*`, ...) only when named exactly.
+            `TORPOR_PERSISTED_HEADERS=content-type,x-*`, `[torpor] persisted_headers = ["x-*"]`.
         ui_origins: the origins (`https://ui.example.com`, or `*` for any) whose pages may call the
             ingress from a browser (CORS): the web UI's playground. `torpor dev` adds its admin
             API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`.
@@ -93,8 +108,10 @@ class Settings:
     def keeps_header(self, name: str) -> bool:
         """Whether an ingress request header `name` is kept with the invocation (`persisted_headers`)."""
         name = name.lower()
-        if name in CREDENTIAL_HEADERS:
-            return name in self.persisted_headers
+        if name in self.persisted_headers:
+            return True
+        if any(fnmatchcase(name, pattern) for pattern in CREDENTIAL_HEADERS):
+            return False
         return any(fnmatchcase(name, pattern) for pattern in self.persisted_headers)
 
     def with_overrides(self, **changes: object) -> Settings:

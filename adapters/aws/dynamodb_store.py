@@ -685,6 +685,10 @@ class DynamoDBStore(KeyedStore, RegistryStore):
             return False
         return True
 
+    def delete_notification(self, invocation_id: str, key: str) -> None:
+        """Delete `INV#id` / `N#{key}` (one DeleteItem); deleting one that is not there does nothing."""
+        self._notifications(invocation_pk(invocation_id), notification_sk(key)).delete()
+
     def ring(self, invocation_id: str) -> None:
         """Add 1 to the invocation's `doorbell` (a missing one counts from 0): one conditional UpdateItem.
 

@@ -142,13 +142,20 @@ class HttpInvoker:
                     raise InvokerError(self._too_large(base, f"announces {declared} bytes, more"))
                 chunks: list[bytes] = []
                 size = 0
-                for chunk in response.stream(_READ_CHUNK_BYTES, decode_content=False):
+                sock = getattr(getattr(response, "connection", None), "sock", None)
+                while True:  # one socket read at a time, each given only what is left of timeout_s
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
+                    if sock is not None:
+                        sock.settimeout(remaining)
+                    chunk = response.read1(_READ_CHUNK_BYTES, decode_content=False)
+                    if not chunk:
+                        break
                     size += len(chunk)
                     if size > self.max_answer_bytes:
                         raise InvokerError(self._too_large(base, "is larger"))
                     chunks.append(chunk)
-                    if time.monotonic() > deadline:
-                        raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
                 complete = True
                 return HttpReply(
                     status=response.status,

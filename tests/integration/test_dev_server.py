@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -159,3 +161,29 @@ def test_the_admin_api_takes_changes_from_its_own_web_ui_and_from_clients_that_a
     body = {"uri": "ftp://nowhere"}
     assert httpx.post(f"{dev.admin_url}/deployments", json=body, headers={"origin": dev.admin_url}).status_code == 400
     assert httpx.post(f"{dev.admin_url}/deployments", json=body).status_code == 400
+
+
+def test_the_invoker_bounds_the_whole_answer_by_its_timeout() -> None:
+    # GIVEN a deployment that answers its headers, then drips one byte every 0.3 s, forever
+    stop = threading.Event()
+
+    def drip(server: socket.socket) -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 1000\r\n\r\n")
+            while not stop.wait(0.3):
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        threading.Thread(target=drip, args=(server,), daemon=True).start()
+        started = time.monotonic()
+        # WHEN Torpor calls it with a 1 s timeout
+        with HttpInvoker() as invoker, pytest.raises(InvokerError, match=r"within 1\.0 s"):
+            invoker.request(f"http://127.0.0.1:{server.getsockname()[1]}", "POST", "/invoke/A/b", {}, b"x", 1.0)
+        stop.set()
+    # THEN it gives up after about that long, not when the drip ends
+    assert time.monotonic() - started < 3.0

@@ -95,6 +95,11 @@ def test_persisted_headers_come_from_the_environment_and_torpor_toml(tmp_path: P
         (None, "Authorization", False),
         (None, "Cookie", False),
         (None, "x-api-key", False),  # a credential: a pattern (x-*) is not enough
+        (None, "X-Serverless-Authorization", False),
+        (None, "x-goog-iap-jwt-assertion", False),
+        (None, "x-amzn-oidc-accesstoken", False),
+        (None, "x-auth-token", False),
+        (None, "x-csrf-token", False),
         (("x-*", "x-api-key"), "X-Api-Key", True),  # named exactly: kept
         (("*",), "authorization", False),
         (("authorization",), "Authorization", True),
