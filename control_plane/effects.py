@@ -305,6 +305,7 @@ class Effects:
             if first:  # ours alone: a notification stored earlier under this key is not ours to remove
                 self.store.delete_notification(invocation_id, notification.key)
             raise NotFound(f"invocation {invocation_id} not found") from exc
+        self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)
         return first
 

@@ -191,6 +191,7 @@ class Engine:
         self.settings = settings
         self.waiters = waiters
         self.stopping = threading.Event()
+        self._knocked: set[str] = set()  # invocations with news for a lease holder in this process (`knock`)
         self.keys = Keys(store, scheduler, clock)
         self.retention = Retention(store, registry, clock, settings)  # when a completed one goes
         self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
@@ -337,6 +338,17 @@ class Engine:
             return self._run_guarded(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
+
+    def knock(self, invocation_id: str) -> None:
+        """Tell a lease holder running `invocation_id` in this process that something landed for
+        it (a notification such as a cancel, or a kill): before its next attempt it re-reads the
+        invocation, so a cancel reaches a handler that keeps resuming on its own run results, and
+        a killed one runs no more steps. One read per knock, none otherwise. A holder in another
+        process (AWS) learns at its next conditional write or suspension. At most 10,000 pending
+        knocks are kept (a dropped one only delays the news to the holder's next suspension)."""
+        if len(self._knocked) >= 10_000:
+            self._knocked.clear()
+        self._knocked.add(invocation_id)
 
     def advance(self, invocation_id: str) -> Outcome:
         """Take the lease on `invocation_id` and make as much progress as possible.
@@ -506,6 +518,10 @@ class Engine:
             return self._complete(held)
         attempted = False
         while True:
+            if self._knocked and record.invocation_id in self._knocked:  # news since it was read: look
+                self._knocked.discard(record.invocation_id)
+                if not self._reload(held):  # killed (or taken over): run no more handler code
+                    return Outcome.LEASE_LOST
             pending = self.effects.pending(held)
             if held.awaiting is not None and not (
                 held.journal.can_resume(held.awaiting) or awaited(held.awaiting, map(notification_key, pending))

@@ -113,6 +113,7 @@ class Operations:
             "killed",
             before_ended=lambda: self.kill_callees(loaded.record, callees, behind=True),
         )
+        self.engine.knock(invocation_id)  # a lease holder here stops before its next attempt
         self.kill_callees(loaded.record, callees, behind=False)
 
     def kill_callees(self, killed: InvocationRecord, callees: list[InvocationRecord], *, behind: bool) -> None:

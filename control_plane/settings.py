@@ -100,6 +100,11 @@ class Settings:
     max_answer_bytes: int = 32 * 1024 * 1024
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
+    def __post_init__(self) -> None:
+        for name in ("max_request_bytes", "max_answer_bytes"):
+            if getattr(self, name) < 1:
+                raise BadRequest(f"{name} must be at least 1 byte (TORPOR_{name.upper()}), got {getattr(self, name)}")
+
     @property
     def lease_ms(self) -> int:
         """How long a taken lease lasts before another worker may take over (ms)."""

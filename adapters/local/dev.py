@@ -97,7 +97,8 @@ def _origins(url: str) -> frozenset[str]:
     addresses also by their other names (`localhost`, `127.0.0.1`, `[::1]`)."""
     parts = urlsplit(url)
     host, port = (parts.hostname or "").lower(), parts.port
-    names = set(_LOOPBACK_NAMES) if host in _LOOPBACK_NAMES else {f"[{host}]" if ":" in host else host}
+    wildcard = host in ("0.0.0.0", "::")  # every address: the UI is opened as localhost, or by the machine's name
+    names = set(_LOOPBACK_NAMES) if host in _LOOPBACK_NAMES or wildcard else {f"[{host}]" if ":" in host else host}
     return frozenset(f"{parts.scheme}://{name}:{port}" for name in names)
 
 

@@ -9,7 +9,8 @@ page in the user's browser can reach it too, two ways this guard closes:
 - **Cross-site requests** (CSRF): a page may send a "simple" `POST` (e.g. `text/plain`) to
   `http://127.0.0.1:9070/deployments` without a preflight and re-point services to its own URL.
   A request that changes something (any method but GET, HEAD, OPTIONS) with an `Origin` other than
-  the admin API's own (where the web UI is served), or `Sec-Fetch-Site: cross-site`, is refused.
+  the admin API's own (where the web UI is served: its addresses, or the `Host` the request names),
+  or `Sec-Fetch-Site: cross-site`, is refused.
 
 Requests without `Origin` (curl, the CLI, the SDKs) pass: they are not made by a web page.
 """
@@ -50,7 +51,8 @@ class LocalAdminGuard:
         if request.method.upper() not in _SAFE_METHODS:
             origin = request.headers.get("origin", "").lower().rstrip("/")
             cross_site = request.headers.get("sec-fetch-site", "").lower() == "cross-site"
-            if (origin and origin != "null" and origin not in self.origins) or origin == "null" or cross_site:
+            same_origin = origin in (f"http://{host}", f"https://{host}")  # the UI, by whatever name it was opened
+            if (origin and not same_origin and origin not in self.origins) or origin == "null" or cross_site:
                 return _refused(
                     f"a {request.method.upper()} from the web page at {origin or 'another site'} was refused: the "
                     "local admin API takes changes only from its own web UI or from clients that are not web pages"

@@ -187,3 +187,19 @@ def test_the_invoker_bounds_the_whole_answer_by_its_timeout() -> None:
         stop.set()
     # THEN it gives up after about that long, not when the drip ends
     assert time.monotonic() - started < 3.0
+
+
+def test_on_every_address_the_web_ui_can_still_make_changes() -> None:
+    # GIVEN torpor dev listening on every address (no Host check), its UI opened as localhost
+    with DevServer(host="0.0.0.0", ingress_port=0, admin_port=0, in_memory=True, workers=2) as dev:
+        port = dev.admin_url.rsplit(":", 1)[1]
+        ui = f"http://localhost:{port}"
+        body = {"uri": "ftp://nowhere"}
+        # THEN a change from the UI's page reaches the admin API (a 400 for this bad registration, not a 403)
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/deployments", json=body, headers={"origin": ui, "host": f"localhost:{port}"}
+        )
+        assert reply.status_code == 400, reply.text
+        # AND another site's page is still refused
+        evil = httpx.post(f"http://127.0.0.1:{port}/deployments", json=body, headers={"origin": "https://evil.example"})
+        assert evil.status_code == 403

@@ -561,3 +561,33 @@ def test_the_completion_kind_tells_cancel_kill_and_a_terminal_error_apart(dev: D
     assert "succeeded, failed, cancelled, killed" in bad.json()["message"]
     mixed = httpx.get(f"{dev.admin_url}/invocations", params={"completion": "killed", "status": "suspended"})
     assert mixed.status_code == 400
+
+
+# --- news for a handler that keeps resuming on its own run results --------------------------------
+
+
+def test_a_cancel_reaches_a_handler_between_its_steps(dev: DevServer, effects_file: Path) -> None:
+    # GIVEN a handler running 20 steps of 150 ms, each awaited (one attempt each)
+    sent = httpx.post(f"{dev.ingress_url}/Steps/slow_steps/send", json={"n": 20, "step_ms": 150}).json()
+    invocation_id = sent["invocationId"]
+    wait_for(lambda: len(effects(effects_file, invocation_id)) >= 2, 20, "two steps")
+    # WHEN it is cancelled
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel").status_code == 202
+    # THEN it ends 409 cancelled at its next await, long before its last step
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/attach", timeout=30)
+    assert done.status_code == 409, done.text
+    assert len(effects(effects_file, invocation_id)) < 10
+
+
+def test_a_killed_handler_runs_no_more_steps(dev: DevServer, effects_file: Path) -> None:
+    # GIVEN a handler running 20 steps of 150 ms
+    sent = httpx.post(f"{dev.ingress_url}/Steps/slow_steps/send", json={"n": 20, "step_ms": 150}).json()
+    invocation_id = sent["invocationId"]
+    wait_for(lambda: len(effects(effects_file, invocation_id)) >= 2, 20, "two steps")
+    # WHEN it is killed
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill").status_code == 202
+    at_kill = len(effects(effects_file, invocation_id))
+    time.sleep(1.0)
+    # THEN at most the step that was running finishes; no step starts after the kill
+    assert len(effects(effects_file, invocation_id)) <= at_kill + 1
+    assert describe(dev, invocation_id)["status"] == "completed"

@@ -108,3 +108,9 @@ def test_persisted_headers_come_from_the_environment_and_torpor_toml(tmp_path: P
 def test_which_ingress_headers_an_invocation_keeps(allowed: tuple[str, ...] | None, header: str, kept: bool) -> None:
     settings = Settings() if allowed is None else Settings(persisted_headers=allowed)
     assert settings.keeps_header(header) is kept
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_size_limit_below_one_byte_is_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(BadRequest, match="TORPOR_MAX_REQUEST_BYTES"):
+        Settings.load({"TORPOR_MAX_REQUEST_BYTES": value}, None)
