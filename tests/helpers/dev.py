@@ -42,6 +42,18 @@ def wait_for(condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
     raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
 
 
+def wait_completed(admin_url: str, invocation_id: str, deadline_s: float = 60) -> dict[str, Any]:
+    """Poll `GET /invocations/{id}` on the admin API at `admin_url` until the invocation completed;
+    its description. Raises AssertionError after `deadline_s` seconds."""
+
+    def completed() -> dict[str, Any] | None:
+        described: dict[str, Any] = httpx.get(f"{admin_url}/invocations/{invocation_id}", timeout=5).json()
+        return described if described["status"] == "completed" else None
+
+    result: dict[str, Any] = wait_for(completed, deadline_s, "the invocation to complete after the restart")
+    return result
+
+
 @contextmanager
 def dev_with_examples(moto_endpoint: str, examples_url: str, settings: Settings) -> Iterator[DevServer]:
     """A `DevServer` on a fresh table of the moto server, with the examples registered (asserts 201)."""

@@ -92,17 +92,13 @@ def deployment(deployment_id: str, **overrides: Any) -> DeploymentRecord:
     return DeploymentRecord(**values)
 
 
-KEYED_INVOCATION = InvocationRecord(
-    invocation_id="inv_keyed",
+KEYED_INVOCATION = invocation(
+    "inv_keyed",
     service="Counter",
     handler="add",
     key="user-7",
-    deployment_id="dp_1",
-    protocol_version=5,
     status="pending",
     input_entry=b"\x00",
-    created_at_ms=1_000,
-    modified_at_ms=1_000,
     service_type="VIRTUAL_OBJECT",
     handler_type="EXCLUSIVE",
     inbox_seq="0000001000-00",

@@ -19,7 +19,7 @@ import pytest
 
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import describe, dev_with_examples, torpor_dev_process, wait_for
+from tests.helpers.dev import describe, dev_with_examples, torpor_dev_process, wait_completed, wait_for
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import serve_examples
 
@@ -125,12 +125,7 @@ def test_a_stream_broken_mid_way_keeps_its_committed_steps(moto_endpoint: str, t
             before = Counter(e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id)
             assert sum(before.values()) < 10
             with serve_examples(port=port, side_effects_file=effects, http2=True):
-
-                def completed() -> dict[str, Any] | None:
-                    described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
-                    return described if described["status"] == "completed" else None
-
-                described = wait_for(completed, 60, "the invocation to complete after the restart")
+                described = wait_completed(admin, invocation_id)
                 output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
     # THEN it completed once, and no step committed before the kill ran again
     assert output.json() == 55
@@ -205,12 +200,7 @@ def test_sigkill_of_torpor_dev_mid_stream_keeps_the_acked_steps(moto_endpoint: s
             first.wait(10)
         # THEN a new one on the same table completes the invocation once
         with torpor_dev_process(*store) as (ingress, admin, _second):
-
-            def completed() -> dict[str, Any] | None:
-                described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
-                return described if described["status"] == "completed" else None
-
-            described = wait_for(completed, 60, "the invocation to complete after the restart")
+            described = wait_completed(admin, invocation_id)
             output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
     assert output.json() == 55
     assert [e["name"] for e in described["journal"] if e["type"] == "Run"] == [f"step-{i}" for i in range(1, 11)]

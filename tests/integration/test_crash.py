@@ -21,7 +21,7 @@ import httpx
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import torpor_dev_process, wait_for
+from tests.helpers.dev import torpor_dev_process, wait_completed, wait_for
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import serve_examples
 
@@ -60,12 +60,7 @@ def test_sigkill_mid_invocation_loses_nothing_and_repeats_at_most_the_step_in_fl
 
         # THEN a new process on the same table resumes it from the journal
         with torpor_dev(moto_endpoint, table) as (ingress, admin, _second):
-
-            def completed() -> dict[str, Any] | None:
-                described: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=5).json()
-                return described if described["status"] == "completed" else None
-
-            invocation = wait_for(completed, 60, "the invocation to complete after the restart")
+            invocation = wait_completed(admin, invocation_id)
             output = httpx.get(f"{ingress}/restate/invocation/{invocation_id}/output", timeout=10)
             assert output.status_code == 200
             assert output.json() == STEPS * (STEPS + 1) // 2
