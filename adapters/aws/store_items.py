@@ -576,7 +576,10 @@ def invocation_update_actions(
     if nulled:
         raise TypeError(f"{caller}() cannot set required field(s) to None: {', '.join(nulled)}")
     actions: list[Action] = []
-    for name, value in changes.items():
+    # `status` is set last: moto applies an UpdateItem's actions one at a time to the live item, so
+    # a concurrent GetItem may see part of it (DynamoDB applies them at once); a reader that sees
+    # `completed` must also see the output or failure it completed with
+    for name, value in sorted(changes.items(), key=lambda change: change[0] == "status"):
         attribute = getattr(model, name)
         stored = _stored(name, value)
         actions.append(attribute.remove() if stored is None else attribute.set(stored))
