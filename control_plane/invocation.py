@@ -109,9 +109,11 @@ _EFFECTFUL = frozenset(
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
-CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms")
+CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms", "x-torpor-doorbell")
 """Request headers for in-process checkpoints (epoch, stored journal length, commit deadline in epoch
-ms; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how far it committed."""
+ms, the doorbell read; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how
+far it committed, `x-torpor-fenced` that it stopped committing because the epoch or the doorbell moved."""
+FENCED_HEADER = "x-torpor-fenced"
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -866,24 +868,28 @@ class Engine:
         """What a function with in-process checkpoints needs to commit run results itself, fenced
         like `_commit` (sent with every attempt; the SDK ignores them): the attempt's epoch, the
         stored journal's length and the time (epoch ms) after which it commits nothing more and
-        lets the SDK suspend, so its answer comes within `timeout_ms` (four fifths of it)."""
+        lets the SDK suspend, so its answer comes within `timeout_ms` (four fifths of it), and the
+        doorbell as read (a notification stored since, such as a cancel, stops its commits)."""
         deadline_ms = self.clock.now_ms() + timeout_ms * 4 // 5
         return {
             CHECKPOINT_HEADERS[0]: str(held.record.epoch),
             CHECKPOINT_HEADERS[1]: str(len(held.journal)),
             CHECKPOINT_HEADERS[2]: str(deadline_ms),
+            CHECKPOINT_HEADERS[3]: str(held.record.doorbell),
         }
 
     def _after_checkpoints(self, held: Held, headers: Mapping[str, str], sent_length: int) -> bool:
         """After an attempt whose function committed steps (answer header `x-torpor-journal-length`
         beyond the length sent): re-read the journal and carry out the committed entries' effects
-        (idempotent), so the answer's entries follow them. False if our epoch is gone."""
+        (idempotent), so the answer's entries follow them. After one that stopped committing because
+        a notification arrived (answer header `x-torpor-fenced`), re-read it too, so the next attempt
+        delivers the notification (a cancel from another process). False if our epoch is gone."""
         try:
-            length = int(headers.get(CHECKPOINT_HEADERS[1], ""))
+            length = int(headers.get(CHECKPOINT_HEADERS[1], "0"))
         except ValueError:
-            return True
+            length = 0
         if length <= sent_length:
-            return True
+            return FENCED_HEADER not in headers or self._reload(held)
         if not self._reload(held):
             return False
         try:
