@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from control_plane.protocol import MessageType
 from tests.helpers.asgi import serve_asgi
 from tests.helpers.dev import torpor_dev_process, wait_for
-from control_plane.protocol import MessageType
 from tests.helpers.fake_deployment import Answer, FakeDeployment
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
