@@ -10,6 +10,19 @@ A command that reaches other invocations (a call, a one-way call, an awakeable o
 a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
 the call's invocation id goes back on the stream.
 
+While it waits for the SDK, the driver looks for news of the invocation every `NEWS_POLL_S`
+(`Engine.knock`: one store read per knock, none otherwise). A kill (the epoch moved) ends the
+attempt at once: the stream is reset, so the SDK stops the handler (restate-sdk cancels the run in
+flight) and nothing more is committed. A notification stored meanwhile (a cancel signal, an
+awakeable's result) is sent on the open request, as restate-server does, and committed with the
+next commit; the SDK raises the cancel's 409 at the handler's next await. Once the body has ended
+it waits, stored, for the next attempt.
+
+At most `max_answer_bytes` (`TORPOR_MAX_ANSWER_BYTES`) of the answer are held: one message and what
+the SDK sent since the last commit. A message whose header announces more, or more bytes not yet
+committed, stop the reading; the stream is reset and the attempt fails as an over-cap answer does in
+request/response mode (`attempt.answer_too_large`: 500, retried). What was committed stays.
+
 The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
 service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
 (V7) that names more than runs says so; otherwise silence does, while no run is in flight:
