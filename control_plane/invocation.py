@@ -42,6 +42,7 @@ from control_plane import ids
 from control_plane.attempt import (
     AttemptAnswer,
     AttemptFailure,
+    answer_too_large,
     check_answer,
     explain_mismatch,
     parse_answer,
@@ -59,6 +60,7 @@ from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
+    AnswerTooLarge,
     Clock,
     DeploymentRecord,
     InvocationRecord,
@@ -343,9 +345,11 @@ class Engine:
 
     def knock(self, invocation_id: str) -> None:
         """Tell a lease holder running `invocation_id` in this process that something landed for
-        it (a notification such as a cancel, or a kill): before its next attempt it re-reads the
-        invocation, so a cancel reaches a handler that keeps resuming on its own run results, and
-        a killed one runs no more steps. One read per knock, none otherwise. A holder in another
+        it (a notification such as a cancel, or a kill): before its next attempt, or while a
+        streamed attempt (bidirectional mode) waits for the SDK, it re-reads the invocation, so a
+        cancel reaches a handler that keeps resuming on its own run results (on an open stream it
+        is sent there), and a killed one runs no more steps (its stream is reset at once). One read
+        per knock, none otherwise. A holder in another
         process (AWS) learns at its next conditional write or suspension. At most 10,000 pending
         knocks are kept (a dropped one only delays the news to the holder's next suspension)."""
         if len(self._knocked) >= 10_000:
@@ -696,6 +700,8 @@ class Engine:
             )
         except InvokerError as exc:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            if isinstance(exc, AnswerTooLarge):  # the same failed attempt as on a stream (bidi)
+                return answer_too_large(exc)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
         self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
         if not self._after_checkpoints(held, reply.headers, sent_length):
@@ -716,7 +722,8 @@ class Engine:
 
     def _stream(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> Streamed | Outcome | None:
         """One attempt in bidirectional mode (`control_plane.bidi`): run results are committed and
-        acknowledged on the open request. Returns what `bidi.stream_attempt` does."""
+        acknowledged on the open request; a kill or a cancel knocked meanwhile (`knock`) reaches
+        it while it waits for the SDK. Returns what `bidi.stream_attempt` does."""
         request = self._request(held, options, pending)
         if isinstance(request, AttemptFailure):
             return Streamed(request, pending)
@@ -730,6 +737,14 @@ class Engine:
 
         def refused(status: int, answered: Mapping[str, str], answer: bytes) -> AttemptFailure | None:
             return self.refused_reply(status, answered, answer, record.protocol_version)
+
+        def news() -> list[Frame] | Outcome | None:  # see `bidi.News`: one read per knock, none otherwise
+            if not (self._knocked and record.invocation_id in self._knocked):
+                return None
+            self._knocked.discard(record.invocation_id)
+            if not self._reload(held):  # killed (or taken over): no more handler code, nothing committed
+                return Outcome.LEASE_LOST
+            return self.effects.pending(held)
 
         started = time.perf_counter()
         try:
@@ -749,6 +764,8 @@ class Engine:
                 lambda entries: self._commit_streamed(held, options, entries),
                 refused,
                 timeout_s,
+                news,
+                self.settings.max_answer_bytes,
             )
         finally:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
