@@ -221,6 +221,7 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Starts at", invocation.get("execution_time")),
             ("Wakes up at", invocation.get("wake_up_at")),
             ("Waiting on", waiting_on_text(invocation)),
+            ("Awakeables", awakeables_text(invocation.get("awaiting_awakeables") or [])),
             ("Key held by", invocation.get("waiting_for_key_holder")),
             ("DEADLOCK", (invocation.get("deadlock") or {}).get("message")),
             ("Output", compact(invocation["completion_output"]) if "completion_output" in invocation else None),
@@ -234,6 +235,13 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Completed", invocation.get("completed_at")),
         ]
     )
+
+
+def awakeables_text(ids: Sequence[str]) -> str | None:
+    """The ids of the awakeables a suspended invocation awaits, with the command that completes one."""
+    if not ids:
+        return None
+    return "\n".join(ids) + "\n(complete one with: torpor awakeables resolve ID [JSON] | reject ID REASON)"
 
 
 def waiting_on_text(invocation: Mapping[str, Any]) -> str | None:
