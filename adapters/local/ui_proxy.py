@@ -208,4 +208,3 @@ class UiProxyServer:
             self._thread.join(timeout=15)
             self._thread = None
         self.proxy.close()
-

@@ -40,7 +40,7 @@ if chromium_path() is None:
         allow_module_level=True,
     )
 
-from playwright.sync_api import Browser, Page, expect  # noqa: E402
+from playwright.sync_api import Browser, Page, expect
 
 pytestmark = pytest.mark.slow
 
