@@ -18,13 +18,16 @@ The principal needs `iam.serviceAccounts.getOpenIdToken` on the service account
 Cloud Run service. docs/cloud-run.md walks through the set-up.
 
 The credential configuration is what `gcloud iam workload-identity-pools create-cred-config …
---service-account=SA --aws` writes (no secret in it). Torpor reads it from `CONFIG_ENV`, the JSON
-itself or a path to it, else from `GOOGLE_APPLICATION_CREDENTIALS` when that file's `type` is
-`external_account`.
+--service-account=SA --aws` writes (no secret in it). Torpor reads it from `CONFIG_ENV`: the JSON
+itself, base64 of it (as the `GoogleCredentialConfig` template parameter carries it) or a path to it;
+else from `GOOGLE_APPLICATION_CREDENTIALS` when that file's `type` is `external_account`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import errno
 import json
 import os
 from collections.abc import Mapping
@@ -45,8 +48,8 @@ _ACCESS_TOKEN_SUFFIX = ":generateAccessToken"
 def credential_config(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The workload identity federation configuration in use, or None if there is none.
 
-    From `CONFIG_ENV` (JSON text starting with `{`, else a path to a JSON file), else from the file
-    `GOOGLE_APPLICATION_CREDENTIALS` names when its `type` is `external_account`.
+    From `CONFIG_ENV` (JSON text starting with `{`, a path to a JSON file, or base64 of the JSON),
+    else from the file `GOOGLE_APPLICATION_CREDENTIALS` names when its `type` is `external_account`.
 
     Raises:
         InvokerError: `CONFIG_ENV` is set but cannot be read, is not JSON, or is not an
@@ -55,12 +58,9 @@ def credential_config(environ: Mapping[str, str] | None = None) -> dict[str, Any
     env = os.environ if environ is None else environ
     given = (env.get(CONFIG_ENV) or "").strip()
     if given:
-        source = CONFIG_ENV if given.startswith("{") else f"{given} ({CONFIG_ENV})"
+        text, source = _config_text(given)
         try:
-            text = given if given.startswith("{") else Path(given).read_text()
             config = json.loads(text)
-        except OSError as exc:
-            raise InvokerError(f"cannot read the Google credential configuration {source}: {exc.strerror}") from exc
         except ValueError as exc:
             raise InvokerError(f"the Google credential configuration {source} is not JSON: {exc}") from exc
         _check(config, source)
@@ -75,6 +75,27 @@ def credential_config(environ: Mapping[str, str] | None = None) -> dict[str, Any
             _check(config, f"{adc} (GOOGLE_APPLICATION_CREDENTIALS)")
             return config
     return None
+
+
+def _config_text(given: str) -> tuple[str, str]:
+    """`(JSON text, how to name its source)` from `CONFIG_ENV`'s value: JSON, a file path, or base64 of
+    the JSON (what a template parameter carries best). Raises `InvokerError`."""
+    if given.startswith("{"):
+        return given, CONFIG_ENV
+    try:
+        return Path(given).read_text(), f"{given} ({CONFIG_ENV})"
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # not a path: base64
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # base64 of a whole configuration is longer than a file name may be
+            raise InvokerError(f"cannot read the Google credential configuration {given}: {exc.strerror}") from exc
+    try:
+        return base64.b64decode(given, validate=True).decode(), f"{CONFIG_ENV} (base64)"
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvokerError(
+            f"{CONFIG_ENV} is neither JSON, nor a file that exists, nor base64 of JSON: give the credential "
+            "configuration's JSON (or `base64 -w0 config.json`)"
+        ) from None
 
 
 def _check(config: object, source: str) -> None:

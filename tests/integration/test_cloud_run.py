@@ -23,6 +23,7 @@ import re
 import threading
 import time
 import uuid
+from base64 import b64encode
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -514,10 +515,14 @@ class FakeGoogleFederation(_Server):
 
 
 def _lambda_environment(
-    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, role_arn: str, config: dict[str, Any]
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, role_arn: str, config: dict[str, Any], *, base64: bool = False
 ) -> tuple[LocalFunctions, dict[str, str]]:
     """The control plane's Lambda functions on moto as the execution role `role_arn` (its temporary
-    credentials in the environment, as Lambda sets them), with `TORPOR_GOOGLE_CREDENTIAL_CONFIG`."""
+    credentials in the environment, as Lambda sets them), with `TORPOR_GOOGLE_CREDENTIAL_CONFIG` the
+    configuration's JSON, or base64 of it (as the template's GoogleCredentialConfig parameter gives it)."""
+    config_text = json.dumps(config)
+    if base64:
+        config_text = b64encode(config_text.encode()).decode()
     sts = boto3.client("sts", region_name="us-east-1", endpoint_url=moto_endpoint)
     credentials = sts.assume_role(RoleArn=role_arn, RoleSessionName="torpor-worker")["Credentials"]
     store = fresh_store(moto_endpoint)
@@ -533,7 +538,7 @@ def _lambda_environment(
         "TORPOR_WAKE_QUEUE_URL": queue_url,
         "AWS_ENDPOINT_URL_DYNAMODB": moto_endpoint,
         "AWS_ENDPOINT_URL_SQS": moto_endpoint,
-        "TORPOR_GOOGLE_CREDENTIAL_CONFIG": json.dumps(config),
+        "TORPOR_GOOGLE_CREDENTIAL_CONFIG": config_text,
         "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
     }.items():
         monkeypatch.setenv(name, value)
@@ -553,7 +558,7 @@ def test_the_lambda_control_plane_calls_cloud_run_with_an_id_token_minted_throug
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, federation: FakeGoogleFederation, examples_url: str
 ) -> None:
     functions, secrets = _lambda_environment(
-        moto_endpoint, monkeypatch, CONTROL_PLANE_ROLE, federation.credential_config()
+        moto_endpoint, monkeypatch, CONTROL_PLANE_ROLE, federation.credential_config(), base64=True
     )
     federation.secrets.update(secrets)
     cloud_run = FakeCloudRun(federation.signing_public_pem, examples_url)
