@@ -17,7 +17,7 @@ import click
 import httpx
 
 from adapters.cli.aws_auth import SigV4, execute_api_region
-from adapters.cli.client import ADMIN_URL_ENV
+from adapters.cli.client import ADMIN_URL_ENV, api_message
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -104,8 +104,8 @@ def ui(admin_url: str, port: int, region: str | None, profile: str | None) -> No
     if probe.status_code >= 400:
         proxy.close()
         raise click.ClickException(
-            f"the admin API at {admin_url} answered GET /ui/config.json with HTTP {probe.status_code}: is it "
-            "Torpor's admin API?"
+            f"the admin API at {admin_url} answered GET /ui/config.json with HTTP {probe.status_code} "
+            f"({api_message(probe)}): is it Torpor's admin API?"
         )
     server = UiProxyServer(proxy, port)
     try:
