@@ -26,6 +26,7 @@ with), a fourth, `request_identity_key_policy`, lets every function read it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
@@ -238,6 +239,10 @@ class TorporControlPlane(Construct):
         request_identity_key_secret_arn: ARN of a Secrets Manager secret holding it, instead.
         request_identity_key_kms_key_arn: The customer managed KMS key that parameter or secret is
             encrypted with (kms:Decrypt through SSM or Secrets Manager only); None: an AWS managed key.
+        google_credential_config: For Cloud Run deployments: the workload identity federation
+            credential configuration (`gcloud iam workload-identity-pools create-cred-config … --aws
+            --service-account=SA`, as a dict or its JSON text), given to every function as
+            `TORPOR_GOOGLE_CREDENTIAL_CONFIG` (docs/cloud-run.md); None: no Google credentials.
     """
 
     def __init__(
@@ -257,6 +262,7 @@ class TorporControlPlane(Construct):
         request_identity_key_parameter: str | None = None,
         request_identity_key_secret_arn: str | None = None,
         request_identity_key_kms_key_arn: str | None = None,
+        google_credential_config: Mapping[str, object] | str | None = None,
     ) -> None:
         super().__init__(scope, id)
         if request_identity_key_parameter and request_identity_key_secret_arn:
@@ -447,6 +453,12 @@ class TorporControlPlane(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
             "LOG_LEVEL": log_level,
             "TORPOR_STORE_SHARDS": str(store_shards),
+            # Cloud Run deployments: Google ID tokens from the functions' AWS roles ("": none)
+            "TORPOR_GOOGLE_CREDENTIAL_CONFIG": (
+                json.dumps(google_credential_config, separators=(",", ":"))
+                if isinstance(google_credential_config, Mapping)
+                else google_credential_config or ""
+            ),
         }
         # every function calls deployments (discovery or invoke), so every one reads the key
         key_policy = [self.request_identity_key_policy] if self.request_identity_key_policy else []

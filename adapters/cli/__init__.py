@@ -1,7 +1,8 @@
 """The `torpor` command line (console entry point `main`), mirroring the `restate` CLI.
 
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
-it signs requests to deployments with); the client commands talk HTTP to a running
+it signs requests to deployments with; `torpor ui` serves the web UI of an admin API on AWS, signing
+its calls); the client commands talk HTTP to a running
 control plane: `torpor deployments`, `torpor services` and `torpor invocations` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080), as does `torpor awakeables`.
@@ -31,6 +32,7 @@ from adapters.cli.invocations import awakeables, invocations, invoke
 from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
 from adapters.cli.services import services
+from adapters.cli.ui import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,5 +72,6 @@ main.add_command(invocations)
 main.add_command(invoke)
 main.add_command(awakeables)
 main.add_command(request_identity)
+main.add_command(ui)
 
 __all__ = ["VERSION", "main"]

@@ -29,6 +29,10 @@ NOT_ON_LAMBDA = {
 }
 """pyproject.toml dependencies the Lambda functions never import, and who does."""
 
+ON_LAMBDA_FROM_GCP = {"google-auth"}
+"""Distributions of pyproject.toml's gcp extra the Lambda functions need: Google ID tokens for Cloud
+Run deployments (workload identity federation). google-cloud-run, which looks service names up, is left out."""
+
 
 def _requirements(path: Path) -> dict[str, Requirement]:
     lines = [line.strip() for line in path.read_text().splitlines()]
@@ -54,7 +58,11 @@ def test_control_plane_requirements_are_pyproject_dependencies() -> None:
             continue
         assert name in bundle, f"{name} (pyproject.toml) is missing from requirements.txt, or add it to NOT_ON_LAMBDA"
         assert _same(bundle[name], requirement), f"{bundle[name]} in requirements.txt, {requirement} in pyproject.toml"
-    assert set(bundle) <= set(project), f"not in pyproject.toml: {set(bundle) - set(project)}"
+    gcp = {canonicalize_name(r.name): r for r in map(Requirement, _pyproject()["optional-dependencies"]["gcp"])}
+    for name in ON_LAMBDA_FROM_GCP:  # Cloud Run deployments from AWS
+        assert name in bundle, f"{name} (the gcp extra) is missing from requirements.txt"
+        assert _same(bundle[name], gcp[name]), f"{bundle[name]} in requirements.txt, {gcp[name]} in pyproject.toml"
+    assert set(bundle) <= set(project) | ON_LAMBDA_FROM_GCP, f"not in pyproject.toml: {set(bundle) - set(project)}"
     assert set(NOT_ON_LAMBDA) <= set(project), "NOT_ON_LAMBDA names a dependency pyproject.toml no longer has"
 
 
@@ -158,6 +166,20 @@ def test_control_plane_handlers_import_from_the_bundle_alone() -> None:
     assert probe["found"] == {f"adapters.aws.lambda_app.{h}": True for h in handlers}
     assert "aws-xray-sdk" in probe["distributions"]  # the [tracer] extra was followed
     assert not {"moto", "hypercorn", "rich", "werkzeug", "restate-sdk"} & set(probe["distributions"])
+
+
+def test_cloud_run_id_tokens_through_workload_identity_import_from_the_bundle_alone() -> None:
+    modules = [
+        "adapters.gcp.cloud_run",
+        "adapters.gcp.workload_identity",
+        "google.auth.aws",
+        "google.auth.identity_pool",
+        "google.auth.transport.requests",
+        "google.oauth2.id_token",
+    ]
+    probe = _probe(CONTROL_PLANE, modules, {"adapters.gcp.workload_identity": ["workload_identity_id_token"]})
+    assert probe["found"] == {"adapters.gcp.workload_identity.workload_identity_id_token": True}
+    assert {"google-auth", "requests"} <= set(probe["distributions"])
 
 
 def test_example_handler_imports_from_its_bundle_alone() -> None:

@@ -7,6 +7,7 @@ the assertions API on the synthesized stack itself, and cover what only the cons
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ ENVIRONMENT_KEYS = {
     "TORPOR_SCHEDULE_DLQ_ARN",
     "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER",
     "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN",
+    "TORPOR_GOOGLE_CREDENTIAL_CONFIG",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "LOG_LEVEL",
@@ -293,3 +295,14 @@ def test_no_request_identity_key_gives_no_key_policy() -> None:
 def test_request_identity_key_from_two_places_is_refused() -> None:
     with pytest.raises(ValueError, match="not both"):
         _control_plane(request_identity_key_parameter="/k", request_identity_key_secret_arn="arn:aws:secretsmanager:x")
+
+
+def test_google_credential_config_reaches_every_function_as_compact_json() -> None:
+    config = {"type": "external_account", "audience": "//iam.googleapis.com/projects/1/locations/global/x"}
+    stack, control_plane = _control_plane(google_credential_config=config)
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    assert len(functions) == 5
+    for function in functions.values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert json.loads(variables["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]) == config
+    assert " " not in control_plane.environment["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]  # Lambda's 4 KB of variables

@@ -32,6 +32,7 @@ ENVIRONMENT = {
     "TORPOR_SCHEDULE_DLQ_ARN": "${ScheduleDeadLetterQueue.Arn}",
     "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": "",  # none by default: requests go unsigned
     "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": "",
+    "TORPOR_GOOGLE_CREDENTIAL_CONFIG": "",  # none by default: no Cloud Run deployments from AWS
     "POWERTOOLS_SERVICE_NAME": "torpor",
     "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
     "LOG_LEVEL": "INFO",
@@ -446,3 +447,14 @@ def test_sam_stack_refuses_both_request_identity_key_sources(
     else:
         assert len(refused) == 1
         assert "RequestIdentityKeyParameter or RequestIdentityKeySecretArn, not both" in refused[0]
+
+
+def test_sam_google_credential_config_reaches_every_control_plane_function(sam_template: dict) -> None:
+    """Cloud Run deployments from AWS: every function that calls deployments gets the workload identity
+    federation configuration (base64), and the example handler does not."""
+    facts = Facts(sam_template)
+    facts.parameters["GoogleCredentialConfig"] = "eyJ0eXBlIjogImV4dGVybmFsX2FjY291bnQifQ=="
+    for name in CONTROL_PLANE:
+        variables = facts.function(name)["Environment"]["Variables"]
+        assert facts.render(variables["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]) == "eyJ0eXBlIjogImV4dGVybmFsX2FjY291bnQifQ=="
+    assert "TORPOR_GOOGLE_CREDENTIAL_CONFIG" not in facts.function("ExampleHandlerFunction")["Environment"]["Variables"]
