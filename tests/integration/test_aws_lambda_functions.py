@@ -24,7 +24,7 @@ import boto3
 import pytest
 
 from adapters.aws import lambda_app
-from adapters.local.aws_functions import Context, LocalFunctions
+from adapters.local.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
@@ -78,6 +78,67 @@ def test_a_call_through_api_gateway_runs_the_lambda_handler_and_answers_its_resu
     status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann")
     assert (status, body) == (200, "Hello, Ann!")
     assert headers["x-restate-id"].startswith("inv_")
+
+
+COGNITO_CLAIMS = {
+    "sub": "5f1c2d3e-0000-4000-8000-000000000001",
+    "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example1",
+    "client_id": "4example0client0id",
+    "token_use": "access",
+    "scope": "torpor/invoke",
+}
+"""What API Gateway's JWT authorizer puts in the event for a Cognito access token it accepted."""
+
+
+def _refused_without_a_store_request(functions: LocalFunctions, **authorizer: Any) -> dict[str, Any]:
+    """Send a call the ingress must refuse; assert it is a 401 `{"code","message"}` that touched no item."""
+    store = lambda_app.build_control_plane().store
+    before = store.request_count
+    status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Mallory", **authorizer)
+    assert status == 401, body
+    assert body["code"] == "unauthorized"
+    assert headers["content-type"] == "application/json"
+    assert store.request_count == before  # refused before anything was read or written
+    return body  # type: ignore[no-any-return]
+
+
+def test_with_aws_iam_a_signed_call_is_served_and_unsigned_or_jwt_ones_are_refused(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "AWS_IAM")
+    status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann", authorizer=iam_authorizer())
+    assert (status, body) == (200, "Hello, Ann!")
+    assert headers["x-restate-id"].startswith("inv_")
+    refused = _refused_without_a_store_request(functions)
+    assert "SigV4-signed" in refused["message"]
+    _refused_without_a_store_request(functions, authorizer=jwt_authorizer(COGNITO_CLAIMS))
+    _refused_without_a_store_request(functions, authorizer={"iam": {}})  # no caller API Gateway verified
+
+
+def test_with_jwt_a_call_with_verified_claims_is_served_and_others_are_refused(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "JWT")
+    authorizer = jwt_authorizer(COGNITO_CLAIMS, ["torpor/invoke"])
+    status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", "Bo", authorizer=authorizer)
+    assert (status, body) == (200, "Hello, Bo!")
+    refused = _refused_without_a_store_request(functions)
+    assert "bearer token" in refused["message"]
+    _refused_without_a_store_request(functions, authorizer=iam_authorizer())  # signed, but not what the API takes
+    # a forged Authorization header is not a verified token: only API Gateway's authorizer context counts
+    _refused_without_a_store_request(functions, authorization="Bearer eyJhbGciOiJub25lIn0.e30.")
+
+
+def test_without_ingress_auth_anyone_may_call_and_an_unknown_mode_refuses_everything(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "NONE")
+    assert functions.http("ingress", "POST", "/Greeter/greet", "Cy")[:2] == (200, "Hello, Cy!")
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "IAM")  # a typo fails closed
+    status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", "Cy", authorizer=iam_authorizer())
+    assert status == 500
+    assert body["code"] == "misconfigured"
+    assert "AWS_IAM, JWT, NONE" in body["message"]
 
 
 def test_a_two_second_sleep_resumes_through_the_wake_queue_not_before(functions: LocalFunctions) -> None:
