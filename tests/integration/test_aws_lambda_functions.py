@@ -21,13 +21,18 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 import boto3
+import httpx
 import pytest
+from click.testing import CliRunner
 
 from adapters.aws import lambda_app
+from adapters.cli import client as cli_client
+from adapters.cli import main as cli_main
 from adapters.local.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
+from tests.helpers.sigv4_gateway import SigV4Gateway
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
 SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/torpor-scheduler"
@@ -127,6 +132,42 @@ def test_with_jwt_a_call_with_verified_claims_is_served_and_others_are_refused(
     _refused_without_a_store_request(functions, authorizer=iam_authorizer())  # signed, but not what the API takes
     # a forged Authorization header is not a verified token: only API Gateway's authorizer context counts
     _refused_without_a_store_request(functions, authorization="Bearer eyJhbGciOiJub25lIn0.e30.")
+
+
+def test_torpor_invoke_signs_its_call_to_an_execute_api_ingress_and_a_wrong_secret_is_refused(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`torpor invoke --ingress-url https://ID.execute-api.REGION.amazonaws.com` signs with the caller's
+    AWS credentials; a gateway that checks the signature hands the call to the ingress function."""
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "AWS_IAM")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDCALLER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-callers-secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    gateway = SigV4Gateway(lambda_app.ingress_handler, "us-east-1", {"AKIDCALLER": "the-callers-secret"})
+    real_client = httpx.Client
+
+    def through_gateway(*args: Any, **kwargs: Any) -> httpx.Client:
+        return real_client(*args, transport=httpx.MockTransport(gateway), **kwargs)
+
+    monkeypatch.setattr(cli_client.httpx, "Client", through_gateway)
+    ingress = ["--ingress-url", "https://abc123.execute-api.us-east-1.amazonaws.com"]
+    result = CliRunner().invoke(cli_main, [*ingress, "invoke", "Greeter", "greet", '"Ann"'], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "Hello, Ann!" in result.stdout
+    assert gateway.forwarded == 1
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    result = CliRunner().invoke(cli_main, [*ingress, "invoke", "Greeter", "greet", '"Eve"'], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "Forbidden" in result.output
+    assert gateway.forwarded == 1  # the function never saw it
+
+    # unsigned, straight to the gateway: refused there too
+    with real_client(transport=httpx.MockTransport(gateway)) as client:
+        answer = client.post("https://abc123.execute-api.us-east-1.amazonaws.com/Greeter/greet", json="Eve")
+    assert answer.status_code == 403
+    assert gateway.forwarded == 1
 
 
 def test_without_ingress_auth_anyone_may_call_and_an_unknown_mode_refuses_everything(
