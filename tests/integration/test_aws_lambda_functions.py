@@ -9,6 +9,7 @@ failed stay on the queue, as the Lambda event source mapping would do.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import threading
@@ -391,3 +392,152 @@ def test_the_admin_function_serves_the_web_ui_and_metrics_go_to_emf(functions: L
     assert (status, headers["content-type"].split(";")[0]) == (200, "text/javascript")
     assert "import" in script
     assert functions.http("admin", "GET", "/metrics")[0] == 404  # on Lambda they are EMF log lines
+
+
+# --- what each function's code really asks of DynamoDB, against its role in template.yaml -------------
+
+
+class _DynamoDBRecorder:
+    """Every DynamoDB request the store makes while `phase` names a function: (action, resource, partition keys)."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.requests: dict[str, set[tuple[str, str, tuple[str, ...]]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, operation: str, kwargs: dict[str, Any]) -> None:
+        index = kwargs.get("IndexName")
+        resource = "${Table.Arn}" + (f"/index/{index}" if index else "")
+        keys = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]
+        for requests in kwargs.get("RequestItems", {}).values():
+            for request in requests if isinstance(requests, list) else requests["Keys"]:
+                put, delete = request.get("PutRequest", {}), request.get("DeleteRequest", {})
+                item = put.get("Item") or delete.get("Key") or request  # BatchGetItem: the key itself
+                keys.append(item["PK"]["S"])
+        with self._lock:
+            if self.phase is not None:
+                self.requests.setdefault(self.phase, set()).add((f"dynamodb:{operation}", resource, tuple(keys)))
+
+
+def _quiet(seconds: float = 1.0) -> None:
+    """Wait until the store has made no request for `seconds` (attempts still running in the background end)."""
+    store = lambda_app.build_control_plane().store
+    last, since = store.request_count, time.monotonic()
+    deadline = time.monotonic() + 30
+    while time.monotonic() - since < seconds and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if store.request_count != last:
+            last, since = store.request_count, time.monotonic()
+
+
+def _allowed(facts: Any, function: str, action: str, resource: str, keys: tuple[str, ...]) -> bool:
+    role = facts.target(facts.function(function)["Role"])
+    for statement in facts.role_statements(role):
+        if statement.guarded or action not in statement.actions or resource not in statement.resources:
+            continue
+        if statement.condition is None:
+            return True
+        patterns = statement.condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+        if all(any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns) for key in keys):
+            return True
+    return False
+
+
+def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allows(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each function's code paths run on moto (calls, objects, sleeps, awakeables, workflows, an expired
+    idempotency key, retention, kill and purge, registration) while every DynamoDB request is recorded;
+    each must be one `template.yaml` allows that function's role, partition keys included."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+    from control_plane.ids import awakeable_id, new_invocation_id
+    from tests.infra.facts import SAM_TEMPLATE, Facts
+
+    recorder = _DynamoDBRecorder()
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        recorder.record(operation_name, operation_kwargs)
+        return original(self, operation_name, operation_kwargs)
+
+    monkeypatch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+    retention = {"journal_retention": "1s", "idempotency_retention": "1s"}
+    assert functions.http("admin", "PATCH", "/services/Greeter", retention)[0] == 200
+    workflow_id = f"wf-{uuid.uuid4().hex[:8]}"
+    _quiet()
+    try:
+        recorder.phase = "IngressFunction"
+        assert functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})[0] == 200
+        assert functions.http("ingress", "POST", f"/Counter/{workflow_id}/add", 2)[0] == 200
+        sleeping = functions.http("ingress", "POST", "/Waits/sleep/send", 60_000)[1]["invocationId"]
+        waiting = functions.http("ingress", "POST", "/Waits/awakeable/send")[1]["invocationId"]
+        assert functions.http("ingress", "POST", f"/Signup/{workflow_id}/run/send", "a@example.com")[0] == 202
+        unknown = quote(awakeable_id(new_invocation_id(), 17))
+        assert functions.http("ingress", "POST", f"/restate/awakeables/{unknown}/resolve", "x")[0] == 404
+        _quiet()
+
+        recorder.phase = "WorkerFunction"
+        for invocation_id in (sleeping, waiting):
+            functions.until(lambda i=invocation_id: functions.describe(i)["status"] == "suspended", 15, "a wait")
+        _quiet()
+
+        recorder.phase = "IngressFunction"
+        journal = functions.describe(waiting)["journal"]
+        (published,) = [e["value"] for e in journal if str(e.get("value", "")).startswith("sign_1")]
+        assert functions.http("ingress", "POST", f"/restate/awakeables/{quote(published)}/resolve", "yes")[0] == 202
+        assert functions.http("ingress", "POST", f"/Signup/{workflow_id}/confirm", "secret")[0] == 200
+        time.sleep(2.2)  # the idempotency key's retention (1 s) ends: the same key runs anew
+        assert functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})[0] == 200
+        _quiet()
+
+        recorder.phase = "WorkerFunction"
+        functions.until(lambda: functions.describe(waiting)["status"] == "completed", 15, "the resolution")
+        _quiet()
+
+        recorder.phase = "AdminFunction"
+        assert functions.http("admin", "GET", "/invocations?status=completed")[0] == 200
+        assert functions.http("admin", "PATCH", f"/invocations/{sleeping}/kill")[0] == 202
+        assert functions.http("admin", "DELETE", f"/invocations/{waiting}")[0] in (200, 202)
+        _quiet()
+
+        time.sleep(2.2)  # Greeter's retention ends
+        recorder.phase = "SweeperFunction"
+        assert lambda_app.sweeper_handler({}, Context())["woken"] >= 1
+        _quiet()
+
+        recorder.phase = "DeployHookFunction"  # a stack registers a version, then deletes it
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = {"ResponseURL": f"http://127.0.0.1:{server.server_address[1]}/r", "StackId": "s", "RequestId": "r"}
+        version = {"FunctionVersionArn": "arn:aws:lambda:us-east-1:123456789012:function:examples:8"}
+        try:
+            lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": version}, Context())
+            created = _CloudFormation.answers[-1]
+            assert created["Status"] == "SUCCESS", created
+            delete = {"RequestType": "Delete", "PhysicalResourceId": created["PhysicalResourceId"]}
+            lambda_app.deploy_hook_handler({**base, **delete, "ResourceProperties": version}, Context())
+            assert _CloudFormation.answers[-1]["Status"] == "SUCCESS"
+        finally:
+            server.shutdown()
+        _quiet()
+    finally:
+        recorder.phase = None
+        assert functions.http("admin", "POST", "/deployments", {"arn": ARN, "force": True})[0] in (200, 201)
+        reset = {"journal_retention": None, "idempotency_retention": None}
+        assert functions.http("admin", "PATCH", "/services/Greeter", reset)[0] == 200
+
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    refused = {
+        function: sorted(r for r in requests if not _allowed(facts, function, *r))
+        for function, requests in recorder.requests.items()
+    }
+    assert all(not r for r in refused.values()), refused
+    actions = {function: {action for action, _, _ in requests} for function, requests in recorder.requests.items()}
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions[
+        "IngressFunction"
+    ]  # the paths docs/deploying.md names: attempts in-process, a notification taken back, an expired key
+    assert "dynamodb:BatchWriteItem" in actions["SweeperFunction"]  # retention removed a journal
+    assert {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions["AdminFunction"]  # kill, purge
+    assert {"dynamodb:PutItem", "dynamodb:DeleteItem"} <= actions["DeployHookFunction"]  # register, remove
