@@ -44,7 +44,8 @@ class SigV4(httpx.Auth):
             raise click.ClickException(f"cannot load AWS credentials: {exc}") from exc
         if self._credentials is None:
             raise click.ClickException(
-                "the admin API on API Gateway needs AWS credentials (IAM authorization): configure them "
+                "an API on API Gateway with IAM authorization (the admin API, an AWS_IAM ingress) needs AWS "
+                "credentials: configure them "
                 "(aws configure, AWS_PROFILE, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
             )
 

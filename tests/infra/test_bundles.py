@@ -89,7 +89,8 @@ def test_sam_builds_the_same_bundles(sam_template: dict) -> None:
 
 def test_pip_targets_lambda_arm64() -> None:
     command = CONTROL_PLANE.pip_install_command("/out", "requirements.txt")
-    assert command[command.index("--python-version") + 1] == "3.11"
+    assert command[command.index("--python-version") + 1] == "3.13"  # python3.13 on Amazon Linux 2023 (glibc 2.34)
+    assert command[command.index("--platform") + 1] == "manylinux_2_28_aarch64"
     assert "manylinux2014_aarch64" in command
     assert "--only-binary=:all:" in command
     assert EXAMPLE_HANDLER.platforms[0] == "manylinux_2_28_aarch64"
@@ -194,6 +195,6 @@ def test_probe_refuses_what_the_bundle_lacks(tmp_path: Path) -> None:
     lines = (REPO_ROOT / CONTROL_PLANE.requirements).read_text().splitlines()
     without_httpx = tmp_path / "requirements.txt"
     without_httpx.write_text("\n".join(line for line in lines if not line.startswith("httpx")))
-    crippled = Bundle("crippled", CONTROL_PLANE.packages, str(without_httpx), "3.11", CONTROL_PLANE.platforms)
+    crippled = Bundle("crippled", CONTROL_PLANE.packages, str(without_httpx), "3.13", CONTROL_PLANE.platforms)
     with pytest.raises(AssertionError, match="No module named 'httpx' in the bundle"):
         _probe(crippled, ["adapters.aws.lambda_app"], {})
