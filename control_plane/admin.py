@@ -145,7 +145,6 @@ def deployment_json(d: DeploymentRecord, services: list[dict[str, Any]] | None =
         "max_protocol_version": d.max_protocol_version,
         "sdk_version": d.manifest.get("sdkVersion") if isinstance(d.manifest, dict) else None,
         "services": services if services is not None else [{"name": n, "revision": 1} for n in d.services],
-        "info": [],
     }
 
 

@@ -57,14 +57,16 @@ def _ms(value: object) -> str | None:
 def handler_json(service: ServiceRecord, handler: Mapping[str, Any], public: bool) -> dict[str, Any]:
     """One handler as `GET /services/{name}/handlers/{handler}` shows it (`HandlerMetadata`): name,
     `ty` (absent for a plain service's handlers, as restate-server leaves it), documentation,
-    metadata, public, input/output descriptions and JSON schemas, and what the handler's code sets
-    of the per-handler options (durations as `10m`, others null)."""
+    metadata (left out when empty), public, input/output descriptions and JSON schemas, and the
+    per-handler options the handler's code sets (durations as `10m`; unset ones are left out, as
+    restate-server leaves them out, but for the retry policy's `max_attempts`, null)."""
     out: dict[str, Any] = {"name": handler.get("name")}
     ty = handler.get("ty") or ("EXCLUSIVE" if service.ty == "VIRTUAL_OBJECT" else None)
     if service.ty != "SERVICE" and ty:
         out["ty"] = HANDLER_TYPES.get(str(ty), str(ty))
     out["documentation"] = handler.get("documentation")
-    out["metadata"] = dict(handler.get("metadata") or {})
+    if handler.get("metadata"):
+        out["metadata"] = dict(handler["metadata"])
     out["public"] = public and not handler.get("ingressPrivate", False)
     out["input_description"] = payload_description(handler.get("input"))
     out["output_description"] = payload_description(handler.get("output"))
@@ -72,16 +74,19 @@ def handler_json(service: ServiceRecord, handler: Mapping[str, Any], public: boo
         schema = (handler.get(side) or {}).get("jsonSchema")
         if schema is not None:
             out[f"{side}_json_schema"] = schema
-    for name, option in _HANDLER_DURATIONS.items():
-        out[name] = _ms(handler.get(option))
-    out["enable_lazy_state"] = handler.get("enableLazyState")
+    options: dict[str, Any] = {name: _ms(handler.get(option)) for name, option in _HANDLER_DURATIONS.items()}
+    options["enable_lazy_state"] = handler.get("enableLazyState")
+    out.update((k, v) for k, v in options.items() if v is not None)
     on_max = handler.get("retryPolicyOnMaxAttempts")
-    out["retry_policy"] = {
+    retry = {
         "initial_interval": _ms(handler.get("retryPolicyInitialInterval")),
         "exponentiation_factor": handler.get("retryPolicyExponentiationFactor"),
-        "max_attempts": handler.get("retryPolicyMaxAttempts"),
         "max_interval": _ms(handler.get("retryPolicyMaxInterval")),
         "on_max_attempts": str(on_max).capitalize() if on_max else None,
+    }
+    out["retry_policy"] = {
+        "max_attempts": handler.get("retryPolicyMaxAttempts"),
+        **{k: v for k, v in retry.items() if v is not None},
     }
     return out
 
@@ -105,7 +110,6 @@ def service_json(service: ServiceRecord, config: Mapping[str, Mapping[str, Any]]
         "revision": service.revision,
         "public": public,
         "documentation": service.manifest.get("documentation"),
-        "metadata": dict(service.manifest.get("metadata") or {}),
         "idempotency_retention": _ms(value("idempotencyRetention")),
         "journal_retention": _ms(value("journalRetention")),
         "inactivity_timeout": _ms(value("inactivityTimeout")),
@@ -118,8 +122,9 @@ def service_json(service: ServiceRecord, config: Mapping[str, Mapping[str, Any]]
             "max_interval": _ms(value("retryPolicyMaxInterval")),
             "on_max_attempts": str(value("retryPolicyOnMaxAttempts") or "pause").capitalize(),
         },
-        "info": [],
     }
+    if service.manifest.get("metadata"):
+        out["metadata"] = dict(service.manifest["metadata"])
     if service.ty == "WORKFLOW":
         out["workflow_completion_retention"] = _ms(value("workflowCompletionRetention"))
     return out

@@ -49,7 +49,7 @@ def details(rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 def _service_names(services: Sequence[Any]) -> list[str]:
-    """Service names from a deployment's `services`: names (list) or service objects (describe)."""
+    """Service names from a deployment's `services`: `{"name", "revision"}` (list) or service objects (describe)."""
     return [s if isinstance(s, str) else str(s.get("name")) for s in services]
 
 
