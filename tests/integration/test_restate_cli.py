@@ -172,6 +172,10 @@ def test_register_again_changes_nothing_and_force_registers_a_new_revision(
 ) -> None:
     again = ok(restate(dev, "deployments", "register", examples_url, "--use-http1.1", "--yes", home=home))
     assert f"Deployment already exists with id {deployment['id']}" in again
+    # the CLI registered `{examples_url}/`; the same endpoint without the slash is the same deployment
+    same = httpx.post(f"{dev.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+    assert same.json()["id"] == deployment["id"]
+    assert len(admin_get(dev, "/deployments")["deployments"]) == 1
     before = admin_get(dev, "/services/Greeter")["revision"]
     ok(restate(dev, "deployments", "register", examples_url, "--use-http1.1", "--yes", "--force", home=home))
     assert admin_get(dev, "/services/Greeter")["revision"] == before + 1
