@@ -12,6 +12,7 @@ checked directly with the request the CLI sends.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import re
@@ -405,3 +406,30 @@ def test_openapi_is_a_valid_document_describing_what_is_served(dev: DevServer) -
     check("/v4/services/Counter/handlers/add", "HandlerMetadata")
     check("/v4/deployments", "ListDeploymentsResponse")
     assert {"/version", "/services/{service}/state", "/invocations/{invocation_id}/purge"} <= set(document["paths"])
+
+
+# --- the ingress -----------------------------------------------------------------------------------
+
+
+def test_the_python_sdks_client_calls_the_ingress_unchanged(dev: DevServer) -> None:
+    """`restate.client` (the Python SDK's ingress client) with the example handlers as typed targets."""
+    from restate.client import create_client
+
+    from examples.greeter import greet
+    from examples.objects import add, get
+
+    async def calls() -> tuple[str, int, str, str, int]:
+        async with create_client(dev.ingress_url) as client:
+            greeting = await client.service_call(greet, arg="Ada")
+            added = await client.object_call(add, key="sdk-client", arg=2)
+            first = await client.object_send(add, key="sdk-client", arg=3, idempotency_key="sdk-client-once")
+            again = await client.object_send(add, key="sdk-client", arg=3, idempotency_key="sdk-client-once")
+            wait_for(status_is(dev, first.invocation_id, "completed"), "the sent invocation to complete")
+            value = await client.object_call(get, key="sdk-client", arg=None)
+            return greeting, added, first.invocation_id, again.invocation_id, value
+
+    greeting, added, first_id, again_id, value = asyncio.run(calls())
+    assert greeting == "Hello, Ada!"
+    assert added == 2
+    assert first_id == again_id  # one invocation per idempotency key
+    assert value == 5
