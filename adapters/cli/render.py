@@ -117,7 +117,8 @@ def services_table(services: Sequence[Mapping[str, Any]], title: str = "Services
 
 
 def discovered_table(services: Sequence[Mapping[str, Any]], registered: set[str]) -> Table:
-    """A dry run's services (endpoint manifest shapes), each marked new or an update of a registered one."""
+    """A dry run's services (as `GET /services/{name}` shows them; a manifest's `SERVICE`... types also read), each
+    marked new or an update of a registered one."""
     table = Table(title="Services the deployment serves", title_justify="left")
     table.add_column("", no_wrap=True)
     table.add_column("NAME", no_wrap=True)
