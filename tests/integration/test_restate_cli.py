@@ -433,3 +433,68 @@ def test_the_python_sdks_client_calls_the_ingress_unchanged(dev: DevServer) -> N
     assert added == 2
     assert first_id == again_id  # one invocation per idempotency key
     assert value == 5
+
+
+# --- side by side with restate-server ----------------------------------------------------------------
+
+RESTATE_SERVERS = [
+    REPO_ROOT / ".cache" / base / f"node_modules/@restatedev/restate-server-linux-{_ARCH}/bin/restate-server"
+    for base in ("conformance-restate", "bench/restate")
+]
+SAME_VALUE = {"ty", "name", "input_description", "output_description", "on_max_attempts", "public"}
+"""Fields whose values must be equal on both (enum spellings, descriptions); others only of the same JSON type."""
+
+
+def assert_same_shape(theirs: Any, ours: Any, where: str) -> None:
+    """Every field restate-server answers is in Torpor's answer, with the same JSON type (and, for
+    `SAME_VALUE` fields, the same value); lists of named things are matched by name."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict), where
+        for key, value in theirs.items():
+            assert key in ours, f"{where}.{key} missing"
+            if key in SAME_VALUE and not isinstance(value, dict | list):
+                assert ours[key] == value, f"{where}.{key}: {ours[key]!r} != {value!r}"
+            assert_same_shape(value, ours[key], f"{where}.{key}")
+    elif isinstance(theirs, list):
+        assert isinstance(ours, list), where
+        named = {item.get("name"): item for item in ours if isinstance(item, dict)}
+        for item in theirs:
+            if isinstance(item, dict) and "name" in item:
+                assert item["name"] in named, f"{where}[{item['name']}] missing"
+                assert_same_shape(item, named[item["name"]], f"{where}[{item['name']}]")
+    elif theirs is not None:
+        assert type(ours) is type(theirs) or {type(ours), type(theirs)} <= {int, float}, f"{where}: {ours!r}"
+
+
+@pytest.mark.skipif(not any(p.exists() for p in RESTATE_SERVERS), reason="restate-server not installed in .cache/")
+def test_services_handlers_and_deployments_have_restate_servers_fields_and_spellings(
+    dev: DevServer, examples_url: str
+) -> None:
+    from tests.conformance.harness import RestateRuntime
+
+    runtime = RestateRuntime()
+    runtime.start()
+    try:
+        body = {"uri": examples_url, "use_http_11": True}
+        assert httpx.post(f"{runtime.admin_url}/v4/deployments", json=body, timeout=60).status_code == 201
+        for path in (
+            "/v4/services",
+            "/v4/services/Counter",
+            "/v4/services/Signup",
+            "/v4/services/LazyCounter/handlers",
+            "/v4/services/Counter/handlers/get",
+        ):
+            theirs = httpx.get(f"{runtime.admin_url}{path}", timeout=10).json()
+            assert_same_shape(theirs, admin_get(dev, path), path)
+        [theirs] = httpx.get(f"{runtime.admin_url}/v4/deployments", timeout=10).json()["deployments"]
+        [ours] = admin_get(dev, "/v4/deployments")["deployments"]
+        assert_same_shape({**theirs, "services": []}, ours, "deployment")
+        assert {s["name"] for s in theirs["services"]} == {s["name"] for s in ours["services"]}
+        assert all(set(s) == {"name", "revision"} for s in ours["services"])
+        dry_run = {**body, "dry_run": True}
+        theirs = httpx.post(f"{runtime.admin_url}/v4/deployments", json=dry_run, timeout=60)
+        ours_reply = httpx.post(f"{dev.admin_url}/v4/deployments", json=dry_run, timeout=60)
+        assert ours_reply.status_code == theirs.status_code == 200  # registered, unchanged
+        assert_same_shape(theirs.json(), ours_reply.json(), "dry run")
+    finally:
+        runtime.close()
