@@ -550,14 +550,18 @@ class Admin:
         `state edit`): body `{"object_key", "new_state": {name: [byte, ...]}, "version"?}`; 202.
 
         With `version` (`admin_shapes.state_version` of the state the caller read), 409 if the state
-        changed since. 409 while an invocation holds the key (as `DELETE .../state/{key}`); 400 for a
-        bad body or a service without state; 404 for an unknown service.
+        changed since. The edit holds the object key like an exclusive invocation (taken if nobody
+        holds it or waits for it, else 409; calls arriving meanwhile queue and are handed the key
+        after), so no handler writes the key's state between the version check and the write. 400
+        for a bad body or a service without state; 404 for an unknown service.
         """
         self._keyed(name)
         body = request.json()
         if not isinstance(body, dict) or not isinstance(body.get("object_key"), str):
             raise BadRequest('the body must be a JSON object like {"object_key": "k", "new_state": {"name": [98]}}')
         key = body["object_key"]
+        if not key:
+            raise BadRequest('"object_key" must not be empty')
         new_state = body.get("new_state")
         if not isinstance(new_state, dict):
             raise BadRequest('"new_state" must be an object of state names to arrays of bytes (0..255)')
@@ -571,12 +575,19 @@ class Admin:
         version = body.get("version")
         if version is not None and not isinstance(version, str):
             raise BadRequest('"version" must be a string (the state version the change was based on)')
-        holder = self.store.lock_holder(name, key)
-        if holder is not None:
-            raise Conflict(f"invocation {holder} holds key '{key}' of {name}; cancel it or wait, then edit the state")
-        if version is not None and version != state_version(self.store.load_state(name, key)):
-            raise Conflict(f"the state of {name}/{key} changed since it was read; read it again and retry")
-        self.store.apply_state(name, key, writes, clear=True)
+        lock = ids.new_invocation_id()  # a holder no invocation is: a pump releases it if this edit dies holding it
+        if self.store.take_key(name, key, lock) is None:
+            holder = self.store.lock_holder(name, key)
+            busy = f"invocation {holder} holds" if holder else "calls wait for"
+            raise Conflict(f"{busy} key '{key}' of {name}; cancel them or wait, then edit the state")
+        try:
+            if version is not None and version != state_version(self.store.load_state(name, key)):
+                raise Conflict(f"the state of {name}/{key} changed since it was read; read it again and retry")
+            self.store.apply_state(name, key, writes, clear=True, holder=lock)
+        finally:
+            waiting = self.store.release_key(name, key, lock)
+            if waiting is None or waiting:
+                self.engine.keys.pump(name, key)
         return HttpResponse(202)
 
     def _keyed(self, name: str) -> None:

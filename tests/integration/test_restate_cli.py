@@ -380,6 +380,21 @@ def test_the_state_edit_the_cli_sends_replaces_the_state_if_its_version_matches(
     assert admin_get(dev, "/services/Counter/state/kv-http")["state"] == {}
 
 
+def test_state_edit_is_refused_while_an_invocation_holds_the_key_and_releases_the_key_after(
+    dev: DevServer,
+) -> None:
+    holding = {"ms": 2_000, "delta": 1}
+    sent = httpx.post(f"{dev.ingress_url}/Counter/kv-held/add_after_sleep/send", json=holding, timeout=10).json()
+    wait_for(status_is(dev, sent["invocationId"], "suspended", "running"), "the holder to start")
+    edit = {"object_key": "kv-held", "new_state": {"count": list(b"40")}}
+    refused = httpx.post(f"{dev.admin_url}/v4/services/Counter/state", json=edit, timeout=10)
+    assert refused.status_code == 409, refused.text
+    assert sent["invocationId"] in refused.json()["message"]
+    wait_for(status_is(dev, sent["invocationId"], "completed"), "the holder to complete")
+    assert httpx.post(f"{dev.admin_url}/v4/services/Counter/state", json=edit, timeout=10).status_code == 202
+    assert httpx.post(f"{dev.ingress_url}/Counter/kv-held/add", json=2, timeout=30).json() == 42  # key released
+
+
 def test_state_edit_refuses_a_service_without_state_and_a_bad_body(dev: DevServer) -> None:
     greeter = httpx.post(f"{dev.admin_url}/v4/services/Greeter/state", json={"object_key": "k", "new_state": {}})
     assert greeter.status_code == 400
