@@ -49,7 +49,7 @@ def details(rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 def _service_names(services: Sequence[Any]) -> list[str]:
-    """Service names from a deployment's `services`: names (list) or service objects (describe)."""
+    """Service names from a deployment's `services`: `{"name", "revision"}` (list) or service objects (describe)."""
     return [s if isinstance(s, str) else str(s.get("name")) for s in services]
 
 
@@ -117,7 +117,8 @@ def services_table(services: Sequence[Mapping[str, Any]], title: str = "Services
 
 
 def discovered_table(services: Sequence[Mapping[str, Any]], registered: set[str]) -> Table:
-    """A dry run's services (endpoint manifest shapes), each marked new or an update of a registered one."""
+    """A dry run's services (as `GET /services/{name}` shows them; a manifest's `SERVICE`... types also read), each
+    marked new or an update of a registered one."""
     table = Table(title="Services the deployment serves", title_justify="left")
     table.add_column("", no_wrap=True)
     table.add_column("NAME", no_wrap=True)

@@ -243,9 +243,9 @@ def test_services_describe_shows_handlers_with_type_and_content_types(dev: DevSe
     result = torpor(dev, "services", "describe", "Counter")
     assert result.exit_code == 0, result.output
     assert re.search(r"Type +VirtualObject", result.stdout)
-    assert re.search(r"│ add +│ EXCLUSIVE +│ application/json +│ application/json +│", result.stdout)
-    assert re.search(r"│ get +│ SHARED +│ none +│ application/json +│", result.stdout)
-    assert re.search(r"│ reset +│ EXCLUSIVE +│ none +│ application/json +│", result.stdout)
+    assert re.search(r"│ add +│ Exclusive +│ JSON integer +│ JSON integer +│", result.stdout)
+    assert re.search(r"│ get +│ Shared +│ none +│ JSON integer +│", result.stdout)
+    assert re.search(r"│ reset +│ Exclusive +│ none +│ JSON string +│", result.stdout)
 
 
 def test_services_describe_with_json_is_the_admin_apis_json(dev: DevServer) -> None:
