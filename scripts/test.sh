@@ -14,6 +14,11 @@ if [ ! -f .cache/dynalite/node_modules/dynalite/cli.js ]; then
   step "installing dynalite into .cache/dynalite (npm)"
   npm install --prefix .cache/dynalite --no-audit --no-fund --silent dynalite@3.2.2
 fi
+# The restate CLI (npm; the binary ships in the package) for the tests that run Restate's own CLI against torpor dev.
+if ! ls .cache/restate-cli/node_modules/@restatedev/restate-linux-*/bin/restate >/dev/null 2>&1; then
+  step "installing the restate CLI 1.7.12 into .cache/restate-cli (npm)"
+  npm install --prefix .cache/restate-cli --no-save --no-audit --no-fund --silent --ignore-scripts @restatedev/restate@1.7.12
+fi
 # The TypeScript SDK (npm) for the conformance suite's TypeScript services and the TypeScript example,
 # and Node 22 from npm when the machine's node is older (all into .cache/, git-ignored).
 step "installing the TypeScript conformance services and example (npm; skipped when up to date)"

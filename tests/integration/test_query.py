@@ -80,11 +80,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             holder = send("Counter/q-2/add_after_sleep", {"ms": LONG_MS, "delta": 1})
             queued = send("Counter/q-2/add", 1)
             for invocation_id in (*sleeping, holder):
-                wait_for(
-                    lambda i=invocation_id: httpx.get(f"{dev.admin_url}/invocations/{i}").json()["status"] == "suspended",
-                    20,
-                    f"{invocation_id} to suspend",
-                )
+                url = f"{dev.admin_url}/invocations/{invocation_id}"
+                wait_for(lambda u=url: httpx.get(u).json()["status"] == "suspended", 20, f"{invocation_id} to suspend")
             yield World(dev.admin_url, ingress, greeted, counted, sleeping, holder, queued)
         finally:
             dev.stop()
@@ -145,18 +142,18 @@ def test_a_join_of_sys_invocation_with_sys_journal_gives_each_entry(world: World
 
 
 def test_state_of_an_object_and_who_holds_and_waits_for_its_key(world: World) -> None:
-    state = rows(world.admin, "SELECT key, value_utf8, value FROM state WHERE service_name = 'Counter' AND service_key = 'q-1'")
+    where = "WHERE service_name = 'Counter' AND service_key"
+    state = rows(world.admin, f"SELECT key, value_utf8, value FROM state {where} = 'q-1'")
     assert state == [{"key": "count", "value_utf8": "5", "value": "35"}]  # binary columns in hex, as restate-server
-    holder = rows(
-        world.admin, "SELECT invocation_id FROM sys_keyed_service_status WHERE service_name = 'Counter' AND service_key = 'q-2'"
-    )
+    holder = rows(world.admin, f"SELECT invocation_id FROM sys_keyed_service_status {where} = 'q-2'")
     assert holder == [{"invocation_id": world.holder}]
     inbox = rows(world.admin, "SELECT id, sequence_number FROM sys_inbox WHERE service_name = 'Counter'")
     assert inbox == [{"id": world.queued, "sequence_number": 0}]
 
 
 def test_services_and_deployments_tables(world: World) -> None:
-    services = rows(world.admin, "SELECT name, ty, public FROM sys_service WHERE name IN ('Greeter', 'Counter', 'Signup') ORDER BY name")
+    names = "('Greeter', 'Counter', 'Signup')"
+    services = rows(world.admin, f"SELECT name, ty, public FROM sys_service WHERE name IN {names} ORDER BY name")
     assert services == [
         {"name": "Counter", "ty": "virtual_object", "public": True},
         {"name": "Greeter", "ty": "service", "public": True},
@@ -167,7 +164,8 @@ def test_services_and_deployments_tables(world: World) -> None:
 
 
 def test_without_accept_json_the_answer_is_an_arrow_ipc_stream(world: World) -> None:
-    reply = query(world.admin, f"SELECT id, created_at, retry_count FROM sys_invocation WHERE id = '{world.greeted}'", None)
+    sql = f"SELECT id, created_at, retry_count FROM sys_invocation WHERE id = '{world.greeted}'"
+    reply = query(world.admin, sql, None)
     assert reply.status_code == 200
     assert reply.headers["content-type"] == "application/vnd.apache.arrow.stream"
     table = pa.ipc.open_stream(reply.content).read_all()
@@ -399,8 +397,10 @@ def test_restate_sql(world: World) -> None:
     import json
 
     assert json.loads(done.stdout) == [{"id": world.queued, "status": "pending", "target": "Counter/q-2/add"}]
-    table = restate(world, "sql", "SELECT key, value_utf8 FROM state WHERE service_name = 'Counter' AND service_key = 'q-1'")
+    sql = "SELECT key, value_utf8 FROM state WHERE service_name = 'Counter' AND service_key = 'q-1'"
+    table = restate(world, "sql", sql)
     assert table.returncode == 0, table.stderr
-    assert "KEY" in table.stdout and "VALUE_UTF8" in table.stdout
+    assert "KEY" in table.stdout
+    assert "VALUE_UTF8" in table.stdout
     assert "count" in table.stdout
     assert "1 rows." in table.stderr
