@@ -2,7 +2,7 @@
 
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
 it signs requests to deployments with); the client commands talk HTTP to a running
-control plane: `torpor deployments`, `torpor services` and `torpor invocations` to the admin API
+control plane: `torpor deployments`, `torpor services`, `torpor invocations` and `torpor sql` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080). They print rich tables,
 or the API's JSON with `--json`. An API error prints its message and exits 1.
@@ -25,6 +25,7 @@ from adapters.cli.invocations import invocations, invoke
 from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
 from adapters.cli.services import services
+from adapters.cli.sql import sql
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,5 +63,6 @@ main.add_command(services)
 main.add_command(invocations)
 main.add_command(invoke)
 main.add_command(request_identity)
+main.add_command(sql)
 
 __all__ = ["VERSION", "main"]

@@ -6,6 +6,7 @@ store reads a query causes (a query by id reads one record); and the real `resta
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -19,7 +20,9 @@ from typing import Any
 import httpx
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner, Result
 
+from adapters.cli import main
 from adapters.local.dev import DevServer
 from adapters.local.sqlite_store import SQLiteStore
 from adapters.query.engine import DataFusionQuery
@@ -225,6 +228,34 @@ def test_the_queries_the_restate_cli_sends_after_1_5(world: World) -> None:
     ]
 
 
+# --- torpor sql -------------------------------------------------------------------------------------------
+
+
+def torpor_sql(world: World, *args: str) -> Result:
+    runner = CliRunner()
+    return runner.invoke(main, ["--admin-url", world.admin, "sql", *args], env={"COLUMNS": "200"})
+
+
+def test_torpor_sql_prints_a_table_and_with_json_the_rows(world: World) -> None:
+    sql = f"SELECT id, target_service_key, status FROM sys_invocation WHERE id IN ('{world.queued}', '{world.greeted}')"
+    table = torpor_sql(world, sql)
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert any("ID" in line and "TARGET_SERVICE_KEY" in line and "STATUS" in line for line in lines)
+    assert any(world.queued in line and "q-2" in line and "pending" in line for line in lines)
+    assert any(world.greeted in line and "completed" in line for line in lines)
+    assert "2 rows." in table.stderr
+    as_json = torpor_sql(world, "--json", f"SELECT id, status FROM sys_invocation WHERE id = '{world.greeted}'")
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == [{"id": world.greeted, "status": "completed"}]
+
+
+def test_torpor_sql_with_a_bad_query_prints_the_message_and_exits_1(world: World) -> None:
+    done = torpor_sql(world, "SELECT nope FROM sys_invocation")
+    assert done.exit_code == 1
+    assert done.stderr.startswith("Error: bad query: Schema error: No field named nope.")
+
+
 # --- store reads: filters go to the store's indexes ---------------------------------------------------
 
 
@@ -274,8 +305,6 @@ def counting(tmp_path: Path) -> CountingStore:
 
 
 def json_rows(engine: DataFusionQuery, sql: str) -> list[dict[str, Any]]:
-    import json
-
     answer = engine.run(sql, as_json=True)
     result: list[dict[str, Any]] = json.loads(answer.body)["rows"]
     return result
@@ -394,8 +423,6 @@ def test_restate_invocations_describe_shows_the_journal(world: World) -> None:
 def test_restate_sql(world: World) -> None:
     done = restate(world, "sql", "--json", f"SELECT id, status, target FROM sys_invocation WHERE id = '{world.queued}'")
     assert done.returncode == 0, done.stderr
-    import json
-
     assert json.loads(done.stdout) == [{"id": world.queued, "status": "pending", "target": "Counter/q-2/add"}]
     sql = "SELECT key, value_utf8 FROM state WHERE service_name = 'Counter' AND service_key = 'q-1'"
     table = restate(world, "sql", sql)
