@@ -431,3 +431,62 @@ def test_restate_sql(world: World) -> None:
     assert "VALUE_UTF8" in table.stdout
     assert "count" in table.stdout
     assert "1 rows." in table.stderr
+
+
+# --- the same tables on restate-server 1.7.12 -------------------------------------------------------------
+
+TABLES = (
+    "sys_invocation",
+    "sys_invocation_status",
+    "sys_journal",
+    "sys_service",
+    "sys_deployment",
+    "state",
+    "sys_keyed_service_status",
+    "sys_inbox",
+)
+
+
+def json_kinds(row: dict[str, Any]) -> dict[str, str]:
+    return {name: type(value).__name__ for name, value in row.items()}
+
+
+@pytest.mark.slow
+def test_each_table_answers_as_restate_server_1_7_12_does(world: World, tmp_path: Path) -> None:
+    """`SELECT * FROM <table>` on restate-server 1.7.12 and on torpor dev, the same example app and
+    requests: the Arrow schema of the answers is the same (names, order, types), and so are the JSON
+    types of the columns both fill in one row."""
+    from tests.conformance.harness import RestateRuntime
+
+    restate_server = RestateRuntime()
+    restate_server.start()
+    try:
+        with serve_examples(side_effects_file=tmp_path / "effects.jsonl") as (services_url, _services):
+            registered = httpx.post(
+                f"{restate_server.admin_url}/deployments", json={"uri": services_url, "use_http_11": True}, timeout=60
+            )
+            assert registered.status_code == 201, registered.text
+            ingress = restate_server.ingress_url
+            assert httpx.post(f"{ingress}/Counter/q-1/add", json=5, timeout=30).status_code == 200
+            assert httpx.post(f"{ingress}/Waits/sleep/send", json=LONG_MS, timeout=30).status_code == 202
+            holder = {"ms": LONG_MS, "delta": 1}
+            assert httpx.post(f"{ingress}/Counter/q-2/add_after_sleep/send", json=holder, timeout=30).status_code == 202
+            assert httpx.post(f"{ingress}/Counter/q-2/add/send", json=1, timeout=30).status_code == 202
+            wait_for(
+                lambda: rows(restate_server.admin_url, "SELECT id FROM sys_inbox"), 20, "restate-server's inbox entry"
+            )
+            for table in TABLES:
+                sql = f"SELECT * FROM {table}"
+                theirs = pa.ipc.open_stream(query(restate_server.admin_url, sql, None).content).read_all()
+                ours = pa.ipc.open_stream(query(world.admin, sql, None).content).read_all()
+                assert ours.schema.remove_metadata() == theirs.schema.remove_metadata(), table
+                assert theirs.num_rows > 0, table
+                assert ours.num_rows > 0, table
+                their_row = rows(restate_server.admin_url, f"{sql} LIMIT 1")[0]
+                our_row = rows(world.admin, f"{sql} LIMIT 1")[0]
+                both = set(their_row) & set(our_row)
+                assert {k: v for k, v in json_kinds(our_row).items() if k in both} == {
+                    k: v for k, v in json_kinds(their_row).items() if k in both
+                }, table
+    finally:
+        restate_server.close()
