@@ -24,12 +24,12 @@ from click.testing import CliRunner, Result
 
 from adapters.cli import main
 from adapters.local.dev import DevServer
-from adapters.local.sqlite_store import SQLiteStore
 from adapters.query.engine import DataFusionQuery
 from control_plane.settings import Settings
 from tests.helpers.dev import wait_for
 from tests.helpers.records import invocation
 from tests.helpers.services import REPO_ROOT, serve_examples
+from tests.helpers.stores import STORE_KINDS, Store, store_of_param
 
 SETTINGS = Settings(inactivity_timeout_ms=5_000, lease_margin_ms=1_000, call_wait_ms=30_000)
 LONG_MS = 600_000  # sleeps that outlive the module
@@ -262,7 +262,7 @@ def test_torpor_sql_with_a_bad_query_prints_the_message_and_exits_1(world: World
 class CountingStore:
     """A store that counts the calls made to it and the invocation records they return."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.calls: list[str] = []
         self.records_read = 0
@@ -282,12 +282,12 @@ class CountingStore:
         return counted
 
 
-@pytest.fixture
-def counting(tmp_path: Path) -> CountingStore:
-    """200 invocations in a SQLite store: Greeter ones completed, Counter ones suspended, one a ms."""
-    store = SQLiteStore(tmp_path / "store.sqlite3")
-    store.ensure_schema()
-    for n in range(200):
+@pytest.fixture(params=STORE_KINDS)
+def counting(request: pytest.FixtureRequest, tmp_path: Path) -> CountingStore:
+    """60 invocations in a fresh store (SQLite, and DynamoDB on the session's moto server): Greeter
+    ones completed, Counter ones suspended, one a ms."""
+    store = store_of_param(request, tmp_path, "moto_endpoint")
+    for n in range(60):
         counter = n % 2 == 1
         store.create_invocation(
             invocation(
@@ -325,9 +325,9 @@ def test_a_query_by_status_with_order_and_limit_reads_about_the_limit(counting: 
         "SELECT id FROM sys_invocation inv WHERE status IN ('suspended', 'paused', 'running', 'backing-off') "
         "ORDER BY inv.created_at DESC, inv.id LIMIT 3",
     )
-    assert answer == [{"id": f"inv_1{n:022d}"} for n in (199, 197, 195)]
+    assert answer == [{"id": f"inv_1{n:022d}"} for n in (59, 57, 55)]
     assert set(counting.calls) == {"list_invocations"}
-    assert counting.records_read <= 4 * 4  # a page of limit + 1 per status asked, not 100 suspended ones
+    assert counting.records_read <= 4 * 4  # a page of limit + 1 per status asked, not 30 suspended ones
 
 
 def test_a_query_by_service_with_a_limit_stops_at_the_limit(counting: CountingStore) -> None:
