@@ -228,6 +228,41 @@ def test_the_queries_the_restate_cli_sends_after_1_5(world: World) -> None:
     ]
 
 
+def test_the_queries_of_restate_services_status(world: World) -> None:
+    """`restate services status Counter` (`get_service_status`, `get_locked_keys_status`), by their text."""
+    inboxed = rows(
+        world.admin,
+        "SELECT target_service_name, target_handler_name, 'pending' as status, COUNT(1) as num_invocations, "
+        "MIN(created_at) as oldest_at, FIRST_VALUE(id ORDER BY created_at ASC) as oldest_invocation "
+        "FROM sys_invocation_status WHERE status == 'inboxed' AND target_service_name IN ('Counter') "
+        "GROUP BY target_service_name, target_handler_name",
+    )
+    assert [(r["target_handler_name"], r["num_invocations"], r["oldest_invocation"]) for r in inboxed] == [
+        ("add", 1, world.queued)
+    ]
+    locked = rows(
+        world.admin,
+        "SELECT target_service_name as service_name, target_service_key as service_key, status as invocation_status, "
+        "first_value(id) as invocation_holding_lock, "
+        "first_value(target_handler_name) as invocation_method_holding_lock, "
+        "first_value(modified_at) as modified_at, first_value(last_failure) as last_failure_message, "
+        "first_value(next_retry_at) as next_retry_at, first_value(last_start_at) as last_start_at, "
+        "0 as num_pending, sum(retry_count) as num_retries FROM sys_invocation "
+        "WHERE status != 'pending' AND target_service_name IN ('Counter') "
+        "GROUP BY target_service_name, target_service_key, status ORDER BY service_key",
+    )
+    assert [(r["service_key"], r["invocation_status"], r["invocation_holding_lock"]) for r in locked] == [
+        ("q-1", "completed", world.counted),
+        ("q-2", "suspended", world.holder),
+    ]
+    inbox = rows(
+        world.admin,
+        "SELECT service_name, service_key, COUNT(1) as num_pending FROM sys_inbox WHERE service_name IN ('Counter') "
+        "GROUP BY service_name, service_key ORDER BY num_pending DESC",
+    )
+    assert inbox == [{"service_name": "Counter", "service_key": "q-2", "num_pending": 1}]
+
+
 # --- torpor sql -------------------------------------------------------------------------------------------
 
 
