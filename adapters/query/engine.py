@@ -55,6 +55,7 @@ _RECORD_STATUSES = {"inboxed": {"pending"}, "invoked": {"ready", "running", "bac
 """`sys_invocation_status` words back to the statuses they stand for."""
 
 _SEMI_JOINS = {"Inner", "LeftSemi", "RightSemi"}
+_STRING_LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
 class DataFusionQuery:
@@ -83,8 +84,9 @@ class DataFusionQuery:
             raise BadRequest(f"bad query: {_message(exc)}") from exc
         needs, joins = analyse(plan)
         named = {n.table for n in needs}
+        words = _STRING_LITERAL.sub("''", sql)
         for table in TABLES:  # a table the plan hides (a subquery in an expression): read it whole
-            if table not in named and re.search(rf"\b{table}\b", sql, re.IGNORECASE):
+            if table not in named and re.search(rf"\b{table}\b", words, re.IGNORECASE):
                 needs.append(ScanNeed(table, exact=False))
         tables = self._read(needs, joins)
         runner = _context(tables)
@@ -209,11 +211,12 @@ class DataFusionQuery:
         """The invocations whose journals the `sys_journal` scans need: their `id` filters; else, when
         the journal is joined on `id` with a constrained invocation scan, that scan's ids; else all."""
         ids: set[str] = set()
+        joined = len(needs) == 1 and any(_narrowed_by_join(j) for j in joins)  # the one journal scan is the joined one
         for need in needs:
             allowed = need.allowed("id")
             if allowed is not None:
                 ids |= allowed
-            elif records and any(_narrowed_by_join(j) for j in joins):
+            elif joined:
                 ids |= set(records)
             else:
                 ids |= {r.invocation_id for r in self._all_invocations()}
@@ -300,14 +303,16 @@ def _choices(values: set[str] | None) -> list[str | None]:
 
 
 def _narrowed_by_join(join: JoinOnId) -> bool:
-    """True if the join keeps only journal rows whose id an invocation scan returned."""
-    invocations = bool(join.left & set(_INVOCATION_TABLES)) or bool(join.right & set(_INVOCATION_TABLES))
-    if not invocations:
+    """True if `join` pairs `sys_journal` with an invocation table on `id` and keeps only the journal
+    rows whose id the invocation side has (inner and semi joins; an outer join that keeps the other side)."""
+    invocations = set(_INVOCATION_TABLES)
+    journal_left = join.left == {"sys_journal"} and bool(join.right) and join.right <= invocations
+    journal_right = join.right == {"sys_journal"} and bool(join.left) and join.left <= invocations
+    if not (journal_left or journal_right):
         return False
     if join.kind in _SEMI_JOINS:
         return True
-    journal_left = "sys_journal" in join.left
-    return (join.kind == "Left" and not journal_left) or (join.kind == "Right" and journal_left)
+    return (join.kind == "Left" and journal_right) or (join.kind == "Right" and journal_left)
 
 
 def _context(tables: dict[str, pa.Table]) -> SessionContext:

@@ -52,8 +52,10 @@ class ScanNeed:
 
 @dataclass(slots=True)
 class JoinOnId:
-    """An equi-join `a.id = b.id` between scans of tables `left` and `right` (tables' names),
-    `kind` as DataFusion names it (`Inner`, `Left`, `Right`, `LeftSemi`, …)."""
+    """An equi-join `a.id = b.id` between the tables scanned on its `left` and `right` sides (names),
+    `kind` as DataFusion names it (`Inner`, `Left`, `Right`, `LeftSemi`, …). A side whose `id` is
+    computed (a projection or aggregate makes a column named `id` of something else) is left out: its
+    tables set is empty."""
 
     left: set[str]
     right: set[str]
@@ -157,6 +159,23 @@ def _tables_under(plan: Any) -> set[str]:
     return found
 
 
+def _renames_id(plan: Any) -> bool:
+    """True if a projection or aggregate under `plan` makes a column named `id` from an expression."""
+    node = plan.to_variant()
+    kind = _kind(node)
+    exprs = list(node.projections()) if kind == "Projection" else []
+    if kind == "Aggregate":
+        exprs = [*node.group_by_exprs(), *node.aggregate_exprs()]
+    if any(e.variant_name() != "Column" and str(e.schema_name()) == "id" for e in exprs):
+        return True
+    return any(_renames_id(child) for child in plan.inputs())
+
+
+def _side(plan: Any) -> set[str]:
+    """The tables a join side scans, or none when its `id` may not be a table's `id` column."""
+    return set() if _renames_id(plan) else _tables_under(plan)
+
+
 def analyse(plan: Any) -> tuple[list[ScanNeed], list[JoinOnId]]:
     """Every table scan of an optimized logical plan with what it needs, and the joins on `id`."""
     needs: list[ScanNeed] = []
@@ -182,7 +201,7 @@ def analyse(plan: Any) -> tuple[list[ScanNeed], list[JoinOnId]]:
             left, right = plan.inputs()
             for a, b in node.on():
                 if _column(a) == "id" and _column(b) == "id":
-                    joins.append(JoinOnId(_tables_under(left), _tables_under(right), str(node.join_type())))
+                    joins.append(JoinOnId(_side(left), _side(right), str(node.join_type())))
         for child in plan.inputs():
             walk(child, [], None)
 

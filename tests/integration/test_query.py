@@ -379,6 +379,17 @@ def test_a_journal_by_id_reads_one_journal(counting: CountingStore) -> None:
     assert counting.calls == ["load_invocation"]
 
 
+def test_a_journal_joined_with_invocations_reads_the_journals_of_those_alone(counting: CountingStore) -> None:
+    engine = DataFusionQuery(counting)  # type: ignore[arg-type]
+    answer = json_rows(
+        engine,
+        "SELECT i.id, j.index FROM sys_invocation i JOIN sys_journal j ON i.id = j.id "
+        "WHERE i.target_service_name = 'Counter' AND i.target_service_key = 'k7'",
+    )
+    assert answer == [{"id": f"inv_1{7:022d}", "index": 0}]
+    assert counting.calls.count("load_invocation") == 1
+
+
 def test_a_query_that_would_read_too_many_invocations_is_refused(counting: CountingStore) -> None:
     engine = DataFusionQuery(counting, max_rows=50)  # type: ignore[arg-type]
     from control_plane.errors import BadRequest
