@@ -48,6 +48,7 @@ _STORE_COLUMNS = {
     "state": {"service_name", "service_key"},
     "sys_keyed_service_status": {"service_name", "service_key"},
     "sys_inbox": {"service_name", "service_key"},
+    "sys_promise": {"service_name", "service_key"},
 }
 """The columns whose equalities the store answers from an index, by table."""
 
@@ -131,6 +132,8 @@ class DataFusionQuery:
         for table in _KEYED_TABLES:
             if table in by_table:
                 out[table] = pa.Table.from_pylist(self._keyed(table, by_table[table]), TABLES[table])
+        if "sys_promise" in by_table:
+            out["sys_promise"] = pa.Table.from_pylist(self._promises(by_table["sys_promise"]), TABLES["sys_promise"])
         if "sys_service" in by_table:
             services = [R.service_row(s) for s in self.store.list_services()]
             out["sys_service"] = pa.Table.from_pylist(services, TABLES["sys_service"])
@@ -275,6 +278,33 @@ class DataFusionQuery:
                     for n, r in enumerate(ordered)
                 )
         return out
+
+    def _promises(self, needs: list[ScanNeed]) -> list[dict[str, Any]]:
+        """`sys_promise` rows of the workflows the scans name: the promises their invocations' journals
+        name (the store keeps no list of a workflow's promises), each completed or not."""
+        workflows = {s.name for s in self.store.list_services() if s.ty == "WORKFLOW"}
+        names: dict[tuple[str, str], set[str]] = {}
+        for need in needs:
+            services = need.allowed("service_name")
+            keys = need.allowed("service_key")
+            for service in sorted(workflows if services is None else services & workflows):
+                for key in _choices(keys):
+                    listed = self._pages(
+                        lambda size, before, s=service, k=key: self.store.list_invocations(
+                            None, s, size, key=k, before=before
+                        ),
+                        None,
+                        ties=False,
+                    )
+                    for record in listed:
+                        loaded = self.store.load_invocation(record.invocation_id)
+                        if loaded is not None and record.key:
+                            names.setdefault((service, record.key), set()).update(R.promise_names(loaded))
+        return [
+            R.promise_row(service, key, name, self.store.get_promise(service, key, name))
+            for (service, key), found in sorted(names.items())
+            for name in sorted(found)
+        ]
 
     def _too_many(self) -> BadRequest:
         return BadRequest(

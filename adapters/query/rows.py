@@ -12,7 +12,7 @@ from typing import Any
 
 from control_plane.admin import describe_frame, stored_times
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, ServiceRecord
+from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord
 from control_plane.protocol import is_command, is_notification, type_name
 
 SERVICE_TYPES = {"SERVICE": "service", "VIRTUAL_OBJECT": "virtual_object", "WORKFLOW": "workflow"}
@@ -184,3 +184,28 @@ def state_rows(service: str, key: str, state: Mapping[bytes, bytes]) -> list[dic
             }
         )
     return rows
+
+
+def promise_names(loaded: LoadedInvocation) -> set[str]:
+    """The durable promises an invocation's journal names (GetPromise, PeekPromise, CompletePromise)."""
+    journal = Journal.load(loaded.record.input_entry, loaded.batches)
+    names = (_promise_name(entry) for entry in journal)
+    return {name for name in names if name is not None}
+
+
+def promise_row(service: str, key: str, name: str, promise: PromiseRecord | None) -> dict[str, Any]:
+    """One `sys_promise` row: completed with a value or a failure (`[code] message`), or not completed."""
+    value = promise.value if promise is not None else None
+    try:
+        text = value.decode("utf-8") if value is not None else None
+    except UnicodeDecodeError:
+        text = None
+    return {
+        "service_name": service,
+        "service_key": key,
+        "key": name,
+        "completed": promise is not None,
+        "completion_success_value": value,
+        "completion_success_value_utf8": text,
+        "completion_failure": _failure_text(promise.failure) if promise is not None else None,
+    }

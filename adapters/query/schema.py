@@ -178,6 +178,19 @@ SYS_INBOX = _schema(
     ("created_at", _TIME),
 )
 
+SYS_PROMISE = _schema(
+    ("partition_key", pa.uint64()),
+    ("scope", _TEXT),
+    ("service_name", _TEXT),
+    ("service_key", _TEXT),
+    ("key", _TEXT),
+    ("completed", pa.bool_()),
+    ("completion_success_value", pa.large_binary()),
+    ("completion_success_value_utf8", _TEXT),
+    ("completion_failure", _TEXT),
+)
+"""`sys_promise`: the durable promises of workflows, one row per (workflow, id, promise name)."""
+
 TABLES: dict[str, pa.Schema] = {
     "sys_invocation": SYS_INVOCATION,
     "sys_invocation_status": SYS_INVOCATION_STATUS,
@@ -187,5 +200,6 @@ TABLES: dict[str, pa.Schema] = {
     "state": STATE,
     "sys_keyed_service_status": SYS_KEYED_SERVICE_STATUS,
     "sys_inbox": SYS_INBOX,
+    "sys_promise": SYS_PROMISE,
 }
 """Every table `POST /query` knows, by name."""

@@ -46,6 +46,7 @@ class World:
     sleeping: tuple[str, str]  # Waits/sleep, suspended
     holder: str  # Counter/q-2/add_after_sleep, suspended while it holds key q-2
     queued: str  # Counter/q-2/add, pending behind it
+    workflow: str  # Signup/q-wf/run, suspended on its promise "confirmation"
 
 
 def query(admin: str, sql: str, accept: str | None = "application/json") -> httpx.Response:
@@ -82,10 +83,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             sleeping = (send("Waits/sleep", LONG_MS), send("Waits/sleep", LONG_MS))
             holder = send("Counter/q-2/add_after_sleep", {"ms": LONG_MS, "delta": 1})
             queued = send("Counter/q-2/add", 1)
-            for invocation_id in (*sleeping, holder):
+            workflow = send("Signup/q-wf/run", "ann@example.com")
+            confirmed = send("Signup/q-wf2/run", "bob@example.com")
+            assert httpx.post(f"{ingress}/Signup/q-wf2/confirm", json="C-2", timeout=30).status_code == 200
+            assert httpx.get(f"{ingress}/restate/invocation/{confirmed}/attach", timeout=30).status_code == 200
+            for invocation_id in (*sleeping, holder, workflow):
                 url = f"{dev.admin_url}/invocations/{invocation_id}"
                 wait_for(lambda u=url: httpx.get(u).json()["status"] == "suspended", 20, f"{invocation_id} to suspend")
-            yield World(dev.admin_url, ingress, greeted, counted, sleeping, holder, queued)
+            yield World(dev.admin_url, ingress, greeted, counted, sleeping, holder, queued, workflow)
         finally:
             dev.stop()
 
@@ -119,6 +124,7 @@ def test_a_query_by_status_lists_those_invocations_and_leaves_null_columns_out(w
             {"id": world.sleeping[0], "status": "suspended"},  # a plain service: no key, so no column
             {"id": world.sleeping[1], "status": "suspended"},
             {"id": world.holder, "target_service_key": "q-2", "status": "suspended"},
+            {"id": world.workflow, "target_service_key": "q-wf", "status": "suspended"},
         ],
         key=lambda r: r["id"],
     )
@@ -152,6 +158,18 @@ def test_state_of_an_object_and_who_holds_and_waits_for_its_key(world: World) ->
     assert holder == [{"invocation_id": world.holder}]
     inbox = rows(world.admin, "SELECT id, sequence_number FROM sys_inbox WHERE service_name = 'Counter'")
     assert inbox == [{"id": world.queued, "sequence_number": 0}]
+
+
+def test_durable_promises_of_workflows(world: World) -> None:
+    answer = rows(
+        world.admin,
+        "SELECT service_key, key, completed, completion_success_value_utf8 FROM sys_promise "
+        "WHERE service_name = 'Signup' ORDER BY service_key",
+    )
+    assert answer == [
+        {"service_key": "q-wf", "key": "confirmation", "completed": False},
+        {"service_key": "q-wf2", "key": "confirmation", "completed": True, "completion_success_value_utf8": '"C-2"'},
+    ]
 
 
 def test_services_and_deployments_tables(world: World) -> None:
@@ -436,10 +454,10 @@ def restate(world: World, *args: str) -> subprocess.CompletedProcess[str]:
 def test_restate_invocations_list(world: World) -> None:
     done = restate(world, "invocations", "list")
     assert done.returncode == 0, done.stderr
-    for invocation_id in (*world.sleeping, world.holder, world.queued):
+    for invocation_id in (*world.sleeping, world.holder, world.queued, world.workflow):
         assert invocation_id in done.stdout
     assert world.greeted not in done.stdout  # completed ones are hidden unless --all
-    assert "Showing 4/4 invocations" in done.stderr
+    assert "Showing 5/5 invocations" in done.stderr
     everything = restate(world, "invocations", "list", "--all", "--service", "Greeter")
     assert everything.returncode == 0, everything.stderr
     assert world.greeted in everything.stdout
@@ -490,6 +508,7 @@ TABLES = (
     "state",
     "sys_keyed_service_status",
     "sys_inbox",
+    "sys_promise",
 )
 
 
@@ -518,6 +537,10 @@ def test_each_table_answers_as_restate_server_1_7_12_does(world: World, tmp_path
             holder = {"ms": LONG_MS, "delta": 1}
             assert httpx.post(f"{ingress}/Counter/q-2/add_after_sleep/send", json=holder, timeout=30).status_code == 202
             assert httpx.post(f"{ingress}/Counter/q-2/add/send", json=1, timeout=30).status_code == 202
+            assert httpx.post(f"{ingress}/Signup/q-wf/run/send", json="a@b.c", timeout=30).status_code == 202
+            wait_for(
+                lambda: rows(restate_server.admin_url, "SELECT key FROM sys_promise"), 20, "restate-server's promise"
+            )
             wait_for(
                 lambda: rows(restate_server.admin_url, "SELECT id FROM sys_inbox"), 20, "restate-server's inbox entry"
             )
