@@ -119,8 +119,10 @@ class DataFusionQuery:
             if table in by_table:
                 found = self._invocations(by_table[table], table)
                 records.update(found)
+                callers = self._callers(found, by_table[table])
                 row = R.invocation_row if table == "sys_invocation" else R.invocation_status_row
-                out[table] = pa.Table.from_pylist([row(r) for r in found.values()], TABLES[table])
+                rows = [row(r, callers.get(r.caller_id)) for r in found.values()]
+                out[table] = pa.Table.from_pylist(rows, TABLES[table])
         if "sys_journal" in by_table:
             ids = self._journal_ids(by_table["sys_journal"], joins, records)
             journal: list[dict[str, Any]] = []
@@ -143,6 +145,19 @@ class DataFusionQuery:
         for table, schema in TABLES.items():
             out.setdefault(table, schema.empty_table())
         return out
+
+    def _callers(self, found: dict[str, InvocationRecord], needs: list[ScanNeed]) -> dict[str, InvocationRecord]:
+        """The records of the invocations that called those `found`, by id, if a scan reads
+        `invoked_by_service_name` or `invoked_by_target` (one read per caller not found already)."""
+        wanted = {"invoked_by_service_name", "invoked_by_target"}
+        if not any(n.columns is None or n.columns & wanted for n in needs):
+            return {}
+        callers: dict[str, InvocationRecord] = {}
+        for caller_id in sorted({r.caller_id for r in found.values() if r.caller_id}):
+            caller = found.get(caller_id) or self.store.get_invocation(caller_id)
+            if caller is not None:
+                callers[caller_id] = caller
+        return callers
 
     def _invocations(self, needs: list[ScanNeed], table: str) -> dict[str, InvocationRecord]:
         """The invocation records the scans of `table` need, by id (the union over the scans)."""

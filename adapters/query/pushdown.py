@@ -34,6 +34,7 @@ class ScanNeed:
     exact: bool = True
     fetch: int | None = None
     newest: int | None = None
+    columns: set[str] | None = None  # the columns the scan reads; None: all of them
 
     def allowed(self, column: str) -> set[str] | None:
         """The values `column` may take (None: unconstrained); an empty set means no row can match."""
@@ -185,8 +186,9 @@ def analyse(plan: Any) -> tuple[list[ScanNeed], list[JoinOnId]]:
         node = plan.to_variant()
         kind = _kind(node)
         if kind == "TableScan":
-            fetch = node.fetch()
-            needs.append(need_of(str(node.table_name()), [*node.filters(), *above], fetch, newest))
+            need = need_of(str(node.table_name()), [*node.filters(), *above], node.fetch(), newest)
+            need.columns = {str(name) for _, name in node.projection()}
+            needs.append(need)
             return
         if kind == "Filter":
             walk(plan.inputs()[0], [*above, node.predicate()], newest)

@@ -29,9 +29,15 @@ def _failure_text(failure: Mapping[str, object] | None) -> str | None:
     return f"[{failure.get('code')}] {failure.get('message', '')}"
 
 
-def invocation_row(record: InvocationRecord) -> dict[str, Any]:
-    """One `sys_invocation` row. `journal_size` is the stored journal length at the last status change."""
-    target = f"{record.service}/{record.key}/{record.handler}" if record.key else f"{record.service}/{record.handler}"
+def target_of(record: InvocationRecord) -> str:
+    """`Service/handler`, or `Object/key/handler` for a virtual object or workflow (Restate's `target`)."""
+    return f"{record.service}/{record.key}/{record.handler}" if record.key else f"{record.service}/{record.handler}"
+
+
+def invocation_row(record: InvocationRecord, caller: InvocationRecord | None = None) -> dict[str, Any]:
+    """One `sys_invocation` row; `caller`, when given, fills `invoked_by_service_name` and
+    `invoked_by_target`. `journal_size` is the stored journal length at the last status change."""
+    target = target_of(record)
     waiting = AwaitPoint.from_json(record.waiting_on) if record.status == "suspended" else None
     failure = record.last_failure or {}
     completed = record.status == "completed"
@@ -45,6 +51,8 @@ def invocation_row(record: InvocationRecord) -> dict[str, Any]:
         "idempotency_key": record.idempotency_key or None,
         "invoked_by": "service" if record.caller_id else "ingress",
         "invoked_by_id": record.caller_id or None,
+        "invoked_by_service_name": caller.service if caller is not None else None,
+        "invoked_by_target": target_of(caller) if caller is not None else None,
         "pinned_deployment_id": record.deployment_id or None,
         "pinned_service_protocol_version": record.protocol_version or None,
         "trace_id": record.trace_id or None,
@@ -72,9 +80,9 @@ def invocation_row(record: InvocationRecord) -> dict[str, Any]:
     return row
 
 
-def invocation_status_row(record: InvocationRecord) -> dict[str, Any]:
+def invocation_status_row(record: InvocationRecord, caller: InvocationRecord | None = None) -> dict[str, Any]:
     """One `sys_invocation_status` row: as `invocation_row`, with Restate's stored-status words."""
-    row = invocation_row(record)
+    row = invocation_row(record, caller)
     row["status"] = STATUS_OF_RECORD.get(record.status, record.status)
     return row
 

@@ -160,6 +160,24 @@ def test_state_of_an_object_and_who_holds_and_waits_for_its_key(world: World) ->
     assert inbox == [{"id": world.queued, "sequence_number": 0}]
 
 
+def test_a_call_from_a_handler_names_its_caller(world: World) -> None:
+    reply = httpx.post(f"{world.ingress}/Calls/greet_twice", json="Cy", timeout=30)
+    assert reply.status_code == 200, reply.text
+    caller = reply.headers["x-restate-id"]
+    answer = rows(
+        world.admin,
+        "SELECT target, invoked_by, invoked_by_id, invoked_by_service_name, invoked_by_target FROM sys_invocation "
+        f"WHERE invoked_by_id = '{caller}'",
+    )
+    called_by = {
+        "invoked_by": "service",
+        "invoked_by_id": caller,
+        "invoked_by_service_name": "Calls",
+        "invoked_by_target": "Calls/greet_twice",
+    }
+    assert answer == [{"target": "Greeter/greet", **called_by}] * 2
+
+
 def test_durable_promises_of_workflows(world: World) -> None:
     answer = rows(
         world.admin,
