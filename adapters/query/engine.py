@@ -56,6 +56,7 @@ _RECORD_STATUSES = {"inboxed": {"pending"}, "invoked": {"ready", "running", "bac
 """`sys_invocation_status` words back to the statuses they stand for."""
 
 _SEMI_JOINS = {"Inner", "LeftSemi", "RightSemi"}
+_UNFINISHED = [s for s in INVOCATION_STATUSES if s != "completed"]
 _STRING_LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
@@ -241,8 +242,16 @@ class DataFusionQuery:
         return ids
 
     def _all_invocations(self) -> Iterator[InvocationRecord]:
+        return self._every(None, None)
+
+    def _every(
+        self, statuses: list[str] | None, service: str | None, key: str | None = None
+    ) -> Iterator[InvocationRecord]:
+        """Every invocation with one of `statuses` (None: any) of `service` (and `key`), page by page."""
         return self._pages(
-            lambda size, before: self.store.list_invocations(None, None, size, before=before), None, ties=False
+            lambda size, before: self.store.list_invocations(statuses, service, size, key=key, before=before),
+            None,
+            ties=False,
         )
 
     def _keyed(self, table: str, needs: list[ScanNeed]) -> list[dict[str, Any]]:
@@ -263,14 +272,10 @@ class DataFusionQuery:
                     pairs |= {(r.service, r.key) for r in pending if keys is None or r.key in keys}
             elif keys is not None:
                 pairs |= {(s, k) for s in services for k in keys}
-            else:
+            else:  # a key is held by an invocation that has not completed
+                statuses = _UNFINISHED if table == "sys_keyed_service_status" else None
                 for service in sorted(services):
-                    listed = self._pages(
-                        lambda size, before, s=service: self.store.list_invocations(None, s, size, before=before),
-                        None,
-                        ties=False,
-                    )
-                    pairs |= {(r.service, r.key) for r in listed if r.key}
+                    pairs |= {(r.service, r.key) for r in self._every(statuses, service) if r.key}
         out: list[dict[str, Any]] = []
         for service, key in sorted(pairs):
             if table == "state":
@@ -304,14 +309,7 @@ class DataFusionQuery:
             keys = need.allowed("service_key")
             for service in sorted(workflows if services is None else services & workflows):
                 for key in _choices(keys):
-                    listed = self._pages(
-                        lambda size, before, s=service, k=key: self.store.list_invocations(
-                            None, s, size, key=k, before=before
-                        ),
-                        None,
-                        ties=False,
-                    )
-                    for record in listed:
+                    for record in self._every(None, service, key):
                         loaded = self.store.load_invocation(record.invocation_id)
                         if loaded is not None and record.key:
                             names.setdefault((service, record.key), set()).update(R.promise_names(loaded))
