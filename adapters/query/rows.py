@@ -13,7 +13,7 @@ from typing import Any
 from control_plane.admin import describe_frame, stored_times
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord
-from control_plane.protocol import is_command, is_notification, type_name
+from control_plane.protocol import MessageType, is_command, is_notification, type_name
 
 SERVICE_TYPES = {"SERVICE": "service", "VIRTUAL_OBJECT": "virtual_object", "WORKFLOW": "workflow"}
 """Restate's spelling of a service type in the introspection tables (`target_service_ty`, `sys_service.ty`)."""
@@ -106,20 +106,26 @@ def journal_rows(loaded: LoadedInvocation) -> list[dict[str, Any]]:
     record = loaded.record
     journal = Journal.load(record.input_entry, loaded.batches)
     times = stored_times(record, loaded.batches, len(journal))
+    callee_ids = _callee_ids(journal)
     rows = []
     for index, (entry, at_ms) in enumerate(zip(journal, times, strict=True)):
         decoded = describe_frame(entry)
-        call = decoded.get("target") if entry.type in (0x040D, 0x040E) else None
-        if call and decoded.get("key") is not None:
-            service, handler = call.split("/", 1)
-            call = f"{service}/{decoded['key']}/{handler}"
+        invoked_id = decoded.get("invocation_id")
+        call = None
+        if entry.type in (MessageType.Call, MessageType.OneWayCall):
+            call = decoded.get("target")
+            if call and decoded.get("key") is not None:
+                service, handler = call.split("/", 1)
+                call = f"{service}/{decoded['key']}/{handler}"
+            message = entry.decode()
+            invoked_id = callee_ids.get(message.invocation_id_notification_idx) if message is not None else None
         rows.append(
             {
                 "id": record.invocation_id,
                 "index": index,
                 "entry_type": entry_type(entry.type),
                 "name": decoded.get("name", ""),
-                "invoked_id": decoded.get("invocation_id"),
+                "invoked_id": invoked_id,
                 "invoked_target": call,
                 "sleep_wakeup_at": _wake_up_ms(entry),
                 "promise_name": _promise_name(entry),
@@ -131,6 +137,18 @@ def journal_rows(loaded: LoadedInvocation) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _callee_ids(journal: Journal) -> dict[int, str]:
+    """`{completion id: invocation id}` of the CallInvocationId notifications: the id of each callee,
+    keyed as its Call or OneWayCall command names it (`invocation_id_notification_idx`)."""
+    found: dict[int, str] = {}
+    for entry in journal:
+        if entry.type == MessageType.CallInvocationIdCompletion:
+            message = entry.decode()
+            if message is not None:
+                found[int(message.completion_id)] = str(message.invocation_id)
+    return found
 
 
 def _wake_up_ms(entry: Any) -> int | None:

@@ -176,6 +176,14 @@ def test_a_call_from_a_handler_names_its_caller(world: World) -> None:
         "invoked_by_target": "Calls/greet_twice",
     }
     assert answer == [{"target": "Greeter/greet", **called_by}] * 2
+    calls = rows(
+        world.admin,
+        "SELECT j.invoked_id, j.invoked_target, i.invoked_by_id FROM sys_journal j "
+        f"JOIN sys_invocation i ON i.id = j.invoked_id WHERE j.id = '{caller}' AND j.entry_type = 'Command: Call'",
+    )
+    # each Call names its callee's id: joined back, the callee says it was invoked by this caller
+    assert [(c["invoked_target"], c["invoked_by_id"]) for c in calls] == [("Greeter/greet", caller)] * 2
+    assert len({c["invoked_id"] for c in calls}) == 2
 
 
 def test_durable_promises_of_workflows(world: World) -> None:
