@@ -17,6 +17,7 @@ table: narrow it by id, status or service, or add a `LIMIT`.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from base64 import b16encode
@@ -375,8 +376,7 @@ def _message(exc: Exception) -> str:
 
 
 def _json_rows(batches: list[pa.RecordBatch], schema: pa.Schema) -> bytes:
-    import json
-
+    """`{"rows": [{column: value}, …]}`: a null column is left out of its row."""
     rows: list[dict[str, Any]] = []
     for batch in batches:
         columns = [(f.name, _json_column(batch.column(i), f.type)) for i, f in enumerate(schema)]
@@ -416,17 +416,20 @@ def _plain(value: Any) -> Any:
 
 
 def _timestamp(value: int | None, type_: pa.TimestampType) -> str | None:
-    """`2026-12-01T23:21:00.006Z` (a UTC zone) or without the `Z` (no zone), as arrow-json writes them."""
+    """`2026-12-01T23:21:00.006Z`, as arrow-json writes a time with a zone (every table's times are
+    UTC; another zone is shown in UTC, the same instant); without the `Z` for a time without a zone.
+    A time beyond the year 9999 is shown as its number."""
     if value is None:
         return None
     digits = _DIGITS[type_.unit]
     seconds, fraction = divmod(value, 10**digits)
-    text = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    try:
+        text = datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    except (OverflowError, ValueError, OSError):
+        return str(value)
     if digits:
         text += f".{fraction:0{digits}d}"
-    if type_.tz is None:
-        return text
-    return text + ("Z" if type_.tz in ("+00:00", "UTC", "Z") else type_.tz)
+    return text if type_.tz is None else text + "Z"
 
 
 def _duration(value: int | None, unit: str) -> str | None:
