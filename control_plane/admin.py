@@ -37,6 +37,7 @@ from control_plane.ports import (
 )
 from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
+from control_plane.query import SqlEngine, serve_query
 from control_plane.registry import Registry, same_services
 
 _PREVIEW_BYTES = 200
@@ -325,6 +326,7 @@ class Admin:
         self.store = store
         self.engine = engine
         self.ingress_url = ingress_url  # for the web UI's playground (GET /ui/config.json); None: unknown
+        self.sql: SqlEngine | None = None  # POST /query; set by the edge when the `query` extra is installed
         self.router = Router(optional_prefix=_VERSION_PREFIX)
         r = self.router
         r.add("GET", "/", self.ui_redirect)
@@ -355,6 +357,7 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/resume", self.resume_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/purge", self.purge_invocation)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
+        r.add("POST", "/query", self.query)
 
     def ui_redirect(self, request: HttpRequest) -> HttpResponse:
         """`302` to the web UI (a relative location, so it holds behind a path prefix too)."""
@@ -696,3 +699,10 @@ class Admin:
         """Complete the invocation at once with code 409 without running more handler code; 202."""
         self.engine.operations.kill(invocation_id)
         return HttpResponse(202)
+
+    def query(self, request: HttpRequest) -> HttpResponse:
+        """`POST /query {"query": "SELECT …"}`: SQL over the introspection tables (`control_plane.query`).
+
+        JSON rows with `accept: application/json`, else an Arrow IPC stream; 400 for a bad query,
+        501 without the optional `query` extra."""
+        return serve_query(self.sql, request)

@@ -54,6 +54,7 @@ from adapters.aws.emf import EmfMetrics
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
+from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, Router
@@ -145,6 +146,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
         )
         built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
+        built.admin.sql = sql_engine(store)  # POST /query; None (501) unless the bundle has the `query` extra
         _built, _wake_scheduler = built, scheduler
         return built
 

@@ -3,7 +3,7 @@
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
 it signs requests to deployments with; `torpor ui` serves the web UI of an admin API on AWS, signing
 its calls); the client commands talk HTTP to a running
-control plane: `torpor deployments`, `torpor services` and `torpor invocations` to the admin API
+control plane: `torpor deployments`, `torpor services`, `torpor invocations` and `torpor sql` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080), as does `torpor awakeables`.
 They print rich tables, or the API's JSON with `--json`. An API error prints its message and exits 1.
@@ -33,6 +33,7 @@ from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
 from adapters.cli.services import services
 from adapters.cli.ui import ui
+from adapters.cli.sql import sql
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -73,5 +74,6 @@ main.add_command(invoke)
 main.add_command(awakeables)
 main.add_command(request_identity)
 main.add_command(ui)
+main.add_command(sql)
 
 __all__ = ["VERSION", "main"]

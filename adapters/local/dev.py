@@ -46,6 +46,7 @@ from adapters.local.guard import LocalAdminGuard
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
+from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.http import Router
@@ -409,6 +410,7 @@ class DevServer:
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
+        self._control_plane.admin.sql = sql_engine(self.store)  # POST /query; None without the `query` extra
         router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
         router.allowed_origins = router.allowed_origins | _origins(self._admin_url)
         self._scheduler.start(
