@@ -32,8 +32,8 @@ from adapters.cli.invocations import awakeables, invocations, invoke
 from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
 from adapters.cli.services import services
-from adapters.cli.ui import ui
 from adapters.cli.sql import sql
+from adapters.cli.ui import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
