@@ -7,15 +7,36 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 
 from control_plane.ports import Store
-from control_plane.query import SqlEngine
+from control_plane.query import QueryAnswer, SqlEngine
 
 
 def sql_engine(store: Store) -> SqlEngine | None:
-    """A DataFusion engine over `store`, or None if the `query` extra (datafusion, pyarrow) is missing."""
+    """A DataFusion engine over `store`, or None if the `query` extra (datafusion, pyarrow) is missing.
+
+    DataFusion and pyarrow are imported at the first query, not here (~1 s at every start of
+    `torpor dev` and every cold start of the admin function otherwise)."""
     if importlib.util.find_spec("datafusion") is None or importlib.util.find_spec("pyarrow") is None:
         return None
-    from adapters.query.engine import DataFusionQuery
+    return _LazyEngine(store)
 
-    return DataFusionQuery(store)
+
+class _LazyEngine:
+    """`DataFusionQuery(store)`, built at the first `run` (see `sql_engine`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._engine: SqlEngine | None = None
+        self._lock = threading.Lock()
+
+    def run(self, sql: str, *, as_json: bool) -> QueryAnswer:
+        """`SqlEngine.run` on the DataFusion engine (imported and built on first use)."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    from adapters.query.engine import DataFusionQuery
+
+                    self._engine = DataFusionQuery(self._store)
+        return self._engine.run(sql, as_json=as_json)
