@@ -547,11 +547,18 @@ class DevServer:
                             ) from None
                         time.sleep(0.01)  # poll interval while waiting for the condition, not a fixed sleep
 
+    def stopping(self) -> None:
+        """Say a shutdown has begun (safe from a signal handler): the Lambda emulator's process, which a
+        signal to the process group reaches too, is not started again when it exits."""
+        if self._emulator is not None:
+            self._emulator.stop_watching()
+
     def stop(self) -> None:
         """Stop the HTTP servers, then the scheduler (running advances finish), the invoker and moto.
 
         Safe to call more than once, and on a server that failed half-way through `start`.
         """
+        self.stopping()
         for sock in self._sockets:
             sock.close()
         self._sockets = []
@@ -631,10 +638,13 @@ def run_dev(
         RequestIdentityKeyError: The request identity key cannot be read or written.
     """
     stop_requested = threading.Event()
+    servers: list[DevServer] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
         log.info("torpor dev: %s received, shutting down", signal.Signals(signum).name)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl+C interrupts the shutdown
+        for server in servers:
+            server.stopping()
         stop_requested.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -654,6 +664,7 @@ def run_dev(
         lambda_checkpoints=lambda_checkpoints,
         request_identity_key_file=request_identity_key_file,
     )
+    servers.append(server)
     started = False
     try:
         server.start()

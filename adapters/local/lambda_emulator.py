@@ -573,6 +573,11 @@ class LambdaEmulatorProcess:
         body: dict[str, list[dict[str, Any]]] = reply.json()
         return body
 
+    def stop_watching(self) -> None:
+        """From now on, a child that exits is not started again (a shutdown has begun: a Ctrl+C in the
+        terminal reaches the child too). Safe from a signal handler; `stop` still ends the child."""
+        self._stopping.set()
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the child, SIGKILL if it has not exited within `timeout_s`. Safe to call twice."""
         self._stopping.set()
