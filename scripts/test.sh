@@ -39,4 +39,10 @@ if [ "$status" -eq 0 ] && [ "${TORPOR_BIDI_PASS:-yes}" != "no" ] && ! printf '%s
   step "running the conformance suite in bidirectional mode (TORPOR_CONFORMANCE_MODE=bidi, Python services over HTTP/2)"
   TORPOR_CONFORMANCE_MODE=bidi TORPOR_CONFORMANCE_LANGS=python .venv/bin/python -m pytest -p no:cacheprovider tests/conformance || status=$?
 fi
+# and once more on the Lambda path: the Python services a Lambda function of `torpor dev --lambda`
+# (local emulator, in-process checkpoints), registered by ARN; TORPOR_LAMBDA_PASS=no skips it
+if [ "$status" -eq 0 ] && [ "${TORPOR_LAMBDA_PASS:-yes}" != "no" ] && ! printf '%s\n' "$@" | grep -qE '^(tests|-k|.*::)'; then
+  step "running the conformance suite on the Lambda path (TORPOR_CONFORMANCE_MODE=lambda, Python services in torpor dev --lambda)"
+  TORPOR_CONFORMANCE_MODE=lambda TORPOR_CONFORMANCE_LANGS=python .venv/bin/python -m pytest -p no:cacheprovider tests/conformance || status=$?
+fi
 exit "$status"
