@@ -327,7 +327,8 @@ def _violation(
 def command_summary(f: Frame, index: int) -> dict[str, object]:
     """A command in a few words for `last_failure`: `index` (command index), `type`, `name` and,
     for what reaches another invocation, its `target` (a call's `service/[key/]handler`, an attach's
-    or signal's invocation id, a state or promise key)."""
+    or signal's invocation id, an attach by idempotency key's `service/[key/]handler with idempotency
+    key K`, an attach to a workflow's `workflow/id`, an awakeable's id, a state or promise key)."""
     out: dict[str, object] = {"index": index, "type": type_name(f.type)}
     try:
         message = f.decode()
@@ -346,6 +347,15 @@ def command_summary(f: Frame, index: int) -> dict[str, object]:
         out["target"] = fields["target_invocation_id"]
     elif "invocation_id" in fields:
         out["target"] = fields["invocation_id"]
+    elif "idempotent_request_target" in fields:
+        request = fields["idempotent_request_target"]
+        path = "/".join(p for p in (request.service_name, request.service_key, request.handler_name) if p)
+        out["target"] = f"{path} with idempotency key {request.idempotency_key}"
+    elif "workflow_target" in fields:
+        workflow = fields["workflow_target"]
+        out["target"] = f"{workflow.workflow_name}/{workflow.workflow_key}"
+    elif "awakeable_id" in fields:
+        out["target"] = fields["awakeable_id"]
     elif isinstance(fields.get("key"), bytes | str):
         key = fields["key"]
         out["target"] = key.decode("utf-8", "replace") if isinstance(key, bytes) else key

@@ -100,8 +100,19 @@ def parallel_runs(start: pb.StartMessage, journal: list[Frame]) -> Answer:
     return Answer([frame(pb.ErrorMessage(code=500, message="b failed again"))])
 
 
+def run_then_send(start: pb.StartMessage, journal: list[Frame]) -> Answer:
+    """A step that fails, then a one-way call the handler sends after it (the step not awaited), then
+    the Error about the step; later attempts replay the step and do the same."""
+    frames = [] if commands_in(journal) > 1 else [frame(pb.RunCommandMessage(result_completion_id=1, name="a"))]
+    send = pb.OneWayCallCommandMessage(service_name="Fake", handler_name="sink", invocation_id_notification_idx=2)
+    error = pb.ErrorMessage(code=500, message="a failed", related_command_index=1, related_command_type=0x0411)
+    return Answer([*frames, frame(send), frame(error)])
+
+
 ANSWERS = {
     "parallel_runs": parallel_runs,
+    "run_then_send": run_then_send,
+    "sink": lambda s, j: Answer([output("sunk"), frame(pb.EndMessage())]),
     "always_fails": lambda s, j: Answer([frame(pb.ErrorMessage(code=500, message="boom"))]),
     "run_completion_without_run": lambda s, j: Answer(
         [
@@ -238,6 +249,16 @@ def test_a_step_completed_beside_a_failing_step_keeps_its_result_for_the_retries
     # both Run commands and a's result are stored: step a is not run again by the next attempts
     assert [e["type"] for e in invocation["journal"]] == ["Input", "Run", "Run", "RunCompletion"]
     assert PARALLEL_RUNS_SEEN[1] == [0x0400, 0x0411, 0x0411, 0x8011]  # the second attempt is sent a's result
+
+
+def test_what_a_failed_attempt_sent_after_its_failing_step_never_takes_effect(
+    dev: DevServer, fake: FakeDeployment
+) -> None:
+    invocation = paused_after_retries(dev, "run_then_send")
+    # the failing step is kept (the SDK counts its retries from it); the one-way call after it is not
+    assert [e["type"] for e in invocation["journal"]] == ["Input", "Run"]
+    time.sleep(0.5)  # a callee created by mistake would have been invoked by now
+    assert fake.attempts.get("sink", 0) == 0
 
 
 def test_cancelling_a_paused_invocation_gives_it_a_fresh_retry_budget(dev: DevServer) -> None:
