@@ -68,9 +68,10 @@ class H2Stream:
     when a wait timed out.
     """
 
-    def __init__(self, connection: _Connection, stream_id: int) -> None:
+    def __init__(self, connection: _Connection, request: list[tuple[str, str]]) -> None:
         self._conn = connection
-        self._id = stream_id
+        self._request = request  # sent with the first `send` or `end` (see `_start_locked`)
+        self._id = 0
         self._endpoint = connection.endpoint
         # set by the connection's reader thread, under its lock:
         self.status: int | None = None
@@ -88,6 +89,7 @@ class H2Stream:
         deadline = time.monotonic() + timeout_s
         c = self._conn
         with c.cond:
+            self._start_locked(end_stream=False)
             while view:
                 if self.remote_ended:  # the deployment answered in full: what it no longer reads is moot
                     return
@@ -106,22 +108,30 @@ class H2Stream:
                 c.flush_locked()
 
     def end(self) -> None:
-        """End the request body (the deployment sees its input closed)."""
+        """End the request body (the deployment sees its input closed). A request with no body
+        goes as one HEADERS frame with END_STREAM. Nothing is sent once the answer has ended (a
+        server may forget a stream it answered in full; hypercorn then drops the whole connection
+        on a DATA frame for it): `close` resets such a stream instead."""
         c = self._conn
         with c.cond:
             if self._local_ended or self.error is not None:
                 return
             self._local_ended = True
-            try:
-                c.h2.end_stream(self._id)
-            except h2.exceptions.StreamClosedError:
-                return
+            if not self._id:
+                self._start_locked(end_stream=True)
+            elif not self.remote_ended:
+                try:
+                    c.h2.end_stream(self._id)
+                except h2.exceptions.StreamClosedError:
+                    return
             c.flush_locked()
 
     def head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
         """The response status and headers (lower-case names), waiting at most `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         with self._conn.cond:
+            self._start_locked(end_stream=False)
+            self._conn.flush_locked()
             while self.status is None:
                 if self.remote_ended:
                     raise InvokerError(f"{self._endpoint} ended the stream without a response")
@@ -138,6 +148,8 @@ class H2Stream:
         deadline = time.monotonic() + timeout_s
         c = self._conn
         with c.cond:
+            self._start_locked(end_stream=False)
+            c.flush_locked()
             while not self.inbox and not self.remote_ended:
                 self._wait(deadline, timeout_s)
             data = bytes(self.inbox)
@@ -157,7 +169,7 @@ class H2Stream:
                 return
             self._released = True
             c.forget_locked(self._id)
-            if c.broken is not None:
+            if c.broken is not None or not self._id:
                 return
             try:
                 if not (self._local_ended and self.remote_ended) and self.error is None:
@@ -169,6 +181,28 @@ class H2Stream:
             except (InvokerError, h2.exceptions.H2Error):
                 pass
         c.close_if_done()
+
+    def _start_locked(self, end_stream: bool) -> None:
+        """Send the request's HEADERS (lock held) unless sent already: the stream id is taken only
+        now, so ids go out in order (RFC 9113 §5.1.1), and the first body bytes leave with the
+        headers in one write. Raises `InvokerError` if the connection broke or takes no stream."""
+        if self._id:
+            return
+        c = self._conn
+        if c.broken is not None:
+            raise InvokerError(c.broken)
+        if self._released:
+            raise InvokerError(f"the stream to {self._endpoint} was closed")
+        try:
+            stream_id = c.h2.get_next_available_stream_id()
+            c.h2.send_headers(stream_id, self._request, end_stream=end_stream)
+        except (h2.exceptions.TooManyStreamsError, h2.exceptions.NoAvailableStreamIDError) as exc:
+            c.draining = True  # the peer lowered its limit, or ids ran out: new requests go elsewhere
+            raise InvokerError(f"{self._endpoint} takes no more streams on this connection") from exc
+        except h2.exceptions.ProtocolError as exc:  # a GOAWAY came meanwhile
+            raise InvokerError(f"{self._endpoint} closed the connection before this request") from exc
+        self._id = stream_id
+        c.streams[stream_id] = self
 
     def _wait(self, deadline: float, timeout_s: float) -> None:
         """Wait for the reader thread (lock held); `InvokerError` if the stream failed, `StreamIdle`
@@ -205,7 +239,8 @@ class _Connection:
         self.endpoint = endpoint
         self.idle_s = idle_s
         self.cond = threading.Condition()
-        self.streams: dict[int, H2Stream] = {}
+        self.streams: dict[int, H2Stream] = {}  # the started ones, by stream id
+        self.handed_out = 0  # streams given to callers and not closed yet, started or not
         self.broken: str | None = None  # why the connection failed, once it did
         self.draining = False  # a GOAWAY came, or it is closing: no new streams
         self.idle_since = time.monotonic()
@@ -278,45 +313,33 @@ class _Connection:
         return b""  # what came after the handshake stays in the incoming BIO; read with the first recv
 
     def open(self, method: str, path: str, headers: list[tuple[str, str]]) -> H2Stream | None:
-        """Start a request on this connection (its headers sent); None if it takes no new stream
-        (broken, draining, or at the peer's SETTINGS_MAX_CONCURRENT_STREAMS). Raises `InvokerError`
-        if the headers cannot be written."""
+        """A request on this connection (its headers go with its first `send` or `end`); None if
+        the connection takes no new stream (broken, draining, or at the peer's
+        SETTINGS_MAX_CONCURRENT_STREAMS, at most 100)."""
         with self.cond:
             if self.broken is not None or self.draining:
                 return None
             limit = min(self.h2.remote_settings.max_concurrent_streams, _MAX_STREAMS)
-            if self.h2.open_outbound_streams >= limit:
+            if self.handed_out >= limit:
                 return None
-            try:
-                stream_id = self.h2.get_next_available_stream_id()
-                self.h2.send_headers(stream_id, [(":method", method), (":path", path), *headers])
-            except h2.exceptions.TooManyStreamsError:
-                return None
-            except h2.exceptions.NoAvailableStreamIDError:
-                self.draining = True  # stream ids used up: a new connection takes over
-                return None
-            stream = H2Stream(self, stream_id)
-            self.streams[stream_id] = stream
-            try:
-                self.flush_locked()
-            except InvokerError:  # broken before the request left: another connection takes it
-                self.streams.pop(stream_id, None)
-                return None
-            return stream
+            self.handed_out += 1
+            return H2Stream(self, [(":method", method), (":path", path), *headers])
 
     def usable(self) -> bool:
         """True while the connection may take new streams (not broken, no GOAWAY)."""
         return self.broken is None and not self.draining
 
     def forget_locked(self, stream_id: int) -> None:
+        """A stream was closed (lock held)."""
         self.streams.pop(stream_id, None)
-        if not self.streams:
+        self.handed_out -= 1
+        if not self.handed_out:
             self.idle_since = time.monotonic()
 
     def close_if_done(self) -> None:
         """Close the connection if it takes no new streams and carries none."""
         with self.cond:
-            done = self.draining and not self.streams and self.broken is None
+            done = self.draining and not self.handed_out and self.broken is None
         if done:
             self.close("it was drained")
 
@@ -369,7 +392,7 @@ class _Connection:
                 raw = self.sock.recv(_READ_CHUNK_BYTES)
             except TimeoutError:
                 with self.cond:
-                    idle = not self.streams and time.monotonic() - self.idle_since >= self.idle_s
+                    idle = not self.handed_out and time.monotonic() - self.idle_since >= self.idle_s
                     if self.broken is not None:
                         return
                 if idle:
@@ -419,7 +442,7 @@ class _Connection:
         except InvokerError:
             return
         self.cond.notify_all()
-        if self.draining and not self.streams and self.broken is None:
+        if self.draining and not self.handed_out and self.broken is None:
             self._break_locked(f"{self.endpoint} closed the connection (GOAWAY)")
 
     def _dispatch(self, event: h2.events.Event) -> None:
@@ -525,7 +548,7 @@ class H2Invoker:
     def _pooled(self, key: tuple[str, str, int]) -> list[_Connection]:
         """The usable connections to `key`, oldest first; drops the others from the pool."""
         with self._lock:
-            kept = [c for c in self._pools.get(key, []) if c.usable() or c.streams]
+            kept = [c for c in self._pools.get(key, []) if c.usable() or c.handed_out]
             self._pools[key] = kept
             return [c for c in kept if c.usable()]
 
