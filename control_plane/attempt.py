@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from control_plane.errors import ProtocolViolation
 from control_plane.failures import MAX_STORED_CHARS, clip
 from control_plane.journal import AwaitPoint, Journal, notification_key
+from control_plane.ports import AnswerTooLarge
 from control_plane.protocol import (
     MESSAGE_CLASSES,
     Frame,
@@ -56,6 +57,20 @@ class AttemptFailure:
         if self.recorded_command is not None:
             out["recorded_command"] = self.recorded_command
         return out
+
+
+def answer_too_large(exc: AnswerTooLarge) -> AttemptFailure:
+    """The failed attempt for an answer over `TORPOR_MAX_ANSWER_BYTES`, the same in both modes
+    (request/response over HTTP/1.1, a stream over HTTP/2): code 500, the message naming the limit
+    and the setting, retried by the handler's retry policy and paused once it is exhausted.
+
+    Retried, not terminal, as restate-server does with a message over its
+    `worker.invoker.message_size_limit` (RT0003: an invoker error, all of which it treats as
+    transient, reported as an internal error, 500): the answer's size may depend on data that
+    changes, and once the retries are spent the invocation waits, paused, for the operator to raise
+    the limit (or fix the handler) and resume it, with its journal intact.
+    """
+    return AttemptFailure(500, exc.message)
 
 
 @dataclass(frozen=True, slots=True)

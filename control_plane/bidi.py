@@ -10,6 +10,19 @@ A command that reaches other invocations (a call, a one-way call, an awakeable o
 a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
 the call's invocation id goes back on the stream.
 
+While it waits for the SDK, the driver looks for news of the invocation every `NEWS_POLL_S`
+(`Engine.knock`: one store read per knock, none otherwise). A kill (the epoch moved) ends the
+attempt at once: the stream is reset, so the SDK stops the handler (restate-sdk cancels the run in
+flight) and nothing more is committed. A notification stored meanwhile (a cancel signal, an
+awakeable's result) is sent on the open request, as restate-server does, and committed with the
+next commit; the SDK raises the cancel's 409 at the handler's next await. Once the body has ended
+it waits, stored, for the next attempt.
+
+At most `max_answer_bytes` (`TORPOR_MAX_ANSWER_BYTES`) of the answer are held: one message and what
+the SDK sent since the last commit. A message whose header announces more, or more bytes not yet
+committed, stop the reading; the stream is reset and the attempt fails as an over-cap answer does in
+request/response mode (`attempt.answer_too_large`: 500, retried). What was committed stays.
+
 The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
 service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
 (V7) that names more than runs says so; otherwise silence does, while no run is in flight:
@@ -30,10 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from control_plane.attempt import AttemptAnswer, AttemptFailure, read_answer, read_entries
+from control_plane.attempt import AttemptAnswer, AttemptFailure, answer_too_large, read_answer, read_entries
 from control_plane.errors import ProtocolViolation
 from control_plane.held import Held, Outcome
-from control_plane.ports import DuplexStream, InvokerError, StreamIdle
+from control_plane.journal import notification_key
+from control_plane.ports import AnswerTooLarge, DuplexStream, InvokerError, StreamIdle
 from control_plane.protocol import HEADER_SIZE, Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions
@@ -44,6 +58,13 @@ runtime takes it as awaiting something that is not there yet and ends its body (
 
 ACKED_QUIET_S = 0.5
 """The same after an ack or at the start, when the SDK goes on with its own code (s)."""
+
+NEWS_POLL_S = 0.05
+"""The longest the driver waits for the SDK before it looks for news of the invocation (a kill,
+a cancel: `Engine.knock`), however long the wait it is in (s)."""
+
+_REFUSAL_BYTES = 64 * 1024
+"""How much of a refused answer (a status other than 200) is read: its start is all a failure shows."""
 
 _ENDINGS = (MessageType.End, MessageType.Suspension, MessageType.Error)
 _REACHING = frozenset(
@@ -56,6 +77,11 @@ _REACHING = frozenset(
     }
 )
 """Commands whose effects reach other invocations: committed (and carried out) as soon as they arrive."""
+
+News = Callable[[], "list[Frame] | Outcome | None"]
+"""Looks for news of the invocation since the stream began (cheap when there is none): None for
+none, the notifications stored for it and not yet journaled (to send on the stream), or an
+`Outcome` to end the attempt with at once (`LEASE_LOST`: killed, or taken over)."""
 
 Commit = Callable[[list[Frame]], "list[Frame] | Outcome | AttemptFailure | None"]
 """Commits entries mid-stream: the notifications to send back (derived ones), an `Outcome` to end
@@ -72,19 +98,31 @@ class Streamed:
 
 
 class _Frames:
-    """Splits the bytes of an answer into frames as they arrive."""
+    """Splits the bytes of an answer into frames as they arrive, holding at most `limit_bytes`."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit_bytes: int) -> None:
         self._buffer = bytearray()
+        self.limit_bytes = limit_bytes
 
-    def feed(self, data: bytes) -> list[Frame]:
+    @property
+    def buffered(self) -> int:
+        """Bytes held of a message not complete yet."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes, held_bytes: int) -> list[Frame]:
+        """The frames `data` completes. Raises `AnswerTooLarge` as soon as a message's header
+        announces more than fits in `limit_bytes` beside the `held_bytes` not yet committed."""
         self._buffer += data
         end, offset = len(self._buffer), 0
         while end - offset >= HEADER_SIZE:
             length = int.from_bytes(self._buffer[offset + 4 : offset + 8], "big")
+            if held_bytes + offset + HEADER_SIZE + length > self.limit_bytes:
+                raise AnswerTooLarge(self.limit_bytes)
             if end - offset - HEADER_SIZE < length:
                 break
             offset += HEADER_SIZE + length
+        if held_bytes + end > self.limit_bytes:
+            raise AnswerTooLarge(self.limit_bytes)
         frames = decode_frames(bytes(self._buffer[:offset]))
         del self._buffer[:offset]
         return frames
@@ -107,26 +145,32 @@ def stream_attempt(
     commit: Commit,
     refused: Callable[[int, dict[str, str], bytes], AttemptFailure | None],
     timeout_s: Callable[[], float],
+    news: News,
+    max_answer_bytes: int,
 ) -> Streamed | Outcome | None:
-    """Drive one streamed attempt on `stream` (see the module doc); closes it.
+    """Drive one streamed attempt on `stream` (see the module doc); closes it (a reset if open).
 
     `body` is Start + journal + `pending`; `commit` stores entries mid-stream (see `Commit`);
     `refused` judges the answer's status and headers like a request/response answer; `timeout_s()`
-    is the longest wait allowed now (the inactivity timeout, bounded by the lease). Returns a
+    is the longest wait allowed now (the inactivity timeout, bounded by the lease); `news` is
+    looked at while waiting for the SDK (see `News`); `max_answer_bytes` bounds what is held of
+    the answer (one message and what is not committed yet: `TORPOR_MAX_ANSWER_BYTES`). Returns a
     `Streamed`, an `Outcome` to end with, or None to start over (another commit landed first).
     """
-    exchange = _Exchange(stream, held, options, pending, commit, timeout_s)
+    exchange = _Exchange(stream, held, options, pending, commit, timeout_s, news, max_answer_bytes)
     try:
         stream.send(body, timeout_s())
         status, headers = stream.head(timeout_s())
         if status != 200 or refused(status, headers, b"") is not None:
             answer = b""
-            while chunk := stream.receive(timeout_s()):
+            while len(answer) < _REFUSAL_BYTES and (chunk := stream.receive(timeout_s())):
                 answer += chunk
             failure = refused(status, headers, answer)
             assert failure is not None
             return Streamed(failure, pending)
         return exchange.run()
+    except AnswerTooLarge as exc:  # reading stopped at the limit; closing resets the stream
+        return Streamed(answer_too_large(exc), exchange.pending)
     except InvokerError as exc:  # what was committed stays; the pending notifications too, once committed
         return Streamed(_broke(exc), exchange.pending)
     except ProtocolViolation as exc:
@@ -143,8 +187,10 @@ def _broke(exc: InvokerError) -> AttemptFailure:
 class _Exchange:
     """The frames of one stream after its response head: commits, acks, and when to end the body.
 
-    `pending` holds the notifications not committed yet (emptied by the first mid-stream commit).
-    `run` raises `InvokerError` when the stream breaks and `ProtocolViolation` for a malformed frame.
+    `pending` holds the notifications not committed yet (emptied by the first mid-stream commit,
+    grown by those that arrive while the stream is open). `run` raises `AnswerTooLarge` past
+    `max_answer_bytes`, `InvokerError` when the stream breaks and `ProtocolViolation` for a
+    malformed frame.
     """
 
     def __init__(
@@ -155,11 +201,15 @@ class _Exchange:
         pending: list[Frame],
         commit: Commit,
         timeout_s: Callable[[], float],
+        news: News,
+        max_answer_bytes: int,
     ) -> None:
         self.stream, self.held, self.options, self.pending = stream, held, options, pending
-        self.commit, self.timeout_s = commit, timeout_s
+        self.commit, self.timeout_s, self.news, self.max_answer_bytes = commit, timeout_s, news, max_answer_bytes
         self.version = held.record.protocol_version
         self.sent: list[Frame] = []  # what the SDK sent since the last commit
+        self.sent_bytes = 0  # their size on the wire
+        self.delivered = {notification_key(f) for f in pending}  # notifications sent on this stream
         self.open_runs: set[int] = set()  # Run commands whose result is not proposed yet
         self.runs: set[int] = set()  # every Run command of this stream: awaiting one needs no suspension
         self.input_open = True
@@ -168,14 +218,16 @@ class _Exchange:
 
     def run(self) -> Streamed | Outcome | None:
         """Read until the SDK ends its answer; see `stream_attempt` for what is returned."""
-        frames = _Frames()
+        frames = _Frames(self.max_answer_bytes)
         while True:
             if self.input_open:
                 wait = self.timeout_s() if self.open_runs else min(self.quiet, self.timeout_s())
             else:
                 wait = self.aborting_at - time.monotonic()
             try:
-                chunk = self.stream.receive(max(wait, 0.001))
+                chunk = self._receive(wait)
+                if isinstance(chunk, Outcome):  # killed: stop now (closing resets the stream), commit nothing
+                    return chunk
             except StreamIdle:
                 if not self.input_open:
                     abort_s = self.options.abort_timeout_ms / 1000
@@ -185,14 +237,44 @@ class _Exchange:
                 continue
             if not chunk:  # ended without End, Suspension or Error: 571
                 return Streamed(read_answer(self.sent), self.pending)
-            for f in frames.feed(chunk):
+            for f in frames.feed(chunk, self.sent_bytes):
                 done = self._on_frame(f)
                 if done is not False:
                     return done
+            if self.sent_bytes + frames.buffered > self.max_answer_bytes:
+                raise AnswerTooLarge(self.max_answer_bytes)
             if self.input_open and any(e.type in _REACHING for e in self.sent):
                 done = self._commit_sent(None)  # effects beyond the invocation happen as they arrive
                 if done is not False:
                     return done
+
+    def _receive(self, wait_s: float) -> bytes | Outcome:
+        """The next answer bytes, waiting at most `wait_s` (`StreamIdle` past it), looking for news
+        every `NEWS_POLL_S` meanwhile: an `Outcome` to end with, or notifications sent on."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            found = self.news()
+            if isinstance(found, Outcome):
+                return found
+            if found:
+                self._deliver(found)
+            left = deadline - time.monotonic()
+            try:
+                return self.stream.receive(max(min(left, NEWS_POLL_S), 0.001))
+            except StreamIdle:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def _deliver(self, notifications: list[Frame]) -> None:
+        """Send the notifications not sent on this stream yet (a cancel signal, an awakeable's
+        result...), as restate-server does on an open stream; committed with the next commit.
+        With the request body ended they wait, stored, for the next attempt."""
+        fresh = [f for f in notifications if notification_key(f) not in self.delivered]
+        if not fresh or not self.input_open:
+            return
+        self.delivered.update(notification_key(f) for f in fresh)
+        self.pending = [*self.pending, *fresh]
+        self.stream.send(encode_frames(fresh), self.timeout_s())
 
     def _end_input(self) -> None:
         self.stream.end()
@@ -217,6 +299,7 @@ class _Exchange:
                 self._end_input()  # it awaits more than the stream brings (a sleep, a call...): let it suspend
             return False
         self.sent.append(f)
+        self.sent_bytes += HEADER_SIZE + len(f.payload)
         self.quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
         if isinstance(message, pb.RunCommandMessage):
             self.open_runs.add(message.result_completion_id)
@@ -241,7 +324,7 @@ class _Exchange:
             return committed
         if isinstance(committed, AttemptFailure):
             return Streamed(committed, self.pending)
-        self.sent, self.pending = [], []
+        self.sent, self.sent_bytes, self.pending = [], 0, []
         answer: list[Frame] = []
         if proposal is not None and ack:
             answer.append(frame(pb.ProposeRunCompletionAckMessage(completion_id=proposal.result_completion_id)))

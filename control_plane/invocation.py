@@ -42,6 +42,7 @@ from control_plane import ids
 from control_plane.attempt import (
     AttemptAnswer,
     AttemptFailure,
+    answer_too_large,
     check_answer,
     explain_mismatch,
     parse_answer,
@@ -59,6 +60,7 @@ from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
+    AnswerTooLarge,
     Clock,
     DeploymentRecord,
     InvocationRecord,
@@ -109,9 +111,11 @@ _EFFECTFUL = frozenset(
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
-CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms")
+CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms", "x-torpor-doorbell")
 """Request headers for in-process checkpoints (epoch, stored journal length, commit deadline in epoch
-ms; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how far it committed."""
+ms, the doorbell read; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how
+far it committed, `x-torpor-fenced` that it stopped committing because the epoch or the doorbell moved."""
+FENCED_HEADER = "x-torpor-fenced"
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -341,9 +345,11 @@ class Engine:
 
     def knock(self, invocation_id: str) -> None:
         """Tell a lease holder running `invocation_id` in this process that something landed for
-        it (a notification such as a cancel, or a kill): before its next attempt it re-reads the
-        invocation, so a cancel reaches a handler that keeps resuming on its own run results, and
-        a killed one runs no more steps. One read per knock, none otherwise. A holder in another
+        it (a notification such as a cancel, or a kill): before its next attempt, or while a
+        streamed attempt (bidirectional mode) waits for the SDK, it re-reads the invocation, so a
+        cancel reaches a handler that keeps resuming on its own run results (on an open stream it
+        is sent there), and a killed one runs no more steps (its stream is reset at once). One read
+        per knock, none otherwise. A holder in another
         process (AWS) learns at its next conditional write or suspension. At most 10,000 pending
         knocks are kept (a dropped one only delays the news to the holder's next suspension)."""
         if len(self._knocked) >= 10_000:
@@ -694,6 +700,8 @@ class Engine:
             )
         except InvokerError as exc:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            if isinstance(exc, AnswerTooLarge):  # the same failed attempt as on a stream (bidi)
+                return answer_too_large(exc)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
         self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
         if not self._after_checkpoints(held, reply.headers, sent_length):
@@ -714,7 +722,8 @@ class Engine:
 
     def _stream(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> Streamed | Outcome | None:
         """One attempt in bidirectional mode (`control_plane.bidi`): run results are committed and
-        acknowledged on the open request. Returns what `bidi.stream_attempt` does."""
+        acknowledged on the open request; a kill or a cancel knocked meanwhile (`knock`) reaches
+        it while it waits for the SDK. Returns what `bidi.stream_attempt` does."""
         request = self._request(held, options, pending)
         if isinstance(request, AttemptFailure):
             return Streamed(request, pending)
@@ -728,6 +737,14 @@ class Engine:
 
         def refused(status: int, answered: Mapping[str, str], answer: bytes) -> AttemptFailure | None:
             return self.refused_reply(status, answered, answer, record.protocol_version)
+
+        def news() -> list[Frame] | Outcome | None:  # see `bidi.News`: one read per knock, none otherwise
+            if not (self._knocked and record.invocation_id in self._knocked):
+                return None
+            self._knocked.discard(record.invocation_id)
+            if not self._reload(held):  # killed (or taken over): no more handler code, nothing committed
+                return Outcome.LEASE_LOST
+            return self.effects.pending(held)
 
         started = time.perf_counter()
         try:
@@ -747,6 +764,8 @@ class Engine:
                 lambda entries: self._commit_streamed(held, options, entries),
                 refused,
                 timeout_s,
+                news,
+                self.settings.max_answer_bytes,
             )
         finally:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
@@ -866,24 +885,28 @@ class Engine:
         """What a function with in-process checkpoints needs to commit run results itself, fenced
         like `_commit` (sent with every attempt; the SDK ignores them): the attempt's epoch, the
         stored journal's length and the time (epoch ms) after which it commits nothing more and
-        lets the SDK suspend, so its answer comes within `timeout_ms` (four fifths of it)."""
+        lets the SDK suspend, so its answer comes within `timeout_ms` (four fifths of it), and the
+        doorbell as read (a notification stored since, such as a cancel, stops its commits)."""
         deadline_ms = self.clock.now_ms() + timeout_ms * 4 // 5
         return {
             CHECKPOINT_HEADERS[0]: str(held.record.epoch),
             CHECKPOINT_HEADERS[1]: str(len(held.journal)),
             CHECKPOINT_HEADERS[2]: str(deadline_ms),
+            CHECKPOINT_HEADERS[3]: str(held.record.doorbell),
         }
 
     def _after_checkpoints(self, held: Held, headers: Mapping[str, str], sent_length: int) -> bool:
         """After an attempt whose function committed steps (answer header `x-torpor-journal-length`
         beyond the length sent): re-read the journal and carry out the committed entries' effects
-        (idempotent), so the answer's entries follow them. False if our epoch is gone."""
+        (idempotent), so the answer's entries follow them. After one that stopped committing because
+        a notification arrived (answer header `x-torpor-fenced`), re-read it too, so the next attempt
+        delivers the notification (a cancel from another process). False if our epoch is gone."""
         try:
-            length = int(headers.get(CHECKPOINT_HEADERS[1], ""))
+            length = int(headers.get(CHECKPOINT_HEADERS[1], "0"))
         except ValueError:
-            return True
+            length = 0
         if length <= sent_length:
-            return True
+            return FENCED_HEADER not in headers or self._reload(held)
         if not self._reload(held):
             return False
         try:

@@ -425,6 +425,22 @@ class InvokerError(TorporError):
     code = "deployment_unreachable"
 
 
+class AnswerTooLarge(InvokerError):
+    """A deployment sent more than Torpor reads at once (`Settings.max_answer_bytes`,
+    `TORPOR_MAX_ANSWER_BYTES`): a request/response answer, or on a stream one message and the
+    bytes not yet committed. Reading stopped at the limit; nothing of the answer was kept.
+
+    Attributes:
+        limit_bytes: the limit that was exceeded (bytes).
+    """
+
+    code = "answer_too_large"
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__(f"the deployment's answer exceeded {limit_bytes} bytes (TORPOR_MAX_ANSWER_BYTES)")
+        self.limit_bytes = limit_bytes
+
+
 class StreamIdle(InvokerError):
     """An open stream brought nothing within the wait it was given (bidirectional mode)."""
 

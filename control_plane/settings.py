@@ -81,8 +81,9 @@ class Settings:
             API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`.
         max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; API Gateway's
             own limit is 10 MB); a larger one is a 413 before the rest is read.
-        max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes); a larger
-            one fails the attempt (retried as any failed attempt) without being read whole.
+        max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes; on an
+            HTTP/2 stream, one message and what is not committed yet); a larger one fails the
+            attempt (500, retried as any failed attempt) without being read whole.
     """
 
     inactivity_timeout_ms: int = 60_000

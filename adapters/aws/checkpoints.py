@@ -8,9 +8,13 @@ instead, the way restate-server drives a deployment over a bidirectional HTTP/2 
 1. the request body (Start, the journal, the notifications to deliver) goes in as the first chunk of
    an ASGI request body that stays open (`more_body=True`);
 2. each `ProposeRunCompletion` the SDK sends is committed straight to the journal here, with the
-   commands before it, as one conditional `Store.append_batch` at the journal's length, fenced by the
-   attempt's epoch (a conditional record write on the epoch first: a function whose attempt lost
-   its lease, or whose invocation was killed, writes nothing);
+   commands before it, as one conditional `Store.append_batch` at the journal's length (the write
+   that makes a commit happen at most once, as the orchestrator's own commit of run results),
+   fenced by the attempt's epoch and doorbell: the first commit, and then one commit a second at
+   most (`FENCE_EVERY_MS`), is preceded by a record write conditional on both, so a function whose
+   attempt lost its lease or whose invocation was killed, or for which a notification such as a
+   cancel arrived, stops committing within a second and lets the SDK suspend (answer header
+   `x-torpor-fenced`; the orchestrator re-reads the invocation and delivers what arrived);
 3. the commit is acked on the open body: a RunCompletionNotification (service protocol V5/V6), or a
    ProposeRunCompletionAck when the proposal carries the REQUESTED_ACK flag (V7); the handler goes on;
 4. when the SDK ends (End, Suspension, Error), or waits for something that is not there (a sleep, a
@@ -43,7 +47,8 @@ Configuration (environment of the function):
   the function answers in request/response mode, as the SDK's own Lambda handler does.
 
 What the orchestrator sends (headers of the invocation event, every attempt; see
-`control_plane.invocation.CHECKPOINT_HEADERS`): `x-torpor-epoch`, `x-torpor-journal-length` (the
+`control_plane.invocation.CHECKPOINT_HEADERS`): `x-torpor-epoch`, `x-torpor-doorbell` (the
+invocation's doorbell when the orchestrator read it), `x-torpor-journal-length` (the
 stored journal's length; entries after it in the body are notifications delivered with this
 attempt) and `x-torpor-deadline-ms` (epoch ms after which nothing is committed here and the SDK is
 let suspend: four fifths into the attempt's timeout, which the lease covers; or 2 s before the
@@ -74,6 +79,10 @@ log = logging.getLogger("torpor.checkpoints")
 EPOCH_HEADER = "x-torpor-epoch"
 JOURNAL_LENGTH_HEADER = "x-torpor-journal-length"
 DEADLINE_HEADER = "x-torpor-deadline-ms"
+DOORBELL_HEADER = "x-torpor-doorbell"
+FENCED_HEADER = "x-torpor-fenced"
+"""Response header: commits stopped because the epoch or the doorbell moved (a kill, a successor, a
+notification); the orchestrator re-reads the invocation."""
 COMMITTED_HEADER = "x-torpor-journal-length"
 """Response header: the journal's length after the commits made in the function (absent: none)."""
 COMMIT_TIME_HEADER = "x-torpor-commit-ms"
@@ -83,6 +92,10 @@ _LIMIT_BYTES = MAX_ITEM_BYTES - 16 * 1024  # what one journal item holds, as the
 _HEADER = struct.Struct(">HHI")
 _ACK_FLAG = 0x8000
 _OWN_TIMEOUT_MARGIN_MS = 2_000  # commits stop this long before the function's timeout
+FENCE_EVERY_MS = 1_000
+"""After the first commit of an Invoke, the epoch and doorbell are checked again (one more write)
+before a commit only once this long has passed since the last check (ms): a kill or a cancel reaches
+a function that runs many quick steps within about this long, without a second write per step."""
 _SETTLE_ROUNDS = 50  # event-loop turns with nothing happening before the SDK counts as waiting
 _RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"
 _ENDINGS = frozenset({MessageType.End, MessageType.Suspension, MessageType.Error})
@@ -131,7 +144,10 @@ class _Attempt:
     delivered: list[Frame]  # notifications sent after the stored journal: committed first
     frames: list[Frame] = field(default_factory=list)  # sent by the SDK, not committed
     buffer: bytearray = field(default_factory=bytearray)
+    doorbell: int | None = None  # the doorbell the orchestrator read (None: an older orchestrator)
     committed: bool = False
+    fenced_at_ms: int = 0  # when the epoch and doorbell were last checked
+    fenced: bool = False  # a check failed: nothing more is committed in this Invoke
     commit_s: float = 0.0  # time spent in the store's writes
     ended: bool = False
     sent_count: int = 0  # frames the SDK sent so far (to tell whether anything happened)
@@ -173,6 +189,8 @@ class Checkpoints:
         if attempt is not None and attempt.committed:
             out_headers[COMMITTED_HEADER] = str(attempt.length)
             out_headers[COMMIT_TIME_HEADER] = f"{attempt.commit_s * 1000:.1f}"
+        if attempt is not None and attempt.fenced:
+            out_headers[FENCED_HEADER] = "1"
         return {
             "statusCode": status,
             "headers": out_headers,
@@ -188,6 +206,7 @@ class Checkpoints:
         try:
             epoch, length = int(headers[EPOCH_HEADER]), int(headers[JOURNAL_LENGTH_HEADER])
             deadline_ms = int(headers.get(DEADLINE_HEADER, "0"))
+            doorbell = int(headers[DOORBELL_HEADER]) if DOORBELL_HEADER in headers else None
             invocation_id = headers["x-restate-invocation-id"]
             sent = _split(body)
         except (KeyError, ValueError):
@@ -201,7 +220,7 @@ class Checkpoints:
                 runs.add(pb.RunCommandMessage.FromString(f.payload).result_completion_id)
             elif f.type == MessageType.RunCompletion:
                 runs.discard(pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id)
-        return _Attempt(invocation_id, epoch, length, deadline_ms, runs, sent[1 + length :])
+        return _Attempt(invocation_id, epoch, length, deadline_ms, runs, sent[1 + length :], doorbell=doorbell)
 
     async def _drive(
         self, event: Mapping[str, Any], headers: Mapping[str, str], body: bytes, attempt: _Attempt | None
@@ -293,18 +312,28 @@ class Checkpoints:
         return True
 
     def _commit(self, attempt: _Attempt, entries: list[Frame]) -> bool:
-        """Fence on the epoch, then append `entries` at the journal's length. False: not committed."""
+        """Fence on the epoch and doorbell (the first commit, then once per `FENCE_EVERY_MS`), then
+        append `entries` at the journal's length. False: not committed."""
         assert self.store is not None
         data = encode_frames(entries)
         if len(data) > _LIMIT_BYTES:
             return False  # too large for one journal item: the orchestrator's commit says so
         started = time.perf_counter()
+        now_ms = self._now_ms()
         try:
-            self.store.update_invocation(attempt.invocation_id, attempt.epoch, modified_at_ms=self._now_ms())
+            if not attempt.committed or now_ms - attempt.fenced_at_ms >= FENCE_EVERY_MS:
+                try:
+                    self.store.update_invocation(
+                        attempt.invocation_id, attempt.epoch, doorbell=attempt.doorbell, modified_at_ms=now_ms
+                    )
+                except StoreConflict:
+                    attempt.fenced = True
+                    raise
+                attempt.fenced_at_ms = now_ms
             self.store.append_batch(
                 attempt.invocation_id, JournalBatch(attempt.length, data, attempt.epoch, self._now_ms())
             )
-        except StoreConflict as exc:  # a successor or a kill moved the epoch, or took the index
+        except StoreConflict as exc:  # a kill, a successor or a notification moved the fence, or the index is taken
             log.warning("in-process checkpoint of %s not committed: %s", attempt.invocation_id, exc)
             attempt.deadline_ms = 1  # commit nothing more in this request
             return False

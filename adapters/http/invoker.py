@@ -34,7 +34,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
-from control_plane.ports import HttpReply, InvokerError
+from control_plane.ports import AnswerTooLarge, HttpReply, InvokerError
 
 _CONNECT_TIMEOUT_S = 10.0  # at most this long to open a TCP (and TLS) connection, within timeout_s
 _READ_CHUNK_BYTES = 64 * 1024
@@ -53,7 +53,7 @@ class HttpInvoker:
         max_keepalive_connections: Most idle connections kept for reuse, per endpoint.
         trust_env: Honour `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` (any case) and `SSL_CERT_FILE`
             from the environment; without it, requests go direct and TLS trusts certifi's roots.
-        max_answer_bytes: The largest answer body read (bytes); a larger one is an `InvokerError`
+        max_answer_bytes: The largest answer body read (bytes); a larger one is an `AnswerTooLarge`
             as soon as its `content-length` or the bytes read so far exceed it.
     """
 
@@ -119,6 +119,7 @@ class HttpInvoker:
             The status, headers (lower-case names; repeated headers joined with ", ") and body.
 
         Raises:
+            AnswerTooLarge: The answer announced or brought more than `max_answer_bytes`.
             InvokerError: The endpoint is not an http(s) URL, the connection was refused or broke,
                 or no complete answer arrived within `timeout_s`.
         """
@@ -139,7 +140,7 @@ class HttpInvoker:
             try:
                 declared = response.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > self.max_answer_bytes:
-                    raise InvokerError(self._too_large(base, f"announces {declared} bytes, more"))
+                    raise AnswerTooLarge(self.max_answer_bytes)
                 chunks: list[bytes] = []
                 size = 0
                 sock = getattr(getattr(response, "connection", None), "sock", None)
@@ -154,7 +155,7 @@ class HttpInvoker:
                         break
                     size += len(chunk)
                     if size > self.max_answer_bytes:
-                        raise InvokerError(self._too_large(base, "is larger"))
+                        raise AnswerTooLarge(self.max_answer_bytes)
                     chunks.append(chunk)
                 complete = True
                 return HttpReply(
@@ -168,11 +169,6 @@ class HttpInvoker:
                 response.release_conn()
         except (HTTPError, OSError) as exc:
             raise InvokerError(_describe(exc, base, timeout_s)) from exc
-
-    def _too_large(self, base: str, what: str) -> str:
-        """Why an answer was refused: `what` it did ("announces N bytes, more", "is larger")."""
-        limit = self.max_answer_bytes
-        return f"the answer from {base} {what} than the {limit} bytes Torpor reads (TORPOR_MAX_ANSWER_BYTES)"
 
     def close(self) -> None:
         """Close every pooled connection. Requests after this raise `InvokerError`."""

@@ -10,6 +10,7 @@ subprocess; `torpor dev` runs on a moto server. Registration discovers over HTTP
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,54 @@ def test_a_one_way_call_is_committed_as_it_arrives_and_its_id_streamed_back(
     assert callee["target"] == "Waits/booking"
     kinds = [e["type"] for e in described["journal"]]
     assert kinds[:3] == ["Input", "OneWayCall", "CallInvocationIdCompletion"]
+
+
+# --- kill and cancel reach a streamed attempt (Engine.knock) ---------------------------------------
+
+
+def _executed(effects: Path, invocation_id: str) -> list[str]:
+    return [e["step"] for e in read_side_effects(effects) if e["invocation_id"] == invocation_id]
+
+
+def test_a_kill_mid_stream_resets_it_and_runs_no_more_handler_code(
+    moto_endpoint: str, h2_services: tuple[str, Path]
+) -> None:
+    url, effects = h2_services
+    with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+        # GIVEN five steps of 1 s streamed on one request, the first one done and the second under way
+        sent = httpx.post(f"{dev.ingress_url}/Steps/slow_steps/send", json={"n": 5, "step_ms": 1_000}, timeout=30)
+        invocation_id = sent.json()["invocationId"]
+        wait_for(lambda: _executed(effects, invocation_id), 30, "the first step")
+        # WHEN it is killed
+        assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill", timeout=10).status_code == 202
+        at_kill = _executed(effects, invocation_id)
+        time.sleep(2.5)
+        described = describe(dev, invocation_id)
+    # THEN the stream was reset at once: the step under way was stopped before its end, none started
+    assert _executed(effects, invocation_id) == at_kill == ["step-1"]
+    # AND it completed as killed, in its one handler request, with nothing committed after the kill
+    assert (described["status"], described["completion_kind"]) == ("completed", "killed")
+    assert described["attempts"] == 1
+    assert sum(1 for e in described["journal"] if e["type"] == "RunCompletion") <= 1
+
+
+def test_a_cancel_mid_stream_is_sent_on_the_open_request(moto_endpoint: str, h2_services: tuple[str, Path]) -> None:
+    url, effects = h2_services
+    with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+        # GIVEN twenty steps of 150 ms streamed on one request, two of them done
+        sent = httpx.post(f"{dev.ingress_url}/Steps/slow_steps/send", json={"n": 20, "step_ms": 150}, timeout=30)
+        invocation_id = sent.json()["invocationId"]
+        wait_for(lambda: len(_executed(effects, invocation_id)) >= 2, 30, "two steps")
+        # WHEN it is cancelled
+        assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel", timeout=10).status_code == 202
+        # THEN the handler gets the 409 at its next await, long before its last step, and completes once
+        done = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/attach", timeout=30)
+        assert done.status_code == 409, done.text
+        described = describe(dev, invocation_id)
+    assert len(_executed(effects, invocation_id)) < 10
+    assert (described["status"], described["completion_kind"]) == ("completed", "cancelled")
+    kinds = [e["type"] for e in described["journal"]]
+    assert kinds.count("Output") == 1
+    # AND the cancel went to it on the open request: one handler request in all
+    assert described["attempts"] == 1
+    assert kinds.count("Signal") == 1

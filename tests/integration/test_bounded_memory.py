@@ -2,7 +2,9 @@
 
 `torpor dev` runs in its own process (its resident memory read from /proc); a 300 MB request body is
 refused with a 413 before it is read, and a deployment answering 200 MB fails the attempt without
-being read whole (`TORPOR_MAX_REQUEST_BYTES`, `TORPOR_MAX_ANSWER_BYTES`). Linux only.
+being read whole (`TORPOR_MAX_REQUEST_BYTES`, `TORPOR_MAX_ANSWER_BYTES`): over HTTP/1.1
+(request/response) and over HTTP/2 (one 200 MB message on a stream), with the same failed attempt.
+Linux only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from control_plane.protocol import MessageType
 from tests.helpers.asgi import serve_asgi
 from tests.helpers.dev import torpor_dev_process, wait_for
 from tests.helpers.fake_deployment import Answer, FakeDeployment
@@ -26,31 +29,51 @@ MB = 1024 * 1024
 GROWTH_LIMIT = 50 * MB
 
 
-def rss(pid: int) -> int:
-    """Resident memory of process `pid` (bytes)."""
+def rss(pid: int, field: str = "VmRSS") -> int:
+    """Resident memory of process `pid` (bytes); `field="VmHWM"`: its peak since `reset_peak`."""
     with open(f"/proc/{pid}/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS:"))
+        line = next(line for line in status if line.startswith(f"{field}:"))
     return int(line.split()[1]) * 1024
+
+
+def reset_peak(pid: int) -> None:
+    """Start measuring the peak resident memory of process `pid` afresh (`/proc/PID/clear_refs`, "5")."""
+    with open(f"/proc/{pid}/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
 
 
 class HugeAnswer(FakeDeployment):
     """Discovery of `Fake/big` as usual; every attempt is answered with `size` bytes, chunked (no
-    content-length), so the reader cannot know the size in advance."""
+    content-length), so the reader cannot know the size in advance.
 
-    def __init__(self, size: int) -> None:
+    With `http2`, discovery announces the bidirectional mode (served over h2c, the deployment is
+    streamed) and the answer is one message: an Output command whose header announces `size` bytes,
+    followed by them, sent without waiting for the request body to end."""
+
+    def __init__(self, size: int, http2: bool = False) -> None:
         super().__init__({"big": lambda start, journal: Answer(b"")})
         self.size = size
+        self.http2 = http2
+
+    def manifest(self) -> dict[str, Any]:
+        return {**super().manifest(), "protocolMode": "BIDI_STREAM" if self.http2 else "REQUEST_RESPONSE"}
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await super().__call__(scope, receive, send)
             return
-        while (await receive()).get("more_body"):
-            pass
+        if self.http2:  # the stream's body stays open: answer as soon as the request starts
+            await receive()
+        else:
+            while (await receive()).get("more_body"):
+                pass
         content_type = dict(scope["headers"]).get(b"content-type", b"")
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
         chunk = b"\0" * MB
         try:
+            if self.http2:
+                header = MessageType.Output.to_bytes(2, "big") + b"\0\0" + self.size.to_bytes(4, "big")
+                await send({"type": "http.response.body", "body": header, "more_body": True})
             for _ in range(self.size // MB):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
@@ -119,24 +142,37 @@ def test_a_300_mb_request_body_is_refused_early_and_memory_stays_bounded(
     assert httpx.get(f"{admin}/health", timeout=10).status_code == 200
 
 
+@pytest.mark.parametrize("http2", [False, True], ids=["http1.1-request-response", "http2-stream"])
 def test_a_200_mb_answer_from_a_deployment_fails_the_attempt_and_memory_stays_bounded(
-    torpor: tuple[str, str, int],
+    torpor: tuple[str, str, int], http2: bool
 ) -> None:
     ingress, admin, pid = torpor
-    with serve_asgi(HugeAnswer(200 * MB)) as url:
-        assert httpx.post(f"{admin}/deployments", json={"uri": url}, timeout=30).status_code in (200, 201)
+    with serve_asgi(HugeAnswer(200 * MB, http2)) as url:
+        registered = httpx.post(f"{admin}/deployments", json={"uri": url}, timeout=30)
+        assert registered.status_code in (200, 201), registered.text
+        assert registered.json()["protocol_type"] == ("BidiStream" if http2 else "RequestResponse")
         before = rss(pid)
+        reset_peak(pid)
         # WHEN a handler answers 200 MB
         reply = httpx.post(f"{ingress}/Fake/big/send", timeout=30)
         assert reply.status_code == 202, reply.text
         sent = reply.json()
         invocation_id = sent["invocationId"]
 
-        def failure() -> str:
-            body = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=10).json()
-            return (body.get("last_failure") or {}).get("message", "")
+        def described() -> dict[str, Any]:
+            body: dict[str, Any] = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=10).json()
+            return body
 
-        # THEN the attempt fails with a message naming the limit, and torpor dev grew by less than 50 MB
-        wait_for(lambda: "TORPOR_MAX_ANSWER_BYTES" in failure(), 60, "the attempt to fail on the answer's size")
-        assert rss(pid) - before < GROWTH_LIMIT, f"grew by {(rss(pid) - before) / MB:.0f} MB"
+        # THEN the attempt fails, in both modes alike: a retried failure naming the limit and its setting
+        wait_for(lambda: described().get("last_failure"), 60, "the attempt to fail on the answer's size")
+        grown = rss(pid, "VmHWM") - before  # at its peak: what was buffered may be freed by now
+        assert grown < GROWTH_LIMIT, f"grew by {grown / MB:.0f} MB"
+        after = described()
+        failure = after["last_failure"]
+        assert (failure["code"], failure["message"]) == (
+            500,
+            f"the deployment's answer exceeded {32 * MB} bytes (TORPOR_MAX_ANSWER_BYTES)",
+        )
+        assert after["status"] in ("backing-off", "running", "ready"), after["status"]
+        assert "completion_kind" not in after  # not completed: retried by the retry policy
         httpx.patch(f"{admin}/invocations/{invocation_id}/kill", timeout=10)

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.aws.checkpoints import Checkpoints, asgi_app_of
+from adapters.aws.checkpoints import FENCE_EVERY_MS, Checkpoints, asgi_app_of
 from adapters.local.dev import DevServer
 from adapters.local.lambda_emulator import function_arn
 from adapters.local.sqlite_store import SQLiteStore
@@ -225,7 +225,7 @@ def test_a_stale_epoch_commits_nothing(dev: DevServer, side_effects: Path) -> No
         store.close()
 
 
-def invoke_event(held: Held, delivered: list[Any], *, epoch: int) -> dict[str, Any]:
+def invoke_event(held: Held, delivered: list[Any], *, epoch: int, doorbell: int | None = None) -> dict[str, Any]:
     """The event the Lambda invoker sends for an attempt of `held` with `delivered` notifications."""
     record = held.record
     start = pb.StartMessage(
@@ -244,6 +244,8 @@ def invoke_event(held: Held, delivered: list[Any], *, epoch: int) -> dict[str, A
         "x-torpor-journal-length": str(len(held.journal)),
         "x-torpor-deadline-ms": str(int(time.time() * 1000) + 60_000),
     }
+    if doorbell is not None:
+        headers["x-torpor-doorbell"] = str(doorbell)
     return {
         "path": f"/invoke/{record.service}/{record.handler}",
         "httpMethod": "POST",
@@ -251,3 +253,59 @@ def invoke_event(held: Held, delivered: list[Any], *, epoch: int) -> dict[str, A
         "body": base64.b64encode(body).decode(),
         "isBase64Encoded": True,
     }
+
+
+def test_a_cancel_reaches_a_function_committing_steps_within_a_second(dev: DevServer, side_effects: Path) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Paced/slow_steps/send", json={"n": 30, "pause_ms": 200}, timeout=30)
+    invocation_id = sent.json()["invocationId"]
+    wait_for(lambda: len(steps_of(side_effects, invocation_id)) >= 3, 30, "three steps to run")
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/cancel").status_code == 202
+    done = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/attach", timeout=60)
+    assert done.status_code == 409  # the handler got the cancel at a step's await, not after all 30
+    ran = steps_of(side_effects, invocation_id)
+    assert len(ran) <= 3 + 1 + 1_000 // 200 + 1, ran  # steps after the cancel: those of one fence interval
+    assert len(ran) == len(set(ran))  # none ran twice
+    assert describe(dev, invocation_id)["completion_kind"] == "cancelled"
+
+
+class CountingStore:
+    """The function's store, counting its writes (what each checkpoint costs)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.fences = 0
+        self.batches = 0
+
+    def update_invocation(self, *args: Any, **kwargs: Any) -> Any:
+        self.fences += 1
+        return self.store.update_invocation(*args, **kwargs)
+
+    def append_batch(self, *args: Any, **kwargs: Any) -> Any:
+        self.batches += 1
+        return self.store.append_batch(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("tick_ms", "fences"), [(0, 1), (FENCE_EVERY_MS, 5)])
+def test_steps_within_a_second_of_the_last_fence_cost_one_write_each(dev: DevServer, tick_ms: int, fences: int) -> None:
+    sent = httpx.post(f"{dev.ingress_url}/Paced/five_sleep_five/send", json=3_600_000, timeout=30)
+    invocation_id = sent.json()["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 30, "the invocation to suspend")
+    store = SQLiteStore(dev._sqlite_path)
+    try:
+        loaded = store.load_invocation(invocation_id)
+        assert loaded is not None
+        held = Held.of(loaded)
+        [(sleep_id, _)] = held.journal.open_sleeps().items()
+        wake = frame(pb.SleepCompletionNotificationMessage(completion_id=sleep_id, void=pb.Void()))
+        clock = iter(range(int(time.time() * 1000), 2**62, tick_ms or 1))
+        counting = CountingStore(store)
+        app = asgi_app_of(checkpoint_app.app)
+        assert app is not None
+        answer = Checkpoints(app, counting, now_ms=lambda: next(clock) if tick_ms else 1)(  # type: ignore[arg-type]
+            invoke_event(held, [wake], epoch=held.record.epoch, doorbell=held.record.doorbell), None
+        )
+        assert answer["statusCode"] == 200
+        assert counting.batches == 5  # steps 6..10, each committed at once
+        assert counting.fences == fences
+    finally:
+        store.close()

@@ -98,7 +98,7 @@ export function notice(kind, ...children) {
 export function facts(pairs) {
   const dl = h("dl", { class: "facts" });
   for (const [label, value] of pairs) {
-    if (value === undefined || value === null || value === "") continue;
+    if (value === undefined || value === null || value === "" || value === false) continue;
     dl.append(h("dt", {}, label), h("dd", {}, value));
   }
   return dl;

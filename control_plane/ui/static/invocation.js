@@ -197,9 +197,10 @@ function timeline(inv) {
   return h(
     "ol",
     { class: "timeline", "data-testid": "journal" },
-    inv.journal.map((entry) => {
+    inv.journal.map((entry, position) => {
       const stored = entry.stored_at ? new Date(entry.stored_at).getTime() : NaN;
       const open = entry.result_completion_id !== undefined && !done.has(entry.result_completion_id) && inv.status !== "completed";
+      const took = stepDuration(inv.journal, position);
       return h(
         "li",
         { class: `entry ${entry.kind}${open ? " open" : ""}`, "data-testid": "journal-entry", "data-type": entry.type },
@@ -207,7 +208,7 @@ function timeline(inv) {
           "div",
           { class: "entry-head" },
           h("span", { class: "index" }, `#${entry.index}`),
-          h("strong", {}, entry.type),
+          h("strong", {}, entryTitle(entry)),
           entry.name ? h("span", { class: "name" }, `“${entry.name}”`) : null,
           entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
           idLabel(entry),
@@ -218,10 +219,9 @@ function timeline(inv) {
             entry.stored_at ? `stored ${entry.stored_at}` : "",
             !isNaN(stored) && entry.index > 0 ? ` (+${duration(stored - start)})` : "",
           ),
+          took !== null ? h("span", { class: "took", "data-testid": "step-duration", title: "from the step's command to its stored result" }, `took ≈ ${duration(took)}`) : null,
         ),
-        entry.wake_up_at
-          ? h("div", { class: "wake", "data-testid": "wake-up" }, "wakes up at ", time(entry.wake_up_at), " ", h("span", { class: "muted" }, relative(entry.wake_up_at)))
-          : null,
+        entry.wake_up_at ? wakeUp(entry, done, inv) : null,
         entry.invocation_id ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id)}`, entry.invocation_id, { class: "mono" })) : null,
         entry.value !== undefined && entry.value !== "" ? h("pre", { class: "value" }, pretty(entry.value)) : null,
         entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}: ${entry.failure.message}`, failureMetadata(entry.failure)) : null,
@@ -230,11 +230,44 @@ function timeline(inv) {
   );
 }
 
+/** Signal 1 is the cancel signal; 17 and up are awakeables (Restate service protocol, built-in signal ids). */
+function signalOf(entry) {
+  return entry.signal_id ?? entry.idx;
+}
+
+function entryTitle(entry) {
+  if (entry.type === "Signal" && signalOf(entry) === 1) return "Cancel";
+  return entry.type;
+}
+
 function idLabel(entry) {
   if (entry.result_completion_id !== undefined) return h("span", { class: "muted" }, `completion ${entry.result_completion_id}`);
   if (entry.completion_id !== undefined) return h("span", { class: "muted" }, `completes ${entry.completion_id}`);
-  if (entry.signal_id !== undefined || entry.idx !== undefined) return h("span", { class: "muted" }, `signal ${entry.signal_id ?? entry.idx}`);
+  const signal = signalOf(entry);
+  if (signal === 1) return h("span", { class: "muted" }, "the invocation was cancelled");
+  if (signal !== undefined) return h("span", { class: "muted" }, signal >= 17 ? `awakeable ${signal}` : `signal ${signal}`);
   return null;
+}
+
+/** A sleep's wake-up: still to come, done, or not reached (the invocation ended first). */
+function wakeUp(entry, done, inv) {
+  const at = [time(entry.wake_up_at), " ", h("span", { class: "muted" }, relative(entry.wake_up_at))];
+  if (entry.result_completion_id !== undefined && done.has(entry.result_completion_id)) {
+    return h("div", { class: "wake", "data-testid": "wake-up" }, "woke up at ", time(entry.wake_up_at));
+  }
+  if (inv.status === "completed") return h("div", { class: "wake muted", "data-testid": "wake-up" }, "was to wake up at ", time(entry.wake_up_at), " (ended before)");
+  return h("div", { class: "wake", "data-testid": "wake-up" }, "wakes up at ", ...at);
+}
+
+/** How long a `ctx.run` step took (ms): from when its Run command's predecessor was stored (the step
+ * started after it) to when its RunCompletion was stored; null for other entries or unknown times. */
+function stepDuration(journal, position) {
+  const entry = journal[position];
+  if (entry.type !== "RunCompletion" || !entry.stored_at) return null;
+  const runAt = journal.findIndex((e) => e.type === "Run" && e.result_completion_id === entry.completion_id);
+  if (runAt < 1 || !journal[runAt - 1].stored_at) return null;
+  const ms = new Date(entry.stored_at).getTime() - new Date(journal[runAt - 1].stored_at).getTime();
+  return isNaN(ms) || ms < 0 ? null : ms;
 }
 
 function pending(inv) {

@@ -10,7 +10,7 @@ export const COMPLETIONS = ["succeeded", "failed", "cancelled", "killed"];
 export async function render(root, { query }, context) {
   const filters = Object.fromEntries(["status", "completion", "service", "key", "limit", "page_token"].map((n) => [n, query.get(n) || ""]));
   const { services } = await admin("services");
-  add(root, h("h1", {}, "Invocations"), filterForm(filters, services));
+  add(root, h("h1", {}, "Invocations ", h("span", { class: "muted small" }, "newest first by creation time")), filterForm(filters, services));
   const body = h("div");
   add(root, body);
 

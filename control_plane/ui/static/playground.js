@@ -14,7 +14,7 @@ export async function render(root, { query }) {
 
   const service = h("select", { name: "service", "aria-label": "service" }, services.map((s) => h("option", { value: s.name }, s.name)));
   const handler = h("select", { name: "handler", "aria-label": "handler" });
-  const key = h("input", { name: "key", placeholder: "key" });
+  const key = h("input", { name: "key", placeholder: "object or workflow key" });
   const keyLabel = h("label", {}, "Key ", key);
   const input = h("textarea", { name: "body", rows: 5, placeholder: "JSON input, e.g. \"Ann\"", spellcheck: "false" });
   const mode = h("select", { name: "mode", "aria-label": "mode" }, h("option", { value: "call" }, "call (wait for the result)"), h("option", { value: "send" }, "send (one-way)"));
@@ -26,6 +26,7 @@ export async function render(root, { query }) {
     const s = byName[service.value];
     replace(handler, (s?.handlers || []).map((x) => h("option", { value: x.name }, x.name)));
     keyLabel.hidden = !s || s.ty === "Service";
+    key.required = !keyLabel.hidden; // a virtual object or workflow is called on one key
   };
   const syncInput = () => {
     const x = byName[service.value]?.handlers.find((y) => y.name === handler.value);

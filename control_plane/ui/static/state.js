@@ -1,7 +1,7 @@
 // #/state?service=&key= : the state of one virtual object or workflow key.
 
 import { admin, seg } from "./api.js";
-import { add, h, notice, pretty, replace, table } from "./dom.js";
+import { add, h, link, notice, pretty, replace, table } from "./dom.js";
 
 /** The state viewer: pick a keyed service and a key (recent keys are suggested). */
 export async function render(root, { query }, context) {
@@ -15,12 +15,19 @@ export async function render(root, { query }, context) {
     return;
   }
   const keys = h("datalist", { id: "known-keys" });
+  const keyList = h("div", { class: "keys", "data-testid": "known-keys" });
   const serviceSelect = h("select", { name: "service", "aria-label": "service" }, keyed.map((name) => h("option", { value: name, selected: name === service }, name)));
   const keyInput = h("input", { name: "key", value: key, list: "known-keys", placeholder: "key", required: true });
   const suggest = async () => {
     const { invocations } = await admin(`invocations?service=${seg(serviceSelect.value)}&limit=200`);
-    const seen = [...new Set(invocations.map((i) => i.target_service_key).filter((k) => k !== null))];
+    const seen = [...new Set(invocations.map((i) => i.target_service_key).filter((k) => k !== null && k !== undefined))].sort();
     replace(keys, seen.map((k) => h("option", { value: k })));
+    replace(
+      keyList,
+      seen.length
+        ? [h("span", { class: "muted" }, `Keys of ${serviceSelect.value} in its last 200 invocations: `), ...seen.map((k) => link(`#/state?service=${seg(serviceSelect.value)}&key=${seg(k)}`, k, { class: "mono key", "data-testid": "key-link" }))]
+        : h("span", { class: "muted" }, `No invocations of ${serviceSelect.value} yet.`),
+    );
   };
   serviceSelect.addEventListener("change", suggest);
   const show = (event) => {
@@ -31,6 +38,7 @@ export async function render(root, { query }, context) {
   const body = h("div");
   add(root, 
     h("form", { class: "filters", onsubmit: show }, h("label", {}, "Service ", serviceSelect), h("label", {}, "Key ", keyInput), keys, h("button", { type: "submit" }, "Show")),
+    keyList,
     flash,
     body,
   );
