@@ -3,7 +3,7 @@
 Usage::
 
     python -m examples.serve --port 9080 [--host 127.0.0.1] [--max-protocol-version N] [--http2]
-                             [--certfile cert.pem --keyfile key.pem]
+                             [--certfile cert.pem --keyfile key.pem] [--max-concurrent-streams N]
 
 ``--port 0`` lets the kernel pick a free port. Once the socket listens, one line goes to stdout::
 
@@ -16,7 +16,8 @@ upgrade or prior knowledge) is answered ``505``. With ``--http2`` the server als
 prior knowledge (h2c): the SDK then announces the bidirectional protocol mode on discovery, and a
 control plane that registers it over HTTP/2 streams each invocation on one request. With
 ``--certfile`` and ``--keyfile`` it serves TLS instead (``https://`` in the ready line), offering
-``h2`` by ALPN with ``--http2``. Logs go to stderr.
+``h2`` by ALPN with ``--http2``. ``--max-concurrent-streams`` is the HTTP/2
+SETTINGS_MAX_CONCURRENT_STREAMS it announces (hypercorn's default: 100). Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--certfile", default=None, help="serve TLS with this PEM certificate (chain)")
     parser.add_argument("--keyfile", default=None, help="the PEM private key of --certfile")
+    parser.add_argument(
+        "--max-concurrent-streams", type=int, default=100, help="HTTP/2 streams per connection at most (default 100)"
+    )
     parser.add_argument("--log-level", default="WARNING", help="Python log level for stderr (default WARNING)")
     return parser.parse_args(argv)
 
@@ -145,6 +149,7 @@ async def serve(
     max_protocol_version: int | None = None,
     http2: bool = False,
     tls: tuple[str, str] | None = None,
+    max_concurrent_streams: int = 100,
 ) -> None:
     """Serve the example app until SIGTERM or SIGINT.
 
@@ -155,6 +160,7 @@ async def serve(
         http2: Also accept HTTP/2 with prior knowledge (h2c), or by ALPN ``h2`` with TLS; otherwise
             HTTP/2 gets ``505``.
         tls: ``(certfile, keyfile)``: serve TLS (PEM files); None: plain TCP.
+        max_concurrent_streams: The HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS announced.
     """
     app = http11_only(make_app(max_protocol_version), allow_http2=http2)
 
@@ -167,6 +173,7 @@ async def serve(
     config.alpn_protocols = ["h2", "http/1.1"] if http2 else ["http/1.1"]  # only matters with TLS
     if tls is not None:
         config.certfile, config.keyfile = tls
+    config.h2_max_concurrent_streams = max_concurrent_streams
     config.accesslog = None
     config.errorlog = LOG
     config.graceful_timeout = 5.0
@@ -201,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
     try:
         tls = (args.certfile, args.keyfile) if args.certfile else None
-        asyncio.run(serve(args.host, args.port, args.max_protocol_version, args.http2, tls))
+        asyncio.run(
+            serve(args.host, args.port, args.max_protocol_version, args.http2, tls, args.max_concurrent_streams)
+        )
     except CannotBind as error:
         print(f"examples.serve: {error}; pick another port with --port N (--port 0: any free port)", file=sys.stderr)
         return 2

@@ -220,9 +220,10 @@ class H2Stream:
 class _Connection:
     """One HTTP/2 connection to an endpoint and the reader thread that serves its streams.
 
-    Opening it connects (through a CONNECT tunnel if `proxy`), does the TLS handshake for `https`
-    and sends the connection preface; raises `InvokerError` if any of that fails or takes longer
-    than `timeout_s`. Everything about the `h2` state machine, the TLS object and socket writes
+    Opening it connects (through a CONNECT tunnel if `proxy`), does the TLS handshake for `https`,
+    sends the connection preface and waits for the peer's SETTINGS (so the first streams respect
+    its SETTINGS_MAX_CONCURRENT_STREAMS); raises `InvokerError` if any of that fails or takes
+    longer than `timeout_s` (10 s at most). Everything about the `h2` state machine, the TLS object and socket writes
     happens under `cond`.
     """
 
@@ -244,6 +245,7 @@ class _Connection:
         self.broken: str | None = None  # why the connection failed, once it did
         self.draining = False  # a GOAWAY came, or it is closing: no new streams
         self.idle_since = time.monotonic()
+        self._settled = False  # the peer's SETTINGS came
         self._tls: ssl.SSLObject | None = None
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
@@ -276,6 +278,15 @@ class _Connection:
                 self._received_locked(early)  # what came with the proxy's answer or the TLS handshake
         name = f"h2-{host}:{port}"
         threading.Thread(target=self._read_loop, name=name, daemon=True).start()
+        with self.cond:  # its limits (SETTINGS_MAX_CONCURRENT_STREAMS) before any stream goes on it
+            while not self._settled and self.broken is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._break_locked(f"{endpoint} sent no HTTP/2 SETTINGS within {timeout_s:.1f} s")
+                    break
+                self.cond.wait(left)
+            if self.broken is not None:
+                raise InvokerError(self.broken)
 
     def _handshake(self, sock: socket.socket, host: str, cafile: str, early: bytes, deadline: float) -> bytes:
         """TLS over `sock` on memory BIOs, ALPN `h2`; returns application bytes that came with the
@@ -462,6 +473,8 @@ class _Connection:
             stream.remote_ended = True
         elif isinstance(event, h2.events.StreamReset) and stream is not None and not stream.remote_ended:
             stream.error = f"{self.endpoint} reset the stream (HTTP/2 error code {event.error_code})"
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self._settled = True
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.draining = True
             message = f"{self.endpoint} closed the connection (GOAWAY {event.error_code})"

@@ -95,6 +95,7 @@ def serve_examples(
     env: dict[str, str] | None = None,
     http2: bool = False,
     tls: tuple[str, str] | None = None,
+    max_concurrent_streams: int | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Run ``python -m examples.serve`` in a subprocess until the block exits.
 
@@ -116,6 +117,7 @@ def serve_examples(
         http2: Passed as ``--http2``: also serve HTTP/2 with prior knowledge (bidirectional mode).
         tls: ``(certfile, keyfile)``, PEM: serve TLS (``https://``); discovery is polled trusting
             ``certfile``.
+        max_concurrent_streams: Passed as ``--max-concurrent-streams`` (HTTP/2 streams per connection).
 
     Yields:
         ``(base_url, process)``: e.g. ``("http://127.0.0.1:41234", <Popen>)``.
@@ -141,6 +143,8 @@ def serve_examples(
         command.append("--http2")
     if tls is not None:
         command += ["--certfile", tls[0], "--keyfile", tls[1]]
+    if max_concurrent_streams is not None:
+        command += ["--max-concurrent-streams", str(max_concurrent_streams)]
 
     process = subprocess.Popen(
         command,

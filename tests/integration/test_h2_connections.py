@@ -190,3 +190,27 @@ def test_http_proxy_is_tunnelled_with_connect_unless_no_proxy_names_the_host(
     monkeypatch.setenv("HTTP_PROXY", "https://127.0.0.1:1")
     with pytest.raises(InvokerError, match=r"HTTP_PROXY=https://127\.0\.0\.1:1: .*http:// proxy \(CONNECT\) only"):
         H2Invoker().open_stream(h2_services, "GET", "/discover", {}, 5)
+
+
+def test_requests_beyond_the_peer_s_max_concurrent_streams_go_on_another_connection() -> None:
+    with serve_examples(http2=True, max_concurrent_streams=2) as (url, _process):
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        with TcpRelay(upstream=(host, int(port))) as relay:
+            relayed = f"http://127.0.0.1:{relay.port}"
+            invoker = H2Invoker()
+            _discover(invoker, relayed)  # GIVEN a connection that got the deployment's SETTINGS (2 streams)
+            # WHEN five requests are open at once
+            streams = [invoker.open_stream(relayed, "GET", "/discover", {"accept": MANIFEST_V3}, 5) for _ in range(5)]
+            for stream in streams:
+                stream.end()
+            statuses = [stream.head(5)[0] for stream in streams]
+            # THEN each connection carries at most two of them: three connections
+            assert statuses == [200] * 5
+            assert relay.accepted == 3
+            for stream in streams:
+                stream.close()
+            # AND later requests go on the connections kept open
+            for _ in range(4):
+                _discover(invoker, relayed)
+            assert relay.accepted == 3
+            invoker.close()
