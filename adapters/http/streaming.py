@@ -80,7 +80,8 @@ class H2Stream:
         self.unacked = 0  # flow-controlled bytes received and not yet handed back to the peer
         self.remote_ended = False
         self.error: str | None = None
-        self._local_ended = False
+        self._local_ended = False  # `end` was called
+        self._end_sent = False  # END_STREAM went out (not when the answer had ended first)
         self._released = False
 
     def send(self, data: bytes, timeout_s: float) -> None:
@@ -92,7 +93,7 @@ class H2Stream:
             self._start_locked(end_stream=False)
             while view:
                 if self.remote_ended:  # the deployment answered in full: what it no longer reads is moot
-                    return
+                    break
                 if self.error is not None:
                     raise InvokerError(self.error)
                 try:
@@ -100,12 +101,13 @@ class H2Stream:
                     if room > 0:
                         c.h2.send_data(self._id, view[:room].tobytes())
                 except h2.exceptions.StreamClosedError:
-                    return  # the deployment reset or ended its side; its answer says why
+                    break  # the deployment reset or ended its side; its answer says why
                 if room <= 0:
+                    c.flush_locked()
                     self._wait(deadline, timeout_s)
                     continue
                 view = view[room:]
-                c.flush_locked()
+            c.flush_locked()
 
     def end(self) -> None:
         """End the request body (the deployment sees its input closed). A request with no body
@@ -119,11 +121,13 @@ class H2Stream:
             self._local_ended = True
             if not self._id:
                 self._start_locked(end_stream=True)
+                self._end_sent = True
             elif not self.remote_ended:
                 try:
                     c.h2.end_stream(self._id)
                 except h2.exceptions.StreamClosedError:
                     return
+                self._end_sent = True
             c.flush_locked()
 
     def head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
@@ -172,7 +176,7 @@ class H2Stream:
             if c.broken is not None or not self._id:
                 return
             try:
-                if not (self._local_ended and self.remote_ended) and self.error is None:
+                if not (self._end_sent and self.remote_ended) and self.error is None:  # else closed
                     c.h2.reset_stream(self._id, h2.errors.ErrorCodes.CANCEL)
                 if self.unacked:  # the connection's window, for bytes never read
                     c.h2.acknowledge_received_data(self.unacked, self._id)
@@ -223,8 +227,8 @@ class _Connection:
     Opening it connects (through a CONNECT tunnel if `proxy`), does the TLS handshake for `https`,
     sends the connection preface and waits for the peer's SETTINGS (so the first streams respect
     its SETTINGS_MAX_CONCURRENT_STREAMS); raises `InvokerError` if any of that fails or takes
-    longer than `timeout_s` (10 s at most). Everything about the `h2` state machine, the TLS object and socket writes
-    happens under `cond`.
+    longer than `timeout_s` (10 s at most). Everything about the `h2` state machine, the TLS
+    object and socket writes happens under `cond`.
     """
 
     def __init__(

@@ -214,3 +214,25 @@ def test_requests_beyond_the_peer_s_max_concurrent_streams_go_on_another_connect
                 _discover(invoker, relayed)
             assert relay.accepted == 3
             invoker.close()
+
+
+def test_a_request_ended_after_its_answer_leaves_the_connection_usable() -> None:
+    with serve_examples(http2=True, max_concurrent_streams=2) as (url, _process):
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        with TcpRelay(upstream=(host, int(port))) as relay:
+            relayed = f"http://127.0.0.1:{relay.port}"
+            invoker = H2Invoker()
+            for _ in range(3):  # more than the 2 streams the deployment allows at once
+                # GIVEN a request whose answer ended before its body did (the SDK answers discovery at once)
+                stream = invoker.open_stream(relayed, "GET", "/discover", {"accept": MANIFEST_V3}, 5)
+                assert stream.head(5)[0] == 200
+                while stream.receive(5):
+                    pass
+                # WHEN its body is ended and the stream released
+                stream.end()
+                stream.close()
+            # THEN the connection still serves requests: the server got no frame for a stream it had
+            # forgotten, and each released stream was closed (reset), so none counts against the limit
+            assert _discover(invoker, relayed)["protocolMode"] == "BIDI_STREAM"
+            assert relay.accepted == 1
+            invoker.close()
