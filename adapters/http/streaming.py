@@ -20,7 +20,9 @@ answer flow at the same time: the caller sends frames while it reads the deploym
 A connection that breaks (closed, reset, a protocol error) fails the streams open on it, and only
 those; the next request opens a new connection. After a GOAWAY no new stream goes on the
 connection; the streams it still carried fail unless their answer had already ended (`h2` reads
-nothing after a GOAWAY). Every such failure, a reset stream or a wait that timed out is one
+nothing after a GOAWAY), so a connection is retired after `max_requests` streams (new ones go on a
+new connection, it closes once its last stream ends), before servers that count requests per
+connection send theirs (hypercorn: after 1000). Every such failure, a reset stream or a wait that timed out is one
 `InvokerError` (`StreamIdle` for a wait), for the engine to retry.
 """
 
@@ -240,9 +242,11 @@ class _Connection:
         cafile: str,
         timeout_s: float,
         idle_s: float,
+        max_requests: int,
     ) -> None:
         self.endpoint = endpoint
         self.idle_s = idle_s
+        self.requests_left = max_requests  # streams it may still start before it is retired
         self.cond = threading.Condition()
         self.streams: dict[int, H2Stream] = {}  # the started ones, by stream id
         self.handed_out = 0  # streams given to callers and not closed yet, started or not
@@ -338,6 +342,9 @@ class _Connection:
             if self.handed_out >= limit:
                 return None
             self.handed_out += 1
+            self.requests_left -= 1
+            if self.requests_left <= 0:
+                self.draining = True  # retired: closed once its last stream ends (see the module doc)
             return H2Stream(self, [(":method", method), (":path", path), *headers])
 
     def usable(self) -> bool:
@@ -495,12 +502,14 @@ class H2Invoker:
         trust_env: Honour `SSL_CERT_FILE` and `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` (any case),
             read now; without it, connections go direct and TLS trusts certifi's roots.
         idle_s: A connection without a stream for this long (s, checked every 30 s) is closed.
+        max_requests: Streams a connection carries in all before new requests go on a new one.
     """
 
-    def __init__(self, *, trust_env: bool = True, idle_s: float = 60.0) -> None:
+    def __init__(self, *, trust_env: bool = True, idle_s: float = 60.0, max_requests: int = 500) -> None:
         self._cafile = (os.environ.get("SSL_CERT_FILE") if trust_env else None) or certifi.where()
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
         self._idle_s = idle_s
+        self._max_requests = max_requests
         self._pools: dict[tuple[str, str, int], list[_Connection]] = {}
         self._connecting: dict[tuple[str, str, int], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -547,7 +556,7 @@ class H2Invoker:
                 return stream
             left = timeout_s - (time.monotonic() - started)
             connection = _Connection(
-                endpoint, url, port, self._proxy(url), self._cafile, max(left, 0.001), self._idle_s
+                endpoint, url, port, self._proxy(url), self._cafile, max(left, 0.001), self._idle_s, self._max_requests
             )
             stream = connection.open(method, full_path, fields)
             if stream is None:

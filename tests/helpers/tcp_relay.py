@@ -3,6 +3,7 @@
 with TcpRelay(upstream=("127.0.0.1", 9080)) as relay:   # a port forwarder
     ...  # talk to f"http://127.0.0.1:{relay.port}"
     relay.accepted        # connections accepted so far
+    relay.open            # of those, the ones still open
     relay.cut()           # close every live connection (both sides), as a crashed peer would
 
 with TcpRelay() as proxy:                                 # an HTTP CONNECT proxy (RFC 9110 §9.3.6)
@@ -26,6 +27,7 @@ class TcpRelay:
     def __init__(self, upstream: tuple[str, int] | None = None) -> None:
         self.upstream = upstream
         self.accepted = 0
+        self.open = 0
         self.tunnels: list[str] = []
         self._live: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -89,8 +91,11 @@ class TcpRelay:
             return
         with self._lock:
             self._live += [client, upstream]
+            self.open += 1
         threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
         _pump(client, upstream)
+        with self._lock:
+            self.open -= 1
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:

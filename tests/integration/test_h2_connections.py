@@ -236,3 +236,27 @@ def test_a_request_ended_after_its_answer_leaves_the_connection_usable() -> None
             assert _discover(invoker, relayed)["protocolMode"] == "BIDI_STREAM"
             assert relay.accepted == 1
             invoker.close()
+
+
+def test_a_connection_is_retired_after_its_requests_and_its_last_stream_still_ends(relay: TcpRelay) -> None:
+    relayed = f"http://127.0.0.1:{relay.port}"
+    invoker = H2Invoker(max_requests=3)
+    # GIVEN a stream open on a connection that has carried its 3 requests
+    _discover(invoker, relayed)
+    _discover(invoker, relayed)
+    last = invoker.open_stream(relayed, "GET", "/discover", {"accept": MANIFEST_V3}, 5)
+    last.end()
+    # WHEN more requests come: they go on a new connection
+    for _ in range(3):
+        _discover(invoker, relayed)
+    assert relay.accepted == 2
+    # THEN the retired connection's last stream still gets its answer, and then it is closed (the
+    # second connection too, after its 3 requests)
+    assert last.head(5)[0] == 200
+    while last.receive(5):
+        pass
+    last.close()
+    wait_for(lambda: relay.open == 0, 5, "the retired connections to close")
+    _discover(invoker, relayed)
+    assert relay.accepted == 3
+    invoker.close()
