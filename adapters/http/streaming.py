@@ -254,6 +254,7 @@ class _Connection:
         self.draining = False  # a GOAWAY came, or it is closing: no new streams
         self.idle_since = time.monotonic()
         self._settled = False  # the peer's SETTINGS came
+        self._goaway = False  # the peer's GOAWAY came
         self._tls: ssl.SSLObject | None = None
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
@@ -464,7 +465,7 @@ class _Connection:
         except InvokerError:
             return
         self.cond.notify_all()
-        if self.draining and not self.handed_out and self.broken is None:
+        if self._goaway and not self.handed_out and self.broken is None:
             self._break_locked(f"{self.endpoint} closed the connection (GOAWAY)")
 
     def _dispatch(self, event: h2.events.Event) -> None:
@@ -487,7 +488,7 @@ class _Connection:
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self._settled = True
         elif isinstance(event, h2.events.ConnectionTerminated):
-            self.draining = True
+            self.draining = self._goaway = True
             message = f"{self.endpoint} closed the connection (GOAWAY {event.error_code})"
             for open_stream in self.streams.values():
                 if not open_stream.remote_ended and open_stream.error is None:
