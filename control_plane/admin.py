@@ -11,9 +11,11 @@ import base64
 import json
 import re
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from typing import Any
 
-from control_plane import ui
+from control_plane import admin_openapi, ids, ui
+from control_plane.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
 from control_plane.durations import parse_duration_ms
 from control_plane.endpoints import parse_registration
 from control_plane.errors import BadRequest, Conflict, NotFound
@@ -35,7 +37,8 @@ from control_plane.ports import (
 )
 from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
-from control_plane.registry import Registry
+from control_plane.query import SqlEngine, serve_query
+from control_plane.registry import Registry, same_services
 
 _PREVIEW_BYTES = 200
 
@@ -124,8 +127,10 @@ def pending_notifications(loaded: LoadedInvocation, journal: Journal) -> list[di
     return out
 
 
-def deployment_json(d: DeploymentRecord, services: list[ServiceRecord] | None = None) -> dict[str, Any]:
-    """A deployment as the admin API shows it: `arn` for a Lambda deployment, else `uri`."""
+def deployment_json(d: DeploymentRecord, services: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A deployment as the admin API shows it: `arn` for a Lambda deployment, else `uri`; `services`
+    as given (`admin_shapes.service_json` of each, or `service_revisions` in a list), else their names
+    and revision 1."""
     is_lambda = d.endpoint.startswith("arn:")
     return {
         "id": d.deployment_id,
@@ -140,30 +145,7 @@ def deployment_json(d: DeploymentRecord, services: list[ServiceRecord] | None = 
         "min_protocol_version": d.min_protocol_version,
         "max_protocol_version": d.max_protocol_version,
         "sdk_version": d.manifest.get("sdkVersion") if isinstance(d.manifest, dict) else None,
-        "services": [service_json(s) for s in services] if services is not None else list(d.services),
-    }
-
-
-def service_json(s: ServiceRecord) -> dict[str, Any]:
-    """A service as the admin API shows it: name, type, handlers, deployment, revision."""
-    handlers = [
-        {
-            "name": h.get("name"),
-            "ty": h.get("ty") or ("SHARED" if s.ty == "SERVICE" else "EXCLUSIVE"),
-            "input_description": (h.get("input") or {}).get("contentType") or "none",
-            "output_description": (h.get("output") or {}).get("contentType") or "none",
-            "documentation": h.get("documentation"),
-        }
-        for h in s.manifest.get("handlers", [])
-    ]
-    return {
-        "name": s.name,
-        "ty": "Service" if s.ty == "SERVICE" else "VirtualObject" if s.ty == "VIRTUAL_OBJECT" else "Workflow",
-        "handlers": handlers,
-        "deployment_id": s.deployment_id,
-        "revision": s.revision,
-        "public": not bool(s.manifest.get("ingressPrivate", False)),
-        "documentation": s.manifest.get("documentation"),
+        "services": services if services is not None else [{"name": n, "revision": 1} for n in d.services],
     }
 
 
@@ -306,6 +288,22 @@ def _retry_overrides(value: object) -> dict[str, Any]:
     return out
 
 
+_VERSION_PREFIX = f"/v{ADMIN_API_VERSION}"
+"""Restate's versioned admin paths (`/v4/services`): the `restate` CLI adds the prefix once `GET /version` names it."""
+
+
+def _versioned(request: HttpRequest) -> bool:
+    """Whether the request came by a versioned path (`/v4/...`), as Restate's own clients send them."""
+    return request.path.startswith(_VERSION_PREFIX + "/")
+
+
+def _torpor_version() -> str:
+    try:
+        return metadata.version("torpor")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 _PAGE_TOKEN = re.compile(r"([0-9]{1,16})\.(inv_1[0-9A-Za-z]{22})")
 """A `next_page_token`: `{created_at_ms}.{invocation_id}`, ASCII digits only (`str.isdigit` admits `²`)."""
 
@@ -328,13 +326,16 @@ class Admin:
         self.store = store
         self.engine = engine
         self.ingress_url = ingress_url  # for the web UI's playground (GET /ui/config.json); None: unknown
-        self.router = Router()
+        self.sql: SqlEngine | None = None  # POST /query; set by the edge when the `query` extra is installed
+        self.router = Router(optional_prefix=_VERSION_PREFIX)
         r = self.router
         r.add("GET", "/", self.ui_redirect)
         r.add("GET", "/ui", self.ui_index)
         r.add("GET", "/ui/config.json", self.ui_config)
         r.add("GET", "/ui/{name}", self.ui_file)
         r.add("GET", "/health", self.health)
+        r.add("GET", "/version", self.version)
+        r.add("GET", "/openapi", self.openapi)
         r.add("GET", "/metrics", self.metrics)
         r.add("POST", "/deployments", self.register)
         r.add("GET", "/deployments", self.list_deployments)
@@ -343,6 +344,9 @@ class Admin:
         r.add("GET", "/services", self.list_services)
         r.add("GET", "/services/{name}", self.get_service)
         r.add("PATCH", "/services/{name}", self.configure_service)
+        r.add("GET", "/services/{name}/handlers", self.list_handlers)
+        r.add("GET", "/services/{name}/handlers/{handler}", self.get_handler)
+        r.add("POST", "/services/{name}/state", self.modify_state)
         r.add("GET", "/services/{name}/state/{key}", self.get_state)
         r.add("DELETE", "/services/{name}/state/{key}", self.clear_state)
         r.add("GET", "/invocations", self.list_invocations)
@@ -353,6 +357,7 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/resume", self.resume_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/purge", self.purge_invocation)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
+        r.add("POST", "/query", self.query)
 
     def ui_redirect(self, request: HttpRequest) -> HttpResponse:
         """`302` to the web UI (a relative location, so it holds behind a path prefix too)."""
@@ -388,6 +393,27 @@ class Admin:
         self.store.list_deployments()
         return HttpResponse.json({"status": "ok"})
 
+    def version(self, request: HttpRequest) -> HttpResponse:
+        """`{"version", "min_admin_api_version", "max_admin_api_version", "ingress_endpoint", "features"}`
+        (restate-server's `VersionInformation`): Torpor's version and the one admin API version it
+        serves (4, restate-server 1.7's), which Restate's CLI then puts before each path (`/v4/...`)."""
+        return HttpResponse.json(
+            {
+                "version": _torpor_version(),
+                "min_admin_api_version": ADMIN_API_VERSION,
+                "max_admin_api_version": ADMIN_API_VERSION,
+                "ingress_endpoint": self.ingress_url,
+                "features": {},
+            }
+        )
+
+    def openapi(self, request: HttpRequest) -> HttpResponse:
+        """This admin API described as an OpenAPI 3.1 document (`control_plane.admin_openapi`)."""
+        return HttpResponse.json(admin_openapi.document(_torpor_version()))
+
+    def _service_json(self, record: ServiceRecord) -> dict[str, Any]:
+        return service_json(record, self.registry.config_of(record))
+
     def register(self, request: HttpRequest) -> HttpResponse:
         """Register a deployment by `uri` or Lambda `arn` (see `control_plane.endpoints`): discovery,
         then 201 with its id and services. `"use_http_11": true` keeps an HTTP/2 endpoint in
@@ -407,17 +433,49 @@ class Admin:
         target = parse_registration(body, force=force)
         metadata = body.get("metadata") or {}
         if body.get("dry_run"):
-            manifest = self.registry.discover(target.endpoint, headers, target.auth)
-            return HttpResponse.json({"id": None, "services": manifest["services"], "dry_run": True}, 200)
+            answer = self._dry_run(target.endpoint, headers, target.auth)
+            return HttpResponse.json(answer, 201 if answer["changes"] else 200)
         deployment, _ = self.registry.register(
             target.endpoint, headers, force=force, metadata=metadata, auth=target.auth, use_http_11=use_http_11
         )
-        services = [s for s in self.store.list_services() if s.name in deployment.services]
+        services = [self._service_json(s) for s in self.store.list_services() if s.name in deployment.services]
         return HttpResponse.json(deployment_json(deployment, services), 201)
 
+    def _dry_run(self, endpoint: str, headers: dict[str, str], auth: Mapping[str, object]) -> dict[str, Any]:
+        """What registering `endpoint` would make (nothing is stored): `{"id", "services", "dry_run": true,
+        "min_protocol_version", "max_protocol_version"}`, each service as `GET /services/{name}` would
+        show it then, and `changes`: false if the endpoint is registered with the same services (the
+        answer is then 200, else 201, as restate-server answers). `id` is the registered deployment's
+        if the endpoint is registered, else a new one."""
+        manifest = self.registry.discover(endpoint, headers, auth)
+        existing = next((d for d in self.store.list_deployments() if d.endpoint == endpoint), None)
+        deployment_id = existing.deployment_id if existing else ids.new_deployment_id()
+        changes = existing is None or not same_services(existing.manifest, manifest)
+        services = []
+        for service in manifest["services"]:
+            previous = self.store.get_service(service["name"])
+            kept = previous is not None and not changes and previous.deployment_id == deployment_id
+            revision = (previous.revision + (0 if kept else 1)) if previous else 1
+            overrides = previous.overrides if previous else {}
+            record = ServiceRecord(service["name"], deployment_id, service["ty"], service, revision, overrides)
+            services.append(self._service_json(record))
+        return {
+            "id": deployment_id,
+            "services": services,
+            "min_protocol_version": manifest.get("minProtocolVersion"),
+            "max_protocol_version": manifest.get("maxProtocolVersion"),
+            "sdk_version": manifest.get("sdkVersion"),
+            "dry_run": True,
+            "changes": changes,
+        }
+
     def list_deployments(self, request: HttpRequest) -> HttpResponse:
-        """`{"deployments": [...]}`."""
-        return HttpResponse.json({"deployments": [deployment_json(d) for d in self.store.list_deployments()]})
+        """`{"deployments": [...]}`, each with its services as `{"name", "revision"}`."""
+        deployments = self.store.list_deployments()
+        services = self.store.list_services()
+        return HttpResponse.json(
+            {"deployments": [deployment_json(d, service_revisions(d, deployments, services)) for d in deployments]}
+        )
 
     def get_deployment(self, request: HttpRequest, deployment_id: str) -> HttpResponse:
         """One deployment with its services. 404 if unknown."""
@@ -426,7 +484,7 @@ class Admin:
             raise NotFound(
                 f"deployment {deployment_id} not found; list them with torpor deployments list (GET /deployments)"
             )
-        services = [s for s in self.store.list_services() if s.deployment_id == deployment_id]
+        services = [self._service_json(s) for s in self.store.list_services() if s.deployment_id == deployment_id]
         return HttpResponse.json(deployment_json(deployment, services))
 
     def delete_deployment(self, request: HttpRequest, deployment_id: str) -> HttpResponse:
@@ -436,13 +494,25 @@ class Admin:
 
     def list_services(self, request: HttpRequest) -> HttpResponse:
         """`{"services": [...]}`."""
-        return HttpResponse.json({"services": [service_json(s) for s in self.store.list_services()]})
+        return HttpResponse.json({"services": [self._service_json(s) for s in self.store.list_services()]})
 
     def get_service(self, request: HttpRequest, name: str) -> HttpResponse:
         """One service with its effective configuration and where each value comes from; 404 if unknown."""
-        body = service_json(self.registry.service(name))
-        body["config"] = self.registry.effective_config(name)
-        return HttpResponse.json(body)
+        record = self.registry.service(name)
+        config = self.registry.config_of(record)
+        return HttpResponse.json({**service_json(record, config), "config": config})
+
+    def list_handlers(self, request: HttpRequest, name: str) -> HttpResponse:
+        """`{"handlers": [...]}` of a service, each as `GET /services/{name}/handlers/{handler}`; 404 if unknown."""
+        return HttpResponse.json({"handlers": self._service_json(self.registry.service(name))["handlers"]})
+
+    def get_handler(self, request: HttpRequest, name: str, handler: str) -> HttpResponse:
+        """One handler (`HandlerMetadata`): types, input/output descriptions and schemas, options; 404 if unknown."""
+        handlers = self._service_json(self.registry.service(name))["handlers"]
+        found = next((h for h in handlers if h["name"] == handler), None)
+        if found is None:
+            raise NotFound(f"service {name} has no handler {handler!r}; list them with GET /services/{name}/handlers")
+        return HttpResponse.json(found)
 
     def configure_service(self, request: HttpRequest, name: str) -> HttpResponse:
         """Override a service's options until it is registered again (Restate's admin/CLI level).
@@ -451,11 +521,14 @@ class Admin:
         `journal_retention`, `idempotency_retention`, `workflow_completion_retention` (durations:
         `"30s"`, `"PT1H"` or ms), `public` (bool), `retry_policy` {`initial_interval`,
         `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`: pause|kill}.
-        Answers like `GET /services/{name}`; 400 naming a bad field.
+        Answers like `GET /services/{name}`; 400 naming a bad field. By a versioned path (`/v4/...`,
+        as Restate's CLI sends its `ModifyServiceRequest`) a null leaves that option unchanged.
         """
         body = request.json()
         if not isinstance(body, dict):
             raise BadRequest('the body must be a JSON object like {"inactivity_timeout": "2m"}')
+        if _versioned(request):
+            body = {k: v for k, v in body.items() if v is not None}
         self.registry.configure(name, service_overrides(body))
         return self.get_service(request, name)
 
@@ -473,6 +546,51 @@ class Admin:
         if holder is not None:
             raise Conflict(f"invocation {holder} holds key '{key}' of {name}; cancel it or wait, then clear")
         self.store.clear_state(name, key)
+        return HttpResponse(202)
+
+    def modify_state(self, request: HttpRequest, name: str) -> HttpResponse:
+        """Replace all state of one object key (Restate's `ModifyServiceStateRequest`, the `restate` CLI's
+        `state edit`): body `{"object_key", "new_state": {name: [byte, ...]}, "version"?}`; 202.
+
+        With `version` (`admin_shapes.state_version` of the state the caller read), 409 if the state
+        changed since. The edit holds the object key like an exclusive invocation (taken if nobody
+        holds it or waits for it, else 409; calls arriving meanwhile queue and are handed the key
+        after), so no handler writes the key's state between the version check and the write. 400
+        for a bad body or a service without state; 404 for an unknown service.
+        """
+        self._keyed(name)
+        body = request.json()
+        if not isinstance(body, dict) or not isinstance(body.get("object_key"), str):
+            raise BadRequest('the body must be a JSON object like {"object_key": "k", "new_state": {"name": [98]}}')
+        key = body["object_key"]
+        if not key:
+            raise BadRequest('"object_key" must not be empty')
+        new_state = body.get("new_state")
+        if not isinstance(new_state, dict):
+            raise BadRequest('"new_state" must be an object of state names to arrays of bytes (0..255)')
+        writes: dict[bytes, bytes | None] = {}
+        for state_name, value in new_state.items():
+            if not isinstance(value, list) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value
+            ):
+                raise BadRequest(f'"new_state"."{state_name}" must be an array of bytes (integers 0..255)')
+            writes[state_name.encode()] = bytes(value)
+        version = body.get("version")
+        if version is not None and not isinstance(version, str):
+            raise BadRequest('"version" must be a string (the state version the change was based on)')
+        lock = ids.new_invocation_id()  # a holder no invocation is: a pump releases it if this edit dies holding it
+        if self.store.take_key(name, key, lock) is None:
+            holder = self.store.lock_holder(name, key)
+            busy = f"invocation {holder} holds" if holder else "calls wait for"
+            raise Conflict(f"{busy} key '{key}' of {name}; cancel them or wait, then edit the state")
+        try:
+            if version is not None and version != state_version(self.store.load_state(name, key)):
+                raise Conflict(f"the state of {name}/{key} changed since it was read; read it again and retry")
+            self.store.apply_state(name, key, writes, clear=True, holder=lock)
+        finally:
+            waiting = self.store.release_key(name, key, lock)
+            if waiting is None or waiting:
+                self.engine.keys.pump(name, key)
         return HttpResponse(202)
 
     def _keyed(self, name: str) -> None:
@@ -581,3 +699,10 @@ class Admin:
         """Complete the invocation at once with code 409 without running more handler code; 202."""
         self.engine.operations.kill(invocation_id)
         return HttpResponse(202)
+
+    def query(self, request: HttpRequest) -> HttpResponse:
+        """`POST /query {"query": "SELECT …"}`: SQL over the introspection tables (`control_plane.query`).
+
+        JSON rows with `accept: application/json`, else an Arrow IPC stream; 400 for a bad query,
+        501 without the optional `query` extra."""
+        return serve_query(self.sql, request)

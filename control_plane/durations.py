@@ -52,3 +52,19 @@ def _parse_ms(text: str) -> int:
         if parts and "".join(n + u for n, u in parts) == raw.replace(" ", ""):
             return int(sum(float(n) * _UNIT_MS[u] for n, u in parts))
     raise ValueError(f"{text!r} is not a duration: write e.g. 500ms, 10s, 1m30s, 2h, PT10S, or a number of ms")
+
+
+_FORMAT_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
+
+
+def format_duration_ms(ms: int) -> str:
+    """A duration in ms written as `parse_duration_ms` reads it back and Restate's admin API shows
+    durations (jiff's compact "friendly" format): `0s`, `500ms`, `1m`, `1h 30m`, `1d 2h 3s`."""
+    if ms <= 0:
+        return "0s"
+    parts: list[str] = []
+    for unit, size in _FORMAT_UNITS:
+        count, ms = divmod(ms, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts)

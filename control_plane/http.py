@@ -112,16 +112,18 @@ class Router:
     well-formed invocation id (`inv_1…`): else the answer is 400 "bad invocation id", not a 404.
 
     Patterns are tried in the order they were added. An unmatched path answers 404, a matched path
-    with another method 405.
+    with another method 405. `optional_prefix` (a regular expression, e.g. `/v4`) may precede every
+    pattern: the admin API answers Restate's versioned paths (`/v4/services`) as its plain ones.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, optional_prefix: str = "") -> None:
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self._prefix = f"(?:{optional_prefix})?" if optional_prefix else ""
 
     def add(self, method: str, pattern: str, handler: Handler) -> None:
         """Register `handler` for `method` and `pattern` (e.g. `/deployments/{deployment_id}`)."""
         regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern)
-        self._routes.append((method.upper(), re.compile(f"^{regex}/?$"), handler))
+        self._routes.append((method.upper(), re.compile(f"^{self._prefix}{regex}/?$"), handler))
 
     def route(self, method: str, pattern: str) -> Callable[[Handler], Handler]:
         """Decorator form of `add`."""

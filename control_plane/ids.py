@@ -2,7 +2,8 @@
 
 - invocation ids: `inv_1` + base62 of 16 random bytes (22 characters). The 16 bytes are what goes in
   `StartMessage.id`; the SDK derives awakeable ids from them, so the mapping must be reversible.
-- deployment ids: `dp_` + base62 of 10 random bytes.
+- deployment ids: `dp_1` + base62 of 16 random bytes (22 characters), the shape Restate's clients
+  parse (a resource id of version 1); ids stored by older versions (`dp_` + 14 characters) stay valid.
 - awakeable ids (service protocol V5+): `sign_1` + base64url, unpadded, of `StartMessage.id` followed by
   the signal index as a u32 big-endian (Restate service invocation protocol, "Awakeable identifier").
 """
@@ -101,8 +102,8 @@ def idempotent_invocation_id(service: str, handler: str, key: str, idempotency_k
 
 
 def new_deployment_id() -> str:
-    """A fresh deployment id, `dp_…`."""
-    return "dp_" + _b62encode(os.urandom(10), 14)
+    """A fresh deployment id, `dp_1` + 22 base62 characters."""
+    return "dp_1" + _b62encode(os.urandom(16), 22)
 
 
 def awakeable_id(invocation_id: str, signal_index: int) -> str:

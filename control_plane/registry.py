@@ -81,6 +81,12 @@ def _services_signature(manifest: Mapping[str, Any]) -> list[tuple[str, str, lis
     )
 
 
+def same_services(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two endpoint manifests declare the same services, types and handlers (registering
+    `b` where `a` is registered changes nothing a caller sees)."""
+    return _services_signature(a) == _services_signature(b)
+
+
 class Registry:
     """Registers deployments and resolves targets. Caches store reads for 2 s (records rarely change).
 
@@ -180,7 +186,8 @@ class Registry:
         return self._manifest(endpoint, reply)
 
     def _manifest(self, endpoint: str, reply: HttpReply) -> dict[str, Any]:
-        """Validate a 200 discovery answer; raises `BadRequest` for a bad manifest."""
+        """Validate a 200 discovery answer; raises `BadRequest` for a bad manifest. The SDK version the
+        answer's `x-restate-server` header names is kept as the manifest's `sdkVersion`."""
         content_type = reply.headers.get("content-type", "")
         try:
             manifest_version_of(content_type)
@@ -190,6 +197,9 @@ class Registry:
         manifest: dict[str, Any] = json.loads(reply.body)
         if not manifest.get("services"):
             raise BadRequest(f"discovery of {endpoint} found no services: the endpoint binds none")
+        sdk = reply.headers.get("x-restate-server")
+        if sdk and not manifest.get("sdkVersion"):  # the SDK names itself there (`restate-sdk-python/1.3.0`)
+            manifest["sdkVersion"] = sdk
         return manifest
 
     def register(
@@ -425,8 +435,12 @@ class Registry:
 
         Sources: `service (code)`, `admin override`, then Torpor's `torpor.toml`, `environment` or
         `built-in`. Options a handler's code sets itself are listed as `handler <name> (code)`.
+        Raises `NotFound` for an unknown service.
         """
-        record = self.service(name)
+        return self.config_of(self.service(name))
+
+    def config_of(self, record: ServiceRecord) -> dict[str, dict[str, Any]]:
+        """`effective_config` of a service record, stored or not (a dry run's discovered service)."""
         settings_source = dict(self.settings.sources)
         policy = self.settings.retry_policy
         fallback = {

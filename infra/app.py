@@ -9,7 +9,8 @@ Context (`cdk deploy -c key=value`): `handlerFunctionNamePrefix`, `workerMaxConc
 `logLevel`, `tracing` (`Active` for X-Ray), `exampleHandler` (`false` to leave the example out),
 `stackName` (default `Torpor`), and for signed requests `requestIdentityKeyParameter` (an SSM
 SecureString name) or `requestIdentityKeySecretArn`, with `requestIdentityKeyKmsKeyArn` for a
-customer managed key.
+customer managed key; `ingressAuth` (`AWS_IAM`, the default, `JWT` or `NONE`) with `jwtIssuer` and
+`jwtAudience` (comma-separated) for `JWT`; `alarmEmail` (subscribed to the alarm topic).
 The stack is environment-agnostic: it deploys to the account and region of your credentials.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,10 @@ class TorporStack(Stack):
         request_identity_key_parameter: See `TorporControlPlane`.
         request_identity_key_secret_arn: See `TorporControlPlane`.
         request_identity_key_kms_key_arn: See `TorporControlPlane`.
+        ingress_auth: See `TorporControlPlane`.
+        jwt_issuer: See `TorporControlPlane`.
+        jwt_audience: See `TorporControlPlane`.
+        alarm_email: See `TorporControlPlane`.
         **kwargs: Further `Stack` properties.
     """
 
@@ -85,6 +90,10 @@ class TorporStack(Stack):
         request_identity_key_parameter: str | None = None,
         request_identity_key_secret_arn: str | None = None,
         request_identity_key_kms_key_arn: str | None = None,
+        ingress_auth: str = "AWS_IAM",
+        jwt_issuer: str | None = None,
+        jwt_audience: Sequence[str] = (),
+        alarm_email: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -102,6 +111,10 @@ class TorporStack(Stack):
             request_identity_key_parameter=request_identity_key_parameter,
             request_identity_key_secret_arn=request_identity_key_secret_arn,
             request_identity_key_kms_key_arn=request_identity_key_kms_key_arn,
+            ingress_auth=ingress_auth,
+            jwt_issuer=jwt_issuer,
+            jwt_audience=jwt_audience,
+            alarm_email=alarm_email,
         )
         self.example_handler: lambda_.Function | None = None
         self.example_deployment: RegisteredHandler | None = None
@@ -144,7 +157,7 @@ class TorporStack(Stack):
             self,
             "IngressUrl",
             value=self.control_plane.ingress_url,
-            description="Base URL of the ingress (no auth), e.g. POST {IngressUrl}/Greeter/greet",
+            description="Base URL of the ingress (ingressAuth: who may call it), e.g. POST {IngressUrl}/Greeter/greet",
         )
         CfnOutput(
             self,
@@ -154,6 +167,18 @@ class TorporStack(Stack):
         )
         CfnOutput(self, "TableName", value=self.control_plane.table.table_name, description="The DynamoDB table")
         CfnOutput(self, "WakeQueueUrl", value=self.control_plane.wake_queue.queue_url, description="The SQS wake queue")
+        CfnOutput(
+            self,
+            "WakeDeadLetterQueueUrl",
+            value=self.control_plane.wake_dead_letter_queue.queue_url,
+            description="The wake queue's dead-letter queue (redrive it after fixing the cause; docs/deploying.md)",
+        )
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.control_plane.alarm_topic.topic_arn,
+            description="The SNS topic Torpor's alarms notify (subscribe email, chat or paging to it)",
+        )
         CfnOutput(
             self,
             "DeployHookArn",
@@ -210,6 +235,10 @@ def build_app(
         request_identity_key_parameter=setting("requestIdentityKeyParameter", None),
         request_identity_key_secret_arn=setting("requestIdentityKeySecretArn", None),
         request_identity_key_kms_key_arn=setting("requestIdentityKeyKmsKeyArn", None),
+        ingress_auth=str(setting("ingressAuth", "AWS_IAM")).upper(),
+        jwt_issuer=setting("jwtIssuer", None),
+        jwt_audience=[a.strip() for a in str(setting("jwtAudience", "")).split(",") if a.strip()],
+        alarm_email=setting("alarmEmail", None),
     )
     return app, stack
 

@@ -2,11 +2,12 @@
 
 | bundle | packages | requirements | Lambda runtime (arm64) | wheels (aarch64) |
 | --- | --- | --- | --- | --- |
-| `CONTROL_PLANE` | `control_plane/`, `adapters/` | `requirements.txt` | python3.11 (AL2) | manylinux2014 |
+| `CONTROL_PLANE` | `control_plane/`, `adapters/` | `requirements.txt` | python3.13 (AL2023) | manylinux_2_28, 2014 |
 | `EXAMPLE_HANDLER` | `examples/` + both | `infra/example_handler/…` | python3.12 (AL2023) | manylinux_2_28 |
 
 The example handler runs on python3.12 because restate-sdk 1.3.0 publishes its arm64 wheels for
-glibc 2.28 only, newer than python3.11's Amazon Linux 2 (glibc 2.26) has.
+glibc 2.28 only, newer than Amazon Linux 2 (glibc 2.26) has; python3.12 and python3.13 run on
+Amazon Linux 2023 (glibc 2.34).
 
 pip installs each set of requirements for Lambda's platform (`--platform`, `--python-version`,
 wheels only), so a bundle builds on any machine with pip and network access to the package index,
@@ -44,7 +45,7 @@ class Bundle:
     requirements: str
     """The requirements file pip installs, relative to the repository root."""
     python_version: str
-    """The Lambda runtime's Python version (`python3.11` → `3.11`)."""
+    """The Lambda runtime's Python version (`python3.13` → `3.13`)."""
     platforms: tuple[str, ...]
     """pip `--platform` tags Lambda arm64 loads for that runtime."""
 
@@ -127,8 +128,8 @@ CONTROL_PLANE = Bundle(
     name="control-plane",
     packages=("control_plane", "adapters"),
     requirements="requirements.txt",
-    python_version="3.11",
-    platforms=("manylinux2014_aarch64",),
+    python_version="3.13",
+    platforms=("manylinux_2_28_aarch64", "manylinux2014_aarch64"),
 )
 """The control plane's functions (handlers `adapters.aws.lambda_app.*`)."""
 
@@ -162,7 +163,11 @@ def code_asset(bundle: Bundle) -> Any:
                 return False
             return True
 
-    runtime = {"3.11": lambda_.Runtime.PYTHON_3_11, "3.12": lambda_.Runtime.PYTHON_3_12}[bundle.python_version]
+    runtime = {
+        "3.11": lambda_.Runtime.PYTHON_3_11,
+        "3.12": lambda_.Runtime.PYTHON_3_12,
+        "3.13": lambda_.Runtime.PYTHON_3_13,
+    }[bundle.python_version]
     return lambda_.Code.from_asset(
         str(REPO_ROOT),
         exclude=bundle.asset_excludes(),

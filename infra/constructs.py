@@ -7,18 +7,22 @@
 | DynamoDB table | `PK`/`SK`, GSIs `by_status_v2` and `by_expiry` (INCLUDE), TTL `expires_at`, on-demand, PITR |
 | wake queue | standard SQS, SSE, visibility 6 x the worker's 900 s, to a dead-letter queue after 5 receives |
 | schedules | an EventBridge Scheduler group, the role it sends to the wake queue with, a dead-letter queue |
-| functions | ingress, admin, worker, sweeper, deploy hook (`adapters.aws.lambda_app.*`), arm64, Python 3.11 |
-| HTTP APIs | ingress (`$default` route, no auth), admin (`$default` route, AWS_IAM) |
+| functions | ingress, admin, worker, sweeper, deploy hook (`adapters.aws.lambda_app.*`), arm64, Python 3.13 |
+| HTTP APIs | ingress (`$default` route, `ingress_auth`: AWS_IAM, JWT or NONE), admin (`$default` route, AWS_IAM) |
 | triggers | the worker's SQS event source mapping (batches of 10, partial failures), the sweeper's 1-minute rule |
+| alarms | dead letters (both queues), paused invocations, worker/sweeper errors, throttles; an SNS topic |
 
-Each function has its own role and log group. The roles share three managed policies, nothing
-broader: `table_access_policy` (item and query actions on the table and its indexes),
-`handler_invoke_policy` (`lambda:InvokeFunction` on functions named with the handler prefix;
-`sts:AssumeRole` on the roles given) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
-schedules of the group, `iam:PassRole` of the scheduler role). The deploy hook gets no wake-up
-policy; the worker also consumes the queue. With a request identity key (an SSM SecureString
-parameter or a Secrets Manager secret holding the PEM key Torpor signs requests to deployments
-with), a fourth, `request_identity_key_policy`, lets every function read it.
+Each function has its own role and log group, and its own DynamoDB statements (`table_statements`:
+what its code paths use, no Scan and no table administration; ingress, worker and sweeper write
+only invocation, timer and object partitions, the deploy hook only deployments and services). The
+roles share managed policies, nothing broader: `handler_invoke_policy` (`lambda:InvokeFunction` on
+functions named with the handler prefix; `sts:AssumeRole` on the roles given: ingress, admin,
+worker, deploy hook) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
+`scheduler:CreateSchedule` in the group, `iam:PassRole` of the scheduler role: ingress, admin,
+worker). The sweeper only sends to the wake queue; the worker also consumes it. With a request
+identity key (an SSM SecureString parameter or a Secrets Manager secret holding the PEM key Torpor
+signs requests to deployments with), `request_identity_key_policy` lets the functions that call
+deployments (all but the sweeper) read it.
 
 `RegisteredHandler` registers a handler function's version as a Torpor deployment on each deploy
 (a `Custom::TorporDeployment` served by the deploy hook function).
@@ -26,12 +30,15 @@ with), a fourth, `request_identity_key_policy`, lets every function read it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as apigwv2_authorizers
 from aws_cdk import aws_apigatewayv2_integrations as apigwv2_integrations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
@@ -39,12 +46,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 __all__ = [
     "DEFAULT_HANDLER_FUNCTION_NAME_PREFIX",
     "HANDLERS",
+    "INGRESS_AUTH_MODES",
     "RegisteredHandler",
     "TorporControlPlane",
     "logged_function",
@@ -65,7 +75,10 @@ HANDLERS = {
 }
 """The control plane's Lambda handlers, by function."""
 
-RUNTIME = lambda_.Runtime.PYTHON_3_11
+INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
+"""Who may call the ingress: SigV4 (`execute-api:Invoke`), a JWT authorizer's bearer token, anyone."""
+
+RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 MEMORY_MB = 512
 
@@ -81,19 +94,14 @@ WAKE_QUEUE_MAX_RECEIVES = 5
 WORKER_BATCH_SIZE = 10
 SWEEP_EVERY = Duration.minutes(1)
 
-TABLE_ACTIONS = (
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:Query",
-    "dynamodb:Scan",
-    "dynamodb:DescribeTable",
-    "dynamodb:DescribeTimeToLive",
-)
-"""What `DynamoDBStore` does with items (and describes); no table administration."""
+TABLE_READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
+TABLE_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+RUN_PARTITIONS = ("INV#*", "TIMER#*", "OBJ#*", "CONFIG")
+"""Partition keys (`dynamodb:LeadingKeys`) running invocations write: invocations, timers, objects and
+workflows, and the table's shard count (recorded by its first user)."""
+REGISTRY_PARTITIONS = ("DEP", "SVC", "CONFIG")
+"""Partition keys registration writes: deployments, services, the shard count."""
+ALARM_PERIOD = Duration.minutes(5)
 
 STATUS_INDEX = "by_status_v2"
 STATUS_INDEX_ATTRIBUTES = ("invocation_id", "service", "handler", "key", "status", "completion", "created_at_ms")
@@ -101,6 +109,43 @@ EXPIRY_INDEX = "by_expiry"
 EXPIRY_INDEX_ATTRIBUTES = ("invocation_id", "journal_expires_at_ms", "retained_until")
 TTL_ATTRIBUTE = "expires_at"
 """The table's indexes and TTL, as `adapters.aws.store_items.table_schema` has them (tests/infra compares)."""
+
+
+def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatement]:
+    """The DynamoDB statements of one control-plane function (`kind` as in `HANDLERS`), from the
+    `DynamoDBStore` operations its code paths use (docs/deploying.md, "Permissions").
+
+    Every function reads items (`GetItem`, `BatchGetItem`, `Query` on the table). Ingress and worker
+    run attempts (and create invocations, removing one whose retention ended), so they write, with
+    `BatchWriteItem` for a whole partition, in `RUN_PARTITIONS` only; the sweeper does the same and
+    also queries both indexes (overdue work, retention). The admin API writes anything (registration,
+    kill, purge, state) and lists invocations (`by_status_v2`); the deploy hook writes deployments
+    and services only (`PutItem`, `DeleteItem`) and lists the invocations pinned to a deployment.
+
+    Raises:
+        KeyError: `kind` is not a control-plane function.
+    """
+    indexes = {
+        "ingress": (),
+        "worker": (),
+        "sweeper": (STATUS_INDEX, EXPIRY_INDEX),
+        "admin": (STATUS_INDEX,),
+        "deploy_hook": (STATUS_INDEX,),
+    }[kind]
+    statements = [iam.PolicyStatement(actions=list(TABLE_READS), resources=[table.table_arn])]
+    if indexes:
+        statements.append(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{name}" for name in indexes]
+            )
+        )
+    if kind == "deploy_hook":
+        writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], REGISTRY_PARTITIONS
+    else:
+        writes, partitions = list(TABLE_WRITES), () if kind == "admin" else RUN_PARTITIONS
+    conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(partitions)}} if partitions else None
+    statements.append(iam.PolicyStatement(actions=writes, resources=[table.table_arn], conditions=conditions))
+    return statements
 
 
 def checkpoint_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
@@ -151,7 +196,7 @@ def logged_function(
         description: The function's description.
         function_name: An explicit name (a handler the control plane invokes must carry its prefix).
         memory_size: Memory in MB.
-        runtime: The Lambda runtime (python3.11, the control plane's, unless given).
+        runtime: The Lambda runtime (python3.13, the control plane's, unless given).
         tracing: X-Ray tracing; `Tracing.ACTIVE` adds `xray:PutTraceSegments` and
             `xray:PutTelemetryRecords` on `*` to the role (X-Ray has no resource-level permissions).
             None: Lambda's default (PassThrough), and no X-Ray permission.
@@ -203,14 +248,16 @@ class TorporControlPlane(Construct):
         schedule_dead_letter_queue: Where EventBridge Scheduler puts wake-ups it could not deliver.
         schedule_group: The EventBridge Scheduler group of Torpor's one-time schedules (L1).
         scheduler_role: The role EventBridge Scheduler sends to the wake queue with.
-        table_access_policy: Item and query actions on the table and its index.
         handler_invoke_policy: `lambda:InvokeFunction` on handler functions (see `allow_invoke`).
         wake_up_policy: Arm wake-ups: SQS messages, schedules in the group, the scheduler role.
         request_identity_key_policy: Read the request identity key (parameter or secret, and its
             KMS key if given); None without one.
         ingress_function, admin_function, worker_function, sweeper_function, deploy_hook_function:
             The control plane's functions.
-        ingress_api: The ingress HTTP API (no auth).
+        ingress_api: The ingress HTTP API (`ingress_auth` decides who may call it).
+        alarm_topic: The SNS topic every alarm notifies (in alarm and back to OK).
+        alarms: The CloudWatch alarms by name (`WakeDeadLetters`, `ScheduleDeadLetters`,
+            `PausedInvocations`, `WorkerErrors`, `SweeperErrors`, `IngressThrottles`, `WorkerThrottles`).
         admin_api: The admin HTTP API (AWS_IAM: SigV4-signed requests with `execute-api:Invoke`).
         ingress_url: Base URL of the ingress.
         admin_url: Base URL of the admin API.
@@ -238,6 +285,22 @@ class TorporControlPlane(Construct):
         request_identity_key_secret_arn: ARN of a Secrets Manager secret holding it, instead.
         request_identity_key_kms_key_arn: The customer managed KMS key that parameter or secret is
             encrypted with (kms:Decrypt through SSM or Secrets Manager only); None: an AWS managed key.
+        google_credential_config: For Cloud Run deployments: the workload identity federation
+            credential configuration (`gcloud iam workload-identity-pools create-cred-config … --aws
+            --service-account=SA`, as a dict or its JSON text), given to every function as
+            `TORPOR_GOOGLE_CREDENTIAL_CONFIG` (docs/cloud-run.md); None: no Google credentials.
+        ingress_auth: Who may call the ingress: `AWS_IAM` (SigV4 with `execute-api:Invoke`, see
+            `grant_ingress_access`), `JWT` (API Gateway's JWT authorizer with `jwt_issuer` and
+            `jwt_audience`, e.g. a Cognito user pool) or `NONE` (anyone: public demos). The ingress
+            function also refuses events not authorized so (`TORPOR_INGRESS_AUTH`).
+        jwt_issuer: With `JWT`: the tokens' issuer URL (`iss`), whose JWKS API Gateway reads.
+        jwt_audience: With `JWT`: the audiences a token must name one of (`aud`, or a Cognito access
+            token's `client_id`).
+        alarm_email: An address subscribed to the alarm topic (it must confirm); None: no subscriber.
+
+    Raises:
+        ValueError: An option out of range, both request identity key sources, an unknown
+            `ingress_auth`, or `JWT` without issuer and audience.
     """
 
     def __init__(
@@ -257,8 +320,17 @@ class TorporControlPlane(Construct):
         request_identity_key_parameter: str | None = None,
         request_identity_key_secret_arn: str | None = None,
         request_identity_key_kms_key_arn: str | None = None,
+        google_credential_config: Mapping[str, object] | str | None = None,
+        ingress_auth: str = "AWS_IAM",
+        jwt_issuer: str | None = None,
+        jwt_audience: Sequence[str] = (),
+        alarm_email: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if ingress_auth not in INGRESS_AUTH_MODES:
+            raise ValueError(f"ingress_auth must be one of {', '.join(INGRESS_AUTH_MODES)}, got {ingress_auth!r}")
+        if ingress_auth == "JWT" and not (jwt_issuer and list(jwt_audience)):
+            raise ValueError("ingress_auth JWT needs jwt_issuer and jwt_audience")
         if request_identity_key_parameter and request_identity_key_secret_arn:
             raise ValueError("give request_identity_key_parameter or request_identity_key_secret_arn, not both")
         if not 2 <= worker_max_concurrency <= 1000:
@@ -347,21 +419,6 @@ class TorporControlPlane(Construct):
         )
 
         # --- least privilege -----------------------------------------------------------------------
-        self.table_access_policy = iam.ManagedPolicy(
-            self,
-            "TableAccessPolicy",
-            description="Torpor's items in its table and its indexes; no table administration.",
-            statements=[
-                iam.PolicyStatement(
-                    actions=list(TABLE_ACTIONS),
-                    resources=[
-                        self.table.table_arn,
-                        f"{self.table.table_arn}/index/{STATUS_INDEX}",
-                        f"{self.table.table_arn}/index/{EXPIRY_INDEX}",
-                    ],
-                )
-            ],
-        )
         invoke_statements = [
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
@@ -384,8 +441,8 @@ class TorporControlPlane(Construct):
             description="Arm wake-ups: SQS delay messages, EventBridge Scheduler one-time schedules in Torpor's group.",
             statements=[
                 iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.wake_queue.queue_arn]),
-                iam.PolicyStatement(
-                    actions=["scheduler:CreateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"],
+                iam.PolicyStatement(  # schedules delete themselves once fired (ActionAfterCompletion DELETE)
+                    actions=["scheduler:CreateSchedule"],
                     resources=[f"arn:{partition}:scheduler:{region}:{account}:schedule/{group_name}/*"],
                 ),
                 iam.PolicyStatement(
@@ -447,18 +504,25 @@ class TorporControlPlane(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
             "LOG_LEVEL": log_level,
             "TORPOR_STORE_SHARDS": str(store_shards),
+            # Cloud Run deployments: Google ID tokens from the functions' AWS roles ("": none)
+            "TORPOR_GOOGLE_CREDENTIAL_CONFIG": (
+                json.dumps(google_credential_config, separators=(",", ":"))
+                if isinstance(google_credential_config, Mapping)
+                else google_credential_config or ""
+            ),
         }
-        # every function calls deployments (discovery or invoke), so every one reads the key
+        # every function but the sweeper calls deployments (discovery or invoke), so reads the key
         key_policy = [self.request_identity_key_policy] if self.request_identity_key_policy else []
-        everything = [self.table_access_policy, self.handler_invoke_policy, self.wake_up_policy, *key_policy]
+        runs = [self.handler_invoke_policy, self.wake_up_policy, *key_policy]
 
         def function(
             id: str,
             kind: str,
             timeout: Duration,
             description: str,
-            policies: Sequence[iam.IManagedPolicy] = everything,
+            policies: Sequence[iam.IManagedPolicy] = runs,
             statements: Sequence[iam.PolicyStatement] = (),
+            environment: Mapping[str, str] | None = None,
         ) -> lambda_.Function:
             return logged_function(
                 self,
@@ -468,14 +532,18 @@ class TorporControlPlane(Construct):
                 timeout=timeout,
                 log_retention=log_retention,
                 managed_policies=policies,
-                statements=statements,
-                environment=self.environment,
+                statements=[*table_statements(self.table, kind), *statements],
+                environment={**self.environment, **(environment or {})},
                 description=description,
                 tracing=lambda_.Tracing.ACTIVE if tracing_active else None,
             )
 
         self.ingress_function = function(
-            "IngressFunction", "ingress", HTTP_TIMEOUT, "Torpor ingress (API Gateway HTTP API v2 events)"
+            "IngressFunction",
+            "ingress",
+            HTTP_TIMEOUT,
+            "Torpor ingress (API Gateway HTTP API v2 events)",
+            environment={"TORPOR_INGRESS_AUTH": ingress_auth},  # it refuses events not authorized so
         )
         self.admin_function = function(
             "AdminFunction", "admin", HTTP_TIMEOUT, "Torpor admin API (API Gateway HTTP API v2 events, IAM-authorized)"
@@ -492,11 +560,19 @@ class TorporControlPlane(Construct):
                 )
             ],
         )
+        # The sweeper wakes invocations (due now or overdue: SQS only), invokes no handler, reads no key.
         self.sweeper_function = function(
             "SweeperFunction",
             "sweeper",
             SWEEPER_TIMEOUT,
             "Torpor sweeper (the safety net for lost wake-ups, every minute)",
+            policies=(),
+            statements=[iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.wake_queue.queue_arn])],
+            environment={
+                "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": "",
+                "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": "",
+                "TORPOR_GOOGLE_CREDENTIAL_CONFIG": "",
+            },
         )
         # Registration runs discovery against the handler and writes the registry: no wake-ups.
         self.deploy_hook_function = function(
@@ -504,14 +580,22 @@ class TorporControlPlane(Construct):
             "deploy_hook",
             DEPLOY_HOOK_TIMEOUT,
             "Torpor deploy hook (CloudFormation custom resource Custom::TorporDeployment)",
-            policies=[self.table_access_policy, self.handler_invoke_policy, *key_policy],
+            policies=[self.handler_invoke_policy, *key_policy],
         )
 
         # --- triggers ------------------------------------------------------------------------------
+        ingress_authorizer: apigwv2.IHttpRouteAuthorizer | None = None
+        if ingress_auth == "AWS_IAM":
+            ingress_authorizer = apigwv2_authorizers.HttpIamAuthorizer()
+        elif ingress_auth == "JWT":
+            ingress_authorizer = apigwv2_authorizers.HttpJwtAuthorizer(
+                "IngressJwt", str(jwt_issuer), jwt_audience=list(jwt_audience), authorizer_name="ingress-jwt"
+            )
         self.ingress_api = apigwv2.HttpApi(
             self,
             "IngressApi",
             description="Torpor ingress (Restate's ingress API)",
+            default_authorizer=ingress_authorizer,
             default_integration=apigwv2_integrations.HttpLambdaIntegration(
                 "IngressIntegration",
                 self.ingress_function,
@@ -551,6 +635,77 @@ class TorporControlPlane(Construct):
             targets=[events_targets.LambdaFunction(self.sweeper_function)],
         )
 
+        # --- alarms (docs/deploying.md, "Runbook") ---------------------------------------------------
+        self.alarm_topic = sns.Topic(self, "AlarmTopic", display_name="Torpor alarms")
+        if alarm_email:
+            self.alarm_topic.add_subscription(sns_subscriptions.EmailSubscription(alarm_email))
+        paused = cloudwatch.Metric(
+            namespace=self.environment["POWERTOOLS_METRICS_NAMESPACE"],
+            metric_name="invocations_paused",
+            dimensions_map={"service": self.environment["POWERTOOLS_SERVICE_NAME"]},
+            statistic="Sum",
+            period=ALARM_PERIOD,
+        )
+
+        def dead_letters(queue: sqs.Queue) -> cloudwatch.IMetric:
+            return queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=ALARM_PERIOD)
+
+        def of(function: lambda_.Function, metric: str) -> cloudwatch.IMetric:
+            return function.metric(metric, statistic="Sum", period=ALARM_PERIOD)
+
+        watched = {
+            "WakeDeadLetters": (
+                dead_letters(self.wake_dead_letter_queue),
+                "Wake-ups in the dead-letter queue: the worker failed on them 5 times. Their invocations wait "
+                "until the sweeper's next pass or a redrive.",
+            ),
+            "ScheduleDeadLetters": (
+                dead_letters(self.schedule_dead_letter_queue),
+                "EventBridge Scheduler could not deliver long wake-ups to the wake queue; the sweeper wakes "
+                "their invocations when their timers are overdue.",
+            ),
+            "PausedInvocations": (
+                paused,
+                "Invocations were paused after using up their retry policy: they wait for a person to resume "
+                "or kill them (torpor invocations list --status paused).",
+            ),
+            "WorkerErrors": (
+                of(self.worker_function, "Errors"),
+                "The worker function failed: a crash, a timeout, or a batch whose every wake-up failed (a "
+                "handler's own errors are retried inside an invocation and do not count). The messages are "
+                "received again.",
+            ),
+            "SweeperErrors": (
+                of(self.sweeper_function, "Errors"),
+                "The sweeper function failed: lost wake-ups and retention are not being repaired.",
+            ),
+            "IngressThrottles": (
+                of(self.ingress_function, "Throttles"),
+                "Lambda throttled the ingress function: callers got 429/503 (raise the account's concurrency).",
+            ),
+            "WorkerThrottles": (
+                of(self.worker_function, "Throttles"),
+                "Lambda throttled the worker function: wake-ups wait on the queue (raise concurrency or "
+                "WorkerMaxConcurrency).",
+            ),
+        }
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        action = cloudwatch_actions.SnsAction(self.alarm_topic)
+        for name, (metric, description) in watched.items():
+            alarm = cloudwatch.Alarm(
+                self,
+                f"{name}Alarm",
+                metric=metric,
+                threshold=0,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{description} Runbook: docs/deploying.md.",
+            )
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+            self.alarms[name] = alarm
+
     def allow_invoke(self, function: lambda_.IFunction) -> None:
         """Let the control plane invoke `function` (any version or alias) whatever its name.
 
@@ -562,6 +717,15 @@ class TorporControlPlane(Construct):
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"], resources=[function.function_arn, f"{function.function_arn}:*"]
             )
+        )
+
+    def grant_ingress_access(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Allow `grantee` to call the ingress (`execute-api:Invoke` on every route of it): what
+        `ingress_auth="AWS_IAM"` asks of a caller."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["execute-api:Invoke"],
+            resource_arns=[self.ingress_api.arn_for_execute_api()],
         )
 
     def grant_admin_access(self, grantee: iam.IGrantable) -> iam.Grant:

@@ -14,6 +14,11 @@ if [ ! -f .cache/dynalite/node_modules/dynalite/cli.js ]; then
   step "installing dynalite into .cache/dynalite (npm)"
   npm install --prefix .cache/dynalite --no-audit --no-fund --silent dynalite@3.2.2
 fi
+# Restate's own CLI (npm, a prebuilt binary) for tests/integration/test_restate_cli.py.
+if ! ls .cache/restate-cli/node_modules/@restatedev/restate-linux-*/bin/restate >/dev/null 2>&1; then
+  step "installing Restate's CLI into .cache/restate-cli (npm)"
+  npm install --prefix .cache/restate-cli --no-save --no-audit --no-fund --silent --ignore-scripts @restatedev/restate@1.7.12
+fi
 # The TypeScript SDK (npm) for the conformance suite's TypeScript services and the TypeScript example,
 # and Node 22 from npm when the machine's node is older (all into .cache/, git-ignored).
 step "installing the TypeScript conformance services and example (npm; skipped when up to date)"
@@ -33,5 +38,11 @@ status=0
 if [ "$status" -eq 0 ] && [ "${TORPOR_BIDI_PASS:-yes}" != "no" ] && ! printf '%s\n' "$@" | grep -qE '^(tests|-k|.*::)'; then
   step "running the conformance suite in bidirectional mode (TORPOR_CONFORMANCE_MODE=bidi, Python services over HTTP/2)"
   TORPOR_CONFORMANCE_MODE=bidi TORPOR_CONFORMANCE_LANGS=python .venv/bin/python -m pytest -p no:cacheprovider tests/conformance || status=$?
+fi
+# and once more on the Lambda path: the Python services a Lambda function of `torpor dev --lambda`
+# (local emulator, in-process checkpoints), registered by ARN; TORPOR_LAMBDA_PASS=no skips it
+if [ "$status" -eq 0 ] && [ "${TORPOR_LAMBDA_PASS:-yes}" != "no" ] && ! printf '%s\n' "$@" | grep -qE '^(tests|-k|.*::)'; then
+  step "running the conformance suite on the Lambda path (TORPOR_CONFORMANCE_MODE=lambda, Python services in torpor dev --lambda)"
+  TORPOR_CONFORMANCE_MODE=lambda TORPOR_CONFORMANCE_LANGS=python .venv/bin/python -m pytest -p no:cacheprovider tests/conformance || status=$?
 fi
 exit "$status"

@@ -20,6 +20,10 @@ boto3's own `AWS_ENDPOINT_URL_<SERVICE>` variables (tests point them at a moto s
 Lambda emulator). Nothing in memory outlives a request that matters: every state change is in
 DynamoDB, every wake-up a message.
 
+The ingress API authorizes callers as `TORPOR_INGRESS_AUTH` says (`AWS_IAM`, `JWT` or `NONE`, the
+stack's `IngressAuth`); the ingress function refuses, 401, an event API Gateway did not authorize so
+(`ingress_authorization_refusal`), in case a route is ever added or changed without it.
+
 API Gateway ends an integration after 29 s, so an ingress call waits at most
 `INGRESS_CALL_WAIT_MS` for its result and then answers `202` with the invocation id (attach with
 `/restate/invocation/{id}/attach`); the worker goes on with it.
@@ -50,6 +54,7 @@ from adapters.aws.emf import EmfMetrics
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
+from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.http import HttpRequest, Router
@@ -58,10 +63,12 @@ from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 
 __all__ = [
+    "INGRESS_AUTH_MODES",
     "INGRESS_CALL_WAIT_MS",
     "admin_handler",
     "build_control_plane",
     "deploy_hook_handler",
+    "ingress_authorization_refusal",
     "ingress_handler",
     "sweeper_handler",
     "worker_handler",
@@ -69,6 +76,9 @@ __all__ = [
 
 INGRESS_CALL_WAIT_MS = 25_000
 """Longest an ingress call waits for its result on Lambda: under API Gateway's 29 s limit."""
+
+INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
+"""`TORPOR_INGRESS_AUTH` values: the API Gateway authorization the ingress route requires."""
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "torpor"))
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Torpor"))
@@ -136,6 +146,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
         )
         built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
+        built.admin.sql = sql_engine(store)  # POST /query; None (501) unless the bundle has the `query` extra
         _built, _wake_scheduler = built, scheduler
         return built
 
@@ -200,6 +211,43 @@ def _admin_route() -> Response[str | bytes]:
     return _serve(build_control_plane().admin.router, _admin_api, "admin")
 
 
+def _refusal(status: int, code: str, message: str) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"content-type": "application/json"},
+        "body": json.dumps({"code": code, "message": message}),
+        "isBase64Encoded": False,
+    }
+
+
+def ingress_authorization_refusal(event: Mapping[str, Any], mode: str | None) -> dict[str, Any] | None:
+    """The answer refusing `event` if API Gateway did not authorize it as `mode` requires, else None.
+
+    `mode` is `TORPOR_INGRESS_AUTH` (None or empty: `NONE`). `AWS_IAM` needs the SigV4 caller API
+    Gateway verified, `requestContext.authorizer.iam` (HTTP API payload 2.0); `JWT` needs the
+    verified token's claims, `requestContext.authorizer.jwt.claims`. The check is defence in depth:
+    API Gateway already refused an unauthorized request (401/403) before the function ran.
+
+    Returns:
+        None to serve the event; a proxy response `401 {"code": "unauthorized", "message"}`, or
+        `500 {"code": "misconfigured", ...}` for a mode other than `INGRESS_AUTH_MODES` (fail closed).
+    """
+    required = (mode or "NONE").strip().upper()
+    if required == "NONE":
+        return None
+    if required not in INGRESS_AUTH_MODES:
+        return _refusal(
+            500, "misconfigured", f"TORPOR_INGRESS_AUTH is {mode!r}: set one of {', '.join(INGRESS_AUTH_MODES)}"
+        )
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    if required == "AWS_IAM" and (authorizer.get("iam") or {}).get("accessKey"):
+        return None
+    if required == "JWT" and (authorizer.get("jwt") or {}).get("claims"):
+        return None
+    how = "a SigV4-signed request (AWS_IAM)" if required == "AWS_IAM" else "a bearer token (JWT)"
+    return _refusal(401, "unauthorized", f"the ingress takes {how}; this request was not authorized so")
+
+
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
@@ -207,8 +255,15 @@ def ingress_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Restate ingress behind an HTTP API: call, send, attach, output, awakeables.
 
     Takes an API Gateway HTTP API v2 event; returns its proxy response (bodies base64-encoded).
-    A call still running after `INGRESS_CALL_WAIT_MS` answers `202 {"invocationId"}`.
+    A call still running after `INGRESS_CALL_WAIT_MS` answers `202 {"invocationId"}`. An event
+    without the authorization `TORPOR_INGRESS_AUTH` requires is refused before anything is read or
+    written (`ingress_authorization_refusal`).
     """
+    refused = ingress_authorization_refusal(event, os.environ.get("TORPOR_INGRESS_AUTH"))
+    if refused is not None:
+        logger.warning("ingress request refused: %s", json.loads(refused["body"])["message"])
+        metrics.add_metric(name="IngressRefused", unit=MetricUnit.Count, value=1)
+        return refused
     return _ingress_api.resolve(event, context)
 
 

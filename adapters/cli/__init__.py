@@ -1,11 +1,18 @@
 """The `torpor` command line (console entry point `main`), mirroring the `restate` CLI.
 
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
-it signs requests to deployments with); the client commands talk HTTP to a running
-control plane: `torpor deployments`, `torpor services` and `torpor invocations` to the admin API
+it signs requests to deployments with; `torpor ui` serves the web UI of an admin API on AWS, signing
+its calls); the client commands talk HTTP to a running
+control plane: `torpor deployments`, `torpor services`, `torpor invocations` and `torpor sql` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
-(`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080). They print rich tables,
-or the API's JSON with `--json`. An API error prints its message and exits 1.
+(`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080), as does `torpor awakeables`.
+They print rich tables, or the API's JSON with `--json`. An API error prints its message and exits 1.
+
+Confirmation rule: the verbs that destroy or stop work (`invocations cancel|kill|purge`,
+`deployments remove`, `deployments register` of what it discovered) ask in a terminal, after
+checking that the request can succeed (an unknown or already completed invocation is an error with no
+question), unless `-y/--yes` is given; without a terminal they never ask. Shell completion is click's:
+`eval "$(_TORPOR_COMPLETE=bash_source torpor)"` (`zsh_source`, `fish_source`).
 """
 
 from __future__ import annotations
@@ -21,13 +28,16 @@ from adapters.cli.client import (
     base_url,
 )
 from adapters.cli.deployments import deployments
-from adapters.cli.invocations import invocations, invoke
+from adapters.cli.invocations import awakeables, invocations, invoke
 from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
 from adapters.cli.services import services
+from adapters.cli.sql import sql
+from adapters.cli.ui import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(VERSION, "--version", "-V", prog_name="torpor", message="%(prog)s %(version)s")
 @click.option(
     "--admin-url",
     envvar=ADMIN_URL_ENV,
@@ -61,6 +71,9 @@ main.add_command(deployments)
 main.add_command(services)
 main.add_command(invocations)
 main.add_command(invoke)
+main.add_command(awakeables)
 main.add_command(request_identity)
+main.add_command(ui)
+main.add_command(sql)
 
 __all__ = ["VERSION", "main"]

@@ -24,21 +24,28 @@ def execute_api_region(url: str) -> str | None:
 
 
 class SigV4(httpx.Auth):
-    """Signs each request for `execute-api` in `region` with botocore's default credentials.
+    """Signs each request for `execute-api` in `region` with botocore's default credentials (or those of
+    the named `profile` of `~/.aws`).
 
-    Raises `click.ClickException` naming the fix when no credentials are configured.
+    Raises `click.ClickException` naming the fix when no credentials are configured, or the profile
+    does not exist.
     """
 
     requires_request_body = True
 
-    def __init__(self, region: str) -> None:
+    def __init__(self, region: str, profile: str | None = None) -> None:
+        import botocore.exceptions
         import botocore.session
 
         self.region = region
-        self._credentials = botocore.session.get_session().get_credentials()
+        try:
+            self._credentials = botocore.session.Session(profile=profile).get_credentials()
+        except botocore.exceptions.BotoCoreError as exc:  # e.g. ProfileNotFound, a broken SSO cache
+            raise click.ClickException(f"cannot load AWS credentials: {exc}") from exc
         if self._credentials is None:
             raise click.ClickException(
-                "the admin API on API Gateway needs AWS credentials (IAM authorization): configure them "
+                "an API on API Gateway with IAM authorization (the admin API, an AWS_IAM ingress) needs AWS "
+                "credentials: configure them "
                 "(aws configure, AWS_PROFILE, or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
             )
 

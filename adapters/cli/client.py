@@ -228,8 +228,29 @@ class ApiClient:
             message = api_message(response)
             if hint and response.status_code == 409:
                 message = f"{message} ({hint})"
+            if response.status_code == 404 and message.startswith("no route for "):
+                message += self.other_api_hint()
             raise click.ClickException(message)
         return response
+
+    def other_api_hint(self) -> str:
+        """After a 404 "no route": the admin API answers `GET /health`, the ingress does not. If the
+        URL is the other API, say so and name the flag; else nothing (one more request)."""
+        try:
+            health = self._client.get("/health").status_code
+        except httpx.HTTPError:
+            return ""
+        if self.api_name == "admin API" and health == 404:
+            return (
+                f"; {self.base_url} does not look like Torpor's admin API (the ingress?): pass the admin "
+                f"API's URL with {self.url_flag} (torpor dev: http://127.0.0.1:9070)"
+            )
+        if self.api_name == "ingress" and health == 200:
+            return (
+                f"; {self.base_url} is Torpor's admin API, not the ingress: pass the ingress's URL with "
+                f"{self.url_flag} (torpor dev: http://127.0.0.1:8080)"
+            )
+        return ""
 
 
 def _reason(exc: Exception) -> str:

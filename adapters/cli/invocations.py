@@ -1,5 +1,6 @@
-"""`torpor invocations list|describe|cancel|kill` (the admin API's `/invocations`) and `torpor invoke`
-(the ingress's `/restate/call|send/...`)."""
+"""`torpor invocations list|describe|cancel|kill|pause|resume|purge` (the admin API's `/invocations`),
+`torpor invoke` (the ingress's `/restate/call|send/...`) and `torpor awakeables resolve|reject` (the
+ingress's `/restate/awakeables/{id}/...`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from adapters.cli.client import (
     emit_json,
     emit_response,
     ingress_api,
+    interactive,
     json_option,
     pass_config,
 )
@@ -30,11 +32,15 @@ def invocations() -> None:
     """List, describe, cancel, kill, pause, resume and purge invocations."""
 
 
+STATUSES = ("pending", "scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed")
+COMPLETIONS = ("succeeded", "failed", "cancelled", "killed")
+
+
 @invocations.command("list")
 @click.option(
     "--status",
-    metavar="STATUS",
-    help="Only this status: pending, scheduled, ready, running, backing-off, suspended, paused or completed.",
+    type=click.Choice([*STATUSES, *COMPLETIONS]),
+    help="Only this status, or only completed invocations that ended so (succeeded, failed, cancelled, killed).",
 )
 @click.option("--service", metavar="NAME", help="Only invocations of this service.")
 @click.option("--handler", metavar="NAME", help="Only invocations of this handler.")
@@ -61,6 +67,10 @@ def list_invocations(
     page_token: str | None,
 ) -> None:
     """List invocations, newest first by creation time."""
+    if status in COMPLETIONS:
+        if completion not in (None, status):
+            raise click.UsageError(f"--status {status} and --completion {completion} contradict each other")
+        status, completion = None, status
     filters = (
         ("status", status),
         ("service", service),
@@ -112,7 +122,7 @@ def cancel(config: CliConfig, invocation_id: str, yes: bool) -> None:
     It then completes with code 409. A handler that fails before its first await never sees a
     cancel: kill it instead.
     """
-    confirm(f"Cancel invocation {invocation_id}?", yes=yes)
+    _confirm_about(config, invocation_id, f"Cancel invocation {invocation_id}?", yes=yes, completed=False)
     _patch(config, invocation_id, "cancel")
     if not config.as_json:
         console().print(
@@ -132,7 +142,9 @@ def kill(config: CliConfig, invocation_id: str, yes: bool) -> None:
 
     Unlike cancel, no compensation runs.
     """
-    confirm(f"Kill invocation {invocation_id}? No compensation will run.", yes=yes)
+    _confirm_about(
+        config, invocation_id, f"Kill invocation {invocation_id}? No compensation will run.", yes=yes, completed=False
+    )
     _patch(config, invocation_id, "kill")
     if not config.as_json:
         console().print(f"Killed {invocation_id}: it completed with 409.", markup=False)
@@ -164,13 +176,40 @@ def resume(config: CliConfig, invocation_id: str, deployment: str | None) -> Non
 
 @invocations.command()
 @click.argument("invocation_id", metavar="ID")
+@click.option("--yes", "-y", is_flag=True, help="Purge without asking (asked only in a terminal).")
 @json_option
 @pass_config
-def purge(config: CliConfig, invocation_id: str) -> None:
-    """Delete a completed invocation (ID): its record and journal."""
+def purge(config: CliConfig, invocation_id: str, yes: bool) -> None:
+    """Delete a completed invocation (ID): its record and journal (its result is gone for attach and
+    idempotency keys)."""
+    _confirm_about(config, invocation_id, f"Purge invocation {invocation_id} and its journal?", yes=yes, completed=True)
     _patch(config, invocation_id, "purge")
     if not config.as_json:
         console().print(f"Purged {invocation_id}.", markup=False)
+
+
+def _confirm_about(config: CliConfig, invocation_id: str, question: str, *, yes: bool, completed: bool) -> None:
+    """Ask `question` (see `confirm`), but only about an invocation the verb can act on: in a terminal
+    the invocation is read first, and an unknown one, or one that has (`completed=False`) or has not
+    (`completed=True`) completed, is an error without a question.
+
+    Raises:
+        click.ClickException: unknown invocation, or the wrong state for the verb.
+        click.Abort: the user answered no.
+    """
+    if yes or not interactive():
+        return
+    with admin_api(config) as api:
+        found = api.request("GET", f"/invocations/{quote(invocation_id, safe='')}").json()
+    status = found.get("status")
+    if completed and status != "completed":
+        raise click.ClickException(
+            f"invocation {invocation_id} is {status}, not completed: cancel or kill it first, then purge it"
+        )
+    if not completed and status == "completed":
+        kind = found.get("completion_kind") or "completed"
+        raise click.ClickException(f"invocation {invocation_id} already completed ({kind}): nothing to stop")
+    confirm(question, yes=False)
 
 
 def _patch(config: CliConfig, invocation_id: str, action: str) -> None:
@@ -233,6 +272,10 @@ def invoke(
     """
     if delay is not None and not send:
         raise click.UsageError("--delay needs --send: a call waits for its result, so it cannot start later")
+    if "/" in service:
+        words = service.split("/")
+        example = f"torpor invoke {words[0]} {words[-1]}" + (f" --key {words[1]}" if len(words) == 3 else "")
+        raise click.UsageError(f"write the service and the handler as two words, the key with --key: {example} [JSON]")
     segments = [service] if key is None else [service, key]
     path = "/restate/{}/{}/{}".format(
         "send" if send else "call", "/".join(quote(s, safe="") for s in segments), quote(handler, safe="")
@@ -243,9 +286,12 @@ def invoke(
     params = {"delay": f"{delay}ms"} if delay is not None else None
     with ingress_api(config) as api:
         reply = api.request("POST", path, content=payload or b"", headers=headers, params=params, check=False)
-    invocation_id = reply.headers.get("x-restate-id")
-    if reply.status_code >= 400:
-        raise click.ClickException(_failure_message(reply, invocation_id))
+        invocation_id = reply.headers.get("x-restate-id")
+        if reply.status_code >= 400:
+            message = _flag_hint(_failure_message(reply, invocation_id), service, handler, key)
+            if reply.status_code == 404 and message.startswith("no route for "):
+                message += api.other_api_hint()
+            raise click.ClickException(message)
     if reply.status_code == 202:  # sent, or a call past the ingress's call wait
         _print_accepted(config, reply, still_running=not send)
         return
@@ -267,6 +313,16 @@ def _failure_message(reply: httpx.Response, invocation_id: str | None) -> str:
     except (ValueError, AttributeError):
         code = reply.status_code
     return f"invocation {invocation_id} failed with code {code}: {message}"
+
+
+def _flag_hint(message: str, service: str, handler: str, key: str | None) -> str:
+    """The ingress names URL shapes (`/Counter/{key}/add`); the CLI names its flags instead."""
+    if " call it with a key" in message and key is None:
+        kind = message.split("' is a ", 1)[-1].split(":", 1)[0] if "' is a " in message else "keyed service"
+        return f"'{service}' is a {kind}: pass its key with --key, e.g. torpor invoke {service} {handler} --key KEY"
+    if "is a service, not a virtual object or workflow" in message and key is not None:
+        return f"'{service}' is a service, not a virtual object or workflow: leave out --key"
+    return message
 
 
 def _print_result(reply: httpx.Response) -> None:
@@ -298,3 +354,51 @@ def _print_accepted(config: CliConfig, reply: httpx.Response, *, still_running: 
     console(stderr=True).print(
         f"{note}Follow it with `torpor invocations describe {invocation_id}`.", style="dim", markup=False
     )
+
+
+@click.group()
+def awakeables() -> None:
+    """Resolve or reject an awakeable by its id (as `torpor invocations describe` prints it)."""
+
+
+@awakeables.command("resolve")
+@click.argument("awakeable_id", metavar="ID")
+@click.argument("payload", metavar="[JSON]", required=False, callback=parse_json_argument)
+@json_option
+@pass_config
+def resolve_awakeable(config: CliConfig, awakeable_id: str, payload: bytes | None) -> None:
+    """Complete awakeable ID (sign_1…) with a JSON value (none: null), through the ingress
+    (`POST /restate/awakeables/{id}/resolve`). The first completion wins."""
+    headers = {"content-type": "application/json"}
+    with ingress_api(config) as api:
+        reply = api.request(
+            "POST",
+            f"/restate/awakeables/{quote(awakeable_id, safe='')}/resolve",
+            content=payload or b"null",
+            headers=headers,
+        )
+    if config.as_json:
+        emit_response(reply)
+        return
+    console().print(f"Resolved {awakeable_id}.", markup=False)
+
+
+@awakeables.command("reject")
+@click.argument("awakeable_id", metavar="ID")
+@click.argument("reason")
+@json_option
+@pass_config
+def reject_awakeable(config: CliConfig, awakeable_id: str, reason: str) -> None:
+    """Fail awakeable ID (sign_1…) with REASON: the awaiting handler gets a terminal error
+    (`POST /restate/awakeables/{id}/reject`). The first completion wins."""
+    with ingress_api(config) as api:
+        reply = api.request(
+            "POST",
+            f"/restate/awakeables/{quote(awakeable_id, safe='')}/reject",
+            content=reason.encode(),
+            headers={"content-type": "text/plain"},
+        )
+    if config.as_json:
+        emit_response(reply)
+        return
+    console().print(f"Rejected {awakeable_id}.", markup=False)

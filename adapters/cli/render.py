@@ -49,7 +49,7 @@ def details(rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 def _service_names(services: Sequence[Any]) -> list[str]:
-    """Service names from a deployment's `services`: names (list) or service objects (describe)."""
+    """Service names from a deployment's `services`: `{"name", "revision"}` (list) or service objects (describe)."""
     return [s if isinstance(s, str) else str(s.get("name")) for s in services]
 
 
@@ -117,7 +117,8 @@ def services_table(services: Sequence[Mapping[str, Any]], title: str = "Services
 
 
 def discovered_table(services: Sequence[Mapping[str, Any]], registered: set[str]) -> Table:
-    """A dry run's services (endpoint manifest shapes), each marked new or an update of a registered one."""
+    """A dry run's services (as `GET /services/{name}` shows them; a manifest's `SERVICE`... types also read), each
+    marked new or an update of a registered one."""
     table = Table(title="Services the deployment serves", title_justify="left")
     table.add_column("", no_wrap=True)
     table.add_column("NAME", no_wrap=True)
@@ -221,6 +222,7 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Starts at", invocation.get("execution_time")),
             ("Wakes up at", invocation.get("wake_up_at")),
             ("Waiting on", waiting_on_text(invocation)),
+            ("Awakeables", awakeables_text(invocation.get("awaiting_awakeables") or [])),
             ("Key held by", invocation.get("waiting_for_key_holder")),
             ("DEADLOCK", (invocation.get("deadlock") or {}).get("message")),
             ("Output", compact(invocation["completion_output"]) if "completion_output" in invocation else None),
@@ -234,6 +236,13 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Completed", invocation.get("completed_at")),
         ]
     )
+
+
+def awakeables_text(ids: Sequence[str]) -> str | None:
+    """The ids of the awakeables a suspended invocation awaits, with the command that completes one."""
+    if not ids:
+        return None
+    return "\n".join(ids) + "\n(complete one with: torpor awakeables resolve ID [JSON] | reject ID REASON)"
 
 
 def waiting_on_text(invocation: Mapping[str, Any]) -> str | None:

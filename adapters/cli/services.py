@@ -83,10 +83,14 @@ def current_overrides(settings: dict[str, Any]) -> dict[str, Any]:
         entry = settings.get(option) or {}
         return entry.get("value") if entry.get("source") == _OVERRIDE else None
 
-    out: dict[str, Any] = {name: overridden(option) for name, option in _DURATIONS.items()}
+    def duration(option: str) -> str | None:
+        value = overridden(option)
+        return duration_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    out: dict[str, Any] = {name: duration(option) for name, option in _DURATIONS.items()}
     private = overridden("ingressPrivate")
     out["public"] = None if private is None else not private
-    retry = {name: overridden(option) for name, option in _RETRY.items()}
+    retry = {name: (duration if name.endswith("_interval") else overridden)(option) for name, option in _RETRY.items()}
     if isinstance(retry["on_max_attempts"], str):
         retry["on_max_attempts"] = retry["on_max_attempts"].lower()
     out["retry_policy"] = {k: v for k, v in retry.items() if v is not None} or None
@@ -134,9 +138,57 @@ def config_view(config: CliConfig, name: str) -> None:
     for column in ("option", "value", "source", "set by handlers"):
         table.add_column(column)
     for option, entry in settings.items():
-        handlers = ", ".join(f"{h}={v}" for h, v in (entry.get("handlers") or {}).items())
-        table.add_row(option, json.dumps(entry.get("value")), entry.get("source", ""), handlers)
+        api_name = api_option_name(option)
+        handlers = ", ".join(f"{h}={option_text(option, v)}" for h, v in (entry.get("handlers") or {}).items())
+        table.add_row(api_name, option_text(option, entry.get("value")), entry.get("source", ""), handlers)
     console().print(table)
+    console().print(
+        f"Change an option with `torpor services config edit {name}` (the same names and units).", markup=False
+    )
+
+
+_PRIVATE = "ingressPrivate"
+_DURATION_NAMES = {option: name for name, option in _DURATIONS.items()} | {
+    option: f"retry_policy.{name}" for name, option in _RETRY.items() if name.endswith("_interval")
+}
+
+
+def api_option_name(option: str) -> str:
+    """The name `PATCH /services/{name}` takes for an option of `GET /services/{name}`'s `config`
+    (`inactivityTimeout` → `inactivity_timeout`, `retryPolicyMaxAttempts` → `retry_policy.max_attempts`,
+    `ingressPrivate` → `public`); an unknown option keeps its name."""
+    if option in _DURATIONS.values():
+        return next(name for name, o in _DURATIONS.items() if o == option)
+    if option in _RETRY.values():
+        return "retry_policy." + next(name for name, o in _RETRY.items() if o == option)
+    return "public" if option == _PRIVATE else option
+
+
+def option_text(option: str, value: Any) -> str:
+    """A config value as `PATCH /services/{name}` takes it: durations as "1m" / "1h 30m" / "500ms"
+    (from ms), `ingressPrivate` as `public` (negated), `on_max_attempts` in lower case."""
+    if value is None:
+        return "-"
+    if option in _DURATION_NAMES and isinstance(value, int) and not isinstance(value, bool):
+        return duration_text(value)
+    if option == _PRIVATE and isinstance(value, bool):
+        return json.dumps(not value)
+    if isinstance(value, str):
+        return value.lower() if option == _RETRY["on_max_attempts"] else value
+    return json.dumps(value)
+
+
+def duration_text(ms: int) -> str:
+    """Milliseconds as the largest units that divide them, e.g. 60000 → "1m", 5400000 → "1h 30m",
+    1050 → "1s 50ms", 0 → "0s" (the humantime form the admin API parses back to the same ms)."""
+    if ms == 0:
+        return "0s"
+    parts: list[str] = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        count, ms = divmod(ms, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts)
 
 
 @config_group.command("edit")
@@ -146,8 +198,8 @@ def config_view(config: CliConfig, name: str) -> None:
 def config_edit(config: CliConfig, name: str) -> None:
     """Open $EDITOR on the overridable options of service NAME (JSON), then apply what changed.
 
-    The editor shows the service's current admin overrides (durations in ms) and null for the
-    options without one. Durations are written as "30s", "PT1H" or ms; setting an override to
+    The editor shows the service's current admin overrides (durations as "1m", "1h 30m") and null
+    for the options without one. Durations are written as "30s", "PT1H" or ms; setting an override to
     `null` removes it; `public: false` makes the service private to the ingress.
     """
     path = f"/services/{quote(name, safe='')}"

@@ -22,8 +22,9 @@ request `CloudRunInvoker`:
    identity) is returned at once, as it is.
 
 Failures to get a URL or a token (no credentials, token endpoint refusing, service not found, the
-`gcp` extra not installed) raise `InvokerError` naming the fix. google-auth and google-cloud-run are
-imported on first use only.
+`gcp` extra not installed) raise `InvokerError` naming the fix. From AWS (no Google key files), ID
+tokens come through workload identity federation (`adapters.gcp.workload_identity`). google-auth
+and google-cloud-run are imported on first use only.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from adapters.gcp.workload_identity import credential_config, workload_identity_id_token
 from adapters.http.invoker import HttpInvoker
 from control_plane.ports import HttpReply, Invoker, InvokerError
 
@@ -62,8 +64,9 @@ LOOKUP_TIMEOUT_S = 30.0
 """Bound on one `get_service` call that resolves a service name (within the request's timeout)."""
 
 NO_CREDENTIALS_FIX = (
-    "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run Torpor on Google Cloud "
-    "(its service account, from the metadata server), or run `gcloud auth application-default login "
+    "on AWS, set TORPOR_GOOGLE_CREDENTIAL_CONFIG to a workload identity federation configuration "
+    "(docs/cloud-run.md); else set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run Torpor "
+    "on Google Cloud (its service account, from the metadata server), or run `gcloud auth application-default login "
     "--impersonate-service-account=SA@PROJECT.iam.gserviceaccount.com`"
 )
 """The ways to give Torpor credentials that can mint Google ID tokens."""
@@ -273,11 +276,11 @@ class CloudRunInvoker:
         return None
 
     def _fetch_token(self, audience: str) -> str:
-        try:
-            _, auth_errors = _google_exceptions()
-        except InvokerError:
+        try:  # google-auth alone: the Lambda bundle has no google-api-core (a service name needs it, a URL not)
+            from google.auth import exceptions as auth_errors
+        except ImportError as exc:
             if self._fetch is fetch_google_id_token:
-                raise
+                raise InvokerError(_MISSING_EXTRA) from exc
             return self._fetch(audience)  # an injected fetcher may do without google-auth
         try:
             token = self._fetch(audience)
@@ -416,6 +419,10 @@ def fetch_google_id_token(audience: str, request: Any = None) -> str:
 
     Where the credentials come from, in order:
 
+    0. workload identity federation (`adapters.gcp.workload_identity`): the credential configuration
+       `TORPOR_GOOGLE_CREDENTIAL_CONFIG` holds or names, or a `GOOGLE_APPLICATION_CREDENTIALS` file of
+       type `external_account`: AWS credentials exchanged at Google's STS, then `generateIdToken` for
+       the service account it impersonates;
     1. `GOOGLE_APPLICATION_CREDENTIALS`: a service-account key file (a JWT assertion signed with the
        key is exchanged at the key's `token_uri`) or an impersonated-service-account file;
     2. without it, gcloud's application default credentials file when it is an impersonated service
@@ -445,6 +452,9 @@ def fetch_google_id_token(audience: str, request: Any = None) -> str:
         raise InvokerError(_MISSING_EXTRA) from exc
     if request is None:
         request = _bounded_request(TOKEN_FETCH_TIMEOUT_S)
+    federation = credential_config()
+    if federation is not None:
+        return workload_identity_id_token(federation, audience, request)
     if not os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
         credentials = gcloud_impersonated_id_token_credentials(audience)
         if credentials is not None:

@@ -37,6 +37,26 @@ class Context:
         return 30_000
 
 
+def iam_authorizer(access_key: str = "AKIAEXAMPLE", account: str = "123456789012", user: str = "caller") -> dict:
+    """`requestContext.authorizer` of an HTTP API event whose route API Gateway authorized by SigV4 (AWS_IAM)."""
+    return {
+        "iam": {
+            "accessKey": access_key,
+            "accountId": account,
+            "callerId": f"AIDAEXAMPLE:{user}",
+            "principalOrgId": None,
+            "userArn": f"arn:aws:iam::{account}:user/{user}",
+            "userId": "AIDAEXAMPLE",
+            "cognitoIdentity": None,
+        }
+    }
+
+
+def jwt_authorizer(claims: dict[str, Any], scopes: list[str] | None = None) -> dict:
+    """`requestContext.authorizer` of an HTTP API event whose JWT authorizer accepted a token with `claims`."""
+    return {"jwt": {"claims": claims, "scopes": scopes}}
+
+
 @dataclass
 class LocalFunctions:
     """The control plane's functions wired to one wake queue (`sqs` is a boto3 SQS client)."""
@@ -44,8 +64,15 @@ class LocalFunctions:
     sqs: Any
     queue_url: str
 
-    def http(self, api: str, method: str, path: str, body: object = None, **headers: str) -> tuple[int, Any, dict]:
-        """Send an HTTP API v2 event to the ingress or admin handler; (status, JSON body or text, headers)."""
+    def http(
+        self, api: str, method: str, path: str, body: object = None, *, authorizer: dict | None = None, **headers: str
+    ) -> tuple[int, Any, dict]:
+        """Send an HTTP API v2 event to the ingress or admin handler; (status, JSON body or text, headers).
+
+        `authorizer` is the event's `requestContext.authorizer`, what API Gateway adds for a route it
+        authorized: `{"iam": {...}}` for a SigV4-signed request, `{"jwt": {"claims": ..., "scopes": ...}}`
+        for a bearer token (`iam_authorizer`, `jwt_authorizer`). None: an unauthorized route's event.
+        """
         raw_path, _, query = path.partition("?")
         event = {
             "version": "2.0",
@@ -58,6 +85,7 @@ class LocalFunctions:
                 "requestId": uuid.uuid4().hex,
                 "routeKey": "$default",
                 "stage": "$default",
+                **({"authorizer": authorizer} if authorizer is not None else {}),
             },
             "body": base64.b64encode(json.dumps(body).encode()).decode() if body is not None else None,
             "isBase64Encoded": body is not None,

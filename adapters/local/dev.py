@@ -6,7 +6,8 @@ Parts, started in this order and stopped in reverse:
    `DynamoDBStore` on an external endpoint (`dynamodb_endpoint`) or on an embedded moto server on
    127.0.0.1 (`moto`); with none of them, `DEFAULT_STORE`; its schema created;
 3. with `lambda_functions` (`torpor dev --lambda NAME=module:attr`), the local Lambda emulator in a
-   subprocess (`adapters.local.lambda_emulator`), which the Lambda invoker then calls (and STS too);
+   subprocess (`adapters.local.lambda_emulator`, started again if it dies), which the Lambda invoker
+   then calls (and STS too);
 4. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
    `ControlPlane.advance`, and the start-up sweep re-arms unfinished invocations;
 5. two hypercorn servers (HTTP/1.1) in one asyncio loop on a background thread: ingress
@@ -46,6 +47,7 @@ from adapters.local.guard import LocalAdminGuard
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
+from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.http import Router
@@ -142,7 +144,8 @@ class DevServer:
         workers: Size of the scheduler's worker pool (concurrent `advance` calls).
         http_concurrency: Requests each HTTP server dispatches at the same time.
         lambda_functions: Function name → `module:attr` of its Lambda handler: runs them in the local
-            Lambda emulator (a subprocess, stopped by `stop`), so `arn:aws:lambda:REGION:ACCOUNT:
+            Lambda emulator (a subprocess, stopped by `stop`; started again on the same port if it
+            dies, as Lambda replaces a dead execution environment), so `arn:aws:lambda:REGION:ACCOUNT:
             function:NAME:VERSION` deployments invoke them (any account; every version runs the same
             code). None: Lambda deployments go to `lambda_endpoint` or AWS.
         lambda_endpoint: URL of another Lambda API endpoint (and STS endpoint) for Lambda
@@ -409,6 +412,7 @@ class DevServer:
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
+        self._control_plane.admin.sql = sql_engine(self.store)  # POST /query; None without the `query` extra
         router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
         router.allowed_origins = router.allowed_origins | _origins(self._admin_url)
         self._scheduler.start(
@@ -428,7 +432,7 @@ class DevServer:
             env["TORPOR_SQLITE"] = self._sqlite_path
         elif self.lambda_checkpoints and self._dynamodb_endpoint is not None:
             env.update(TORPOR_TABLE=self.table, TORPOR_DYNAMODB_ENDPOINT=self._dynamodb_endpoint)
-        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region, env=env)
+        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region, env=env, keep_running=True)
         try:
             self._emulator.start()
         except RuntimeError as exc:
@@ -545,11 +549,18 @@ class DevServer:
                             ) from None
                         time.sleep(0.01)  # poll interval while waiting for the condition, not a fixed sleep
 
+    def stopping(self) -> None:
+        """Say a shutdown has begun (safe from a signal handler): the Lambda emulator's process, which a
+        signal to the process group reaches too, is not started again when it exits."""
+        if self._emulator is not None:
+            self._emulator.stop_watching()
+
     def stop(self) -> None:
         """Stop the HTTP servers, then the scheduler (running advances finish), the invoker and moto.
 
         Safe to call more than once, and on a server that failed half-way through `start`.
         """
+        self.stopping()
         for sock in self._sockets:
             sock.close()
         self._sockets = []
@@ -629,10 +640,13 @@ def run_dev(
         RequestIdentityKeyError: The request identity key cannot be read or written.
     """
     stop_requested = threading.Event()
+    servers: list[DevServer] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
         log.info("torpor dev: %s received, shutting down", signal.Signals(signum).name)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl+C interrupts the shutdown
+        for server in servers:
+            server.stopping()
         stop_requested.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -652,6 +666,7 @@ def run_dev(
         lambda_checkpoints=lambda_checkpoints,
         request_identity_key_file=request_identity_key_file,
     )
+    servers.append(server)
     started = False
     try:
         server.start()

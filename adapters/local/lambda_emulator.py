@@ -431,6 +431,9 @@ class LambdaEmulatorProcess:
         startup_timeout_s: How long `start` waits for the emulator to answer.
         env: More environment variables for the child, e.g. `TORPOR_SQLITE` (in-process checkpoints
             against the dev store: `adapters.aws.checkpoints`).
+        keep_running: Start the child again, on the same port, when it exits before `stop` (a crash,
+            a SIGKILL), as Lambda replaces an execution environment that died: Invokes refused in the
+            meantime are retried by Torpor like any failed attempt. Checked every 0.2 s.
     """
 
     def __init__(
@@ -443,8 +446,14 @@ class LambdaEmulatorProcess:
         cwd: str | os.PathLike[str] | None = None,
         startup_timeout_s: float = 30.0,
         env: Mapping[str, str] | None = None,
+        keep_running: bool = False,
     ) -> None:
         self.env = dict(env or {})
+        self.keep_running = keep_running
+        self.restarts = 0
+        """How many times the child was started again after it exited on its own (`keep_running`)."""
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
         if not functions:
             raise ValueError("the Lambda emulator needs at least one function")
         self.functions = dict(functions)
@@ -469,12 +478,42 @@ class LambdaEmulatorProcess:
         self.stop()
 
     def start(self) -> LambdaEmulatorProcess:
-        """Start the child and return once it answers HTTP.
+        """Start the child and return once it answers HTTP (with `keep_running`, also its watcher).
 
         Raises:
             RuntimeError: The child exited (a function failed to load: its stderr says why) or did not
                 answer within `startup_timeout_s`.
         """
+        self._stopping.clear()
+        try:
+            self._spawn()
+        except BaseException:
+            self.stop()
+            raise
+        if self.keep_running:
+            self._watcher = threading.Thread(target=self._watch, name="lambda-emulator-watch", daemon=True)
+            self._watcher.start()
+        return self
+
+    def _watch(self) -> None:
+        """Until `stop`: start the child again (same port) whenever it has exited."""
+        while not self._stopping.wait(0.2):
+            process = self.process
+            if process is None or process.poll() is None:
+                continue
+            log.warning("the Lambda emulator exited (status %s): starting it again on %s", process.returncode, self.url)
+            self._end_child()
+            try:
+                self._spawn()
+            except RuntimeError:
+                log.exception("the Lambda emulator did not start again; trying again in a second")
+                self._end_child()
+                self._stopping.wait(1.0)
+                continue
+            self.restarts += 1
+
+    def _spawn(self) -> None:
+        """Start the child on `port` and wait for its ready line; then `port` is the one it took."""
         env = dict(os.environ)
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
         for name in ("TORPOR_SQLITE", "TORPOR_TABLE", "TORPOR_DYNAMODB_ENDPOINT"):
@@ -490,12 +529,8 @@ class LambdaEmulatorProcess:
         lines: queue.Queue[str | None] = queue.Queue()
         self._pump = threading.Thread(target=self._read_stdout, args=(lines,), name="lambda-emulator-out", daemon=True)
         self._pump.start()
-        try:
-            self._url = self._wait_until_ready(lines)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        self._url = self._wait_until_ready(lines)
+        self.port = int(self._url.rsplit(":", 1)[1])  # a restart comes back on the same port
 
     def _read_stdout(self, lines: queue.Queue[str | None]) -> None:
         assert self.process is not None
@@ -538,8 +573,22 @@ class LambdaEmulatorProcess:
         body: dict[str, list[dict[str, Any]]] = reply.json()
         return body
 
+    def stop_watching(self) -> None:
+        """From now on, a child that exits is not started again (a shutdown has begun: a Ctrl+C in the
+        terminal reaches the child too). Safe from a signal handler; `stop` still ends the child."""
+        self._stopping.set()
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the child, SIGKILL if it has not exited within `timeout_s`. Safe to call twice."""
+        self._stopping.set()
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=self.startup_timeout_s + 5)  # a restart under way finishes first
+        self._end_child(timeout_s)
+        self._url = None
+
+    def _end_child(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM the child (if it runs), SIGKILL after `timeout_s`; reap it and its output pump."""
         process, self.process = self.process, None
         if process is not None:
             if process.poll() is None:
@@ -553,7 +602,6 @@ class LambdaEmulatorProcess:
                 self._pump.join(timeout=5)
             if process.stdout is not None:
                 process.stdout.close()
-        self._url = None
 
     @property
     def running(self) -> bool:

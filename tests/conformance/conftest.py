@@ -3,8 +3,11 @@
 Environment:
 - `TORPOR_CONFORMANCE_RUNTIME`: `torpor` (default: `torpor dev`) or `restate` (`restate-server`
   1.7.12 from npm, the differential check); `scripts/conformance.sh --runtime ...` sets it.
-- `TORPOR_CONFORMANCE_MODE`: `request-response` (default) or `bidi` (the Python services are served
-  over HTTP/2 too and registered over it: every invocation is streamed); see `harness.MODE`.
+- `TORPOR_CONFORMANCE_MODE`: `request-response` (default), `bidi` (the Python services are served
+  over HTTP/2 too and registered over it: every invocation is streamed) or `lambda` (`torpor dev`
+  only: the Python services are a Lambda function of `torpor dev --lambda`, run by its local Lambda
+  emulator with in-process checkpoints and registered by ARN; killing the services kills the
+  function's process); see `harness.MODE`.
 - `TORPOR_CONFORMANCE_LANGS`: comma-separated languages of the test services, default
   `python,typescript`. A language whose services cannot start is an error, not a skip.
 
@@ -33,10 +36,12 @@ from tests.conformance.harness import (
     MODES,
     RUNTIMES,
     Env,
+    LambdaServices,
     PrivateEnv,
     RestateRuntime,
     Services,
     TorporRuntime,
+    hosted_on_lambda,
     make_identity_key,
 )
 from tests.helpers.moto import moto_server
@@ -60,6 +65,11 @@ def _langs() -> list[str]:
 RUNTIME = _runtime()
 if MODE not in MODES:
     raise pytest.UsageError(f"TORPOR_CONFORMANCE_MODE={MODE!r}: expected one of {', '.join(MODES)}")
+if MODE == "lambda" and RUNTIME != "torpor":
+    raise pytest.UsageError(
+        f"TORPOR_CONFORMANCE_MODE=lambda runs on torpor dev only (its --lambda emulator with in-process "
+        f"checkpoints), not TORPOR_CONFORMANCE_RUNTIME={RUNTIME}"
+    )
 SELECTED_LANGS = _langs()
 
 
@@ -77,8 +87,12 @@ def lang(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def env(lang: str) -> Iterator[Env]:
     """The runtime shared by every test of one language, with that language's services registered."""
-    runtime = TorporRuntime() if RUNTIME == "torpor" else RestateRuntime()
-    shared = Env(runtime, Services(lang))
+    if hosted_on_lambda(lang):
+        lambda_runtime = TorporRuntime(lambda_services=True)
+        shared = Env(lambda_runtime, LambdaServices(lambda_runtime))
+    else:
+        runtime = TorporRuntime() if RUNTIME == "torpor" else RestateRuntime()
+        shared = Env(runtime, Services(lang))
     try:
         shared.start()
         yield shared
@@ -150,15 +164,23 @@ def private_env(
             directory = scratch / uuid.uuid4().hex[:8]
             directory.mkdir()
             key_file, public_key = make_identity_key(directory)
-        services = Services(lang, identity_public_key=public_key)
         runtime: TorporRuntime | RestateRuntime
+        services: Services | LambdaServices
         if RUNTIME == "torpor":
             table = f"conformance-{uuid.uuid4().hex[:12]}"
+            on_lambda = hosted_on_lambda(lang)
             runtime = TorporRuntime(
-                dynamodb_endpoint=_private_moto(), table=table, max_attempts=max_attempts, identity_key_file=key_file
+                dynamodb_endpoint=_private_moto(),
+                table=table,
+                max_attempts=max_attempts,
+                identity_key_file=key_file,
+                lambda_services=on_lambda,
+                identity_public_key=public_key if on_lambda else None,
             )
+            services = LambdaServices(runtime) if on_lambda else Services(lang, identity_public_key=public_key)
         else:
             runtime = RestateRuntime(max_attempts=max_attempts, identity_key_file=key_file)
+            services = Services(lang, identity_public_key=public_key)
         private = PrivateEnv(runtime, services, identity_public_key=public_key)
         used.append((settings, private))
         private.start()

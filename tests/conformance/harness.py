@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -39,11 +40,19 @@ SERVICES_TS = REPO_ROOT / "tests" / "conformance" / "services_ts"
 
 RUNTIMES = ("torpor", "restate")
 LANGS = ("python", "typescript")
-MODES = ("request-response", "bidi")
+MODES = ("request-response", "bidi", "lambda")
 MODE = os.environ.get("TORPOR_CONFORMANCE_MODE", "request-response")
-"""`TORPOR_CONFORMANCE_MODE`: `request-response` (default), or `bidi`: the Python services also speak
+"""`TORPOR_CONFORMANCE_MODE`: `request-response` (default); `bidi`: the Python services also speak
 HTTP/2 (h2c) and are registered over it, so the runtime streams every invocation (bidirectional
-mode). The TypeScript services speak HTTP/1.1 only and stay in request/response mode."""
+mode); `lambda` (`torpor dev` only): the Python services are a Lambda function in `torpor dev
+--lambda` (`LambdaServices`: the local Lambda emulator, in-process checkpoints), registered by ARN.
+In both other modes the TypeScript services stay as they are: HTTP/1.1, request/response."""
+
+LAMBDA_FUNCTION = "ConformanceServices"
+LAMBDA_TARGET = "tests.conformance.services_py.aws_lambda:handler"
+LAMBDA_ARN = f"arn:aws:lambda:us-east-1:123456789012:function:{LAMBDA_FUNCTION}:1"
+"""Lambda mode: the function `torpor dev --lambda {LAMBDA_FUNCTION}={LAMBDA_TARGET}` hosts, and the
+ARN it is registered by (the emulator's account, version 1)."""
 
 RESTATE_VERSION = "1.7.12"
 """The restate-server the differential run compares against (npm `@restatedev/restate-server`)."""
@@ -180,6 +189,11 @@ def wait_http(
     raise RuntimeError(f"{process.name}: {url} not ready within {timeout_s} s ({last}); see {process.log_path}")
 
 
+def hosted_on_lambda(lang: str) -> bool:
+    """Whether `lang`'s services run as a Lambda function in `torpor dev` (lambda mode, Python)."""
+    return MODE == "lambda" and lang == "python"
+
+
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a child: ours, the repo on PYTHONPATH, no Lambda hints, plus `extra`."""
     env = dict(os.environ)
@@ -245,6 +259,84 @@ class Services:
         self.process.stop()
 
 
+class LambdaServices:
+    """The Python test services as the Lambda function `LAMBDA_FUNCTION` of a `torpor dev --lambda`
+    (lambda mode): the local Lambda emulator, a child process of that runtime, runs them behind
+    in-process checkpoints (`adapters.aws.checkpoints`), committing run results to its store.
+
+    `kill` / `stop` act on that child (the function's process: SIGKILL / SIGTERM, waited for);
+    `torpor dev` starts it again on the same port, as Lambda replaces an execution environment that
+    died, and `start` waits until a new one answers. The runtime's process and log stand for it.
+    """
+
+    lang = "python"
+
+    def __init__(self, runtime: TorporRuntime) -> None:
+        self.runtime = runtime
+        self._gone: int | None = None  # the pid of the child last killed or stopped
+
+    @property
+    def process(self) -> ManagedProcess:
+        return self.runtime.process
+
+    @property
+    def url(self) -> str:
+        """The emulator's base URL, from the runtime's log (`lambda function NAME on URL: ...`)."""
+        text = self.runtime.process.log_path.read_text(errors="replace")
+        found = re.findall(rf"lambda function {LAMBDA_FUNCTION} on (http://[^\s:]+:\d+)", text)
+        if not found:
+            raise RuntimeError(f"no Lambda emulator URL in {self.runtime.process.log_path}")
+        return str(found[-1])
+
+    def pid(self) -> int | None:
+        """The pid of the emulator's process (a child of the runtime's), or None if there is none."""
+        process = self.runtime.process.process
+        if process is None or process.poll() is not None:
+            return None
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]  # after "pid (comm)"
+                if int(ppid) != process.pid or state == "Z":  # a zombie: killed, not reaped yet
+                    continue
+                if b"adapters.local.lambda_emulator" in (stat.parent / "cmdline").read_bytes():
+                    return int(stat.parent.name)
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+        return None
+
+    def start(self, timeout_s: float = 60) -> None:
+        """Wait until the emulator (a new one after `kill` / `stop`) answers HTTP."""
+
+        def answering() -> bool:
+            self.runtime.process.check_alive()
+            pid = self.pid()
+            assert pid is not None, "no emulator process yet"
+            assert pid != self._gone, "no new emulator process yet"
+            try:
+                return httpx.get(f"{self.url}/_emulator/calls", timeout=2).status_code == 200
+            except httpx.HTTPError as exc:
+                raise AssertionError(f"the emulator does not answer yet: {exc!r}") from exc
+
+        poll_until(answering, timeout_s=timeout_s, interval_s=0.05)
+
+    def _signal(self, signum: int) -> None:
+        pid = self.pid()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+        self._gone = pid
+        poll_until(lambda: self.pid() != pid, timeout_s=15, interval_s=0.05)  # reaped by torpor dev
+
+    def kill(self) -> None:
+        """SIGKILL the function's process (the emulator); torpor dev starts another."""
+        self._signal(signal.SIGKILL)
+
+    def stop(self) -> None:
+        """SIGTERM the function's process and wait for it to exit; torpor dev starts another."""
+        self._signal(signal.SIGTERM)
+
+
 # --- runtimes --------------------------------------------------------------------------------------
 
 
@@ -264,7 +356,11 @@ class TorporRuntime:
         table: str = "torpor",
         max_attempts: int | None = None,
         identity_key_file: Path | None = None,
+        lambda_services: bool = False,
+        identity_public_key: str | None = None,
     ) -> None:
+        """`lambda_services`: host the Python test services with `--lambda` (`LambdaServices`), which
+        accept only requests signed with `identity_public_key` if given."""
         self.ingress_port, self.admin_port = free_port(), free_port()
         self.ingress_url = f"http://127.0.0.1:{self.ingress_port}"
         self.admin_url = f"http://127.0.0.1:{self.admin_port}"
@@ -278,6 +374,8 @@ class TorporRuntime:
             argv += ["--in-memory"]
         if identity_key_file is not None:
             argv += ["--request-identity-key-file", str(identity_key_file)]
+        if lambda_services:
+            argv += ["--lambda", f"{LAMBDA_FUNCTION}={LAMBDA_TARGET}"]
         extra = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
         extra = extra if dynamodb_endpoint else {}
         if max_attempts is not None:  # the default retry policy, as NonDeterminismErrors configures it upstream
@@ -286,6 +384,8 @@ class TorporRuntime:
                 "TORPOR_RETRY_POLICY_ON_MAX_ATTEMPTS": "kill",
                 "TORPOR_RETRY_POLICY_INITIAL_INTERVAL_MS": "1",
             }
+        if identity_public_key is not None:  # the emulator's process inherits it
+            extra |= {"TORPOR_CONFORMANCE_IDENTITY_KEY": identity_public_key}
         self.process = ManagedProcess("torpor-dev", argv, child_env(extra or None))
 
     def start(self) -> None:
@@ -409,22 +509,38 @@ class Env:
         identity_public_key: the `publickeyv1_...` key the services require, or None.
     """
 
-    def __init__(self, runtime: Runtime, services: Services, *, identity_public_key: str | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, services: Services | LambdaServices, *, identity_public_key: str | None = None
+    ) -> None:
         self._runtime = runtime
         self._services = services
         self.runtime: str = runtime.name
         self.lang = services.lang
         self.ingress_url = runtime.ingress_url
         self.admin_url = runtime.admin_url
-        self.services_url = services.url
         self.identity_public_key = identity_public_key
         self.ingress = httpx.Client(base_url=self.ingress_url, timeout=60)
         self.admin = httpx.Client(base_url=self.admin_url, timeout=60)
 
     # set-up ---------------------------------------------------------------------------------------
 
+    @property
+    def services_url(self) -> str:
+        """The services' base URL (lambda mode: the Lambda emulator's, which `torpor dev` started)."""
+        return self._services.url
+
+    @property
+    def on_lambda(self) -> bool:
+        """Whether the services are a Lambda function in the runtime (lambda mode, `LambdaServices`)."""
+        return isinstance(self._services, LambdaServices)
+
     def start(self) -> Env:
         """Start the services and the runtime (side by side), register the deployment."""
+        if self.on_lambda:  # the runtime starts them
+            self._runtime.start()
+            self._services.start()
+            self.register()
+            return self
         with ThreadPoolExecutor(max_workers=2) as pool:
             started = [pool.submit(self._services.start), pool.submit(self._runtime.start)]
             for future in started:
@@ -433,8 +549,11 @@ class Env:
         return self
 
     def register(self) -> None:
-        """`POST /deployments {"uri": services, "force": false}`; asserts 201 (200: already known)."""
+        """`POST /deployments {"uri": services, "force": false}` (lambda mode: `{"arn": LAMBDA_ARN}`);
+        asserts 201 (200: already known)."""
         body: dict[str, Any] = {"uri": self.services_url, "force": False}
+        if self.on_lambda:
+            body = {"arn": LAMBDA_ARN, "force": False}
         if self.runtime == "restate" and MODE != "bidi":
             body["use_http_11"] = True
         reply = self.admin.post("/deployments", json=body)
@@ -460,6 +579,27 @@ class Env:
     def logs(self) -> list[Path]:
         """The log files of the runtime and the services."""
         return [self._runtime.process.log_path, self._services.process.log_path]
+
+    def unsigned(self, method: str, path: str, *, headers: Mapping[str, str] | None = None) -> int:
+        """Send `method path` (empty body, no request identity) straight to the services, not through
+        the runtime; returns the HTTP status they answer (lambda mode: the function's `statusCode`,
+        through the emulator's Invoke API)."""
+        if not self.on_lambda:
+            return httpx.request(
+                method, f"{self.services_url}{path}", headers=headers, content=b"", timeout=10
+            ).status_code
+        event = {
+            "path": path,
+            "httpMethod": method,
+            "headers": dict(headers or {}),
+            "body": "",
+            "isBase64Encoded": True,
+        }
+        reply = httpx.post(
+            f"{self.services_url}/2015-03-31/functions/{LAMBDA_FUNCTION}/invocations", json=event, timeout=10
+        )
+        assert reply.status_code == 200, f"Invoke: {reply.status_code} {reply.text}"
+        return int(reply.json()["statusCode"])
 
     # ingress --------------------------------------------------------------------------------------
 

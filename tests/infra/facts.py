@@ -161,6 +161,14 @@ class Facts:
                 api = self.target(integration["Properties"].get("ApiId"))
                 if api:
                     names[api] = f"{base}Api"
+        for logical_id, authorizer in self.of_type("AWS::ApiGatewayV2::Authorizer").items():
+            api = names.get(self.target(authorizer["Properties"].get("ApiId")) or "", "")
+            if api:
+                names[logical_id] = (
+                    f"{api.removesuffix('Api')}{authorizer['Properties']['AuthorizerType'].title()}Authorizer"
+                )
+        for logical_id in self.of_type("AWS::SNS::Topic"):
+            names[logical_id] = "AlarmTopic"
         for logical_id, resource in self.of_type("Custom::TorporDeployment").items():
             version = str(self.render(resource["Properties"].get("FunctionVersionArn", "")))
             if version.startswith("${") and version.endswith("Function.Version}"):
@@ -214,6 +222,8 @@ class Facts:
                 return self._getatt(logical_id, attribute)
             if key == "Fn::Join":
                 separator, parts = arg
+                if isinstance(parts, dict):  # a list parameter (CommaDelimitedList): its comma-separated value
+                    parts = str(self.render(parts)).split(",")
                 return separator.join(str(self.render(part)) for part in parts)
             if key == "Fn::Sub":
                 text, variables = (arg, {}) if isinstance(arg, str) else arg

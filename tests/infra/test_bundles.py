@@ -29,6 +29,10 @@ NOT_ON_LAMBDA = {
 }
 """pyproject.toml dependencies the Lambda functions never import, and who does."""
 
+ON_LAMBDA_FROM_GCP = {"google-auth"}
+"""Distributions of pyproject.toml's gcp extra the Lambda functions need: Google ID tokens for Cloud
+Run deployments (workload identity federation). google-cloud-run, which looks service names up, is left out."""
+
 
 def _requirements(path: Path) -> dict[str, Requirement]:
     lines = [line.strip() for line in path.read_text().splitlines()]
@@ -54,7 +58,11 @@ def test_control_plane_requirements_are_pyproject_dependencies() -> None:
             continue
         assert name in bundle, f"{name} (pyproject.toml) is missing from requirements.txt, or add it to NOT_ON_LAMBDA"
         assert _same(bundle[name], requirement), f"{bundle[name]} in requirements.txt, {requirement} in pyproject.toml"
-    assert set(bundle) <= set(project), f"not in pyproject.toml: {set(bundle) - set(project)}"
+    gcp = {canonicalize_name(r.name): r for r in map(Requirement, _pyproject()["optional-dependencies"]["gcp"])}
+    for name in ON_LAMBDA_FROM_GCP:  # Cloud Run deployments from AWS
+        assert name in bundle, f"{name} (the gcp extra) is missing from requirements.txt"
+        assert _same(bundle[name], gcp[name]), f"{bundle[name]} in requirements.txt, {gcp[name]} in pyproject.toml"
+    assert set(bundle) <= set(project) | ON_LAMBDA_FROM_GCP, f"not in pyproject.toml: {set(bundle) - set(project)}"
     assert set(NOT_ON_LAMBDA) <= set(project), "NOT_ON_LAMBDA names a dependency pyproject.toml no longer has"
 
 
@@ -81,7 +89,8 @@ def test_sam_builds_the_same_bundles(sam_template: dict) -> None:
 
 def test_pip_targets_lambda_arm64() -> None:
     command = CONTROL_PLANE.pip_install_command("/out", "requirements.txt")
-    assert command[command.index("--python-version") + 1] == "3.11"
+    assert command[command.index("--python-version") + 1] == "3.13"  # python3.13 on Amazon Linux 2023 (glibc 2.34)
+    assert command[command.index("--platform") + 1] == "manylinux_2_28_aarch64"
     assert "manylinux2014_aarch64" in command
     assert "--only-binary=:all:" in command
     assert EXAMPLE_HANDLER.platforms[0] == "manylinux_2_28_aarch64"
@@ -160,6 +169,20 @@ def test_control_plane_handlers_import_from_the_bundle_alone() -> None:
     assert not {"moto", "hypercorn", "rich", "werkzeug", "restate-sdk"} & set(probe["distributions"])
 
 
+def test_cloud_run_id_tokens_through_workload_identity_import_from_the_bundle_alone() -> None:
+    modules = [
+        "adapters.gcp.cloud_run",
+        "adapters.gcp.workload_identity",
+        "google.auth.aws",
+        "google.auth.identity_pool",
+        "google.auth.transport.requests",
+        "google.oauth2.id_token",
+    ]
+    probe = _probe(CONTROL_PLANE, modules, {"adapters.gcp.workload_identity": ["workload_identity_id_token"]})
+    assert probe["found"] == {"adapters.gcp.workload_identity.workload_identity_id_token": True}
+    assert {"google-auth", "requests"} <= set(probe["distributions"])
+
+
 def test_example_handler_imports_from_its_bundle_alone() -> None:
     modules = ["examples.app", "adapters.aws.checkpoints", "adapters.aws.dynamodb_store"]
     probe = _probe(EXAMPLE_HANDLER, modules, {"examples.app": ["app"], "adapters.aws.checkpoints": ["handler"]})
@@ -172,6 +195,6 @@ def test_probe_refuses_what_the_bundle_lacks(tmp_path: Path) -> None:
     lines = (REPO_ROOT / CONTROL_PLANE.requirements).read_text().splitlines()
     without_httpx = tmp_path / "requirements.txt"
     without_httpx.write_text("\n".join(line for line in lines if not line.startswith("httpx")))
-    crippled = Bundle("crippled", CONTROL_PLANE.packages, str(without_httpx), "3.11", CONTROL_PLANE.platforms)
+    crippled = Bundle("crippled", CONTROL_PLANE.packages, str(without_httpx), "3.13", CONTROL_PLANE.platforms)
     with pytest.raises(AssertionError, match="No module named 'httpx' in the bundle"):
         _probe(crippled, ["adapters.aws.lambda_app"], {})

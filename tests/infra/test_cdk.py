@@ -7,6 +7,7 @@ the assertions API on the synthesized stack itself, and cover what only the cons
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ ENVIRONMENT_KEYS = {
     "TORPOR_SCHEDULE_DLQ_ARN",
     "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER",
     "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN",
+    "TORPOR_GOOGLE_CREDENTIAL_CONFIG",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "LOG_LEVEL",
@@ -64,9 +66,9 @@ def test_wake_queue(cdk_assertions: Template) -> None:
     )
 
 
-def test_admin_routes_use_iam_and_ingress_routes_do_not(cdk_assertions: Template) -> None:
+def test_admin_and_ingress_routes_use_iam_by_default(cdk_assertions: Template) -> None:
     routes = cdk_assertions.find_resources("AWS::ApiGatewayV2::Route")
-    assert sorted(r["Properties"].get("AuthorizationType", "NONE") for r in routes.values()) == ["AWS_IAM", "NONE"]
+    assert sorted(r["Properties"].get("AuthorizationType", "NONE") for r in routes.values()) == ["AWS_IAM", "AWS_IAM"]
     apis = cdk_assertions.find_resources(
         "AWS::ApiGatewayV2::Api", {"Properties": {"Description": Match.string_like_regexp("admin")}}
     )
@@ -100,9 +102,9 @@ def test_function_handler_and_environment(cdk_assertions: Template, kind: str) -
     assert len(functions) == 1
     (function,) = functions.values()
     props = function["Properties"]
-    assert props["Runtime"] == "python3.11"
+    assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    extra = {"TORPOR_INGRESS_URL"} if kind == "admin" else set()
+    extra = {"admin": {"TORPOR_INGRESS_URL"}, "ingress": {"TORPOR_INGRESS_AUTH"}}.get(kind, set())
     assert set(props["Environment"]["Variables"]) == ENVIRONMENT_KEYS | extra
     assert props["Environment"]["Variables"]["TORPOR_STORE_SHARDS"] == "64"  # the production shard count
     assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "torpor"
@@ -257,7 +259,7 @@ def _roles_with(template: Template, policy_id: str) -> set[str]:
 def test_request_identity_key_is_readable_by_every_control_plane_function(
     option: str, value: str, action: str, variable: str
 ) -> None:
-    """The five functions all call deployments (discovery or invoke): each reads the key, and only it."""
+    """The functions that call deployments (discovery or invoke), all but the sweeper, read the key, and only it."""
     kms_key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     stack, control_plane = _control_plane(**{option: value, "request_identity_key_kms_key_arn": kms_key})
     template = Template.from_stack(stack)
@@ -274,10 +276,18 @@ def test_request_identity_key_is_readable_by_every_control_plane_function(
     policy_id = stack.get_logical_id(control_plane.request_identity_key_policy.node.default_child)
     functions = template.find_resources("AWS::Lambda::Function")
     assert len(functions) == 5
-    roles = {f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()}
+    sweeper = {f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values() if f is _sweeper(functions)}
+    roles = {f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()} - sweeper
+    assert len(roles) == 4
     assert _roles_with(template, policy_id) == roles
     for function in functions.values():
-        assert function["Properties"]["Environment"]["Variables"][variable] == value
+        expected = "" if function is _sweeper(functions) else value
+        assert function["Properties"]["Environment"]["Variables"][variable] == expected
+
+
+def _sweeper(functions: dict[str, Any]) -> dict[str, Any]:
+    (sweeper,) = [f for f in functions.values() if f["Properties"]["Handler"] == HANDLERS["sweeper"]]
+    return sweeper
 
 
 def test_no_request_identity_key_gives_no_key_policy() -> None:
@@ -293,3 +303,17 @@ def test_no_request_identity_key_gives_no_key_policy() -> None:
 def test_request_identity_key_from_two_places_is_refused() -> None:
     with pytest.raises(ValueError, match="not both"):
         _control_plane(request_identity_key_parameter="/k", request_identity_key_secret_arn="arn:aws:secretsmanager:x")
+
+
+def test_google_credential_config_reaches_every_function_as_compact_json() -> None:
+    config = {"type": "external_account", "audience": "//iam.googleapis.com/projects/1/locations/global/x"}
+    stack, control_plane = _control_plane(google_credential_config=config)
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    assert len(functions) == 5
+    for function in functions.values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        if function["Properties"].get("Description", "").startswith("Torpor sweeper"):
+            assert variables["TORPOR_GOOGLE_CREDENTIAL_CONFIG"] == ""  # it calls no deployment
+            continue
+        assert json.loads(variables["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]) == config
+    assert " " not in control_plane.environment["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]  # Lambda's 4 KB of variables

@@ -32,6 +32,7 @@ ENVIRONMENT = {
     "TORPOR_SCHEDULE_DLQ_ARN": "${ScheduleDeadLetterQueue.Arn}",
     "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": "",  # none by default: requests go unsigned
     "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": "",
+    "TORPOR_GOOGLE_CREDENTIAL_CONFIG": "",  # none by default: no Cloud Run deployments from AWS
     "POWERTOOLS_SERVICE_NAME": "torpor",
     "POWERTOOLS_METRICS_NAMESPACE": "Torpor",
     "LOG_LEVEL": "INFO",
@@ -43,19 +44,14 @@ ARN_PREFIX = "arn:${AWS::Partition}"
 REGION_ACCOUNT = "${AWS::Region}:${AWS::AccountId}"
 HANDLER_FUNCTIONS = f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:torpor-handler-*"
 SCHEDULES = f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/*"
-TABLE_RESOURCES = ("${Table.Arn}", "${Table.Arn}/index/by_status_v2", "${Table.Arn}/index/by_expiry")
-TABLE_ACTIONS = (
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:Query",
-    "dynamodb:Scan",
-    "dynamodb:DescribeTable",
-    "dynamodb:DescribeTimeToLive",
-)
+TABLE = "${Table.Arn}"
+STATUS_INDEX = "${Table.Arn}/index/by_status_v2"
+EXPIRY_INDEX = "${Table.Arn}/index/by_expiry"
+READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
+WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+RUN_PARTITIONS = ["INV#*", "TIMER#*", "OBJ#*", "CONFIG"]
+"""What running invocations write: invocations, timers, objects and workflows, the shard count."""
+REGISTRY_PARTITIONS = ["DEP", "SVC", "CONFIG"]
 
 
 def _logs(function: str) -> set[tuple[str, str]]:
@@ -63,16 +59,15 @@ def _logs(function: str) -> set[tuple[str, str]]:
     return {("logs:CreateLogStream", log_group), ("logs:PutLogEvents", log_group)}
 
 
-def _table() -> set[tuple[str, str]]:
-    return {(action, resource) for action in TABLE_ACTIONS for resource in TABLE_RESOURCES}
+def _table(writes: tuple[str, ...] = WRITES, indexes: tuple[str, ...] = ()) -> set[tuple[str, str]]:
+    """Reads of items, `Query` on `indexes`, `writes` of items (each function's `table` policy)."""
+    return {(action, TABLE) for action in (*READS, *writes)} | {("dynamodb:Query", index) for index in indexes}
 
 
 def _wake_ups() -> set[tuple[str, str]]:
     return {
         ("sqs:SendMessage", "${WakeQueue.Arn}"),
-        ("scheduler:CreateSchedule", SCHEDULES),
-        ("scheduler:DeleteSchedule", SCHEDULES),
-        ("scheduler:GetSchedule", SCHEDULES),
+        ("scheduler:CreateSchedule", SCHEDULES),  # schedules delete themselves once fired
         ("iam:PassRole", "${SchedulerRole.Arn}"),
     }
 
@@ -86,14 +81,31 @@ CHECKPOINTS = {("dynamodb:UpdateItem", "${Table.Arn}"), ("dynamodb:PutItem", "${
 """In-process checkpoints (`adapters.aws.checkpoints`): the epoch fence and the journal batch, no more."""
 
 EXPECTED_PERMISSIONS = {
+    # runs attempts in-process (calls), creates invocations: reads and writes items, no index
     "IngressFunction": _table() | _wake_ups() | INVOKE | _logs("IngressFunction"),
-    "AdminFunction": _table() | _wake_ups() | INVOKE | _logs("AdminFunction"),
+    # registration, listing (by_status_v2), kill, purge, state: any item
+    "AdminFunction": _table(indexes=(STATUS_INDEX,)) | _wake_ups() | INVOKE | _logs("AdminFunction"),
     "WorkerFunction": _table() | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
-    "SweeperFunction": _table() | _wake_ups() | INVOKE | _logs("SweeperFunction"),
-    "DeployHookFunction": _table() | INVOKE | _logs("DeployHookFunction"),
+    # overdue timers and leases (by_status_v2), retention (by_expiry); wakes through SQS only, invokes nothing
+    "SweeperFunction": _table(indexes=(STATUS_INDEX, EXPIRY_INDEX))
+    | {("sqs:SendMessage", "${WakeQueue.Arn}")}
+    | _logs("SweeperFunction"),
+    # discovery (invoke), deployments and services, the invocations pinned to a deployment
+    "DeployHookFunction": _table(writes=("dynamodb:PutItem", "dynamodb:DeleteItem"), indexes=(STATUS_INDEX,))
+    | INVOKE
+    | _logs("DeployHookFunction"),
     "ExampleHandlerFunction": _logs("ExampleHandlerFunction") | CHECKPOINTS,
 }
 """Every (action, resource) each function's role allows, unconditionally, and nothing else."""
+
+WRITE_PARTITIONS = {
+    "IngressFunction": RUN_PARTITIONS,
+    "AdminFunction": None,
+    "WorkerFunction": RUN_PARTITIONS,
+    "SweeperFunction": RUN_PARTITIONS,
+    "DeployHookFunction": REGISTRY_PARTITIONS,
+}
+"""The partition keys (`dynamodb:LeadingKeys`) each function may write items in; None: any."""
 
 
 # --- the table -------------------------------------------------------------------------------------
@@ -169,7 +181,7 @@ def test_control_plane_function_handler_runtime_and_timeout(facts: Facts, name: 
     handler, timeout = CONTROL_PLANE[name]
     props = facts.function(name)
     assert props["Handler"] == handler
-    assert props["Runtime"] == "python3.11"
+    assert props["Runtime"] == "python3.13"  # Amazon Linux 2023
     assert props["Architectures"] == ["arm64"]
     assert int(props["Timeout"]) == timeout
 
@@ -180,6 +192,8 @@ def test_control_plane_function_environment(facts: Facts, name: str) -> None:
     expected = dict(ENVIRONMENT)
     if name == "AdminFunction":  # the web UI's playground posts to the ingress
         expected["TORPOR_INGRESS_URL"] = "${IngressApi.ApiEndpoint}"
+    if name == "IngressFunction":  # it refuses events API Gateway did not authorize so
+        expected["TORPOR_INGRESS_AUTH"] = "AWS_IAM"
     assert {key: facts.render(value) for key, value in variables.items()} == expected
 
 
@@ -241,14 +255,14 @@ def _routes(facts: Facts, api: str) -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize(("api", "authorization"), [("IngressApi", "NONE"), ("AdminApi", "AWS_IAM")])
+@pytest.mark.parametrize(("api", "authorization"), [("IngressApi", "AWS_IAM"), ("AdminApi", "AWS_IAM")])
 def test_http_api_routes_everything_to_its_function(facts: Facts, api: str, authorization: str) -> None:
     base = api.removesuffix("Api")
     assert facts.props(facts.id_of(api))["ProtocolType"] == "HTTP"
     routes = _routes(facts, api)
     assert [r["RouteKey"] for r in routes] == ["$default"]
     for route in routes:
-        assert route.get("AuthorizationType", "NONE") == authorization
+        assert facts.render(route.get("AuthorizationType", "NONE")) == authorization  # SAM: IngressAuth's default
         assert facts.render(route["Target"]) == "integrations/${" + base + "Integration}"
     integration = facts.props(facts.id_of(f"{base}Integration"))
     assert integration["IntegrationType"] == "AWS_PROXY"
@@ -327,6 +341,33 @@ def test_function_role_allows_exactly_what_it_needs(facts: Facts, name: str) -> 
     assert all(managed is not None for managed, _ in facts.managed_policies(role_id)), "an AWS managed policy"
 
 
+@pytest.mark.parametrize("name", sorted(WRITE_PARTITIONS))
+def test_function_writes_items_only_in_its_partitions(facts: Facts, name: str) -> None:
+    """Ingress, worker and sweeper cannot write a deployment or a service (re-point a service to
+    another URL); the deploy hook cannot write an invocation. Reads carry no condition."""
+    role_id = facts.target(facts.function(name)["Role"])
+    table = [s for s in facts.role_statements(role_id) if any(a.startswith("dynamodb:") for a in s.actions)]
+    writes = [s for s in table if set(s.actions) & set(WRITES)]
+    assert len(writes) == 1, writes
+    assert set(writes[0].actions) <= set(WRITES)
+    expected = WRITE_PARTITIONS[name]
+    if expected is None:
+        assert writes[0].condition is None
+    else:
+        assert writes[0].condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": expected}}
+    for statement in table:
+        if statement is not writes[0]:
+            assert statement.condition is None
+            assert set(statement.actions) <= set(READS)
+
+
+def test_no_function_scans_describes_or_administers_the_table(facts: Facts) -> None:
+    """Nothing on Lambda calls `Scan`, `DescribeTable` or `DescribeTimeToLive` (`ensure_schema` is for
+    `torpor dev`; the template creates the table), nor any table administration."""
+    actions = {a for _, s in facts.all_policy_statements() for a in s.actions if a.startswith("dynamodb:")}
+    assert actions == set(READS) | set(WRITES)
+
+
 def test_example_handler_commits_only_in_invocation_partitions(facts: Facts) -> None:
     """Its table writes (in-process checkpoints) are limited to `INV#...` partitions by IAM."""
     role_id = facts.target(facts.function("ExampleHandlerFunction")["Role"])
@@ -385,8 +426,9 @@ def test_every_role_belongs_to_a_function_or_to_the_scheduler(facts: Facts) -> N
 
 
 def test_sam_request_identity_key_parameters_reach_every_control_plane_function(sam_template: dict) -> None:
-    """With the parameter (or secret) given, each control-plane role attaches the key policy, which
-    reads that parameter or secret only, and the KMS key only through SSM or Secrets Manager."""
+    """With the parameter (or secret) given, each control-plane role but the sweeper's (it calls no
+    deployment) attaches the key policy, which reads that parameter or secret only, and the KMS key
+    only through SSM or Secrets Manager."""
     facts = Facts(sam_template)
     facts.parameters["RequestIdentityKeyParameter"] = "/torpor/request-identity-key"
     policy_id = "RequestIdentityKeyPolicy"
@@ -402,8 +444,12 @@ def test_sam_request_identity_key_parameters_reach_every_control_plane_function(
     assert via == ["ssm.${AWS::Region}.amazonaws.com", "secretsmanager.${AWS::Region}.amazonaws.com"]
     for name in CONTROL_PLANE:
         role_id = facts.target(facts.function(name)["Role"])
-        assert (policy_id, True) in facts.managed_policies(role_id), name
         variables = facts.function(name)["Environment"]["Variables"]
+        if name == "SweeperFunction":
+            assert policy_id not in {m for m, _ in facts.managed_policies(role_id)}
+            assert facts.render(variables["TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER"]) == ""
+            continue
+        assert (policy_id, True) in facts.managed_policies(role_id), name
         assert facts.render(variables["TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER"]) == "/torpor/request-identity-key"
     example_role = facts.target(facts.function("ExampleHandlerFunction")["Role"])
     assert policy_id not in {m for m, _ in facts.managed_policies(example_role)}
@@ -418,8 +464,21 @@ def _holds(facts: Facts, expression: Any) -> bool:
         return any(_holds(facts, a) for a in arguments)
     if function == "Fn::Not":
         return not _holds(facts, arguments[0])
+    if function == "Condition":
+        return _holds(facts, facts.template["Conditions"][arguments])
     assert function == "Fn::Equals", function
     return bool(facts.render(arguments[0]) == facts.render(arguments[1]))
+
+
+def refused_by_rules(facts: Facts) -> list[str]:
+    """The descriptions of the template's rule assertions that fail for `facts.parameters` (a rule
+    with a `RuleCondition` applies only when that holds), as CloudFormation checks before creating."""
+    refused = []
+    for rule in facts.template.get("Rules", {}).values():
+        if "RuleCondition" in rule and not _holds(facts, rule["RuleCondition"]):
+            continue
+        refused += [a["AssertDescription"] for a in rule["Assertions"] if not _holds(facts, a["Assert"])]
+    return refused
 
 
 @pytest.mark.parametrize(
@@ -439,10 +498,64 @@ def test_sam_stack_refuses_both_request_identity_key_sources(
     facts = Facts(sam_template)
     facts.parameters["RequestIdentityKeyParameter"] = parameter
     facts.parameters["RequestIdentityKeySecretArn"] = secret
-    assertions = [a for rule in sam_template["Rules"].values() for a in rule["Assertions"]]
-    refused = [a["AssertDescription"] for a in assertions if not _holds(facts, a["Assert"])]
+    refused = refused_by_rules(facts)
     if accepted:
         assert refused == []
     else:
         assert len(refused) == 1
         assert "RequestIdentityKeyParameter or RequestIdentityKeySecretArn, not both" in refused[0]
+
+
+def test_sam_google_credential_config_reaches_every_control_plane_function(sam_template: dict) -> None:
+    """Cloud Run deployments from AWS: every function that calls deployments gets the workload identity
+    federation configuration (base64); the sweeper (it calls none) and the example handler do not."""
+    facts = Facts(sam_template)
+    facts.parameters["GoogleCredentialConfig"] = "eyJ0eXBlIjogImV4dGVybmFsX2FjY291bnQifQ=="
+    for name in CONTROL_PLANE:
+        variables = facts.function(name)["Environment"]["Variables"]
+        expected = "" if name == "SweeperFunction" else "eyJ0eXBlIjogImV4dGVybmFsX2FjY291bnQifQ=="
+        assert facts.render(variables["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]) == expected, name
+    assert "TORPOR_GOOGLE_CREDENTIAL_CONFIG" not in facts.function("ExampleHandlerFunction")["Environment"]["Variables"]
+
+
+# --- alarms ----------------------------------------------------------------------------------------
+
+ALARMS = {
+    ("AWS/SQS", "ApproximateNumberOfMessagesVisible", ("QueueName", "${WakeDeadLetterQueue.QueueName}"), "Maximum"),
+    ("AWS/SQS", "ApproximateNumberOfMessagesVisible", ("QueueName", "${ScheduleDeadLetterQueue.QueueName}"), "Maximum"),
+    ("Torpor", "invocations_paused", ("service", "torpor"), "Sum"),  # EMF: powertools' namespace and service
+    ("AWS/Lambda", "Errors", ("FunctionName", "${WorkerFunction}"), "Sum"),
+    ("AWS/Lambda", "Errors", ("FunctionName", "${SweeperFunction}"), "Sum"),
+    ("AWS/Lambda", "Throttles", ("FunctionName", "${IngressFunction}"), "Sum"),
+    ("AWS/Lambda", "Throttles", ("FunctionName", "${WorkerFunction}"), "Sum"),
+}
+"""(namespace, metric, its one dimension, statistic) of every alarm."""
+
+
+def test_alarms_watch_dead_letters_paused_invocations_errors_and_throttles(facts: Facts) -> None:
+    """Each fires on the first occurrence in 5 minutes (> 0), is quiet without data, and notifies the
+    alarm topic both ways."""
+    alarms = [facts.props(a) for a in facts.of_type("AWS::CloudWatch::Alarm")]
+    found = set()
+    for alarm in alarms:
+        ((dimension,),) = [[(d["Name"], facts.render(d["Value"])) for d in alarm["Dimensions"]]]
+        found.add((alarm["Namespace"], alarm["MetricName"], dimension, alarm["Statistic"]))
+        assert (int(alarm["Period"]), int(alarm["EvaluationPeriods"]), float(alarm["Threshold"])) == (300, 1, 0)
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert facts.render(alarm["AlarmActions"]) == ["${AlarmTopic}"]
+        assert facts.render(alarm["OKActions"]) == ["${AlarmTopic}"]
+        assert alarm["AlarmDescription"].endswith(" Runbook: docs/deploying.md.")
+    assert found == ALARMS
+    assert len(alarms) == len(ALARMS)
+    variables = facts.function("WorkerFunction")["Environment"]["Variables"]
+    assert (variables["POWERTOOLS_METRICS_NAMESPACE"], variables["POWERTOOLS_SERVICE_NAME"]) == ("Torpor", "torpor")
+
+
+def test_the_alarm_topic_is_output_and_not_under_the_aws_managed_sns_key(facts: Facts) -> None:
+    """CloudWatch cannot publish to a topic encrypted with `alias/aws/sns`."""
+    (topic,) = facts.of_type("AWS::SNS::Topic")
+    assert "KmsMasterKeyId" not in facts.props(topic)
+    outputs = {name: facts.render(o["Value"]) for name, o in facts.template["Outputs"].items()}
+    assert outputs["AlarmTopicArn"] == "${AlarmTopic}"
+    assert outputs["WakeDeadLetterQueueUrl"] == "${WakeDeadLetterQueue}"

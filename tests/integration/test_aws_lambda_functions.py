@@ -9,6 +9,7 @@ failed stay on the queue, as the Lambda event source mapping would do.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import threading
@@ -21,13 +22,18 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 import boto3
+import httpx
 import pytest
+from click.testing import CliRunner
 
 from adapters.aws import lambda_app
-from adapters.local.aws_functions import Context, LocalFunctions
+from adapters.cli import client as cli_client
+from adapters.cli import main as cli_main
+from adapters.local.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
+from tests.helpers.sigv4_gateway import SigV4Gateway
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
 SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/torpor-scheduler"
@@ -78,6 +84,103 @@ def test_a_call_through_api_gateway_runs_the_lambda_handler_and_answers_its_resu
     status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann")
     assert (status, body) == (200, "Hello, Ann!")
     assert headers["x-restate-id"].startswith("inv_")
+
+
+COGNITO_CLAIMS = {
+    "sub": "5f1c2d3e-0000-4000-8000-000000000001",
+    "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example1",
+    "client_id": "4example0client0id",
+    "token_use": "access",
+    "scope": "torpor/invoke",
+}
+"""What API Gateway's JWT authorizer puts in the event for a Cognito access token it accepted."""
+
+
+def _refused_without_a_store_request(functions: LocalFunctions, **authorizer: Any) -> dict[str, Any]:
+    """Send a call the ingress must refuse; assert it is a 401 `{"code","message"}` that touched no item."""
+    store = lambda_app.build_control_plane().store
+    before = store.request_count
+    status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Mallory", **authorizer)
+    assert status == 401, body
+    assert body["code"] == "unauthorized"
+    assert headers["content-type"] == "application/json"
+    assert store.request_count == before  # refused before anything was read or written
+    return body  # type: ignore[no-any-return]
+
+
+def test_with_aws_iam_a_signed_call_is_served_and_unsigned_or_jwt_ones_are_refused(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "AWS_IAM")
+    status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann", authorizer=iam_authorizer())
+    assert (status, body) == (200, "Hello, Ann!")
+    assert headers["x-restate-id"].startswith("inv_")
+    refused = _refused_without_a_store_request(functions)
+    assert "SigV4-signed" in refused["message"]
+    _refused_without_a_store_request(functions, authorizer=jwt_authorizer(COGNITO_CLAIMS))
+    _refused_without_a_store_request(functions, authorizer={"iam": {}})  # no caller API Gateway verified
+
+
+def test_with_jwt_a_call_with_verified_claims_is_served_and_others_are_refused(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "JWT")
+    authorizer = jwt_authorizer(COGNITO_CLAIMS, ["torpor/invoke"])
+    status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", "Bo", authorizer=authorizer)
+    assert (status, body) == (200, "Hello, Bo!")
+    refused = _refused_without_a_store_request(functions)
+    assert "bearer token" in refused["message"]
+    _refused_without_a_store_request(functions, authorizer=iam_authorizer())  # signed, but not what the API takes
+    # a forged Authorization header is not a verified token: only API Gateway's authorizer context counts
+    _refused_without_a_store_request(functions, authorization="Bearer eyJhbGciOiJub25lIn0.e30.")
+
+
+def test_torpor_invoke_signs_its_call_to_an_execute_api_ingress_and_a_wrong_secret_is_refused(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`torpor invoke --ingress-url https://ID.execute-api.REGION.amazonaws.com` signs with the caller's
+    AWS credentials; a gateway that checks the signature hands the call to the ingress function."""
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "AWS_IAM")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDCALLER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-callers-secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    gateway = SigV4Gateway(lambda_app.ingress_handler, "us-east-1", {"AKIDCALLER": "the-callers-secret"})
+    real_client = httpx.Client
+
+    def through_gateway(*args: Any, **kwargs: Any) -> httpx.Client:
+        return real_client(*args, transport=httpx.MockTransport(gateway), **kwargs)
+
+    monkeypatch.setattr(cli_client.httpx, "Client", through_gateway)
+    ingress = ["--ingress-url", "https://abc123.execute-api.us-east-1.amazonaws.com"]
+    result = CliRunner().invoke(cli_main, [*ingress, "invoke", "Greeter", "greet", '"Ann"'], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "Hello, Ann!" in result.stdout
+    assert gateway.forwarded == 1
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    result = CliRunner().invoke(cli_main, [*ingress, "invoke", "Greeter", "greet", '"Eve"'], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "Forbidden" in result.output
+    assert gateway.forwarded == 1  # the function never saw it
+
+    # unsigned, straight to the gateway: refused there too
+    with real_client(transport=httpx.MockTransport(gateway)) as client:
+        answer = client.post("https://abc123.execute-api.us-east-1.amazonaws.com/Greeter/greet", json="Eve")
+    assert answer.status_code == 403
+    assert gateway.forwarded == 1
+
+
+def test_without_ingress_auth_anyone_may_call_and_an_unknown_mode_refuses_everything(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "NONE")
+    assert functions.http("ingress", "POST", "/Greeter/greet", "Cy")[:2] == (200, "Hello, Cy!")
+    monkeypatch.setenv("TORPOR_INGRESS_AUTH", "IAM")  # a typo fails closed
+    status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", "Cy", authorizer=iam_authorizer())
+    assert status == 500
+    assert body["code"] == "misconfigured"
+    assert "AWS_IAM, JWT, NONE" in body["message"]
 
 
 def test_a_two_second_sleep_resumes_through_the_wake_queue_not_before(functions: LocalFunctions) -> None:
@@ -289,3 +392,152 @@ def test_the_admin_function_serves_the_web_ui_and_metrics_go_to_emf(functions: L
     assert (status, headers["content-type"].split(";")[0]) == (200, "text/javascript")
     assert "import" in script
     assert functions.http("admin", "GET", "/metrics")[0] == 404  # on Lambda they are EMF log lines
+
+
+# --- what each function's code really asks of DynamoDB, against its role in template.yaml -------------
+
+
+class _DynamoDBRecorder:
+    """Every DynamoDB request the store makes while `phase` names a function: (action, resource, partition keys)."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.requests: dict[str, set[tuple[str, str, tuple[str, ...]]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, operation: str, kwargs: dict[str, Any]) -> None:
+        index = kwargs.get("IndexName")
+        resource = "${Table.Arn}" + (f"/index/{index}" if index else "")
+        keys = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]
+        for requests in kwargs.get("RequestItems", {}).values():
+            for request in requests if isinstance(requests, list) else requests["Keys"]:
+                put, delete = request.get("PutRequest", {}), request.get("DeleteRequest", {})
+                item = put.get("Item") or delete.get("Key") or request  # BatchGetItem: the key itself
+                keys.append(item["PK"]["S"])
+        with self._lock:
+            if self.phase is not None:
+                self.requests.setdefault(self.phase, set()).add((f"dynamodb:{operation}", resource, tuple(keys)))
+
+
+def _quiet(seconds: float = 1.0) -> None:
+    """Wait until the store has made no request for `seconds` (attempts still running in the background end)."""
+    store = lambda_app.build_control_plane().store
+    last, since = store.request_count, time.monotonic()
+    deadline = time.monotonic() + 30
+    while time.monotonic() - since < seconds and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if store.request_count != last:
+            last, since = store.request_count, time.monotonic()
+
+
+def _allowed(facts: Any, function: str, action: str, resource: str, keys: tuple[str, ...]) -> bool:
+    role = facts.target(facts.function(function)["Role"])
+    for statement in facts.role_statements(role):
+        if statement.guarded or action not in statement.actions or resource not in statement.resources:
+            continue
+        if statement.condition is None:
+            return True
+        patterns = statement.condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+        if all(any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns) for key in keys):
+            return True
+    return False
+
+
+def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allows(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each function's code paths run on moto (calls, objects, sleeps, awakeables, workflows, an expired
+    idempotency key, retention, kill and purge, registration) while every DynamoDB request is recorded;
+    each must be one `template.yaml` allows that function's role, partition keys included."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+    from control_plane.ids import awakeable_id, new_invocation_id
+    from tests.infra.facts import SAM_TEMPLATE, Facts
+
+    recorder = _DynamoDBRecorder()
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        recorder.record(operation_name, operation_kwargs)
+        return original(self, operation_name, operation_kwargs)
+
+    monkeypatch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+    retention = {"journal_retention": "1s", "idempotency_retention": "1s"}
+    assert functions.http("admin", "PATCH", "/services/Greeter", retention)[0] == 200
+    workflow_id = f"wf-{uuid.uuid4().hex[:8]}"
+    _quiet()
+    try:
+        recorder.phase = "IngressFunction"
+        assert functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})[0] == 200
+        assert functions.http("ingress", "POST", f"/Counter/{workflow_id}/add", 2)[0] == 200
+        sleeping = functions.http("ingress", "POST", "/Waits/sleep/send", 60_000)[1]["invocationId"]
+        waiting = functions.http("ingress", "POST", "/Waits/awakeable/send")[1]["invocationId"]
+        assert functions.http("ingress", "POST", f"/Signup/{workflow_id}/run/send", "a@example.com")[0] == 202
+        unknown = quote(awakeable_id(new_invocation_id(), 17))
+        assert functions.http("ingress", "POST", f"/restate/awakeables/{unknown}/resolve", "x")[0] == 404
+        _quiet()
+
+        recorder.phase = "WorkerFunction"
+        for invocation_id in (sleeping, waiting):
+            functions.until(lambda i=invocation_id: functions.describe(i)["status"] == "suspended", 15, "a wait")
+        _quiet()
+
+        recorder.phase = "IngressFunction"
+        journal = functions.describe(waiting)["journal"]
+        (published,) = [e["value"] for e in journal if str(e.get("value", "")).startswith("sign_1")]
+        assert functions.http("ingress", "POST", f"/restate/awakeables/{quote(published)}/resolve", "yes")[0] == 202
+        assert functions.http("ingress", "POST", f"/Signup/{workflow_id}/confirm", "secret")[0] == 200
+        time.sleep(2.2)  # the idempotency key's retention (1 s) ends: the same key runs anew
+        assert functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})[0] == 200
+        _quiet()
+
+        recorder.phase = "WorkerFunction"
+        functions.until(lambda: functions.describe(waiting)["status"] == "completed", 15, "the resolution")
+        _quiet()
+
+        recorder.phase = "AdminFunction"
+        assert functions.http("admin", "GET", "/invocations?status=completed")[0] == 200
+        assert functions.http("admin", "PATCH", f"/invocations/{sleeping}/kill")[0] == 202
+        assert functions.http("admin", "DELETE", f"/invocations/{waiting}")[0] in (200, 202)
+        _quiet()
+
+        time.sleep(2.2)  # Greeter's retention ends
+        recorder.phase = "SweeperFunction"
+        assert lambda_app.sweeper_handler({}, Context())["woken"] >= 1
+        _quiet()
+
+        recorder.phase = "DeployHookFunction"  # a stack registers a version, then deletes it
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base = {"ResponseURL": f"http://127.0.0.1:{server.server_address[1]}/r", "StackId": "s", "RequestId": "r"}
+        version = {"FunctionVersionArn": "arn:aws:lambda:us-east-1:123456789012:function:examples:8"}
+        try:
+            lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": version}, Context())
+            created = _CloudFormation.answers[-1]
+            assert created["Status"] == "SUCCESS", created
+            delete = {"RequestType": "Delete", "PhysicalResourceId": created["PhysicalResourceId"]}
+            lambda_app.deploy_hook_handler({**base, **delete, "ResourceProperties": version}, Context())
+            assert _CloudFormation.answers[-1]["Status"] == "SUCCESS"
+        finally:
+            server.shutdown()
+        _quiet()
+    finally:
+        recorder.phase = None
+        assert functions.http("admin", "POST", "/deployments", {"arn": ARN, "force": True})[0] in (200, 201)
+        reset = {"journal_retention": None, "idempotency_retention": None}
+        assert functions.http("admin", "PATCH", "/services/Greeter", reset)[0] == 200
+
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    refused = {
+        function: sorted(r for r in requests if not _allowed(facts, function, *r))
+        for function, requests in recorder.requests.items()
+    }
+    assert all(not r for r in refused.values()), refused
+    actions = {function: {action for action, _, _ in requests} for function, requests in recorder.requests.items()}
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions[
+        "IngressFunction"
+    ]  # the paths docs/deploying.md names: attempts in-process, a notification taken back, an expired key
+    assert "dynamodb:BatchWriteItem" in actions["SweeperFunction"]  # retention removed a journal
+    assert {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions["AdminFunction"]  # kill, purge
+    assert {"dynamodb:PutItem", "dynamodb:DeleteItem"} <= actions["DeployHookFunction"]  # register, remove

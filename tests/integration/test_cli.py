@@ -243,9 +243,9 @@ def test_services_describe_shows_handlers_with_type_and_content_types(dev: DevSe
     result = torpor(dev, "services", "describe", "Counter")
     assert result.exit_code == 0, result.output
     assert re.search(r"Type +VirtualObject", result.stdout)
-    assert re.search(r"│ add +│ EXCLUSIVE +│ application/json +│ application/json +│", result.stdout)
-    assert re.search(r"│ get +│ SHARED +│ none +│ application/json +│", result.stdout)
-    assert re.search(r"│ reset +│ EXCLUSIVE +│ none +│ application/json +│", result.stdout)
+    assert re.search(r"│ add +│ Exclusive +│ JSON integer +│ JSON integer +│", result.stdout)
+    assert re.search(r"│ get +│ Shared +│ none +│ JSON integer +│", result.stdout)
+    assert re.search(r"│ reset +│ Exclusive +│ none +│ JSON string +│", result.stdout)
 
 
 def test_services_describe_with_json_is_the_admin_apis_json(dev: DevServer) -> None:
@@ -441,10 +441,11 @@ def test_invocations_list_filters_by_service_and_status(dev: DevServer) -> None:
     assert none.stdout == "No invocations match those filters.\n"
 
 
-def test_invocations_list_with_an_unknown_status_prints_the_admin_apis_message(dev: DevServer) -> None:
+def test_invocations_list_with_an_unknown_status_names_the_statuses_and_completion_kinds(dev: DevServer) -> None:
     result = torpor(dev, "invocations", "list", "--status", "asleep")
-    assert result.exit_code == 1
-    assert result.stderr.startswith("Error: unknown status 'asleep'; one of: pending, ")
+    assert result.exit_code == 2
+    assert "Invalid value for '--status': 'asleep' is not one of 'pending', " in result.stderr
+    assert "'succeeded', 'failed', 'cancelled', 'killed'" in result.stderr
 
 
 # --- unreachable APIs and the entry points --------------------------------------------------------
@@ -534,7 +535,7 @@ def test_services_config_edit_shows_the_current_overrides_and_null_removes_one(
 
     def null_the_inactivity_timeout(text: str, extension: str) -> str:
         shown.append(json.loads(text))
-        return text.replace('"inactivity_timeout": 45000', '"inactivity_timeout": null')
+        return text.replace('"inactivity_timeout": "45s"', '"inactivity_timeout": null')
 
     try:
         monkeypatch.setattr("click.edit", lambda text, extension: text)
@@ -547,8 +548,8 @@ def test_services_config_edit_shows_the_current_overrides_and_null_removes_one(
         assert edited.exit_code == 0, edited.output
         assert shown == [
             {
-                "inactivity_timeout": 45000,
-                "abort_timeout": 120000,
+                "inactivity_timeout": "45s",
+                "abort_timeout": "2m",
                 "journal_retention": None,
                 "idempotency_retention": None,
                 "workflow_completion_retention": None,

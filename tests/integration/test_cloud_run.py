@@ -19,15 +19,19 @@ fake, injected through `adapters.local.dev._cloud_run_invoker`.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+import uuid
+from base64 import b64encode
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
+import boto3
 import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -36,10 +40,13 @@ from google.api_core import exceptions as api_exceptions
 from google.auth import crypt, jwt
 
 import adapters.local.dev as dev_module
+from adapters.aws import lambda_app
 from adapters.gcp.cloud_run import CloudRunInvoker
+from adapters.local.aws_functions import LocalFunctions
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
-from tests.helpers.moto import unique_table_name
+from tests.helpers.moto import fresh_store, unique_table_name
+from tests.helpers.sigv4 import check_sigv4
 
 AUDIENCE = "https://greeter-xyz.a.run.app"
 SERVICE_NAME = "projects/p/locations/l/services/s"
@@ -379,3 +386,227 @@ def test_a_refusing_token_endpoint_is_a_400_saying_so(
     assert "token endpoint refused" in message
     assert "Invalid JWT Signature" in message
     assert cloud_run.seen == []
+
+
+# --- from AWS: workload identity federation -----------------------------------------------------
+
+POOL_PROVIDER = "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/aws/providers/torpor"
+CONTROL_PLANE_ROLE = "arn:aws:iam::123456789012:role/torpor-worker"
+ADMITTED_AWS_ROLES = {"arn:aws:sts::123456789012:assumed-role/torpor-worker"}  # the provider's principal set
+
+
+class FakeGoogleFederation(_Server):
+    """Google's STS token exchange (`/v1/token`) and IAM credentials `generateIdToken`, as for a pool
+    with one AWS provider, and the principal set of `ADMITTED_AWS_ROLES` allowed to mint ID tokens
+    for `SERVICE_ACCOUNT`.
+
+    The exchange checks the subject token (a signed STS `GetCallerIdentity` request) as Google does:
+    its SigV4 signature (recomputed with the moto role's secret), then the identity AWS (moto) answers
+    for it; the federated access token it hands out is then the only one `generateIdToken` takes.
+    """
+
+    def __init__(self, moto_endpoint: str, secrets: dict[str, str]) -> None:
+        self.moto_endpoint = moto_endpoint
+        self.secrets = secrets
+        self.signing_private_pem, self.signing_public_pem = _rsa_pems()
+        self.signer = crypt.RSASigner.from_string(self.signing_private_pem, key_id="fake-google-key")
+        self.exchanges: list[str] = []  # the AWS ARN of each accepted exchange
+        self.id_token_requests: list[tuple[str, str]] = []  # (service account, audience)
+        self.other_paths: list[str] = []
+        self.federated_tokens: set[str] = set()
+        super().__init__()
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        body = self.body(request)
+        if request.path == "/v1/token":
+            self._exchange(request, body)
+        elif request.path == f"/v1/projects/-/serviceAccounts/{SERVICE_ACCOUNT}:generateIdToken":
+            self._generate_id_token(request, body)
+        else:
+            self.other_paths.append(request.path)
+            self.reply(request, 404, b'{"error": {"code": 404}}', "application/json")
+
+    def _error(self, request: BaseHTTPRequestHandler, status: int, description: str) -> None:
+        body = json.dumps({"error": "invalid_grant", "error_description": description}).encode()
+        self.reply(request, status, body, "application/json")
+
+    def _exchange(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        form = {name: values[0] for name, values in parse_qs(body.decode()).items()}
+        if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange":
+            return self._error(request, 400, "unsupported grant_type")
+        if form.get("subject_token_type") != "urn:ietf:params:aws:token-type:aws4_request":
+            return self._error(request, 400, "unsupported subject_token_type")
+        if form.get("audience") != POOL_PROVIDER:
+            return self._error(request, 400, f"unknown provider {form.get('audience')}")
+        signed = json.loads(unquote(form["subject_token"]))
+        headers = {item["key"].lower(): item["value"] for item in signed["headers"]}
+        if headers.get("x-goog-cloud-target-resource") != POOL_PROVIDER:
+            return self._error(request, 400, "the subject token is for another provider")
+        if not signed["url"].startswith("https://sts.us-east-1.amazonaws.com"):
+            return self._error(request, 400, f"not an STS GetCallerIdentity URL: {signed['url']}")
+        _, refusal = check_sigv4(
+            signed["method"], signed["url"], headers, b"", self.secrets, service="sts", region="us-east-1"
+        )
+        if refusal is not None:
+            return self._error(request, 403, f"AWS refused the subject token: {refusal}")
+        # ask AWS (moto) who signed it, with the very request the workload signed
+        query = signed["url"].split("?", 1)[1]
+        answer = httpx.post(f"{self.moto_endpoint}/?{query}", headers=headers, timeout=10)
+        arn = re.search(r"<Arn>([^<]+)</Arn>", answer.text)
+        if answer.status_code != 200 or arn is None:
+            return self._error(request, 403, f"GetCallerIdentity answered {answer.status_code}")
+        aws_role = arn.group(1).rsplit("/", 1)[0]  # the provider's default attribute.aws_role mapping
+        if aws_role not in ADMITTED_AWS_ROLES:
+            return self._error(
+                request, 403, f"The given credential is rejected by the attribute condition ({aws_role})"
+            )
+        self.exchanges.append(arn.group(1))
+        token = f"federated-{len(self.exchanges)}"
+        self.federated_tokens.add(token)
+        reply = {
+            "access_token": token,
+            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+            "token_type": "Bearer",
+            "expires_in": 3600,
+        }
+        self.reply(request, 200, json.dumps(reply).encode(), "application/json")
+
+    def _generate_id_token(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        token = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if token not in self.federated_tokens:
+            self.reply(request, 403, b'{"error": {"code": 403, "status": "PERMISSION_DENIED"}}', "application/json")
+            return
+        audience = json.loads(body)["audience"]
+        self.id_token_requests.append((SERVICE_ACCOUNT, audience))
+        now = int(time.time())
+        claims = {
+            "iss": "https://accounts.google.com",
+            "aud": audience,
+            "azp": "1234567890",
+            "email": SERVICE_ACCOUNT,
+            "sub": "1234567890",
+            "iat": now,
+            "exp": now + 3600,
+        }
+        id_token = jwt.encode(self.signer, claims).decode()
+        self.reply(request, 200, json.dumps({"token": id_token}).encode(), "application/json")
+
+    def credential_config(self) -> dict[str, Any]:
+        """What `gcloud iam workload-identity-pools create-cred-config … --aws --service-account` writes,
+        with Google's endpoints moved to this fake."""
+        return {
+            "universe_domain": "googleapis.com",
+            "type": "external_account",
+            "audience": POOL_PROVIDER,
+            "subject_token_type": "urn:ietf:params:aws:token-type:aws4_request",
+            "token_url": self.url + "/v1/token",
+            "service_account_impersonation_url": (
+                f"{self.url}/v1/projects/-/serviceAccounts/{SERVICE_ACCOUNT}:generateAccessToken"
+            ),
+            "credential_source": {
+                "environment_id": "aws1",
+                "region_url": "http://169.254.169.254/latest/meta-data/placement/availability-zone",
+                "url": "http://169.254.169.254/latest/meta-data/iam/security-credentials",
+                "regional_cred_verification_url": (
+                    "https://sts.{region}.amazonaws.com?Action=GetCallerIdentity&Version=2011-06-15"
+                ),
+            },
+        }
+
+
+def _lambda_environment(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, role_arn: str, config: dict[str, Any], *, base64: bool = False
+) -> tuple[LocalFunctions, dict[str, str]]:
+    """The control plane's Lambda functions on moto as the execution role `role_arn` (its temporary
+    credentials in the environment, as Lambda sets them), with `TORPOR_GOOGLE_CREDENTIAL_CONFIG` the
+    configuration's JSON, or base64 of it (as the template's GoogleCredentialConfig parameter gives it)."""
+    config_text = json.dumps(config)
+    if base64:
+        config_text = b64encode(config_text.encode()).decode()
+    sts = boto3.client("sts", region_name="us-east-1", endpoint_url=moto_endpoint)
+    credentials = sts.assume_role(RoleArn=role_arn, RoleSessionName="torpor-worker")["Credentials"]
+    store = fresh_store(moto_endpoint)
+    sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=moto_endpoint)
+    queue_url = sqs.create_queue(QueueName=f"wake-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": credentials["SessionToken"],
+        "AWS_REGION": "us-east-1",
+        "TORPOR_TABLE": store.table_name,
+        "TORPOR_WAKE_QUEUE_URL": queue_url,
+        "AWS_ENDPOINT_URL_DYNAMODB": moto_endpoint,
+        "AWS_ENDPOINT_URL_SQS": moto_endpoint,
+        "TORPOR_GOOGLE_CREDENTIAL_CONFIG": config_text,
+        "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
+    }.items():
+        monkeypatch.setenv(name, value)
+    lambda_app.reset()
+    return LocalFunctions(sqs, queue_url), {credentials["AccessKeyId"]: credentials["SecretAccessKey"]}
+
+
+@pytest.fixture
+def federation(moto_endpoint: str) -> Iterator[FakeGoogleFederation]:
+    google = FakeGoogleFederation(moto_endpoint, {})
+    yield google
+    google.close()
+    lambda_app.reset()
+
+
+def test_the_lambda_control_plane_calls_cloud_run_with_an_id_token_minted_through_workload_identity_federation(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, federation: FakeGoogleFederation, examples_url: str
+) -> None:
+    functions, secrets = _lambda_environment(
+        moto_endpoint, monkeypatch, CONTROL_PLANE_ROLE, federation.credential_config(), base64=True
+    )
+    federation.secrets.update(secrets)
+    cloud_run = FakeCloudRun(federation.signing_public_pem, examples_url)
+    try:
+        status, body, _ = functions.http(
+            "admin", "POST", "/deployments", {"uri": cloud_run.url, "auth": {"google_id_token": {"audience": AUDIENCE}}}
+        )
+        assert status == 201, body
+        status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", "Ann")
+        assert (status, body) == (200, "Hello, Ann!")
+    finally:
+        cloud_run.close()
+    # the exchange: the function's role, as AWS told the fake Google; one ID token for discovery and the call
+    assert federation.exchanges == ["arn:aws:sts::123456789012:assumed-role/torpor-worker/torpor-worker"]
+    assert federation.id_token_requests == [(SERVICE_ACCOUNT, AUDIENCE)]
+    assert federation.other_paths == []  # no generateAccessToken: the federated token mints the ID token
+    tokens = {headers["authorization"] for headers in cloud_run.seen}
+    assert len(cloud_run.seen) >= 2
+    assert len(tokens) == 1
+    claims = jwt.decode(tokens.pop().removeprefix("Bearer "), certs=federation.signing_public_pem)
+    assert (claims["aud"], claims["email"]) == (AUDIENCE, SERVICE_ACCOUNT)
+
+
+def test_an_aws_role_the_pool_does_not_admit_is_a_400_naming_the_exchange(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, federation: FakeGoogleFederation, examples_url: str
+) -> None:
+    functions, secrets = _lambda_environment(
+        moto_endpoint, monkeypatch, "arn:aws:iam::123456789012:role/someone-else", federation.credential_config()
+    )
+    federation.secrets.update(secrets)
+    status, body, _ = functions.http(
+        "admin", "POST", "/deployments", {"uri": "https://greeter-xyz.a.run.app", "auth": {"google_id_token": {}}}
+    )
+    assert status == 400, body
+    assert "Google's token exchange refused this AWS identity" in body["message"]
+    assert "rejected by the attribute condition" in body["message"]
+    assert federation.id_token_requests == []
+
+
+def test_a_configuration_without_a_service_account_is_refused_saying_so(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, federation: FakeGoogleFederation
+) -> None:
+    config = federation.credential_config()
+    del config["service_account_impersonation_url"]
+    functions, _ = _lambda_environment(moto_endpoint, monkeypatch, CONTROL_PLANE_ROLE, config)
+    status, body, _ = functions.http(
+        "admin", "POST", "/deployments", {"uri": "https://greeter-xyz.a.run.app", "auth": {"google_id_token": {}}}
+    )
+    assert status == 400, body
+    assert "impersonates no service account" in body["message"]
+    assert federation.exchanges == []

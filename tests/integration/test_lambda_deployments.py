@@ -96,7 +96,7 @@ def test_registration_by_arn_discovers_the_services_through_lambda(
     [deployment] = httpx.get(f"{dev.admin_url}/deployments", timeout=10).json()["deployments"]
     assert deployment["arn"] == EXAMPLES_1
     assert "uri" not in deployment
-    assert {"Greeter", "Waits", "Counter", "Signup"} <= set(deployment["services"])
+    assert {"Greeter", "Waits", "Counter", "Signup"} <= {s["name"] for s in deployment["services"]}
     discovers = [c for c in emulator.calls()["calls"] if c["path"] == "/discover"]
     assert [(c["function"], c["qualifier"]) for c in discovers][:1] == [("Examples", "1")]
 

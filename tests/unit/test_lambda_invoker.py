@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -283,3 +285,14 @@ def test_a_role_that_cannot_be_assumed_is_an_invoker_error_naming_it() -> None:
         with pytest.raises(InvokerError) as raised:
             invoker.request(ARN, "POST", "/invoke/S/h", {}, b"", 5, auth={"assume_role_arn": ROLE})
     assert raised.value.message.startswith(f"could not assume role {ROLE} (AccessDenied: not trusted): ")
+
+
+def test_the_emulator_process_loads_none_of_the_dev_server() -> None:
+    """`python -m adapters.local.lambda_emulator` (started by `torpor dev --lambda`, and again after its
+    process dies) imports the emulator alone: not moto, hypercorn or the dev server, seconds of start-up."""
+    code = (
+        "import sys, adapters.local.lambda_emulator\n"
+        "print(sorted(m for m in ('moto', 'hypercorn', 'adapters.local.dev') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr

@@ -57,7 +57,7 @@ function listing(deployments, flash, reload) {
       h("td", {}, time(d.created_at)),
       h("td", {}, `V${d.min_protocol_version}–V${d.max_protocol_version}`),
       h("td", {}, d.sdk_version || ""),
-      h("td", {}, d.services.map((name) => h("span", { class: "chip" }, link(`#/services/${seg(name)}`, name)))),
+      h("td", {}, d.services.map(({ name }) => h("span", { class: "chip" }, link(`#/services/${seg(name)}`, name)))),
       h("td", {}, h("button", { class: "danger small", onclick: () => remove(d) }, "Remove")),
     ),
   );

@@ -67,7 +67,7 @@ export async function renderOne(root, { args: [name] }) {
           "tr",
           {},
           h("td", { class: "mono" }, handler.name),
-          h("td", {}, handler.ty.toLowerCase()),
+          h("td", {}, (handler.ty || "").toLowerCase()),
           h("td", {}, handler.input_description),
           h("td", {}, handler.output_description),
           h("td", { class: "muted" }, handler.documentation || ""),

@@ -1,0 +1,237 @@
+"""Torpor's records as rows of the introspection tables (`adapters.query.schema`).
+
+Each function returns plain dicts keyed by column name (times in ms since the epoch, bytes as bytes);
+`pyarrow.Table.from_pylist` turns them into a batch of the table's schema, leaving absent columns null.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from control_plane.admin import describe_frame, stored_times
+from control_plane.journal import AwaitPoint, Journal
+from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord
+from control_plane.protocol import MessageType, is_command, is_notification, type_name
+
+SERVICE_TYPES = {"SERVICE": "service", "VIRTUAL_OBJECT": "virtual_object", "WORKFLOW": "workflow"}
+"""Restate's spelling of a service type in the introspection tables (`target_service_ty`, `sys_service.ty`)."""
+
+STATUS_OF_RECORD = {"pending": "inboxed", "ready": "invoked", "running": "invoked", "backing-off": "invoked"}
+"""`sys_invocation_status.status` for the `sys_invocation` statuses that differ (the rest are the same)."""
+
+
+def _failure_text(failure: Mapping[str, object] | None) -> str | None:
+    """`[code] message` of a stored failure, or None."""
+    if not failure:
+        return None
+    return f"[{failure.get('code')}] {failure.get('message', '')}"
+
+
+def target_of(record: InvocationRecord) -> str:
+    """`Service/handler`, or `Object/key/handler` for a virtual object or workflow (Restate's `target`)."""
+    return f"{record.service}/{record.key}/{record.handler}" if record.key else f"{record.service}/{record.handler}"
+
+
+def invocation_row(record: InvocationRecord, caller: InvocationRecord | None = None) -> dict[str, Any]:
+    """One `sys_invocation` row; `caller`, when given, fills `invoked_by_service_name` and
+    `invoked_by_target`. `journal_size` is the stored journal length at the last status change."""
+    target = target_of(record)
+    waiting = AwaitPoint.from_json(record.waiting_on) if record.status == "suspended" else None
+    failure = record.last_failure or {}
+    completed = record.status == "completed"
+    row: dict[str, Any] = {
+        "id": record.invocation_id,
+        "target": target,
+        "target_service_name": record.service,
+        "target_service_key": record.key or None,
+        "target_handler_name": record.handler,
+        "target_service_ty": SERVICE_TYPES.get(record.service_type, record.service_type.lower()),
+        "idempotency_key": record.idempotency_key or None,
+        "invoked_by": "service" if record.caller_id else "ingress",
+        "invoked_by_id": record.caller_id or None,
+        "invoked_by_service_name": caller.service if caller is not None else None,
+        "invoked_by_target": target_of(caller) if caller is not None else None,
+        "pinned_deployment_id": record.deployment_id or None,
+        "pinned_service_protocol_version": record.protocol_version or None,
+        "trace_id": record.trace_id or None,
+        "journal_size": record.journal_length,
+        "created_at": record.created_at_ms,
+        "modified_at": record.modified_at_ms,
+        "inboxed_at": record.created_at_ms if record.inbox_seq or record.status == "pending" else None,
+        "scheduled_at": record.created_at_ms if record.execution_time_ms else None,
+        "scheduled_start_at": record.execution_time_ms or None,
+        "completed_at": record.completed_at_ms or None,
+        "suspended_waiting_for_completions": sorted(waiting.completions) if waiting else None,
+        "suspended_waiting_for_signals": sorted(waiting.signals) if waiting else None,
+        "retry_count": record.retry_count,
+        "next_retry_at": (record.next_retry_at_ms or None) if record.status == "backing-off" else None,
+        "last_attempt_deployment_id": record.deployment_id if record.attempts else None,
+        "last_failure": _failure_text(record.last_failure),
+        "last_failure_error_code": str(failure["code"]) if "code" in failure else None,
+        "last_failure_related_command_index": failure.get("related_command_index"),
+        "last_failure_related_command_name": failure.get("related_command_name"),
+        "last_failure_related_command_type": failure.get("related_command_type"),
+        "status": record.status,
+        "completion_result": ("failure" if record.failure else "success") if completed else None,
+        "completion_failure": _failure_text(record.failure) if completed else None,
+    }
+    return row
+
+
+def invocation_status_row(record: InvocationRecord, caller: InvocationRecord | None = None) -> dict[str, Any]:
+    """One `sys_invocation_status` row: as `invocation_row`, with Restate's stored-status words."""
+    row = invocation_row(record, caller)
+    row["status"] = STATUS_OF_RECORD.get(record.status, record.status)
+    return row
+
+
+def entry_type(message_type: int) -> str:
+    """`Command: Sleep`, `Notification: Sleep`, `Notification: Signal`, …: Restate's journal v2 entry names."""
+    name = type_name(message_type)
+    if is_command(message_type):
+        return f"Command: {name}"
+    if is_notification(message_type):
+        return f"Notification: {name.removesuffix('Completion')}"
+    return name
+
+
+def journal_rows(loaded: LoadedInvocation) -> list[dict[str, Any]]:
+    """The `sys_journal` rows of one invocation: every entry of its journal, in order.
+
+    `entry_json` is Torpor's decoding of the entry (as `GET /invocations/{id}` shows it), not
+    restate-server's internal JSON; `raw` is the entry's protobuf message.
+    """
+    record = loaded.record
+    journal = Journal.load(record.input_entry, loaded.batches)
+    times = stored_times(record, loaded.batches, len(journal))
+    callee_ids = _callee_ids(journal)
+    rows = []
+    for index, (entry, at_ms) in enumerate(zip(journal, times, strict=True)):
+        decoded = describe_frame(entry)
+        invoked_id = decoded.get("invocation_id")
+        call = None
+        if entry.type in (MessageType.Call, MessageType.OneWayCall):
+            call = decoded.get("target")
+            if call and decoded.get("key") is not None:
+                service, handler = call.split("/", 1)
+                call = f"{service}/{decoded['key']}/{handler}"
+            message = entry.decode()
+            invoked_id = callee_ids.get(message.invocation_id_notification_idx) if message is not None else None
+        rows.append(
+            {
+                "id": record.invocation_id,
+                "index": index,
+                "entry_type": entry_type(entry.type),
+                "name": decoded.get("name", ""),
+                "invoked_id": invoked_id,
+                "invoked_target": call,
+                "sleep_wakeup_at": _wake_up_ms(entry),
+                "promise_name": _promise_name(entry),
+                "raw": entry.payload,
+                "raw_length": len(entry.payload),
+                "version": 2,
+                "entry_json": json.dumps(decoded, separators=(",", ":"), default=str),
+                "appended_at": at_ms or None,
+            }
+        )
+    return rows
+
+
+def _callee_ids(journal: Journal) -> dict[int, str]:
+    """`{completion id: invocation id}` of the CallInvocationId notifications: the id of each callee,
+    keyed as its Call or OneWayCall command names it (`invocation_id_notification_idx`)."""
+    found: dict[int, str] = {}
+    for entry in journal:
+        if entry.type == MessageType.CallInvocationIdCompletion:
+            message = entry.decode()
+            if message is not None:
+                found[int(message.completion_id)] = str(message.invocation_id)
+    return found
+
+
+def _wake_up_ms(entry: Any) -> int | None:
+    if type_name(entry.type) != "Sleep" or not is_command(entry.type):
+        return None
+    message = entry.decode()
+    return int(message.wake_up_time) if message is not None and message.wake_up_time else None
+
+
+def _promise_name(entry: Any) -> str | None:
+    if type_name(entry.type) not in ("GetPromise", "PeekPromise", "CompletePromise") or not is_command(entry.type):
+        return None
+    message = entry.decode()
+    return str(message.key) if message is not None else None
+
+
+def service_row(service: ServiceRecord) -> dict[str, Any]:
+    """One `sys_service` row."""
+    private = bool(service.overrides.get("ingressPrivate", service.manifest.get("ingressPrivate", False)))
+    return {
+        "name": service.name,
+        "revision": service.revision,
+        "public": not private,
+        "ty": SERVICE_TYPES.get(service.ty, service.ty.lower()),
+        "deployment_id": service.deployment_id,
+    }
+
+
+def deployment_row(deployment: DeploymentRecord) -> dict[str, Any]:
+    """One `sys_deployment` row; `ty` is `lambda` for a Lambda ARN, else `http`."""
+    return {
+        "id": deployment.deployment_id,
+        "ty": "lambda" if deployment.endpoint.startswith("arn:") else "http",
+        "endpoint": deployment.endpoint,
+        "created_at": deployment.created_at_ms,
+        "min_service_protocol_version": deployment.min_protocol_version,
+        "max_service_protocol_version": deployment.max_protocol_version,
+        "services": list(deployment.services),
+    }
+
+
+def state_rows(service: str, key: str, state: Mapping[bytes, bytes]) -> list[dict[str, Any]]:
+    """The `state` rows of one virtual object or workflow key, by state key."""
+    rows = []
+    for name, value in sorted(state.items()):
+        try:
+            text: str | None = value.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        rows.append(
+            {
+                "service_name": service,
+                "service_key": key,
+                "key": name.decode("utf-8", "replace"),
+                "key_length": len(name),
+                "value_utf8": text,
+                "value": value,
+                "value_length": len(value),
+            }
+        )
+    return rows
+
+
+def promise_names(loaded: LoadedInvocation) -> set[str]:
+    """The durable promises an invocation's journal names (GetPromise, PeekPromise, CompletePromise)."""
+    journal = Journal.load(loaded.record.input_entry, loaded.batches)
+    names = (_promise_name(entry) for entry in journal)
+    return {name for name in names if name is not None}
+
+
+def promise_row(service: str, key: str, name: str, promise: PromiseRecord | None) -> dict[str, Any]:
+    """One `sys_promise` row: completed with a value or a failure (`[code] message`), or not completed."""
+    value = promise.value if promise is not None else None
+    try:
+        text = value.decode("utf-8") if value is not None else None
+    except UnicodeDecodeError:
+        text = None
+    return {
+        "service_name": service,
+        "service_key": key,
+        "key": name,
+        "completed": promise is not None,
+        "completion_success_value": value,
+        "completion_success_value_utf8": text,
+        "completion_failure": _failure_text(promise.failure) if promise is not None else None,
+    }

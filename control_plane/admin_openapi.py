@@ -1,0 +1,320 @@
+"""The admin API described as an OpenAPI 3.1 document (`GET /openapi`).
+
+The routes and shapes Restate's admin API also has carry restate-server's operation ids and schema
+names (`list_services`, `ServiceMetadata`, ...), so a client generated from either document reads
+both; Torpor's own routes and fields (invocation listing and details, a service's `config`, state
+by key, `/metrics`, the web UI) follow. Paths are shown unversioned; each is also served under
+`/v4` (admin API version 4, restate-server 1.7's), where Restate's clients send them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_DURATION = {"type": "string", "description": "A duration: `500ms`, `10m`, `1h 30m`, `1d`, ISO 8601 `PT10S`."}
+_NULLABLE_DURATION = {**_DURATION, "type": ["string", "null"]}
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: list[str], **properties: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+_SCHEMAS: dict[str, Any] = {
+    "ErrorDescriptionResponse": _obj(
+        ["code", "message"],
+        code={"type": "integer", "description": "The HTTP status."},
+        message={"type": "string", "description": "What went wrong and, where there is one, the fix."},
+    ),
+    "VersionInformation": _obj(
+        ["version", "min_admin_api_version", "max_admin_api_version", "features"],
+        version={"type": "string", "description": "Torpor's version."},
+        min_admin_api_version={"type": "integer"},
+        max_admin_api_version={"type": "integer"},
+        ingress_endpoint={"type": ["string", "null"], "format": "uri"},
+        features={"type": "object", "additionalProperties": {"type": "boolean"}},
+    ),
+    "ServiceType": {"type": "string", "enum": ["Service", "VirtualObject", "Workflow"]},
+    "HandlerMetadataType": {"type": "string", "enum": ["Exclusive", "Shared", "Workflow"]},
+    "OnMaxAttempts": {"type": "string", "enum": ["Pause", "Kill"]},
+    "ProtocolType": {"type": "string", "enum": ["RequestResponse", "BidiStream"]},
+    "HandlerRetryPolicyMetadata": _obj(
+        [],
+        initial_interval=_NULLABLE_DURATION,
+        exponentiation_factor={"type": ["number", "null"]},
+        max_attempts={"type": ["integer", "null"], "minimum": 1},
+        max_interval=_NULLABLE_DURATION,
+        on_max_attempts={"oneOf": [{"type": "null"}, _ref("OnMaxAttempts")]},
+    ),
+    "ServiceRetryPolicyMetadata": _obj(
+        [],
+        initial_interval=_DURATION,
+        exponentiation_factor={"type": "number"},
+        max_attempts={"type": ["integer", "null"], "minimum": 1, "description": "null: no limit."},
+        max_interval=_NULLABLE_DURATION,
+        on_max_attempts=_ref("OnMaxAttempts"),
+    ),
+    "HandlerMetadata": _obj(
+        ["name", "input_description", "output_description"],
+        name={"type": "string"},
+        ty={**_ref("HandlerMetadataType"), "description": "Absent for the handlers of a plain service."},
+        documentation={"type": ["string", "null"]},
+        metadata=_STRING_MAP,
+        public={"type": "boolean"},
+        input_description={"type": "string", "description": "`none`, `JSON <type>`, or a content type."},
+        output_description={"type": "string"},
+        input_json_schema={},
+        output_json_schema={},
+        inactivity_timeout=_NULLABLE_DURATION,
+        abort_timeout=_NULLABLE_DURATION,
+        journal_retention=_NULLABLE_DURATION,
+        idempotency_retention=_NULLABLE_DURATION,
+        workflow_completion_retention=_NULLABLE_DURATION,
+        enable_lazy_state={"type": ["boolean", "null"]},
+        retry_policy=_ref("HandlerRetryPolicyMetadata"),
+    ),
+    "ServiceMetadata": _obj(
+        ["name", "ty", "handlers", "deployment_id", "revision"],
+        name={"type": "string"},
+        ty=_ref("ServiceType"),
+        handlers={"type": "array", "items": _ref("HandlerMetadata")},
+        deployment_id={"type": "string", "description": "The deployment serving the latest revision (`dp_…`)."},
+        revision={"type": "integer", "minimum": 1},
+        public={"type": "boolean"},
+        documentation={"type": ["string", "null"]},
+        metadata=_STRING_MAP,
+        idempotency_retention=_DURATION,
+        workflow_completion_retention={**_NULLABLE_DURATION, "description": "Workflows only."},
+        journal_retention=_NULLABLE_DURATION,
+        inactivity_timeout=_DURATION,
+        abort_timeout=_DURATION,
+        enable_lazy_state={"type": "boolean"},
+        retry_policy=_ref("ServiceRetryPolicyMetadata"),
+        info={"type": "array", "items": {"type": "object"}},
+        config={
+            "type": "object",
+            "description": "Torpor: each option's effective value (ms for durations) and where it comes from "
+            "(`GET /services/{service}` only).",
+            "additionalProperties": _obj(["value", "source"], value={}, source={"type": "string"}),
+        },
+    ),
+    "ListServicesResponse": _obj(["services"], services={"type": "array", "items": _ref("ServiceMetadata")}),
+    "ListServiceHandlersResponse": _obj(["handlers"], handlers={"type": "array", "items": _ref("HandlerMetadata")}),
+    "ModifyServiceRequest": {
+        "type": "object",
+        "description": "Admin overrides of a service's options, until it is registered again. Unversioned, "
+        "null removes an override; under `/v4`, null leaves the option unchanged (as Restate reads it).",
+        "properties": {
+            "public": {"type": ["boolean", "null"]},
+            "idempotency_retention": _NULLABLE_DURATION,
+            "workflow_completion_retention": _NULLABLE_DURATION,
+            "journal_retention": _NULLABLE_DURATION,
+            "inactivity_timeout": _NULLABLE_DURATION,
+            "abort_timeout": _NULLABLE_DURATION,
+            "retry_policy": {"oneOf": [{"type": "null"}, _ref("HandlerRetryPolicyMetadata")]},
+        },
+    },
+    "ModifyServiceStateRequest": _obj(
+        ["object_key", "new_state"],
+        object_key={"type": "string"},
+        new_state={
+            "type": "object",
+            "description": "The whole new state: each name to its value as bytes.",
+            "additionalProperties": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}},
+        },
+        version={"type": ["string", "null"], "description": "The version of the state the change was based on."},
+    ),
+    "ServiceNameRevPair": _obj(["name", "revision"], name={"type": "string"}, revision={"type": "integer"}),
+    "RegisterDeploymentRequest": {
+        "type": "object",
+        "description": "Either `uri` (HTTP, Cloud Run) or `arn` (a Lambda function version).",
+        "properties": {
+            "uri": {"type": "string"},
+            "arn": {"type": "string"},
+            "assume_role_arn": {"type": ["string", "null"]},
+            "additional_headers": _STRING_MAP,
+            "metadata": _STRING_MAP,
+            "use_http_11": {"type": "boolean"},
+            "force": {"type": ["boolean", "null"]},
+            "breaking": {"type": "boolean"},
+            "dry_run": {"type": "boolean"},
+        },
+    },
+    "DeploymentResponse": _obj(
+        ["id", "created_at", "min_protocol_version", "max_protocol_version", "services"],
+        id={"type": "string"},
+        uri={"type": "string", "description": "An HTTP deployment's endpoint."},
+        arn={"type": "string", "description": "A Lambda deployment's function version."},
+        assume_role_arn={"type": "string"},
+        protocol_type=_ref("ProtocolType"),
+        http_version={"type": "string"},
+        additional_headers=_STRING_MAP,
+        metadata=_STRING_MAP,
+        created_at={"type": "string", "format": "date-time"},
+        min_protocol_version={"type": "integer"},
+        max_protocol_version={"type": "integer"},
+        sdk_version={"type": ["string", "null"]},
+        services={
+            "type": "array",
+            "description": "`ServiceNameRevPair` in a list, `ServiceMetadata` in one deployment's details.",
+            "items": {"oneOf": [_ref("ServiceNameRevPair"), _ref("ServiceMetadata")]},
+        },
+        info={"type": "array", "items": {"type": "object"}},
+    ),
+    "ListDeploymentsResponse": _obj(
+        ["deployments"], deployments={"type": "array", "items": _ref("DeploymentResponse")}
+    ),
+    "Invocation": {
+        "type": "object",
+        "description": "Torpor: an invocation's target, status, attempts, times and outcome; with its "
+        "journal decoded entry by entry in `GET /invocations/{invocation_id}`.",
+        "properties": {
+            "id": {"type": "string"},
+            "target": {"type": "string"},
+            "status": {
+                "type": "string",
+                "enum": ["pending", "ready", "running", "backing-off", "suspended", "paused", "completed"],
+            },
+            "completion_kind": {"type": "string", "enum": ["succeeded", "failed", "cancelled", "killed"]},
+            "journal": {"type": "array", "items": {"type": "object"}},
+        },
+        "additionalProperties": True,
+    },
+    "ListInvocationsResponse": _obj(
+        ["invocations"],
+        invocations={"type": "array", "items": _ref("Invocation")},
+        next_page_token={"type": "string"},
+    ),
+    "ObjectState": _obj(["key", "state"], key={"type": "string"}, state={"type": "object"}),
+}
+
+
+def _op(
+    operation_id: str,
+    summary: str,
+    ok: str | None = None,
+    *,
+    status: str = "200",
+    body: str | None = None,
+    parameters: list[dict[str, Any]] | None = None,
+    tag: str = "",
+) -> dict[str, Any]:
+    """One operation: its answer `ok` (a schema name, or None for an empty answer) and the error shape."""
+    answer: dict[str, Any] = {"description": "OK" if status == "200" else "Accepted" if status == "202" else "Created"}
+    if ok is not None:
+        answer["content"] = {"application/json": {"schema": _ref(ok)}}
+    error = {"description": "Error", "content": {"application/json": {"schema": _ref("ErrorDescriptionResponse")}}}
+    out: dict[str, Any] = {
+        "operationId": operation_id,
+        "summary": summary,
+        "tags": [tag] if tag else [],
+        "responses": {status: answer, "400": error, "404": error, "409": error},
+    }
+    if body is not None:
+        out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    if parameters:
+        out["parameters"] = parameters
+    return out
+
+
+def _path(*names: str) -> list[dict[str, Any]]:
+    return [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]
+
+
+def _query(*names: str) -> list[dict[str, Any]]:
+    return [{"name": n, "in": "query", "required": False, "schema": {"type": "string"}} for n in names]
+
+
+def _paths() -> dict[str, Any]:
+    invocation = _path("invocation_id")
+    return {
+        "/version": {
+            "get": _op("version", "Torpor's version and the admin API version it serves", "VersionInformation",
+                       tag="health"),
+        },
+        "/health": {"get": _op("health", "200 once the store answers", tag="health")},
+        "/openapi": {"get": _op("openapi", "This document", tag="health")},
+        "/deployments": {
+            "get": _op("list_deployments", "List deployments", "ListDeploymentsResponse", tag="deployment"),
+            "post": _op(
+                "create_deployment", "Register a deployment (discovery); `dry_run` stores nothing",
+                "DeploymentResponse", status="201", body="RegisterDeploymentRequest", tag="deployment",
+            ),
+        },
+        "/deployments/{deployment}": {
+            "get": _op("get_deployment", "One deployment with its services", "DeploymentResponse",
+                       parameters=_path("deployment"), tag="deployment"),
+            "delete": _op("delete_deployment", "Remove a deployment; `?force=true` even with invocations pinned to it",
+                          status="202", parameters=_path("deployment") + _query("force"), tag="deployment"),
+        },
+        "/services": {"get": _op("list_services", "List services", "ListServicesResponse", tag="service")},
+        "/services/{service}": {
+            "get": _op("get_service", "One service, with Torpor's `config`", "ServiceMetadata",
+                       parameters=_path("service"), tag="service"),
+            "patch": _op("modify_service", "Override a service's options", "ServiceMetadata",
+                         body="ModifyServiceRequest", parameters=_path("service"), tag="service"),
+        },
+        "/services/{service}/handlers": {
+            "get": _op("list_service_handlers", "A service's handlers", "ListServiceHandlersResponse",
+                       parameters=_path("service"), tag="service"),
+        },
+        "/services/{service}/handlers/{handler}": {
+            "get": _op("get_service_handler", "One handler", "HandlerMetadata",
+                       parameters=_path("service", "handler"), tag="service"),
+        },
+        "/services/{service}/state": {
+            "post": _op("modify_service_state", "Replace all state of one object key", status="202",
+                        body="ModifyServiceStateRequest", parameters=_path("service"), tag="service"),
+        },
+        "/services/{service}/state/{key}": {
+            "get": _op("get_service_state", "Torpor: all state of one key, values decoded for display",
+                       "ObjectState", parameters=_path("service", "key"), tag="service"),
+            "delete": _op("clear_service_state", "Torpor: delete all state of one key", status="202",
+                          parameters=_path("service", "key"), tag="service"),
+        },
+        "/invocations": {
+            "get": _op("list_invocations", "Torpor: list invocations, newest first", "ListInvocationsResponse",
+                       parameters=_query("status", "completion", "service", "handler", "key", "limit", "page_token"),
+                       tag="invocation"),
+        },
+        "/invocations/{invocation_id}": {
+            "get": _op("get_invocation", "Torpor: one invocation with its journal", "Invocation",
+                       parameters=invocation, tag="invocation"),
+            "delete": _op("delete_invocation", "Purge a completed invocation", status="202",
+                          parameters=invocation, tag="invocation"),
+        },
+        **{
+            f"/invocations/{{invocation_id}}/{verb}": {
+                "patch": _op(f"{verb}_invocation", summary, status="202", parameters=invocation, tag="invocation")
+            }
+            for verb, summary in (
+                ("cancel", "Cancel: the handler sees a terminal error at its next await"),
+                ("kill", "Kill: complete at once without running more handler code"),
+                ("pause", "Pause: no more attempts until resumed"),
+                ("resume", "Resume a paused invocation; `?deployment=dp_…` on another deployment"),
+                ("purge", "Purge a completed invocation"),
+            )
+        },
+        "/metrics": {
+            "get": _op("metrics", "Torpor: metrics in the Prometheus text format (`torpor dev`)", tag="health"),
+        },
+    }  # fmt: skip
+
+
+def document(version: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the admin API, `version` being Torpor's."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Torpor admin API",
+            "description": "Deployments, services, invocations and state of a Torpor control plane. Compatible "
+            "with Restate's admin API version 4 for what Restate's CLI uses; every path is also served under `/v4`.",
+            "version": version,
+        },
+        "paths": _paths(),
+        "components": {"schemas": _SCHEMAS},
+    }
