@@ -112,8 +112,8 @@ class RoutingInvoker:
         return self.streams.open_stream(endpoint, method, path, headers, timeout_s)
 
     def close(self) -> None:
-        """Close every invoker built so far that can be closed."""
-        for invoker in [self.http, *self._built.values()]:
+        """Close every invoker built so far that can be closed, and the HTTP/2 connections."""
+        for invoker in [self.http, *self._built.values(), self.streams]:
             close = getattr(invoker, "close", None)
             if callable(close):
                 close()

@@ -3,6 +3,7 @@
 Usage::
 
     python -m examples.serve --port 9080 [--host 127.0.0.1] [--max-protocol-version N] [--http2]
+                             [--certfile cert.pem --keyfile key.pem] [--max-concurrent-streams N]
 
 ``--port 0`` lets the kernel pick a free port. Once the socket listens, one line goes to stdout::
 
@@ -13,7 +14,10 @@ gives one line on stderr and exit status 2. Only HTTP/1.x is served: TLS is
 not used, so there is no ALPN, and a request that still reaches the app over HTTP/2 (an ``h2c``
 upgrade or prior knowledge) is answered ``505``. With ``--http2`` the server also speaks HTTP/2 with
 prior knowledge (h2c): the SDK then announces the bidirectional protocol mode on discovery, and a
-control plane that registers it over HTTP/2 streams each invocation on one request. Logs go to stderr.
+control plane that registers it over HTTP/2 streams each invocation on one request. With
+``--certfile`` and ``--keyfile`` it serves TLS instead (``https://`` in the ready line), offering
+``h2`` by ALPN with ``--http2``. ``--max-concurrent-streams`` is the HTTP/2
+SETTINGS_MAX_CONCURRENT_STREAMS it announces (hypercorn's default: 100). Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -92,6 +96,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--http2", action="store_true", help="also serve HTTP/2 with prior knowledge (h2c): bidirectional mode"
     )
+    parser.add_argument("--certfile", default=None, help="serve TLS with this PEM certificate (chain)")
+    parser.add_argument("--keyfile", default=None, help="the PEM private key of --certfile")
+    parser.add_argument(
+        "--max-concurrent-streams", type=int, default=100, help="HTTP/2 streams per connection at most (default 100)"
+    )
     parser.add_argument("--log-level", default="WARNING", help="Python log level for stderr (default WARNING)")
     return parser.parse_args(argv)
 
@@ -134,14 +143,24 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(host: str, port: int, max_protocol_version: int | None = None, http2: bool = False) -> None:
+async def serve(
+    host: str,
+    port: int,
+    max_protocol_version: int | None = None,
+    http2: bool = False,
+    tls: tuple[str, str] | None = None,
+    max_concurrent_streams: int = 100,
+) -> None:
     """Serve the example app until SIGTERM or SIGINT.
 
     Args:
         host: Address to bind.
         port: Port to bind; 0 picks a free one.
         max_protocol_version: Passed to :func:`examples.app.make_app`.
-        http2: Also accept HTTP/2 with prior knowledge (h2c); otherwise HTTP/2 gets ``505``.
+        http2: Also accept HTTP/2 with prior knowledge (h2c), or by ALPN ``h2`` with TLS; otherwise
+            HTTP/2 gets ``505``.
+        tls: ``(certfile, keyfile)``: serve TLS (PEM files); None: plain TCP.
+        max_concurrent_streams: The HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS announced.
     """
     app = http11_only(make_app(max_protocol_version), allow_http2=http2)
 
@@ -151,7 +170,10 @@ async def serve(host: str, port: int, max_protocol_version: int | None = None, h
 
     config = Config()
     config.bind = [f"fd://{sock.detach()}"]  # hypercorn adopts the listening descriptor
-    config.alpn_protocols = ["http/1.1"]  # only matters with TLS, which is off; no h2 either way
+    config.alpn_protocols = ["h2", "http/1.1"] if http2 else ["http/1.1"]  # only matters with TLS
+    if tls is not None:
+        config.certfile, config.keyfile = tls
+    config.h2_max_concurrent_streams = max_concurrent_streams
     config.accesslog = None
     config.errorlog = LOG
     config.graceful_timeout = 5.0
@@ -164,7 +186,8 @@ async def serve(host: str, port: int, max_protocol_version: int | None = None, h
     for signum in (signal.SIGTERM, signal.SIGINT):
         install_shutdown_hook(loop, stop.set, signum)
 
-    print(f"serving examples on http://{shown_host}:{bound_port}", flush=True)
+    scheme = "https" if tls is not None else "http"
+    print(f"serving examples on {scheme}://{shown_host}:{bound_port}", flush=True)
     await hypercorn_serve(app, config, shutdown_trigger=stop.wait, mode="asgi")
 
 
@@ -184,7 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     # On Lambda the SDK would hand back a Lambda handler instead of an ASGI app.
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
     try:
-        asyncio.run(serve(args.host, args.port, args.max_protocol_version, args.http2))
+        tls = (args.certfile, args.keyfile) if args.certfile else None
+        asyncio.run(
+            serve(args.host, args.port, args.max_protocol_version, args.http2, tls, args.max_concurrent_streams)
+        )
     except CannotBind as error:
         print(f"examples.serve: {error}; pick another port with --port N (--port 0: any free port)", file=sys.stderr)
         return 2

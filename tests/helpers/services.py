@@ -19,6 +19,7 @@ import os
 import queue
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -34,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MANIFEST_V3 = "application/vnd.restate.endpointmanifest.v3+json"
 MANIFEST_V4 = "application/vnd.restate.endpointmanifest.v4+json"
 
-_READY_LINE = re.compile(r"serving examples on (http://\S+)")
+_READY_LINE = re.compile(r"serving examples on (https?://\S+)")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -93,6 +94,8 @@ def serve_examples(
     startup_timeout: float = 30.0,
     env: dict[str, str] | None = None,
     http2: bool = False,
+    tls: tuple[str, str] | None = None,
+    max_concurrent_streams: int | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """Run ``python -m examples.serve`` in a subprocess until the block exits.
 
@@ -112,6 +115,9 @@ def serve_examples(
         startup_timeout: Seconds to wait for the server to answer discovery.
         env: Extra environment variables for the child.
         http2: Passed as ``--http2``: also serve HTTP/2 with prior knowledge (bidirectional mode).
+        tls: ``(certfile, keyfile)``, PEM: serve TLS (``https://``); discovery is polled trusting
+            ``certfile``.
+        max_concurrent_streams: Passed as ``--max-concurrent-streams`` (HTTP/2 streams per connection).
 
     Yields:
         ``(base_url, process)``: e.g. ``("http://127.0.0.1:41234", <Popen>)``.
@@ -135,6 +141,10 @@ def serve_examples(
         command += ["--max-protocol-version", str(max_protocol_version)]
     if http2:
         command.append("--http2")
+    if tls is not None:
+        command += ["--certfile", tls[0], "--keyfile", tls[1]]
+    if max_concurrent_streams is not None:
+        command += ["--max-concurrent-streams", str(max_concurrent_streams)]
 
     process = subprocess.Popen(
         command,
@@ -148,7 +158,8 @@ def serve_examples(
     pump = threading.Thread(target=_pump_stdout, args=(process, lines), name="examples-stdout", daemon=True)
     pump.start()
     try:
-        base_url = _wait_until_ready(process, lines, time.monotonic() + startup_timeout)
+        verify = ssl.create_default_context(cafile=tls[0]) if tls is not None else True
+        base_url = _wait_until_ready(process, lines, time.monotonic() + startup_timeout, verify)
         yield base_url, process
     finally:
         stop_process(process)
@@ -157,13 +168,19 @@ def serve_examples(
             process.stdout.close()
 
 
-def _wait_until_ready(process: subprocess.Popen[str], lines: queue.Queue[str | None], deadline: float) -> str:
+def _wait_until_ready(
+    process: subprocess.Popen[str],
+    lines: queue.Queue[str | None],
+    deadline: float,
+    verify: ssl.SSLContext | bool = True,
+) -> str:
     """Wait for the ready line, then poll ``GET /discover`` until it answers ``200``.
 
     Args:
         process: The server process.
         lines: Its stdout lines, ``None`` at EOF.
         deadline: ``time.monotonic()`` value to give up at.
+        verify: httpx's ``verify`` for an ``https://`` server.
 
     Returns:
         The base URL the server reported.
@@ -194,7 +211,7 @@ def _wait_until_ready(process: subprocess.Popen[str], lines: queue.Queue[str | N
     headers = {"accept": MANIFEST_V3}
     last_error = "no attempt"
     delay = 0.01
-    with httpx.Client(timeout=2.0) as client:
+    with httpx.Client(timeout=2.0, verify=verify) as client:
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"examples.serve exited with status {process.returncode} before answering discovery")
