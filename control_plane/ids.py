@@ -134,6 +134,17 @@ def partition_key(key: str) -> bytes:
     return hashlib.sha256(b"partition-key\0" + key.encode()).digest()[:PARTITION_KEY_BYTES]
 
 
+def partition_key_number(invocation_id: str) -> int | None:
+    """The partition key of a 24-byte invocation id as the unsigned number restate-server shows
+    (`partition_key` columns); None for a 16-byte id of an earlier Torpor, which has none.
+
+    Raises:
+        BadRequest: (400) for a malformed id, as `invocation_id_bytes`.
+    """
+    raw = invocation_id_bytes(invocation_id)
+    return int.from_bytes(raw[:PARTITION_KEY_BYTES], "big") if len(raw) == INVOCATION_ID_BYTES else None
+
+
 def new_invocation_id(key: str = "") -> str:
     """A fresh invocation id: the partition key of `key` (a virtual object's or workflow's), or
     random without one, then 16 random bytes."""
