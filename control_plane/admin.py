@@ -304,7 +304,7 @@ def _torpor_version() -> str:
         return "unknown"
 
 
-_PAGE_TOKEN = re.compile(r"([0-9]{1,16})\.(inv_1[0-9A-Za-z]{22})")
+_PAGE_TOKEN = re.compile(r"([0-9]{1,16})\.(inv_1[0-9A-Za-z]{22}(?:[0-9A-Za-z]{11})?)")
 """A `next_page_token`: `{created_at_ms}.{invocation_id}`, ASCII digits only (`str.isdigit` admits `²`)."""
 
 

@@ -112,10 +112,12 @@ class Effects:
         entry. Raises `NotFound` for an unknown service or handler."""
         target = self.registry.resolve(call.service_name, call.handler_name)
         if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
-            return ids.workflow_run_id(call.service_name, call.key)
+            return self.engine.workflow_run_id(call.service_name, call.key)
         if call.idempotency_key:  # one invocation per target and key, whoever calls
-            return ids.idempotent_invocation_id(call.service_name, call.handler_name, call.key, call.idempotency_key)
-        return ids.derived_invocation_id(parent_id, index)
+            return self.engine.idempotent_invocation_id(
+                call.service_name, call.handler_name, call.key, call.idempotency_key
+            )
+        return ids.derived_invocation_id(parent_id, index, call.key)
 
     def derived_notifications(self, held: Held, entries: list[Frame]) -> list[Frame]:
         """Notifications the runtime owes for commands in `entries`, stored in the same commit.
@@ -187,7 +189,7 @@ class Effects:
         the workflow retention from now (TTL). A `run` created later removes that TTL again; one
         created between the read here and the expiring write (its own removal may have come first)
         is found by reading it again after the write, and the TTL removed."""
-        run_id = ids.workflow_run_id(record.service, record.key)
+        run_id = self.engine.workflow_run_id(record.service, record.key)
         run = self.store.get_invocation(run_id)
         if run is not None and run.status != "completed":
             return  # its completion sets the TTL of everything

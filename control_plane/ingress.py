@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from control_plane import ids
 from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import metadata_of
@@ -209,7 +208,8 @@ class Ingress:
             )
         except StoreConflict as exc:
             if idempotency_key:  # the same request again: attach to the first invocation
-                return self.attach(request, ids.idempotent_invocation_id(service, handler, key, idempotency_key))
+                first_id = self.engine.idempotent_invocation_id(service, handler, key, idempotency_key)
+                return self.attach(request, first_id)
             if target.handler_type == "WORKFLOW":
                 raise Conflict("the workflow method was already invoked") from exc
             raise
@@ -257,9 +257,9 @@ class Ingress:
             )
         except StoreConflict:
             if idempotency_key:
-                first = self._record(ids.idempotent_invocation_id(service, handler, key, idempotency_key))
+                first = self._record(self.engine.idempotent_invocation_id(service, handler, key, idempotency_key))
             elif target.handler_type == "WORKFLOW":
-                first = self._record(ids.workflow_run_id(service, key))
+                first = self._record(self.engine.workflow_run_id(service, key))
             else:
                 raise
             again: dict[str, object] = {"invocationId": first.invocation_id, "status": "PreviouslyAccepted"}
@@ -302,7 +302,7 @@ class Ingress:
     def _workflow_run(self, service: str, key: str) -> str:
         if self.engine.registry.service(service).ty != "WORKFLOW":
             raise BadRequest(f"'{service}' is not a workflow")
-        invocation_id = ids.workflow_run_id(service, key)
+        invocation_id = self.engine.workflow_run_id(service, key)
         if self.store.get_invocation(invocation_id) is None:
             raise NotFound(f"workflow {service} with id '{key}' not found")
         return invocation_id
@@ -357,7 +357,7 @@ class Ingress:
         whose retention ended but which the sweep has not removed yet counts as gone.
         """
         self._check_key(self.engine.registry.resolve(service, handler), key)
-        invocation_id = ids.idempotent_invocation_id(service, handler, key, idempotency_key)
+        invocation_id = self.engine.idempotent_invocation_id(service, handler, key, idempotency_key)
         record = self.store.get_invocation(invocation_id)
         expired = (
             record is not None

@@ -210,6 +210,22 @@ class Engine:
 
     # --- creation ---------------------------------------------------------------------------------
 
+    def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
+        """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
+        16-byte id an earlier Torpor gave it if that run is still stored (one store read): a run
+        created before the id change keeps deduplicating. No new run gets a 16-byte id."""
+        legacy = ids.legacy_workflow_run_id(workflow, workflow_id)
+        return legacy if self.store.get_invocation(legacy) is not None else ids.workflow_run_id(workflow, workflow_id)
+
+    def idempotent_invocation_id(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
+        """The id of the request to `service/handler` (of `key`) with `idempotency_key`
+        (`ids.idempotent_invocation_id`), or the 16-byte id an earlier Torpor gave it while that
+        invocation is still stored (one store read), as `workflow_run_id`."""
+        legacy = ids.legacy_idempotent_invocation_id(service, handler, key, idempotency_key)
+        if self.store.get_invocation(legacy) is not None:
+            return legacy
+        return ids.idempotent_invocation_id(service, handler, key, idempotency_key)
+
     def create(
         self,
         service: str,
@@ -248,13 +264,13 @@ class Engine:
         if service_type != "SERVICE" and not key:
             raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":
-            invocation_id = ids.workflow_run_id(service, key)
+            invocation_id = self.workflow_run_id(service, key)
         elif idempotency_key and invocation_id is None:
-            invocation_id = ids.idempotent_invocation_id(service, handler, key, idempotency_key)
+            invocation_id = self.idempotent_invocation_id(service, handler, key, idempotency_key)
         exclusive = service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
         delayed = execution_time_ms > now and not (leased and not exclusive)
         leased = leased and not delayed
-        invocation_id = invocation_id or ids.new_invocation_id()
+        invocation_id = invocation_id or ids.new_invocation_id(key)
         on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
         input_headers = [
             pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS

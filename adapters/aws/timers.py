@@ -86,8 +86,9 @@ def wake_body(invocation_id: str, due_ms: int) -> str:
 def schedule_name(invocation_id: str, due_ms: int) -> str:
     """The EventBridge schedule name of one timer: deterministic, ≤ 64 characters of `[0-9A-Za-z_.-]`.
 
-    `torpor-{invocation_id}-{due_ms}` when that is a valid name (always, for `inv_1…` ids: 48
-    characters); otherwise the id is replaced by the first 32 hex digits of its SHA-256.
+    `torpor-{invocation_id}-{due_ms}` when that is a valid name (always, for `inv_1…` ids: 59
+    characters, 48 for an id of an earlier Torpor); otherwise the id is replaced by the first 32 hex
+    digits of its SHA-256.
 
     Args:
         invocation_id: The invocation the timer wakes.

@@ -284,12 +284,20 @@ class DataFusionQuery:
             elif table == "sys_keyed_service_status":
                 holder = self.store.lock_holder(service, key)
                 if holder is not None:
-                    out.append({"service_name": service, "service_key": key, "invocation_id": holder})
+                    out.append(
+                        {
+                            "partition_key": R.key_partition(key),
+                            "service_name": service,
+                            "service_key": key,
+                            "invocation_id": holder,
+                        }
+                    )
             else:
                 pending = self.store.list_invocations(["pending"], service, self.max_rows + 1, key=key)
                 ordered = sorted(pending, key=lambda r: (r.inbox_seq, r.created_at_ms))
                 out.extend(
                     {
+                        "partition_key": R.key_partition(key),
                         "service_name": service,
                         "service_key": key,
                         "id": r.invocation_id,

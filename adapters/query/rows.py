@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from control_plane import ids
 from control_plane.admin import describe_frame, stored_times
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord
@@ -29,6 +30,12 @@ def _failure_text(failure: Mapping[str, object] | None) -> str | None:
     return f"[{failure.get('code')}] {failure.get('message', '')}"
 
 
+def key_partition(key: str) -> int:
+    """The `partition_key` column of a virtual object's or workflow's rows: its key's partition key,
+    which every invocation of that key carries in its id (`ids.partition_key`)."""
+    return int.from_bytes(ids.partition_key(key), "big")
+
+
 def target_of(record: InvocationRecord) -> str:
     """`Service/handler`, or `Object/key/handler` for a virtual object or workflow (Restate's `target`)."""
     return f"{record.service}/{record.key}/{record.handler}" if record.key else f"{record.service}/{record.handler}"
@@ -42,6 +49,7 @@ def invocation_row(record: InvocationRecord, caller: InvocationRecord | None = N
     failure = record.last_failure or {}
     completed = record.status == "completed"
     row: dict[str, Any] = {
+        "partition_key": ids.partition_key_number(record.invocation_id),
         "id": record.invocation_id,
         "target": target,
         "target_service_name": record.service,
@@ -107,6 +115,7 @@ def journal_rows(loaded: LoadedInvocation) -> list[dict[str, Any]]:
     journal = Journal.load(record.input_entry, loaded.batches)
     times = stored_times(record, loaded.batches, len(journal))
     callee_ids = _callee_ids(journal)
+    partition_key = ids.partition_key_number(record.invocation_id)
     rows = []
     for index, (entry, at_ms) in enumerate(zip(journal, times, strict=True)):
         decoded = describe_frame(entry)
@@ -121,6 +130,7 @@ def journal_rows(loaded: LoadedInvocation) -> list[dict[str, Any]]:
             invoked_id = callee_ids.get(message.invocation_id_notification_idx) if message is not None else None
         rows.append(
             {
+                "partition_key": partition_key,
                 "id": record.invocation_id,
                 "index": index,
                 "entry_type": entry_type(entry.type),
@@ -200,6 +210,7 @@ def state_rows(service: str, key: str, state: Mapping[bytes, bytes]) -> list[dic
             text = None
         rows.append(
             {
+                "partition_key": key_partition(key),
                 "service_name": service,
                 "service_key": key,
                 "key": name.decode("utf-8", "replace"),
@@ -227,6 +238,7 @@ def promise_row(service: str, key: str, name: str, promise: PromiseRecord | None
     except UnicodeDecodeError:
         text = None
     return {
+        "partition_key": key_partition(key),
         "service_name": service,
         "service_key": key,
         "key": name,

@@ -20,6 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from adapters.aws.timers import SqsScheduler, drain, handle_wake_message, schedule_name
+from control_plane import ids
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/torpor-scheduler"
@@ -97,8 +98,8 @@ def queue(new_queue: Callable[[], Queue]) -> Queue:
 
 
 def new_id() -> str:
-    """A fresh invocation id shaped like Torpor's (`inv_1` + 22 characters)."""
-    return "inv_1" + uuid.uuid4().hex[:22]
+    """A fresh invocation id (`inv_1` + 33 characters, the longest Torpor makes)."""
+    return ids.new_invocation_id()
 
 
 def counts(sqs: Any, queue: Queue) -> tuple[int, int, int]:

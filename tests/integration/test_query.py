@@ -498,11 +498,6 @@ def test_restate_invocations_describe_prints_the_invocation(world: World) -> Non
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="Torpor's invocation ids carry 16 bytes; the restate CLI parses an id as restate-server's 24 "
-    "(partition key and uuid) before it reads the journal, and panics (docs/conformance.md)",
-    strict=True,
-)
 def test_restate_invocations_describe_shows_the_journal(world: World) -> None:
     done = restate(world, "invocations", "describe", world.holder)
     assert done.returncode == 0, done.stderr

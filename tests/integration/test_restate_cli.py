@@ -5,9 +5,9 @@ The real binary runs in a subprocess, pointed at a `DevServer`'s admin API and i
 is checked through Torpor's admin API with httpx. `scripts/test.sh` installs the CLI into
 `.cache/restate-cli/`; without it these tests are skipped.
 
-The CLI finds invocations and reads state with SQL (`POST /query`, built on another branch): the
-verbs that need it are marked xfail here until it exists, and the admin routes they then call are
-checked directly with the request the CLI sends.
+The CLI finds invocations and reads state with SQL (`POST /query`), parsing the invocation ids it
+reads as restate-server's (which Torpor's are); the admin routes it then calls are also checked
+directly with the request the CLI sends.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from tests.helpers.services import REPO_ROOT
 
 _ARCH = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 RESTATE_CLI = REPO_ROOT / f".cache/restate-cli/node_modules/@restatedev/restate-linux-{_ARCH}/bin/restate"
-NEEDS_QUERY = pytest.mark.xfail(reason="POST /query: branch sqlquery", strict=False)
 SETTINGS = Settings(
     inactivity_timeout_ms=10_000,
     lease_margin_ms=2_000,
@@ -200,7 +199,6 @@ def test_deployments_describe_shows_the_services_and_their_handlers(
     assert re.search(r"add +JSON integer +JSON integer", output)
 
 
-@NEEDS_QUERY
 def test_deployments_remove_with_force_removes_it(moto_endpoint: str, examples_url: str, tmp_path: Path) -> None:
     server = DevServer(
         ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=unique_table_name(), settings=SETTINGS
@@ -296,7 +294,6 @@ def test_services_config_patch_sets_an_option(dev: DevServer, home: Path) -> Non
 # --- invocations ---------------------------------------------------------------------------------
 
 
-@NEEDS_QUERY
 def test_invocations_list_and_describe_show_a_sleeping_invocation(dev: DevServer, home: Path) -> None:
     invocation_id = sleeping(dev)
     try:
@@ -306,7 +303,6 @@ def test_invocations_list_and_describe_show_a_sleeping_invocation(dev: DevServer
         httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill", timeout=10)
 
 
-@NEEDS_QUERY
 def test_invocations_pause_then_resume(dev: DevServer, home: Path) -> None:
     invocation_id = sleeping(dev)
     try:
@@ -318,7 +314,6 @@ def test_invocations_pause_then_resume(dev: DevServer, home: Path) -> None:
         httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill", timeout=10)
 
 
-@NEEDS_QUERY
 def test_invocations_cancel(dev: DevServer, home: Path) -> None:
     invocation_id = sleeping(dev)
     ok(restate(dev, "invocations", "cancel", invocation_id, "--yes", home=home))
@@ -326,7 +321,6 @@ def test_invocations_cancel(dev: DevServer, home: Path) -> None:
     assert done["completion_kind"] == "cancelled"
 
 
-@NEEDS_QUERY
 def test_invocations_kill_then_purge(dev: DevServer, home: Path) -> None:
     invocation_id = sleeping(dev)
     ok(restate(dev, "invocations", "kill", invocation_id, "--yes", home=home))
@@ -352,7 +346,6 @@ def test_the_patches_the_cli_sends_after_its_query_pause_resume_kill_and_purge(d
 # --- state (kv) ----------------------------------------------------------------------------------
 
 
-@NEEDS_QUERY
 def test_kv_get_then_edit(dev: DevServer, home: Path, tmp_path: Path) -> None:
     assert httpx.post(f"{dev.ingress_url}/Counter/kv-cli/add", json=5, timeout=30).json() == 5
     assert re.search(r"count +5", ok(restate(dev, "kv", "get", "Counter", "kv-cli", home=home)))

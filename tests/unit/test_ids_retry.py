@@ -10,38 +10,93 @@ from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest
 from control_plane.retry import RetryPolicy
 
+# (invocation id, the awakeable id its handler got for signal 17), as restate-server 1.7.12 made them
+# on loopback: a service call, an idempotent call, and two calls of virtual object key "a"
+RESTATE_SERVER_IDS = [
+    ("inv_171coeUmaOsD1iSQ1mcP3oEP6UjFbPZpOD", "sign_1RzsBhcg8wlFP1wNOxES6fGA0khrlW90qAAAAEQ"),
+    ("inv_16vnR5MzgZWy3eOFa6NVfCXO0sW91TJz4N", "sign_1ks00q34kyEvddPZOPJ9nlvtehmbZQ2xqAAAAEQ"),
+    ("inv_1dceKvwtEc2n16lW9Ta0QCvR9wbUZM02BO", "sign_1E6zONTfWt5kQyTq0hyqkol2alCyMXDkkAAAAEQ"),
+    ("inv_1dceKvwtEc2n41v8QQNCRrQx11Mir7Xwod", "sign_1E6zONTfWt5kVllCCrtVSNZcE3TavOzmEAAAAEQ"),
+]
+
 
 def test_invocation_id_round_trips_through_its_bytes() -> None:
     invocation_id = ids.new_invocation_id()
     raw = ids.invocation_id_bytes(invocation_id)
     assert invocation_id.startswith("inv_1")
-    assert len(invocation_id) == 27
-    assert len(raw) == 16
+    assert len(invocation_id) == 38  # inv_1, 11 characters of partition key, 22 of the rest
+    assert len(raw) == 24
     assert ids.invocation_id_from_bytes(raw) == invocation_id
 
 
+@pytest.mark.parametrize(("invocation_id", "awakeable"), RESTATE_SERVER_IDS)
+def test_ids_made_by_restate_server_parse_and_print_back_unchanged(invocation_id: str, awakeable: str) -> None:
+    raw = ids.invocation_id_bytes(invocation_id)
+    assert len(raw) == 24
+    assert ids.invocation_id_from_bytes(raw) == invocation_id
+    assert ids.parse_awakeable_id(awakeable) == (invocation_id, 17)  # the bytes restate-server sent the SDK
+    assert ids.awakeable_id(invocation_id, 17) == awakeable
+
+
+def test_invocations_of_one_key_share_a_partition_key_prefix() -> None:
+    first, second, other = ids.new_invocation_id("a"), ids.new_invocation_id("a"), ids.new_invocation_id("b")
+    assert first != second
+    assert first[:16] == second[:16] != other[:16]  # inv_1 + the 11 characters of the partition key
+    assert ids.invocation_id_bytes(first)[:8] == ids.partition_key("a")
+
+
 def test_extreme_id_bytes_round_trip() -> None:
-    for raw in (bytes(16), b"\xff" * 16, bytes(range(16))):
+    for raw in (bytes(24), b"\xff" * 24, bytes(range(24)), bytes(16), b"\xff" * 16, bytes(range(16))):
         assert ids.invocation_id_bytes(ids.invocation_id_from_bytes(raw)) == raw
 
 
-@pytest.mark.parametrize("bad", ["inv_1", "dp_123", "inv_1" + "!" * 22, "inv_1" + "z" * 23])
+def test_an_id_of_16_bytes_from_an_earlier_torpor_stays_valid() -> None:
+    legacy = "inv_1" + "0" * 20 + "1F"  # 27 characters: base62 0-9A-Za-z of the 16 bytes, big-endian
+    raw = ids.invocation_id_bytes(legacy)
+    assert raw == bytes(15) + bytes([77])
+    assert ids.invocation_id_from_bytes(raw) == legacy
+    assert ids.parse_awakeable_id(ids.awakeable_id(legacy, 17)) == (legacy, 17)
+    # its children keep the 16-byte shape they had when its journal was written
+    assert len(ids.derived_invocation_id(legacy, 3)) == 27
+    assert len(ids.derived_invocation_id(ids.new_invocation_id(), 3)) == 38
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["inv_1", "dp_123", "inv_1" + "!" * 22, "inv_1" + "z" * 23, "inv_1" + "z" * 33, "inv_1" + "0" * 32 + "-"],
+)
 def test_malformed_invocation_id_is_a_400(bad: str) -> None:
-    with pytest.raises(BadRequest, match="bad invocation id"):
+    with pytest.raises(BadRequest, match="bad invocation id") as caught:
         ids.invocation_id_bytes(bad)
+    if len(bad) not in (27, 38):  # a wrong length names both forms
+        forms = "inv_1 followed by 33 base62 characters (or, for an id made by an earlier Torpor, 22)"
+        assert forms in str(caught.value)
 
 
 def test_derived_ids_are_deterministic_and_distinct() -> None:
     parent = ids.new_invocation_id()
     assert ids.derived_invocation_id(parent, 3) == ids.derived_invocation_id(parent, 3)
     assert ids.derived_invocation_id(parent, 3) != ids.derived_invocation_id(parent, 4)
+    assert ids.derived_invocation_id(parent, 3, "k")[:16] == ids.new_invocation_id("k")[:16]
+
+
+def test_deterministic_ids_have_24_bytes_and_keep_their_legacy_form_apart() -> None:
+    run = ids.workflow_run_id("Signup", "alice")
+    assert run == ids.workflow_run_id("Signup", "alice")
+    assert len(ids.invocation_id_bytes(run)) == 24
+    assert run[:16] == ids.new_invocation_id("alice")[:16]
+    assert len(ids.legacy_workflow_run_id("Signup", "alice")) == 27
+    idem = ids.idempotent_invocation_id("Greeter", "greet", "", "k1")
+    assert idem == ids.idempotent_invocation_id("Greeter", "greet", "", "k1")
+    assert len(idem) == 38
+    assert len(ids.legacy_idempotent_invocation_id("Greeter", "greet", "", "k1")) == 27
 
 
 def test_awakeable_id_is_sign_1_base64url_of_id_and_index() -> None:
-    invocation_id = ids.invocation_id_from_bytes(bytes(range(16)))
+    invocation_id = ids.invocation_id_from_bytes(bytes(range(24)))
     awakeable = ids.awakeable_id(invocation_id, 17)
-    # 16 id bytes then u32 big-endian 17, base64url without padding
-    assert awakeable == "sign_1AAECAwQFBgcICQoLDA0ODwAAABE"
+    # 24 id bytes then u32 big-endian 17, base64url without padding
+    assert awakeable == "sign_1AAECAwQFBgcICQoLDA0ODxAREhMUFRYXAAAAEQ"
     assert ids.parse_awakeable_id(awakeable) == (invocation_id, 17)
 
 
