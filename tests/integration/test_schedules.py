@@ -7,6 +7,7 @@ running once, and the 400s for what cannot be a schedule.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,7 @@ def test_every_second_ticks_fire_on_time(dev: DevServer) -> None:
     ticks = [tick_ms_of(i, name) for i in invocations]
     assert all(t % 1000 == 0 for t in ticks), ticks
     assert ticks == sorted(set(ticks))
-    assert [b - a for a, b in zip(ticks, ticks[1:], strict=False)] == [1000] * (len(ticks) - 1), ticks
+    assert [b - a for a, b in itertools.pairwise(ticks)] == [1000] * (len(ticks) - 1), ticks
     for tick, invocation in zip(ticks, invocations, strict=True):
         created_ms = dev.store.get_invocation(invocation["id"]).created_at_ms  # type: ignore[union-attr]
         assert 0 <= created_ms - tick <= ON_TIME_MS, (tick, created_ms)
