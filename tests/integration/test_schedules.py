@@ -8,13 +8,16 @@ running once, and the 400s for what cannot be a schedule.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner, Result
 
+from adapters.cli import main
 from adapters.local.dev import DevServer
 from control_plane.ports import ScheduleRecord
 from control_plane.schedules import tick_idempotency_key
@@ -234,3 +237,51 @@ def tick_invocations_offline(data_dir: Path, key: str) -> list[dict[str, Any]]:
         return [{"idempotency_key": r.idempotency_key} for r in store.list_invocations(None, "Counter", 1000, key=key)]
     finally:
         store.close()
+
+
+def torpor(dev: DevServer, *args: str) -> Result:
+    """`torpor --admin-url … ARGS` in-process."""
+    return CliRunner().invoke(
+        main, ["--admin-url", dev.admin_url, *args], env={"COLUMNS": "200"}, catch_exceptions=False
+    )
+
+
+def test_the_cli_creates_lists_describes_pauses_resumes_and_deletes(dev: DevServer) -> None:
+    name, key = unique("cli"), unique("k")
+    created = torpor(
+        dev, "schedules", "create", name, "--every", "1h", "--target", "Counter/add", "--key", key, "--body", "2"
+    )
+    assert created.exit_code == 0, created.output
+    assert f"Created schedule {name}" in created.output
+    assert f"Counter/{key}/add" in created.output
+
+    listed = torpor(dev, "schedules", "list")
+    assert listed.exit_code == 0, listed.output
+    assert name in listed.output
+    assert "every 1h" in listed.output
+
+    described = torpor(dev, "--json", "schedules", "describe", name)
+    assert described.exit_code == 0, described.output
+    assert json.loads(described.output)["body"] == 2
+
+    paused = torpor(dev, "schedules", "pause", name)
+    assert paused.exit_code == 0, paused.output
+    assert "paused" in paused.output
+    assert torpor(dev, "schedules", "resume", name).exit_code == 0
+    assert httpx.get(f"{dev.admin_url}/schedules/{name}", timeout=10).json()["paused"] is False
+
+    deleted = torpor(dev, "schedules", "delete", name, "-y")
+    assert deleted.exit_code == 0, deleted.output
+    assert httpx.get(f"{dev.admin_url}/schedules/{name}", timeout=10).status_code == 404
+
+
+def test_the_cli_names_what_is_wrong(dev: DevServer) -> None:
+    both = torpor(dev, "schedules", "create", "x", "--every", "1m", "--cron", "* * * * *", "--target", "Greeter/greet")
+    assert both.exit_code != 0
+    assert "exactly one of --cron" in both.output
+    missing = torpor(dev, "schedules", "create", unique("x"), "--every", "1m", "--target", "Nope/greet")
+    assert missing.exit_code == 1
+    assert "Nope/greet does not exist" in missing.output
+    unknown = torpor(dev, "schedules", "delete", "never-made", "-y")
+    assert unknown.exit_code == 1
+    assert "not found" in unknown.output
