@@ -285,3 +285,16 @@ def test_the_cli_names_what_is_wrong(dev: DevServer) -> None:
     unknown = torpor(dev, "schedules", "delete", "never-made", "-y")
     assert unknown.exit_code == 1
     assert "not found" in unknown.output
+
+
+def test_the_openapi_document_describes_schedules(dev: DevServer) -> None:
+    from openapi_schema_validator import OAS31Validator
+
+    name = unique("documented")
+    assert create(dev, name=name, every="1h", target="Counter/add", key="k", body=1).status_code == 201
+    document = httpx.get(f"{dev.admin_url}/openapi", timeout=10).json()
+    assert {"/schedules", "/schedules/{name}", "/schedules/{name}/pause"} <= set(document["paths"])
+    components = {"components": document["components"]}
+    for path, schema in (("/schedules", "ListSchedulesResponse"), (f"/schedules/{name}", "Schedule")):
+        validator = OAS31Validator({"$ref": f"#/components/schemas/{schema}", **components})
+        validator.validate(httpx.get(f"{dev.admin_url}{path}", timeout=10).json())
