@@ -33,7 +33,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.http import rfc3339
 from control_plane.ingress import validate_input
 from control_plane.invocation import Engine
-from control_plane.ports import Clock, Scheduler, ScheduleRecord, Store, StoreConflict
+from control_plane.ports import Clock, Scheduler, ScheduleRecord, ScheduleTrigger, Store, StoreConflict
 
 log = logging.getLogger("torpor.schedules")
 
@@ -201,10 +201,10 @@ class Schedules:
         clock: Wall clock, ms since the UNIX epoch.
     """
 
-    def __init__(self, store: Store, engine: Engine, trigger: object, clock: Clock) -> None:
+    def __init__(self, store: Store, engine: Engine, trigger: ScheduleTrigger, clock: Clock) -> None:
         self.store = store
         self.engine = engine
-        self.trigger = trigger  # a ScheduleTrigger
+        self.trigger = trigger
         self.clock = clock
 
     # --- admin -------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ class Schedules:
             modified_at_ms=now,
         )
         try:
-            self.trigger.check(schedule)  # type: ignore[attr-defined]
+            self.trigger.check(schedule)
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
         try:
@@ -271,7 +271,7 @@ class Schedules:
         except StoreConflict as exc:
             raise Conflict(f"schedule {name!r} exists already; delete it first to change it") from exc
         try:
-            self.trigger.arm(schedule)  # type: ignore[attr-defined]
+            self.trigger.arm(schedule)
         except Exception:
             self.store.delete_schedule(name)  # no schedule that never ticks
             raise
@@ -291,6 +291,11 @@ class Schedules:
         if target.service_type != "SERVICE" and not key:
             kind = "virtual object" if target.service_type == "VIRTUAL_OBJECT" else "workflow"
             raise BadRequest(f"'{service}' is a {kind}: the schedule needs a key (--key)")
+        if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
+            raise BadRequest(
+                f"'{service}/{handler}' is a workflow's run handler, which runs once per workflow id: a schedule "
+                "cannot tick it; target a service or object handler that starts the workflow instead"
+            )
         content_type = "application/json" if body else None
         validate_input(target, body.encode(), content_type)
 
@@ -311,7 +316,7 @@ class Schedules:
         if schedule.paused:
             return schedule
         schedule = self._update(name, paused=True)
-        self.trigger.arm(schedule)  # type: ignore[attr-defined]
+        self.trigger.arm(schedule)
         return schedule
 
     def resume(self, name: str) -> ScheduleRecord:
@@ -321,13 +326,13 @@ class Schedules:
             return schedule
         next_tick_ms = Cadence.of(schedule).next_after(self.clock.now_ms())
         schedule = self._update(name, paused=False, next_tick_ms=next_tick_ms)
-        self.trigger.arm(schedule)  # type: ignore[attr-defined]
+        self.trigger.arm(schedule)
         return schedule
 
     def delete(self, name: str) -> None:
         """Remove the schedule and its trigger; invocations its ticks sent stay. `NotFound` if unknown."""
         self.get(name)
-        self.trigger.disarm(name)  # type: ignore[attr-defined]
+        self.trigger.disarm(name)
         self.store.delete_schedule(name)
 
     def arm_all(self) -> int:
@@ -336,7 +341,7 @@ class Schedules:
         count = 0
         for schedule in self.store.list_schedules():
             if not schedule.paused:
-                self.trigger.arm(schedule)  # type: ignore[attr-defined]
+                self.trigger.arm(schedule)
                 count += 1
         return count
 
@@ -358,9 +363,12 @@ class Schedules:
         the schedule's `next_tick_ms` moves to the first tick after now (and a non-recurring trigger
         is armed for it).
 
+        A target that no longer exists (its deployment was removed) loses the tick, logged as an
+        error; the schedule goes on with its next tick.
+
         Returns:
             The id of the tick's invocation (created now or before), or None if the schedule is
-            gone, paused, or has no tick due since it was created.
+            gone, paused, has no tick due since it was created, or its target is gone.
         """
         schedule = self.store.get_schedule(name)
         if schedule is None or schedule.paused:
@@ -370,20 +378,24 @@ class Schedules:
         cadence = Cadence.of(schedule)
         tick_ms = cadence.latest_at_or_before(max(now, scheduled_ms))
         if tick_ms < schedule.created_at_ms:
-            if not getattr(self.trigger, "recurring", False):
-                self.trigger.arm(schedule)  # type: ignore[attr-defined]  # came early: wait for the tick
+            if not self.trigger.recurring:
+                self.trigger.arm(schedule)  # came early: wait for the tick
             return None
-        invocation_id = self._send(schedule, tick_ms)
+        try:
+            invocation_id = self._send(schedule, tick_ms)
+        except (NotFound, BadRequest) as exc:  # its target went away (a deployment removed): this tick is lost
+            log.error("tick %s of schedule %s not sent: %s", rfc3339(tick_ms), name, exc.message)
+            invocation_id = ""
         changes: dict[str, object] = {"next_tick_ms": cadence.next_after(now)}
-        if tick_ms >= schedule.last_tick_ms:
+        if invocation_id and tick_ms >= schedule.last_tick_ms:
             changes.update(last_tick_ms=tick_ms, last_invocation_id=invocation_id)
         try:
             schedule = self.store.update_schedule(name, **changes)
         except StoreConflict:
-            return invocation_id  # deleted meanwhile
-        if not getattr(self.trigger, "recurring", False):
-            self.trigger.arm(schedule)  # type: ignore[attr-defined]
-        return invocation_id
+            return invocation_id or None  # deleted meanwhile
+        if not self.trigger.recurring:
+            self.trigger.arm(schedule)
+        return invocation_id or None
 
     def _send(self, schedule: ScheduleRecord, tick_ms: int) -> str:
         headers = {"content-type": "application/json"} if schedule.body else {}

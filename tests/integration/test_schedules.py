@@ -180,6 +180,7 @@ def test_delete_stops_ticks(dev: DevServer) -> None:
         ({"target": "Greeter/greet"}, "exactly one"),
         ({"every": "1m", "cron": "* * * * *", "target": "Greeter/greet"}, "exactly one"),
         ({"every": "1m", "target": "Greeter"}, "Service/handler"),
+        ({"every": "1m", "target": "Signup/run", "key": "k", "body": "a@b"}, "runs once per workflow id"),
     ],
 )
 def test_what_cannot_be_a_schedule_is_a_400(dev: DevServer, body: dict[str, object], message: str) -> None:
@@ -298,3 +299,22 @@ def test_the_openapi_document_describes_schedules(dev: DevServer) -> None:
     for path, schema in (("/schedules", "ListSchedulesResponse"), (f"/schedules/{name}", "Schedule")):
         validator = OAS31Validator({"$ref": f"#/components/schemas/{schema}", **components})
         validator.validate(httpx.get(f"{dev.admin_url}{path}", timeout=10).json())
+
+
+def test_a_tick_whose_target_went_away_is_lost_and_the_schedule_goes_on(dev: DevServer) -> None:
+    # GIVEN a schedule whose target is no longer registered (as after its deployment was removed)
+    name = unique("orphan")
+    now = dev.control_plane.clock.now_ms()
+    dev.store.create_schedule(
+        ScheduleRecord(
+            name=name, service="Gone", handler="run", every_ms=3_600_000, next_tick_ms=now // 3_600_000 * 3_600_000,
+            created_at_ms=now - 7_200_000, modified_at_ms=now - 7_200_000,
+        )
+    )  # fmt: skip
+
+    # WHEN its tick comes, THEN nothing is sent, and the schedule waits for its next tick
+    assert dev.control_plane.schedules.tick(name) is None
+    after = dev.store.get_schedule(name)
+    assert after is not None
+    assert after.next_tick_ms == (now // 3_600_000 + 1) * 3_600_000
+    assert after.last_invocation_id == ""
