@@ -26,7 +26,7 @@ from tests.helpers.dev import unique, wait_for
 from tests.helpers.services import serve_examples
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, call_wait_ms=30_000)
-ON_TIME_MS = 400
+ON_TIME_MS = 700
 """How late a tick's invocation may start on a loaded 2-core machine (a tick is never early)."""
 
 
@@ -318,3 +318,19 @@ def test_a_tick_whose_target_went_away_is_lost_and_the_schedule_goes_on(dev: Dev
     assert after is not None
     assert after.next_tick_ms == (now // 3_600_000 + 1) * 3_600_000
     assert after.last_invocation_id == ""
+
+
+def test_delete_asks_in_a_terminal_but_not_before_an_error(dev: DevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.modules["adapters.cli.client"], "interactive", lambda: True)
+    unknown = CliRunner().invoke(main, ["--admin-url", dev.admin_url, "schedules", "delete", unique("never")])
+    assert unknown.exit_code == 1
+    assert "not found" in unknown.stderr
+    assert "?" not in unknown.stderr
+    name = unique("asked")
+    assert create(dev, name=name, every="1h", target="Greeter/greet", body="x").status_code == 201
+    asked = CliRunner().invoke(main, ["--admin-url", dev.admin_url, "schedules", "delete", name], input="n\n")
+    assert "Delete schedule" in asked.stderr
+    assert asked.exit_code == 1
+    assert httpx.get(f"{dev.admin_url}/schedules/{name}", timeout=10).status_code == 200
