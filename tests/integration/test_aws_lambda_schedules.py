@@ -7,17 +7,43 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from typing import Any
 
 import boto3
+import pytest
 
 from adapters.aws import lambda_app
 from adapters.local.aws_functions import Context, LocalFunctions
 from control_plane.http import rfc3339
 from tests.helpers.moto import REGION
-from tests.integration.test_aws_lambda_functions import SCHEDULER_ROLE, functions  # noqa: F401  (the fixture)
+from tests.infra.facts import SAM_TEMPLATE, Facts
+from tests.integration.test_aws_lambda_functions import (  # noqa: F401  (`functions`: the fixture)
+    SCHEDULER_ROLE,
+    _allowed,
+    _DynamoDBRecorder,
+    functions,
+)
 
 
-def test_a_schedule_created_by_the_admin_function_ticks_once_through_the_worker(functions: LocalFunctions) -> None:  # noqa: F811
+def test_a_schedule_created_by_the_admin_function_ticks_once_through_the_worker(
+    functions: LocalFunctions,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """... and every DynamoDB request the admin and worker functions make for it is one their roles in
+    `template.yaml` allow, partition keys included (the worker writes the schedule's `SCHED` item)."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+
+    recorder = _DynamoDBRecorder()
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        recorder.record(operation_name, operation_kwargs)
+        return original(self, operation_name, operation_kwargs)
+
+    monkeypatch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+    recorder.phase = "AdminFunction"
     name, key = f"lambda-{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:8]}"
     status, body, _ = functions.http(
         "admin", "POST", "/schedules", {"name": name, "every": "1m", "target": "Counter/add", "key": key, "body": 5}
@@ -33,6 +59,7 @@ def test_a_schedule_created_by_the_admin_function_ticks_once_through_the_worker(
     assert target["DeadLetterConfig"] == {"Arn": os.environ["TORPOR_SCHEDULE_DLQ_ARN"]}
 
     # EventBridge Scheduler fills in the scheduled time; the worker gets the message twice
+    recorder.phase = "WorkerFunction"
     message = target["Input"].replace("<aws.scheduler.scheduled-time>", rfc3339(next_tick_ms) or "")
     for _ in range(2):
         record = {"messageId": uuid.uuid4().hex, "receiptHandle": "r", "body": message, "attributes": {}}
@@ -44,6 +71,15 @@ def test_a_schedule_created_by_the_admin_function_ticks_once_through_the_worker(
             messageAttributes={},
         )
         assert lambda_app.worker_handler({"Records": [record]}, Context()) == {"batchItemFailures": []}
+
+    recorder.phase = None
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    refused = {
+        function: sorted(r for r in requests if not _allowed(facts, function, *r))
+        for function, requests in recorder.requests.items()
+    }
+    assert all(not r for r in refused.values()), refused
+    assert ("dynamodb:UpdateItem", "${Table.Arn}", ("SCHED",)) in recorder.requests["WorkerFunction"]
 
     status, listed, _ = functions.http("admin", "GET", f"/invocations?key={key}")
     assert status == 200
