@@ -302,6 +302,61 @@ def _paths() -> dict[str, Any]:
         "/metrics": {
             "get": _op("metrics", "Torpor: metrics in the Prometheus text format (`torpor dev`)", tag="health"),
         },
+        **_schedule_paths(),
+    }  # fmt: skip
+
+
+_SCHEDULE = _obj(
+    ["name", "target", "service", "handler", "paused", "created_at"],
+    name={"type": "string"},
+    cron={"type": ["string", "null"], "description": "5-field cron expression, UTC."},
+    every={**_NULLABLE_DURATION, "description": "The period of an `every` schedule."},
+    every_ms={"type": ["integer", "null"]},
+    target={"type": "string", "description": "`Service/handler`."},
+    service={"type": "string"},
+    handler={"type": "string"},
+    key={"type": ["string", "null"]},
+    body={"description": "The JSON value each tick sends, or null."},
+    paused={"type": "boolean"},
+    next_tick={"type": ["string", "null"], "format": "date-time"},
+    last_tick={"type": ["string", "null"], "format": "date-time"},
+    last_invocation_id={"type": ["string", "null"]},
+    created_at={"type": "string", "format": "date-time"},
+    modified_at={"type": "string", "format": "date-time"},
+)
+_SCHEMAS["Schedule"] = _SCHEDULE
+_SCHEMAS["ListSchedulesResponse"] = _obj(["schedules"], schedules={"type": "array", "items": _ref("Schedule")})
+_SCHEMAS["CreateScheduleRequest"] = _obj(
+    ["name", "target"],
+    name={"type": "string", "description": "1 to 48 of `[A-Za-z0-9_.-]`."},
+    cron={"type": "string", "description": "5-field cron expression, UTC; exactly one of `cron` and `every`."},
+    every=_DURATION,
+    target={"type": "string", "description": "`Service/handler`; the handler must exist."},
+    key={"type": "string", "description": "Object key or workflow id (required for those)."},
+    body={"description": "Any JSON value, sent by every tick."},
+)
+
+
+def _schedule_paths() -> dict[str, Any]:
+    """Torpor's durable schedules (`control_plane.admin_schedules`)."""
+    name = _path("name")
+    return {
+        "/schedules": {
+            "get": _op("list_schedules", "Torpor: list schedules", "ListSchedulesResponse", tag="schedule"),
+            "post": _op("create_schedule", "Torpor: create a schedule", "Schedule", status="201",
+                        body="CreateScheduleRequest", tag="schedule"),
+        },
+        "/schedules/{name}": {
+            "get": _op("get_schedule", "Torpor: one schedule", "Schedule", parameters=name, tag="schedule"),
+            "delete": _op("delete_schedule", "Torpor: delete a schedule", status="202", parameters=name,
+                          tag="schedule"),
+        },
+        **{
+            f"/schedules/{{name}}/{verb}": {
+                "patch": _op(f"{verb}_schedule", summary, "Schedule", parameters=name, tag="schedule")
+            }
+            for verb, summary in (("pause", "Torpor: stop the ticks"), ("resume", "Torpor: tick again"))
+        },
     }  # fmt: skip
 
 

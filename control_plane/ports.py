@@ -207,6 +207,34 @@ class PromiseRecord:
     completed_by: str
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """A durable schedule: every tick sends `body` to `service/handler` (of object `key`).
+
+    Exactly one of `cron` (5 fields, UTC) and `every_ms` (a period in ms, ticks at its multiples
+    since the UNIX epoch) is set. `body` is JSON text ("" for none). `next_tick_ms` is the next tick
+    that has not run; `last_tick_ms` and `last_invocation_id` describe the last one that did.
+    """
+
+    name: str
+    service: str
+    handler: str
+    key: str = ""
+    body: str = ""
+    cron: str = ""
+    every_ms: int = 0
+    paused: bool = False
+    next_tick_ms: int = 0
+    last_tick_ms: int = 0
+    last_invocation_id: str = ""
+    created_at_ms: int = 0
+    modified_at_ms: int = 0
+
+
+SCHEDULE_FIELDS = ("paused", "next_tick_ms", "last_tick_ms", "last_invocation_id", "modified_at_ms")
+"""The `ScheduleRecord` fields `Store.update_schedule` may set; the rest are fixed at creation."""
+
+
 # --- ports ---------------------------------------------------------------------------------------
 
 
@@ -368,6 +396,24 @@ class Store(Protocol):
     def delete_keyed(self, scope: str, key: str) -> None:
         """Delete every item of `scope/key` (state, promises, waiters): a workflow's retention ended."""
 
+    # schedules (`control_plane.schedules`): one record per name
+    def create_schedule(self, schedule: ScheduleRecord) -> None:
+        """Store a new schedule; `StoreConflict` if one with its name exists (nothing written)."""
+
+    def get_schedule(self, name: str) -> ScheduleRecord | None: ...
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, ordered by name."""
+        ...
+
+    def update_schedule(self, name: str, **changes: object) -> ScheduleRecord:
+        """Set fields of `SCHEDULE_FIELDS` (one write, conditional on the schedule existing) and return
+        the schedule after it; `StoreConflict` if there is no schedule `name`."""
+        ...
+
+    def delete_schedule(self, name: str) -> None:
+        """Remove the schedule `name`; removing an unknown name does nothing."""
+
     # timers: one record per (due time, invocation), visible and recoverable
     def put_timer(self, due_ms: int, invocation_id: str) -> None: ...
 
@@ -489,6 +535,28 @@ class Scheduler(Protocol):
     def wake_now(self, invocation_id: str) -> None: ...
 
     def wake_at(self, invocation_id: str, due_ms: int) -> None: ...
+
+
+class ScheduleTrigger(Protocol):
+    """Makes a schedule's ticks reach `Schedules.tick` (locally the timer loop, on AWS an EventBridge
+    Scheduler recurring schedule).
+
+    Attributes:
+        recurring: True if the trigger fires every tick by itself once armed (EventBridge); False if
+            `Schedules.tick` must arm it again for the next tick (a timer per tick).
+    """
+
+    recurring: bool
+
+    def check(self, schedule: ScheduleRecord) -> None:
+        """Raise `ValueError` (its message for people) if this trigger cannot carry `schedule`."""
+
+    def arm(self, schedule: ScheduleRecord) -> None:
+        """Make ticks happen from `schedule.next_tick_ms` on, or stop them while `schedule.paused`;
+        idempotent (arming again replaces what was armed)."""
+
+    def disarm(self, name: str) -> None:
+        """Stop the ticks of schedule `name` for good (it was deleted); idempotent."""
 
 
 class Clock(Protocol):

@@ -10,11 +10,13 @@ import logging
 import time
 
 from control_plane.admin import Admin
+from control_plane.admin_schedules import add_schedule_routes
 from control_plane.ingress import Ingress
 from control_plane.invocation import Engine, Outcome, far_future_ms
 from control_plane.observability import InMemoryMetrics, Metrics
-from control_plane.ports import Clock, Invoker, Scheduler, Store, SystemClock
+from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, SystemClock
 from control_plane.registry import Registry
+from control_plane.schedules import Schedules, TimerTrigger, schedule_of_wake_id
 from control_plane.settings import Settings
 from control_plane.waiters import CompletionWaiters
 
@@ -38,6 +40,7 @@ class ControlPlane:
         clock: Clock | None = None,
         settings: Settings | None = None,
         metrics: Metrics | None = None,
+        schedule_trigger: ScheduleTrigger | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -50,21 +53,37 @@ class ControlPlane:
         self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
         self.ingress.router.allowed_origins = frozenset(self.settings.ui_origins)
         self.admin = Admin(self.registry, store, self.engine)
+        # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
+        self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)
+        add_schedule_routes(self.admin.router, self.schedules)
 
     def advance(self, invocation_id: str) -> Outcome:
-        """`Engine.advance`; what the work queue calls."""
+        """`Engine.advance`; what the work queue calls. A `schedule:{name}` id is a schedule's tick
+        (`TimerTrigger`) and runs `Schedules.tick` instead."""
+        name = schedule_of_wake_id(invocation_id)
+        if name is not None:
+            self.schedules.tick(name)
+            return Outcome.COMPLETED
         return self.engine.advance(invocation_id)
 
     def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
         """A timer fired and an advance ran after it with `outcome` (`Engine.timer_done`)."""
+        if schedule_of_wake_id(invocation_id) is not None:
+            return
         self.engine.timer_done(invocation_id, due_ms, outcome)
 
     def timer_fired(self, invocation_id: str, due_ms: int) -> None:
         """`Engine.timer_fired`; what a local timer calls as it fires (its lateness is recorded)."""
+        if schedule_of_wake_id(invocation_id) is not None:
+            return
         self.engine.timer_fired(invocation_id, due_ms)
 
     def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
         """`Engine.on_timer`; what a timer calls when `due_ms` (ms since the epoch) has come."""
+        name = schedule_of_wake_id(invocation_id)
+        if name is not None:
+            self.schedules.tick(name, due_ms)
+            return Outcome.COMPLETED
         return self.engine.on_timer(invocation_id, due_ms)
 
     def stop(self) -> None:
@@ -92,6 +111,11 @@ class ControlPlane:
             else:
                 self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
+        if not self.schedules.trigger.recurring:  # a schedule whose tick timer was lost ticks again
+            for schedule in self.store.list_schedules():
+                if not schedule.paused and schedule.next_tick_ms <= now - grace_ms:
+                    self.schedules.trigger.arm(schedule)
+                    count += 1
         keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
         for record in keys.values():
             self.engine.keys.enqueue(record)
@@ -133,6 +157,8 @@ class ControlPlane:
         for due_ms, invocation_id in self.store.due_timers(far_future_ms(now), _SWEEP_LIMIT):
             self.scheduler.wake_at(invocation_id, due_ms)
             count += 1
+        if not self.schedules.trigger.recurring:  # each schedule's next tick (a missed one runs once, now)
+            count += self.schedules.arm_all()
         keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
         for record in keys.values():  # keys' queues whose hand-over was lost: enqueue again (idempotent), pump
             self.engine.keys.enqueue(record)

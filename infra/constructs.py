@@ -99,6 +99,8 @@ TABLE_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"
 RUN_PARTITIONS = ("INV#*", "TIMER#*", "OBJ#*", "CONFIG")
 """Partition keys (`dynamodb:LeadingKeys`) running invocations write: invocations, timers, objects and
 workflows, and the table's shard count (recorded by its first user)."""
+SCHEDULE_PARTITION = "SCHED"
+"""The partition of durable schedules, which the worker writes as it runs their ticks."""
 REGISTRY_PARTITIONS = ("DEP", "SVC", "CONFIG")
 """Partition keys registration writes: deployments, services, the shard count."""
 ALARM_PERIOD = Duration.minutes(5)
@@ -143,6 +145,8 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
         writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], REGISTRY_PARTITIONS
     else:
         writes, partitions = list(TABLE_WRITES), () if kind == "admin" else RUN_PARTITIONS
+        if kind == "worker":
+            partitions = (*partitions, SCHEDULE_PARTITION)  # a schedule's tick moves its next tick
     conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(partitions)}} if partitions else None
     statements.append(iam.PolicyStatement(actions=writes, resources=[table.table_arn], conditions=conditions))
     return statements
@@ -546,7 +550,18 @@ class TorporControlPlane(Construct):
             environment={"TORPOR_INGRESS_AUTH": ingress_auth},  # it refuses events not authorized so
         )
         self.admin_function = function(
-            "AdminFunction", "admin", HTTP_TIMEOUT, "Torpor admin API (API Gateway HTTP API v2 events, IAM-authorized)"
+            "AdminFunction",
+            "admin",
+            HTTP_TIMEOUT,
+            "Torpor admin API (API Gateway HTTP API v2 events, IAM-authorized)",
+            # durable schedules: pause/resume update, delete removes their recurring EventBridge schedule
+            # (created through the wake-up policy's CreateSchedule and PassRole)
+            statements=[
+                iam.PolicyStatement(
+                    actions=["scheduler:UpdateSchedule", "scheduler:DeleteSchedule"],
+                    resources=[f"arn:{partition}:scheduler:{region}:{account}:schedule/{group_name}/torpor-schedule-*"],
+                )
+            ],
         )
         self.worker_function = function(
             "WorkerFunction",

@@ -113,6 +113,7 @@ from adapters.aws.store_items import (
 )
 from adapters.aws.store_keyed import KeyedStore
 from adapters.aws.store_registry import RegistryStore
+from adapters.aws.store_schedules import ScheduleItem, ScheduleStore
 from control_plane.observability import record
 from control_plane.ports import (
     INVOCATION_STATUSES,
@@ -169,7 +170,7 @@ def _checked_due(due_ms: int) -> int:
 # --- the store -----------------------------------------------------------------------------------
 
 
-class DynamoDBStore(KeyedStore, RegistryStore):
+class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
     """`control_plane.ports.Store` on one DynamoDB table (see the module docstring for the layout).
 
     Every read of an invocation, deployment, service or timer is strongly consistent;
@@ -249,6 +250,7 @@ class DynamoDBStore(KeyedStore, RegistryStore):
         self._services = bind(ServiceItem, meta, self._connection)
         self._notifications = bind(NotificationItem, meta, self._connection)
         self._timers = bind(TimerItem, meta, self._connection)
+        self._schedules = bind(ScheduleItem, meta, self._connection)
         self._bind_keyed(meta, self._connection)
 
     def __repr__(self) -> str:

@@ -51,6 +51,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.emf import EmfMetrics
+from adapters.aws.schedules import EventBridgeSchedules
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
@@ -144,7 +145,24 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             cloud_run_factory=cloud_run_invoker,
             signer=signer,
         )
-        built = ControlPlane(store, invoker, scheduler, clock=clock, settings=settings, metrics=EmfMetrics(metrics))
+        schedule_trigger = None  # without EventBridge Scheduler: a schedule's ticks are SQS timers
+        if role:
+            schedule_trigger = EventBridgeSchedules(
+                boto3.client("scheduler", region_name=region),
+                queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN") or scheduler.queue_arn,
+                role_arn=role,
+                dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
+                group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
+            )
+        built = ControlPlane(
+            store,
+            invoker,
+            scheduler,
+            clock=clock,
+            settings=settings,
+            metrics=EmfMetrics(metrics),
+            schedule_trigger=schedule_trigger,
+        )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         built.admin.sql = sql_engine(store)  # POST /query; None (501) unless the bundle has the `query` extra
         _built, _wake_scheduler = built, scheduler
@@ -289,6 +307,7 @@ async def _wake(record: SQSRecord) -> str:
         record.body,
         advance=control_plane.advance,
         on_timer=control_plane.on_timer,
+        on_tick=control_plane.schedules.tick,
         scheduler=_wake_scheduler,
         now_ms=control_plane.clock.now_ms(),
     )

@@ -243,6 +243,10 @@ class SqsScheduler:
                 raise
             log.debug("schedule %s exists already; the wake-up is armed", name)
 
+    def queue_arn(self) -> str:
+        """The queue's ARN (looked up once with GetQueueAttributes if it was not given)."""
+        return self._target_arn()
+
     def _target_arn(self) -> str:
         if self._queue_arn is None:
             reply = self._sqs.get_queue_attributes(QueueUrl=self._queue_url, AttributeNames=["QueueArn"])
@@ -276,6 +280,27 @@ def _parse(body: str) -> tuple[str, int] | None:
     return invocation_id, due_ms
 
 
+def _parse_tick(body: str) -> tuple[str, int] | None:
+    """`(schedule name, scheduled time in ms or 0)` of a schedule's tick body
+    (`{"schedule": name, "scheduled_time": RFC 3339}`, `adapters.aws.schedules.tick_input`), or None."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("schedule"), str) or not data["schedule"]:
+        return None
+    scheduled_ms = 0
+    scheduled = data.get("scheduled_time")
+    if isinstance(scheduled, str):
+        try:
+            moment = datetime.fromisoformat(scheduled.replace("Z", "+00:00"))
+            if moment.tzinfo is not None:
+                scheduled_ms = int(moment.timestamp() * 1000)
+        except ValueError:
+            pass  # no time (a placeholder EventBridge did not fill): the tick due now
+    return data["schedule"], scheduled_ms
+
+
 def handle_wake_message(
     body: str,
     *,
@@ -283,6 +308,7 @@ def handle_wake_message(
     on_timer: Callable[[str, int], object] | None,
     scheduler: SqsScheduler,
     now_ms: int,
+    on_tick: Callable[[str, int], object] | None = None,
 ) -> WakeOutcome:
     """Act on one wake-up body: fire it if it is due, else put it back on the queue for the rest.
 
@@ -301,6 +327,8 @@ def handle_wake_message(
             or None to call `advance` for timers too.
         scheduler: Where a body that came early goes back to.
         now_ms: The current time, ms since the UNIX epoch.
+        on_tick: Called with `(schedule name, scheduled ms or 0)` for a schedule's tick body
+            (`Schedules.tick`); None drops tick bodies as malformed.
 
     Returns:
         `"fired"`, `"redelayed"`, or `"dropped"` for a body that is not a wake-up (logged; raising
@@ -312,6 +340,10 @@ def handle_wake_message(
             the queue and is delivered again.
     """
     parsed = _parse(body)
+    tick = _parse_tick(body) if parsed is None and on_tick is not None else None
+    if tick is not None and on_tick is not None:
+        on_tick(*tick)
+        return "fired"
     if parsed is None:
         log.error("dropped a malformed wake-up message: %.200r", body)
         return "dropped"

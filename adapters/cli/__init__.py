@@ -2,14 +2,14 @@
 
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
 it signs requests to deployments with; `torpor ui` serves the web UI of an admin API on AWS, signing
-its calls); the client commands talk HTTP to a running
-control plane: `torpor deployments`, `torpor services`, `torpor invocations` and `torpor sql` to the admin API
+its calls); the client commands talk HTTP to a running control plane: `torpor deployments`,
+`torpor services`, `torpor invocations`, `torpor schedules` and `torpor sql` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080), as does `torpor awakeables`.
 They print rich tables, or the API's JSON with `--json`. An API error prints its message and exits 1.
 
 Confirmation rule: the verbs that destroy or stop work (`invocations cancel|kill|purge`,
-`deployments remove`, `deployments register` of what it discovered) ask in a terminal, after
+`deployments remove`, `deployments register` of what it discovered, `schedules delete`) ask in a terminal, after
 checking that the request can succeed (an unknown or already completed invocation is an error with no
 question), unless `-y/--yes` is given; without a terminal they never ask. Shell completion is click's:
 `eval "$(_TORPOR_COMPLETE=bash_source torpor)"` (`zsh_source`, `fish_source`).
@@ -31,6 +31,7 @@ from adapters.cli.deployments import deployments
 from adapters.cli.invocations import awakeables, invocations, invoke
 from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
+from adapters.cli.schedules import schedules
 from adapters.cli.services import services
 from adapters.cli.sql import sql
 from adapters.cli.ui import ui
@@ -75,5 +76,6 @@ main.add_command(awakeables)
 main.add_command(request_identity)
 main.add_command(ui)
 main.add_command(sql)
+main.add_command(schedules)
 
 __all__ = ["VERSION", "main"]

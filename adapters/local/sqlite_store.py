@@ -49,6 +49,7 @@ from typing import Any
 
 from adapters.local.sqlite_keyed import KeyedTables, item_size
 from adapters.local.sqlite_registry import RegistryTables
+from adapters.local.sqlite_schedules import ScheduleTables
 from control_plane.ports import (
     INVOCATION_STATUSES,
     MAX_ITEM_BYTES,
@@ -193,7 +194,7 @@ def _fits(record: InvocationRecord, encoded: str) -> bool:
     return item_size({field: getattr(record, field) for field in _FIELDS}) <= MAX_ITEM_BYTES
 
 
-class SQLiteStore(KeyedTables, RegistryTables):
+class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
     """`control_plane.ports.Store` on one SQLite database (see the module docstring for the tables).
 
     Every read is consistent (there is one copy); every write that changes an invocation is one
@@ -292,7 +293,7 @@ class SQLiteStore(KeyedTables, RegistryTables):
             raise sqlite3.DatabaseError(
                 f"{self.path} was written by a newer Torpor (schema {version}; this one knows {SCHEMA_VERSION})"
             )
-        self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA)
+        self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA + self.SCHEDULES_SCHEMA)
         # a write: a file this process cannot write fails here, at start, not at the first request
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

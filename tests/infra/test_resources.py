@@ -52,6 +52,12 @@ WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dyn
 RUN_PARTITIONS = ["INV#*", "TIMER#*", "OBJ#*", "CONFIG"]
 """What running invocations write: invocations, timers, objects and workflows, the shard count."""
 REGISTRY_PARTITIONS = ["DEP", "SVC", "CONFIG"]
+RECURRING_SCHEDULES = {
+    (action, f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/torpor-schedule-*")
+    for action in ("scheduler:UpdateSchedule", "scheduler:DeleteSchedule")
+}
+"""Durable schedules' recurring EventBridge schedules: pause/resume update them, delete removes them
+(the admin API only; they are created through the wake-up policy's CreateSchedule)."""
 
 
 def _logs(function: str) -> set[tuple[str, str]]:
@@ -84,7 +90,11 @@ EXPECTED_PERMISSIONS = {
     # runs attempts in-process (calls), creates invocations: reads and writes items, no index
     "IngressFunction": _table() | _wake_ups() | INVOKE | _logs("IngressFunction"),
     # registration, listing (by_status_v2), kill, purge, state: any item
-    "AdminFunction": _table(indexes=(STATUS_INDEX,)) | _wake_ups() | INVOKE | _logs("AdminFunction"),
+    "AdminFunction": _table(indexes=(STATUS_INDEX,))
+    | _wake_ups()
+    | INVOKE
+    | RECURRING_SCHEDULES
+    | _logs("AdminFunction"),
     "WorkerFunction": _table() | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
     # overdue timers and leases (by_status_v2), retention (by_expiry); wakes through SQS only, invokes nothing
     "SweeperFunction": _table(indexes=(STATUS_INDEX, EXPIRY_INDEX))
@@ -101,7 +111,7 @@ EXPECTED_PERMISSIONS = {
 WRITE_PARTITIONS = {
     "IngressFunction": RUN_PARTITIONS,
     "AdminFunction": None,
-    "WorkerFunction": RUN_PARTITIONS,
+    "WorkerFunction": [*RUN_PARTITIONS, "SCHED"],  # a schedule's tick moves its next tick
     "SweeperFunction": RUN_PARTITIONS,
     "DeployHookFunction": REGISTRY_PARTITIONS,
 }

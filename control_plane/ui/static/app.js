@@ -8,6 +8,7 @@ import * as deployments from "./deployments.js";
 import * as invocation from "./invocation.js";
 import * as invocations from "./invocations.js";
 import * as playground from "./playground.js";
+import * as schedules from "./schedules.js";
 import * as services from "./services.js";
 import * as state from "./state.js";
 
@@ -17,6 +18,7 @@ const routes = [
   [/^\/services\/([^/]+)$/, "services", services.renderOne],
   [/^\/services$/, "services", services.render],
   [/^\/deployments$/, "deployments", deployments.render],
+  [/^\/schedules$/, "schedules", schedules.render],
   [/^\/state$/, "state", state.render],
   [/^\/playground$/, "playground", playground.render],
 ];
