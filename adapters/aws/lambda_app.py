@@ -229,11 +229,11 @@ def _admin_route() -> Response[str | bytes]:
     return _serve(build_control_plane().admin.router, _admin_api, "admin")
 
 
-def _refusal(status: int, code: str, message: str) -> dict[str, Any]:
+def _refusal(status: int, message: str) -> dict[str, Any]:
     return {
         "statusCode": status,
         "headers": {"content-type": "application/json"},
-        "body": json.dumps({"code": code, "message": message}),
+        "body": json.dumps({"code": status, "message": message}),
         "isBase64Encoded": False,
     }
 
@@ -247,15 +247,15 @@ def ingress_authorization_refusal(event: Mapping[str, Any], mode: str | None) ->
     API Gateway already refused an unauthorized request (401/403) before the function ran.
 
     Returns:
-        None to serve the event; a proxy response `401 {"code": "unauthorized", "message"}`, or
-        `500 {"code": "misconfigured", ...}` for a mode other than `INGRESS_AUTH_MODES` (fail closed).
+        None to serve the event; a proxy response `401 {"code": 401, "message"}` (the ingress's error
+        shape), or `500 {"code": 500, ...}` for a mode other than `INGRESS_AUTH_MODES` (fail closed).
     """
     required = (mode or "NONE").strip().upper()
     if required == "NONE":
         return None
     if required not in INGRESS_AUTH_MODES:
         return _refusal(
-            500, "misconfigured", f"TORPOR_INGRESS_AUTH is {mode!r}: set one of {', '.join(INGRESS_AUTH_MODES)}"
+            500, f"TORPOR_INGRESS_AUTH is {mode!r}: set one of {', '.join(INGRESS_AUTH_MODES)}"
         )
     authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
     if required == "AWS_IAM" and (authorizer.get("iam") or {}).get("accessKey"):
@@ -263,7 +263,7 @@ def ingress_authorization_refusal(event: Mapping[str, Any], mode: str | None) ->
     if required == "JWT" and (authorizer.get("jwt") or {}).get("claims"):
         return None
     how = "a SigV4-signed request (AWS_IAM)" if required == "AWS_IAM" else "a bearer token (JWT)"
-    return _refusal(401, "unauthorized", f"the ingress takes {how}; this request was not authorized so")
+    return _refusal(401, f"the ingress takes {how}; this request was not authorized so")
 
 
 @metrics.log_metrics
