@@ -212,18 +212,23 @@ class Engine:
 
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
         """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
-        16-byte id an earlier Torpor gave it if that run is still stored (one store read): a run
-        created before the id change keeps deduplicating. No new run gets a 16-byte id."""
-        legacy = ids.legacy_workflow_run_id(workflow, workflow_id)
-        return legacy if self.store.get_invocation(legacy) is not None else ids.workflow_run_id(workflow, workflow_id)
+        16-byte id an earlier Torpor gave it if that run is still stored (one store read, only in a
+        store first used before the id change: `Store.holds_short_ids`): a run created before the
+        change keeps deduplicating. No new run gets a 16-byte id."""
+        if self.store.holds_short_ids:
+            legacy = ids.legacy_workflow_run_id(workflow, workflow_id)
+            if self.store.get_invocation(legacy) is not None:
+                return legacy
+        return ids.workflow_run_id(workflow, workflow_id)
 
     def idempotent_invocation_id(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
         """The id of the request to `service/handler` (of `key`) with `idempotency_key`
         (`ids.idempotent_invocation_id`), or the 16-byte id an earlier Torpor gave it while that
         invocation is still stored (one store read), as `workflow_run_id`."""
-        legacy = ids.legacy_idempotent_invocation_id(service, handler, key, idempotency_key)
-        if self.store.get_invocation(legacy) is not None:
-            return legacy
+        if self.store.holds_short_ids:
+            legacy = ids.legacy_idempotent_invocation_id(service, handler, key, idempotency_key)
+            if self.store.get_invocation(legacy) is not None:
+                return legacy
         return ids.idempotent_invocation_id(service, handler, key, idempotency_key)
 
     def create(

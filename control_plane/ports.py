@@ -247,6 +247,14 @@ class Store(Protocol):
     def ensure_schema(self) -> None:
         """Create the table if it is missing (idempotent)."""
 
+    @property
+    def holds_short_ids(self) -> bool:
+        """True if the store may hold invocations with 16-byte ids (it was first used by a Torpor
+        whose ids did not yet have restate-server's 24-byte shape): a workflow run's or an idempotent
+        request's old id is then looked for before its new one (one read). False for a store first
+        used with 24-byte ids, which never pays that read."""
+        ...
+
     # deployments and services
     def put_deployment(self, deployment: DeploymentRecord) -> None: ...
     def get_deployment(self, deployment_id: str) -> DeploymentRecord | None: ...

@@ -114,6 +114,7 @@ from adapters.aws.store_items import (
 from adapters.aws.store_keyed import KeyedStore
 from adapters.aws.store_registry import RegistryStore
 from adapters.aws.store_schedules import ScheduleItem, ScheduleStore
+from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
 from control_plane.ports import (
     INVOCATION_STATUSES,
@@ -216,6 +217,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         self.endpoint_url = endpoint_url
         self._wanted_shards = shards
         self._shards: int | None = None
+        self._short_ids = True  # until the table's CONFIG record is read (`holds_short_ids`)
         self._shards_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -271,10 +273,19 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
                 self._shards = self._recorded_shards()
             return self._shards
 
+    @property
+    def holds_short_ids(self) -> bool:
+        """True unless the table's `CONFIG` / `SHARDS` item says it was first used with 24-byte
+        invocation ids (`ids: 24`, recorded with the shard count by its first user; see `shards`):
+        a table from before may hold 16-byte ids (`Store.holds_short_ids`)."""
+        _ = self.shards
+        return self._short_ids
+
     def _recorded_shards(self) -> int:
         for _ in range(3):
             found = self._connection.get_item(CONFIG_PK, SHARDS_SK, consistent_read=True).get("Item")
             if found is not None:
+                self._short_ids = found.get("ids", {}).get("N") != str(INVOCATION_ID_BYTES)
                 recorded = int(found["shards"]["N"])
                 if recorded != self._wanted_shards:
                     log.info(
@@ -288,9 +299,13 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
                 self._connection.put_item(
                     CONFIG_PK,
                     SHARDS_SK,
-                    attributes={"shards": {"N": str(self._wanted_shards)}},
+                    attributes={
+                        "shards": {"N": str(self._wanted_shards)},
+                        "ids": {"N": str(INVOCATION_ID_BYTES)},
+                    },
                     condition=Path("PK").does_not_exist(),
                 )
+                self._short_ids = False
                 return self._wanted_shards
             except PutError as exc:
                 if getattr(exc, "cause_response_code", None) != "ConditionalCheckFailedException":

@@ -254,9 +254,7 @@ def ingress_authorization_refusal(event: Mapping[str, Any], mode: str | None) ->
     if required == "NONE":
         return None
     if required not in INGRESS_AUTH_MODES:
-        return _refusal(
-            500, f"TORPOR_INGRESS_AUTH is {mode!r}: set one of {', '.join(INGRESS_AUTH_MODES)}"
-        )
+        return _refusal(500, f"TORPOR_INGRESS_AUTH is {mode!r}: set one of {', '.join(INGRESS_AUTH_MODES)}")
     authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
     if required == "AWS_IAM" and (authorizer.get("iam") or {}).get("accessKey"):
         return None

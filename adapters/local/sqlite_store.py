@@ -76,6 +76,10 @@ _BLOBS = ("input_entry", "output")
 APPLICATION_ID = 0x546F7270
 """SQLite's `PRAGMA application_id` of a Torpor store ("Torp"): a file without it and with other
 tables is another program's, and is refused."""
+META_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+"""Facts about the file: `short_ids` = it was first written by a Torpor with 16-byte invocation ids."""
 SCHEMA_VERSION = 1
 """`PRAGMA user_version` of the tables below; a file with a higher one was written by a newer Torpor."""
 
@@ -226,6 +230,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         self._db.execute("PRAGMA busy_timeout=30000")
         self._request_counts: dict[str, int] = {}
         self._schema_ready = False
+        self._short_ids = False
 
     def __repr__(self) -> str:
         return f"SQLiteStore(path={self.path!r})"
@@ -293,11 +298,25 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             raise sqlite3.DatabaseError(
                 f"{self.path} was written by a newer Torpor (schema {version}; this one knows {SCHEMA_VERSION})"
             )
-        self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA + self.SCHEDULES_SCHEMA)
+        # a file from before the `meta` table may hold 16-byte invocation ids (`holds_short_ids`)
+        from_before = "invocations" in tables and "meta" not in tables
+        self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA + self.SCHEDULES_SCHEMA + META_SCHEMA)
+        if from_before:
+            self._db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('short_ids', '1')")
+        found = self._db.execute("SELECT 1 FROM meta WHERE name = 'short_ids'").fetchone()
+        self._short_ids = found is not None
         # a write: a file this process cannot write fails here, at start, not at the first request
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._schema_ready = True
+
+    @property
+    def holds_short_ids(self) -> bool:
+        """True for a file first written before Torpor's ids took restate-server's 24-byte shape
+        (its `meta` table says so): it may hold 16-byte ids (`Store.holds_short_ids`)."""
+        with self._lock:
+            self._ensure_tables()
+            return self._short_ids
 
     def ensure_schema(self) -> None:
         """Create the tables and indexes if they are missing (idempotent, also across processes)."""

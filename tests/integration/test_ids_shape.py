@@ -8,27 +8,70 @@ of that version patched in while it is created), then used as today's code finds
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
 
+from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.aws.store_items import CONFIG_PK, SHARDS_SK
 from adapters.local.dev import DevServer
+from adapters.local.sqlite_store import SQLiteStore
 from control_plane import ids
 from control_plane.settings import Settings
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import describe, dev_with_examples, unique, wait_for
+from tests.helpers.dev import describe, unique, wait_for
+from tests.helpers.moto import unique_table_name
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=20_000)
 LEGACY_ID = "inv_12tLnmanbV14r4lAnHRQKdF"  # 27 characters: 16 bytes in base62 0-9A-Za-z, as ids were before
 
 
+def table_of_an_earlier_torpor(moto_endpoint: str) -> str:
+    """A table as a Torpor with 16-byte ids left it: its `CONFIG` record has no `ids` attribute."""
+    table = unique_table_name()
+    DynamoDBStore(table, endpoint_url=moto_endpoint, shards=1).ensure_schema()
+    client = boto3.client("dynamodb", endpoint_url=moto_endpoint, region_name="us-east-1")
+    client.put_item(TableName=table, Item={"PK": {"S": CONFIG_PK}, "SK": {"S": SHARDS_SK}, "shards": {"N": "1"}})
+    return table
+
+
 @pytest.fixture(scope="module")
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
+    table = table_of_an_earlier_torpor(moto_endpoint)
+    server = DevServer(ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=table, settings=SETTINGS)
+    server.start()
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        assert server.store.holds_short_ids
         yield server
+    finally:
+        server.stop()
+
+
+def test_a_store_first_used_with_24_byte_ids_never_looks_for_16_byte_ones(moto_endpoint: str, tmp_path: Path) -> None:
+    fresh = DynamoDBStore(unique_table_name(), endpoint_url=moto_endpoint, shards=1)
+    fresh.ensure_schema()
+    assert not fresh.holds_short_ids
+    assert not DynamoDBStore(fresh.table_name, endpoint_url=moto_endpoint).holds_short_ids  # another process
+    assert DynamoDBStore(table_of_an_earlier_torpor(moto_endpoint), endpoint_url=moto_endpoint).holds_short_ids
+    new_file = SQLiteStore(tmp_path / "new.sqlite3")
+    assert not new_file.holds_short_ids
+    new_file.close()
+    assert not SQLiteStore(tmp_path / "new.sqlite3").holds_short_ids
+    earlier = tmp_path / "earlier.sqlite3"
+    first = SQLiteStore(earlier)
+    first.ensure_schema()
+    first.close()
+    with sqlite3.connect(earlier) as db:  # as an earlier Torpor left it: its tables, no `meta`
+        db.execute("DROP TABLE meta")
+    assert SQLiteStore(earlier).holds_short_ids
+    assert SQLiteStore(earlier).holds_short_ids  # and it stays so once the file has a `meta` table
 
 
 def awakeable_of(effects_file: Path, invocation_id: str) -> str:
