@@ -89,8 +89,21 @@ class UiProxy:
         return found or HttpResponse.json({"code": 404, "message": f"the web UI has no file {name!r}"}, 404)
 
     def forward(self, request: HttpRequest) -> HttpResponse:
-        """`request` sent to the admin API (same method, path, query and body), signed; its answer."""
+        """`request` sent to the admin API (same method, path, query and body), signed; its answer.
+
+        Only to the admin API's host: a request target that is not an absolute path (`@evil/x`
+        would make the URL `https://admin@evil/x`) is a 400, and the URL built is checked to name
+        the admin API's scheme, host and port before anything is signed.
+        """
+        if not request.path.startswith("/") or request.path.startswith("//"):
+            return HttpResponse.json(
+                {"code": 400, "message": f"bad request target {request.path[:100]!r}: expected a path such as /services"},
+                400,
+            )
         url = self.admin_url + request.path + (f"?{request.query_string}" if request.query_string else "")
+        target, admin = httpx.URL(url), httpx.URL(self.admin_url)
+        if (target.scheme, target.host, target.port, target.userinfo) != (admin.scheme, admin.host, admin.port, b""):
+            return HttpResponse.json({"code": 400, "message": "the request would leave the admin API: refused"}, 400)
         headers = {name: request.headers[name] for name in _FORWARDED_REQUEST_HEADERS if name in request.headers}
         try:
             answer = self._client.request(request.method, url, headers=headers, content=request.body)
