@@ -30,6 +30,23 @@ from control_plane.protocol import protocol_pb2 as pb
 _MAX_MESSAGE_CHARS = MAX_STORED_CHARS  # failure texts are stored on the invocation item (400 KB in all)
 
 
+# In-process checkpoints (`adapters/aws/checkpoints.py`): what the engine sends with every attempt,
+# and what the function answers. Request headers:
+EPOCH_HEADER = "x-torpor-epoch"
+"""The attempt's epoch: the function's commits are fenced by it."""
+JOURNAL_LENGTH_HEADER = "x-torpor-journal-length"
+"""Request: the stored journal's length (entries after it in the body are notifications delivered
+with this attempt). Answer: the journal's length after the function's own commits (absent: none)."""
+DEADLINE_HEADER = "x-torpor-deadline-ms"
+"""Epoch ms after which the function commits nothing more and lets the SDK suspend."""
+DOORBELL_HEADER = "x-torpor-doorbell"
+"""The invocation's doorbell as the engine read it: a notification stored since stops the commits."""
+CHECKPOINT_HEADERS = (EPOCH_HEADER, JOURNAL_LENGTH_HEADER, DEADLINE_HEADER, DOORBELL_HEADER)
+FENCED_HEADER = "x-torpor-fenced"
+"""Answer: the function stopped committing because the epoch or the doorbell moved (a kill, a
+successor, a notification); the engine re-reads the invocation."""
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptFailure:
     """A failed attempt: Restate-style `code` (HTTP status or 5xx protocol code), `message`, hints."""

@@ -40,6 +40,11 @@ from urllib.parse import quote
 
 from control_plane import ids
 from control_plane.attempt import (
+    DEADLINE_HEADER,
+    DOORBELL_HEADER,
+    EPOCH_HEADER,
+    FENCED_HEADER,
+    JOURNAL_LENGTH_HEADER,
     AttemptAnswer,
     AttemptFailure,
     answer_too_large,
@@ -111,11 +116,6 @@ _EFFECTFUL = frozenset(
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
-CHECKPOINT_HEADERS = ("x-torpor-epoch", "x-torpor-journal-length", "x-torpor-deadline-ms", "x-torpor-doorbell")
-"""Request headers for in-process checkpoints (epoch, stored journal length, commit deadline in epoch
-ms, the doorbell read; `adapters/aws/checkpoints.py`); the answer's `x-torpor-journal-length` says how
-far it committed, `x-torpor-fenced` that it stopped committing because the epoch or the doorbell moved."""
-FENCED_HEADER = "x-torpor-fenced"
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -910,10 +910,10 @@ class Engine:
         doorbell as read (a notification stored since, such as a cancel, stops its commits)."""
         deadline_ms = self.clock.now_ms() + timeout_ms * 4 // 5
         return {
-            CHECKPOINT_HEADERS[0]: str(held.record.epoch),
-            CHECKPOINT_HEADERS[1]: str(len(held.journal)),
-            CHECKPOINT_HEADERS[2]: str(deadline_ms),
-            CHECKPOINT_HEADERS[3]: str(held.record.doorbell),
+            EPOCH_HEADER: str(held.record.epoch),
+            JOURNAL_LENGTH_HEADER: str(len(held.journal)),
+            DEADLINE_HEADER: str(deadline_ms),
+            DOORBELL_HEADER: str(held.record.doorbell),
         }
 
     def _after_checkpoints(self, held: Held, headers: Mapping[str, str], sent_length: int) -> bool:
@@ -923,7 +923,7 @@ class Engine:
         a notification arrived (answer header `x-torpor-fenced`), re-read it too, so the next attempt
         delivers the notification (a cancel from another process). False if our epoch is gone."""
         try:
-            length = int(headers.get(CHECKPOINT_HEADERS[1], "0"))
+            length = int(headers.get(JOURNAL_LENGTH_HEADER, "0"))
         except ValueError:
             length = 0
         if length <= sent_length:

@@ -92,6 +92,12 @@ class Operations:
     def kill(self, invocation_id: str) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
+        An attempt under way learns of it as soon as it can: a stream or attempt held in this
+        process at its next message (`Engine.knock`); a Lambda function with in-process checkpoints
+        at its next epoch check, within `adapters.aws.checkpoints.FENCE_EVERY_MS` (1 s): `ctx.run`
+        steps it runs meanwhile may be appended to the journal, but their effects are never
+        carried out and the invocation stays killed.
+
         Every callee it started and that has not completed is killed too, as restate-server 1.7.12
         does: those of its open calls (a callee shared through an idempotency key with other callers
         included: they get its 409) and those of its one-way calls. All after it is marked

@@ -47,7 +47,7 @@ Configuration (environment of the function):
   the function answers in request/response mode, as the SDK's own Lambda handler does.
 
 What the orchestrator sends (headers of the invocation event, every attempt; see
-`control_plane.invocation.CHECKPOINT_HEADERS`): `x-torpor-epoch`, `x-torpor-doorbell` (the
+`control_plane.attempt.CHECKPOINT_HEADERS`): `x-torpor-epoch`, `x-torpor-doorbell` (the
 invocation's doorbell when the orchestrator read it), `x-torpor-journal-length` (the
 stored journal's length; entries after it in the body are notifications delivered with this
 attempt) and `x-torpor-deadline-ms` (epoch ms after which nothing is committed here and the SDK is
@@ -70,20 +70,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.attempt import (
+    DEADLINE_HEADER,
+    DOORBELL_HEADER,
+    EPOCH_HEADER,
+    FENCED_HEADER,
+    JOURNAL_LENGTH_HEADER,
+)
 from control_plane.ports import MAX_ITEM_BYTES, JournalBatch, Store, StoreConflict
 from control_plane.protocol import Frame, MessageType, encode_frames, frame, is_custom
 from control_plane.protocol import protocol_pb2 as pb
 
 log = logging.getLogger("torpor.checkpoints")
 
-EPOCH_HEADER = "x-torpor-epoch"
-JOURNAL_LENGTH_HEADER = "x-torpor-journal-length"
-DEADLINE_HEADER = "x-torpor-deadline-ms"
-DOORBELL_HEADER = "x-torpor-doorbell"
-FENCED_HEADER = "x-torpor-fenced"
-"""Response header: commits stopped because the epoch or the doorbell moved (a kill, a successor, a
-notification); the orchestrator re-reads the invocation."""
-COMMITTED_HEADER = "x-torpor-journal-length"
+COMMITTED_HEADER = JOURNAL_LENGTH_HEADER
 """Response header: the journal's length after the commits made in the function (absent: none)."""
 COMMIT_TIME_HEADER = "x-torpor-commit-ms"
 """Response header, for measurement only: milliseconds the function spent committing (fence + batch)."""

@@ -415,9 +415,11 @@ class _Connection:
                 raw = self.sock.recv(_READ_CHUNK_BYTES)
             except TimeoutError:
                 with self.cond:
-                    idle = not self.handed_out and time.monotonic() - self.idle_since >= self.idle_s
                     if self.broken is not None:
                         return
+                    idle = not self.handed_out and time.monotonic() - self.idle_since >= self.idle_s
+                    if idle:  # decided under the lock: `open` hands out no stream from now on
+                        self.draining = True
                 if idle:
                     self.close(f"idle for {self.idle_s:g} s")
                     return

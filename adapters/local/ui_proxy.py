@@ -97,7 +97,10 @@ class UiProxy:
         """
         if not request.path.startswith("/") or request.path.startswith("//"):
             return HttpResponse.json(
-                {"code": 400, "message": f"bad request target {request.path[:100]!r}: expected a path such as /services"},
+                {
+                    "code": 400,
+                    "message": f"bad request target {request.path[:100]!r}: expected a path such as /services",
+                },
                 400,
             )
         url = self.admin_url + request.path + (f"?{request.query_string}" if request.query_string else "")
