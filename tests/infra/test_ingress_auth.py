@@ -9,6 +9,7 @@ Each variant must also lint clean.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +185,14 @@ def test_grant_ingress_access_allows_execute_api_invoke_on_the_ingress_only() ->
     assert statement["Action"] == "execute-api:Invoke"
     ingress_api = stack.get_logical_id(control_plane.ingress_api.node.default_child)
     assert {"Ref": ingress_api} in statement["Resource"]["Fn::Join"][1]
+
+
+def test_the_stacks_and_the_ingress_function_know_the_same_auth_modes() -> None:
+    """infra/ imports nothing of the control plane (it synthesizes without it), so the modes are
+    written in both places: they must agree, and match the SAM parameter's allowed values."""
+    from adapters.aws.lambda_app import INGRESS_AUTH_MODES as served
+    from infra.constructs import INGRESS_AUTH_MODES as deployed
+
+    assert served == deployed
+    template = Path(__file__).resolve().parents[2] / "template.yaml"
+    assert f"AllowedValues: [{', '.join(served)}]" in template.read_text()
