@@ -90,11 +90,12 @@ def _has_aws_credentials() -> bool:
     return botocore.session.get_session().get_credentials() is not None
 
 
-def _url(host: str, port: int) -> str:
+def http_url(host: str, port: int) -> str:
+    """`http://host:port`, an IPv6 address in brackets (`http://[::1]:9070`)."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _origins(url: str) -> frozenset[str]:
+def browser_origins(url: str) -> frozenset[str]:
     """The origins a browser may name for the server at `url` (`http://127.0.0.1:9070`): loopback
     addresses also by their other names (`localhost`, `127.0.0.1`, `[::1]`)."""
     parts = urlsplit(url)
@@ -107,7 +108,7 @@ def _origins(url: str) -> frozenset[str]:
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 
-def _listen(host: str, port: int, role: str, flag: str) -> socket.socket:
+def listen_socket(host: str, port: int, role: str, flag: str) -> socket.socket:
     """A listening TCP socket on `host:port` (port 0: a free port). Raises `DevServerError`."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
@@ -374,7 +375,7 @@ class DevServer:
             self._moto = SerialMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
             self._moto.start()
             host, port = self._moto.get_host_and_port()
-            self._dynamodb_endpoint = _url(host, port)
+            self._dynamodb_endpoint = http_url(host, port)
             credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
         else:
             self._dynamodb_endpoint = self._external_endpoint
@@ -414,7 +415,7 @@ class DevServer:
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         self._control_plane.admin.sql = sql_engine(self.store)  # POST /query; None without the `query` extra
         router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
-        router.allowed_origins = router.allowed_origins | _origins(self._admin_url)
+        router.allowed_origins = router.allowed_origins | browser_origins(self._admin_url)
         self._scheduler.start(
             self._control_plane.advance, self._control_plane.timer_done, self._control_plane.timer_fired
         )
@@ -473,15 +474,15 @@ class DevServer:
                 log.exception("periodic sweep failed")
 
     def _bind(self) -> None:
-        self._sockets.append(_listen(self.host, self._ingress_port, "ingress", "--ingress-port"))
-        self._sockets.append(_listen(self.host, self._admin_port, "admin", "--admin-port"))
-        self._ingress_url = _url(self.host, self._sockets[0].getsockname()[1])
-        self._admin_url = _url(self.host, self._sockets[1].getsockname()[1])
+        self._sockets.append(listen_socket(self.host, self._ingress_port, "ingress", "--ingress-port"))
+        self._sockets.append(listen_socket(self.host, self._admin_port, "admin", "--admin-port"))
+        self._ingress_url = http_url(self.host, self._sockets[0].getsockname()[1])
+        self._admin_url = http_url(self.host, self._sockets[1].getsockname()[1])
 
     def _admin_guard(self, router: Router) -> LocalAdminGuard:
         """The admin router behind the guard: its own address only (listening on loopback), and
         changes only from its own origin (the web UI) or from clients that are not web pages."""
-        origins = _origins(self._admin_url)
+        origins = browser_origins(self._admin_url)
         loopback = urlsplit(self._admin_url).hostname in _LOOPBACK_NAMES
         hosts = {origin.split("://", 1)[1] for origin in origins} if loopback else None
         return LocalAdminGuard(router, hosts, origins)

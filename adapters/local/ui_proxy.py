@@ -26,7 +26,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 from adapters.local.asgi import asgi_app
-from adapters.local.dev import DevServerError, _listen, _origins, _url
+from adapters.local.dev import DevServerError, browser_origins, http_url, listen_socket
 from adapters.local.guard import LocalAdminGuard
 from control_plane import ui
 from control_plane.http import HttpRequest, HttpResponse
@@ -180,9 +180,9 @@ class UiProxyServer:
 
     def start(self) -> UiProxyServer:
         """Listen and serve; returns once the port accepts connections. Raises `DevServerError`."""
-        sock = _listen("127.0.0.1", self._port, "web UI", "--port")
-        self._url = _url("127.0.0.1", sock.getsockname()[1])
-        origins = _origins(self._url)
+        sock = listen_socket("127.0.0.1", self._port, "web UI", "--port")
+        self._url = http_url("127.0.0.1", sock.getsockname()[1])
+        origins = browser_origins(self._url)
         hosts = {origin.split("://", 1)[1] for origin in origins}
         app = asgi_app(LocalAdminGuard(self.proxy, hosts, origins), max_concurrency=16, max_body_bytes=MAX_BODY_BYTES)
         config = Config()
