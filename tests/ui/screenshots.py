@@ -35,6 +35,10 @@ def seed(dev: DevServer) -> dict[str, str]:
     send_and_wait(dev, "/Waits/awakeable/send", None)
     booking = send_and_wait(dev, "/Waits/booking/send", 60_000)["id"]
     send_and_wait(dev, "/Waits/sleep/send", 90_000)
+    hourly = {"name": "hourly-greeting", "cron": "0 * * * *", "target": "Greeter/greet", "body": "team"}
+    httpx.post(f"{dev.admin_url}/schedules", json=hourly, timeout=10).raise_for_status()
+    nightly = {"name": "nightly-reset", "cron": "0 2 * * *", "target": "Counter/reset", "key": "alice"}
+    httpx.post(f"{dev.admin_url}/schedules", json=nightly, timeout=10).raise_for_status()
     return {"timeline": booking}
 
 
@@ -60,6 +64,7 @@ def take(browser: Browser, dev: DevServer, out: Path, seeded: dict[str, str]) ->
         shoot(page, "/ui/#/services", out, "services", "[data-testid=service-row]"),
         shoot(page, "/ui/#/services/Counter", out, "service", "tr[data-option]", full_page=True),
         shoot(page, "/ui/#/state?service=Counter&key=alice", out, "state", "[data-testid=state]"),
+        shoot(page, "/ui/#/schedules", out, "schedules", "[data-schedule]"),
     ]
     page.goto("/ui/#/playground?service=Greeter&handler=greet")
     page.locator("textarea[name=body]").fill('"Ann"')
