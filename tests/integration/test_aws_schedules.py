@@ -19,7 +19,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from adapters.aws.schedules import EventBridgeSchedules, eventbridge_expression
+from adapters.aws.schedules import EventBridgeSchedules, eventbridge_expression, eventbridge_schedule_name, tick_input
 from adapters.aws.timers import SCHEDULE_RETRY_POLICY, SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from control_plane.http import HttpRequest, rfc3339
@@ -308,8 +308,17 @@ def test_a_tick_message_delivered_twice_to_the_worker_starts_one_invocation(aws:
         ("0 0 * * 7", "cron(0 0 ? * SUN *)"),
         ("0 0 * * */2", "cron(0 0 ? * SUN,TUE,THU,SAT *)"),
         ("*/5 */2 * 1-6 *", "cron(0/5 0/2 * 1-6 ? *)"),
+        ("0 9 * jan-mar mon-fri", "cron(0 9 ? JAN-MAR MON,TUE,WED,THU,FRI *)"),
     ],
 )
 def test_cron_expressions_in_eventbridge_terms(cron: str, expression: str) -> None:
     record = ScheduleRecord(name="n", service="S", handler="h", cron=cron)
     assert eventbridge_expression(record) == expression
+
+
+def test_an_eventbridge_schedule_name_is_that_of_a_schedule() -> None:
+    assert eventbridge_schedule_name("a" * 48) == "torpor-schedule-" + "a" * 48  # 64, EventBridge's limit
+    with pytest.raises(ValueError, match="not a schedule name"):
+        eventbridge_schedule_name("a" * 49)
+    with pytest.raises(ValueError, match="not a schedule name"):
+        tick_input("bad name")
