@@ -493,7 +493,10 @@ class Schedules:
             schedule = self.store.record_schedule_tick(
                 name, tick_ms=tick_ms, invocation_id=invocation_id, next_tick_ms=cadence.next_after(now)
             )
-        except StoreConflict:  # deleted meanwhile, or a later tick was recorded (and armed the next)
+        except StoreConflict:  # deleted meanwhile, or this tick or a later one was recorded
+            current = None if self.trigger.recurring else self.store.get_schedule(name)
+            if current is not None:  # a timer trigger: arm the recorded next tick (the same timer id, replaced)
+                self.trigger.arm(current)
             return invocation_id or None
         if not self.trigger.recurring:
             self.trigger.arm(schedule)
