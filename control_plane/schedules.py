@@ -70,9 +70,10 @@ MAX_CRON_CHARS = 200
 256 characters)."""
 
 MAX_KEY_BYTES = 1024
-"""The longest schedule `key` (UTF-8 bytes): each tick sends to `/{service}/{key}/{handler}`, and a key
-this long fits, percent-encoded, in the request line of every ingress Torpor runs behind (`torpor dev`
-reads request heads up to 16 KiB; API Gateway and Lambda function URLs allow less)."""
+"""The longest schedule `key` (UTF-8 bytes). The ingress sets no limit of its own on an object key: it
+is bounded by the URL the HTTP server in front takes (API Gateway HTTP APIs: 10,240 bytes of request
+line and headers together). A key this long fits there even percent-encoded, so an object a schedule
+ticks can also be called through the ingress."""
 
 MAX_BODY_BYTES = 256 * 1024
 """The largest schedule `body` (bytes of its JSON text): the schedule record holds it, and the record
