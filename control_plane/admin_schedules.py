@@ -10,8 +10,9 @@
 | `DELETE /schedules/{name}` | `202` |
 
 `target` is `Service/handler` (or give `service` and `handler`); `body` any JSON value.
-400 (`{"code", "message"}`) for a bad name, cron expression or period, an unknown target, a keyed
-target without key; 404 for an unknown schedule; 409 for a name taken.
+400 (`{"code", "message"}`) for a bad name, cron expression (one that never fires, or with `L`, `W`,
+`#`, `?`) or period, an unknown target, a keyed target without key, a key above 1024 bytes or a body
+above 256 KiB (`schedules.MAX_KEY_BYTES`, `MAX_BODY_BYTES`); 404 for an unknown schedule; 409 for a name taken.
 """
 
 from __future__ import annotations

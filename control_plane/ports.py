@@ -213,7 +213,8 @@ class ScheduleRecord:
 
     Exactly one of `cron` (5 fields, UTC) and `every_ms` (a period in ms, ticks at its multiples
     since the UNIX epoch) is set. `body` is JSON text ("" for none). `next_tick_ms` is the next tick
-    that has not run; `last_tick_ms` and `last_invocation_id` describe the last one that did.
+    that has not run; `last_tick_ms` and `last_invocation_id` describe the last one that did
+    (`last_invocation_id` "" if that tick's target was gone and it sent nothing).
     """
 
     name: str
@@ -417,6 +418,18 @@ class Store(Protocol):
     def update_schedule(self, name: str, **changes: object) -> ScheduleRecord:
         """Set fields of `SCHEDULE_FIELDS` (one write, conditional on the schedule existing) and return
         the schedule after it; `StoreConflict` if there is no schedule `name`."""
+        ...
+
+    def record_schedule_tick(self, name: str, *, tick_ms: int, invocation_id: str, next_tick_ms: int) -> ScheduleRecord:
+        """Record that schedule `name` ran its tick `tick_ms` (ms since the epoch), sending
+        `invocation_id` ("" if the tick was lost, its target gone), and that its next tick is
+        `next_tick_ms`: one write, conditional on the schedule existing and its `last_tick_ms` being
+        before `tick_ms`. Returns the schedule after it.
+
+        Raises:
+            StoreConflict: No schedule `name`, or a tick at or after `tick_ms` is recorded already (a
+                later delivery won the race): nothing was written.
+        """
         ...
 
     def delete_schedule(self, name: str) -> None:

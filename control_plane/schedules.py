@@ -19,13 +19,14 @@ AWS (`adapters.aws.schedules`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from croniter import CroniterError, croniter
+from croniter import CroniterBadDateError, CroniterError, croniter
 
 from control_plane import ids
 from control_plane.durations import format_duration_ms, parse_duration_ms
@@ -38,6 +39,9 @@ from control_plane.ports import Clock, Scheduler, ScheduleRecord, ScheduleTrigge
 log = logging.getLogger("torpor.schedules")
 
 __all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_CRON_CHARS",
+    "MAX_KEY_BYTES",
     "MIN_EVERY_MS",
     "SCHEDULE_WAKE_PREFIX",
     "Cadence",
@@ -61,22 +65,68 @@ SCHEDULE_WAKE_PREFIX = "schedule:"
 """A `Scheduler` wake-up whose id starts with this is a schedule's tick (`TimerTrigger`), not an invocation."""
 
 
+MAX_CRON_CHARS = 200
+"""The longest cron expression accepted (EventBridge Scheduler's whole `cron(...)` expression is at most
+256 characters)."""
+
+MAX_KEY_BYTES = 1024
+"""The longest schedule `key` (UTF-8 bytes). The ingress sets no limit of its own on an object key: it
+is bounded by the URL the HTTP server in front takes (API Gateway HTTP APIs: 10,240 bytes of request
+line and headers together). A key this long fits there even percent-encoded, so an object a schedule
+ticks can also be called through the ingress."""
+
+MAX_BODY_BYTES = 256 * 1024
+"""The largest schedule `body` (bytes of its JSON text): the schedule record holds it, and the record
+must fit in one DynamoDB item (400 KB) on every store."""
+
+_CRON_NAMES = (
+    frozenset(),
+    frozenset(),
+    frozenset(),
+    frozenset(("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
+    frozenset(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")),
+)
+_CRON_FIELD = re.compile(r"[0-9A-Za-z*,/-]+")
+_CRON_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+
+
 def parse_cron(expression: str) -> str:
     """Check a 5-field cron expression (minute hour day-of-month month day-of-week, UTC) and return
     it with its fields separated by single spaces.
 
+    Each field is numbers, `*`, lists (`,`), ranges (`-`) and steps (`/`); months and days of the week
+    may also be 3-letter names (`JAN`, `MON`). The extensions some cron dialects add (`L`, `W`, `1#2`,
+    `?`, `H`, `@hourly`) are refused on every path, since not all of them can be carried by
+    EventBridge Scheduler on AWS with croniter's meaning; an expression that never fires (`0 0 30 2 *`)
+    is refused too.
+
     Raises:
-        ValueError: Not 5 fields, or a field croniter does not accept (the message says which form).
+        ValueError: Longer than `MAX_CRON_CHARS`, not 5 fields, a field with a character or name
+            outside the forms above, a field croniter does not accept, or no date ever matches
+            (the message names the expression and says which).
     """
+    if len(expression) > MAX_CRON_CHARS:
+        raise ValueError(f"cron expression of {len(expression)} characters is too long (at most {MAX_CRON_CHARS})")
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(
             f"cron expression {expression!r} has {len(fields)} fields; write 5: minute hour day-of-month month "
             "day-of-week, e.g. '0 * * * *' (hourly, UTC)"
         )
+    for index, field in enumerate(fields):
+        words = re.findall(r"[A-Za-z]+", field)
+        if not _CRON_FIELD.fullmatch(field) or any(word.upper() not in _CRON_NAMES[index] for word in words):
+            raise ValueError(
+                f"cron expression {expression!r}: the {_CRON_FIELD_NAMES[index]} field {field!r} is not supported; "
+                "write numbers, '*', lists (1,15), ranges (1-5) and steps (*/10)"
+                + (", or 3-letter names (JAN, MON)" if index >= 3 else "")
+                + " (L, W, # and ? are not supported)"
+            )
     normal = " ".join(fields)
     try:
-        croniter(normal, datetime(2000, 1, 1, tzinfo=UTC))
+        croniter(normal, datetime(2000, 1, 1, tzinfo=UTC)).get_next(float)  # never fires: CroniterBadDateError
+    except CroniterBadDateError as exc:
+        raise ValueError(f"cron expression {expression!r} never fires (no date matches it)") from exc
     except (CroniterError, ValueError, KeyError) as exc:
         raise ValueError(f"cron expression {expression!r} is not valid: {exc}") from exc
     return normal
@@ -107,14 +157,23 @@ class Cadence:
         return Cadence(schedule.cron, schedule.every_ms)
 
     def next_after(self, ms: int) -> int:
-        """The first tick strictly after `ms` (ms since the epoch)."""
+        """The first tick strictly after `ms` (ms since the epoch).
+
+        Raises:
+            CroniterBadDateError: A cron expression that never fires; `parse_cron` refuses those, so
+                only a cadence built without it (a record written by hand) raises.
+        """
         if self.every_ms:
             return (ms // self.every_ms + 1) * self.every_ms
         start = datetime.fromtimestamp(ms / 1000, tz=UTC)
         return round(croniter(self.cron, start).get_next(float) * 1000)
 
     def latest_at_or_before(self, ms: int) -> int:
-        """The last tick at or before `ms` (ms since the epoch)."""
+        """The last tick at or before `ms` (ms since the epoch).
+
+        Raises:
+            CroniterBadDateError: A cron expression that never fires (as `next_after`).
+        """
         if self.every_ms:
             return ms // self.every_ms * self.every_ms
         start = datetime.fromtimestamp((ms + 1) / 1000, tz=UTC)  # get_prev is strictly before its start
@@ -232,9 +291,11 @@ class Schedules:
             every: A period such as `5m` (at least 1 s).
 
         Raises:
-            BadRequest: A bad name, cron expression or period; both or neither of them; an unknown
-                target; a key missing or not allowed; a body the handler does not take; a cadence
-                the trigger cannot carry (on AWS: EventBridge Scheduler's limits).
+            BadRequest: A bad name, cron expression (`parse_cron`: one that never fires, or uses `L`,
+                `W`, `#`, `?`) or period; both or neither of them; an unknown target; a key missing,
+                not allowed or above `MAX_KEY_BYTES`; a body above `MAX_BODY_BYTES` or one the
+                handler does not take; a cadence the trigger cannot carry (on AWS: EventBridge
+                Scheduler's limits).
             Conflict: A schedule with this name exists.
         """
         if not isinstance(name, str) or not SCHEDULE_NAME.fullmatch(name):
@@ -243,11 +304,20 @@ class Schedules:
             )
         if (cron is None) == (every is None):
             raise BadRequest('give exactly one of "cron" (e.g. "0 * * * *") and "every" (e.g. "5m")')
+        if every is not None and len(every) > 64:
+            raise BadRequest(f"every of {len(every)} characters is not a duration; write e.g. 5m, 1h, PT30S")
         try:
             cadence = Cadence(cron=parse_cron(cron)) if cron is not None else Cadence(every_ms=parse_every(every or ""))
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
         body_text = "" if body is None else json.dumps(body, separators=(",", ":"))
+        if len(body_text.encode()) > MAX_BODY_BYTES:
+            raise BadRequest(
+                f"the schedule body is {len(body_text.encode())} bytes of JSON; at most {MAX_BODY_BYTES} bytes "
+                "(each tick sends it; keep large data elsewhere and send a reference)"
+            )
+        if isinstance(key, str) and len(key.encode()) > MAX_KEY_BYTES:
+            raise BadRequest(f"the schedule key is {len(key.encode())} bytes; at most {MAX_KEY_BYTES} bytes (UTF-8)")
         self._check_target(service, handler, key, body_text)
         now = self.clock.now_ms()
         schedule = ScheduleRecord(
@@ -311,23 +381,48 @@ class Schedules:
         return self.store.list_schedules()
 
     def pause(self, name: str) -> ScheduleRecord:
-        """Stop the ticks until `resume`; pausing a paused schedule changes nothing. `NotFound` if unknown."""
+        """Stop the ticks until `resume`; pausing a paused schedule changes nothing.
+
+        The trigger is changed before the store (`_switch`), so a failure between the two leaves the
+        store saying "running": pausing again repeats both.
+
+        Raises:
+            NotFound: No schedule `name`.
+            Exception: What the trigger raised (e.g. botocore's `ClientError` from EventBridge
+                Scheduler): nothing was written; pause again.
+        """
         schedule = self.get(name)
         if schedule.paused:
             return schedule
-        schedule = self._update(name, paused=True)
-        self.trigger.arm(schedule)
-        return schedule
+        return self._switch(schedule, paused=True)
 
     def resume(self, name: str) -> ScheduleRecord:
-        """Tick again from the next future tick (ticks missed while paused do not run). `NotFound` if unknown."""
+        """Tick again from the next future tick (ticks missed while paused do not run).
+
+        On a recurring trigger (EventBridge) the trigger is enabled before the store says "running",
+        so a failure between the two leaves the store saying "paused" and resuming again repeats both
+        (a trigger enabled meanwhile delivers ticks that find the schedule paused and drop them).
+
+        Raises:
+            NotFound: No schedule `name`.
+            Exception: What the trigger raised: the store still says paused; resume again.
+        """
         schedule = self.get(name)
         if not schedule.paused:
             return schedule
         next_tick_ms = Cadence.of(schedule).next_after(self.clock.now_ms())
-        schedule = self._update(name, paused=False, next_tick_ms=next_tick_ms)
-        self.trigger.arm(schedule)
-        return schedule
+        return self._switch(schedule, paused=False, next_tick_ms=next_tick_ms)
+
+    def _switch(self, schedule: ScheduleRecord, **changes: object) -> ScheduleRecord:
+        """Pause or resume: on a recurring trigger, arm it with the changed schedule first, then write
+        the store (what the store says is never ahead of the trigger); a timer trigger is armed after
+        the write, since its timer must find the schedule resumed when it fires."""
+        if self.trigger.recurring:
+            self.trigger.arm(dataclasses.replace(schedule, **changes))  # type: ignore[arg-type]
+            return self._update(schedule.name, **changes)
+        updated = self._update(schedule.name, **changes)
+        self.trigger.arm(updated)
+        return updated
 
     def delete(self, name: str) -> None:
         """Remove the schedule and its trigger; invocations its ticks sent stay. `NotFound` if unknown."""
@@ -366,9 +461,18 @@ class Schedules:
         A target that no longer exists (its deployment was removed) loses the tick, logged as an
         error; the schedule goes on with its next tick.
 
+        The tick is recorded with `Store.record_schedule_tick`, conditional on no later tick having
+        been recorded: of two deliveries racing (an SQS redelivery and the next EventBridge tick),
+        the older one, written last, changes nothing, so `next_tick_ms` never goes backwards.
+
         Returns:
             The id of the tick's invocation (created now or before), or None if the schedule is
             gone, paused, has no tick due since it was created, or its target is gone.
+
+        Raises:
+            Exception: Whatever the store or the trigger raise (a DynamoDB or EventBridge error)
+                propagates: the SQS message that delivered the tick is then retried, and the retry
+                sends nothing twice (the tick's idempotency key).
         """
         schedule = self.store.get_schedule(name)
         if schedule is None or schedule.paused:
@@ -386,13 +490,15 @@ class Schedules:
         except (NotFound, BadRequest) as exc:  # its target went away (a deployment removed): this tick is lost
             log.error("tick %s of schedule %s not sent: %s", rfc3339(tick_ms), name, exc.message)
             invocation_id = ""
-        changes: dict[str, object] = {"next_tick_ms": cadence.next_after(now)}
-        if invocation_id and tick_ms >= schedule.last_tick_ms:
-            changes.update(last_tick_ms=tick_ms, last_invocation_id=invocation_id)
         try:
-            schedule = self.store.update_schedule(name, **changes)
-        except StoreConflict:
-            return invocation_id or None  # deleted meanwhile
+            schedule = self.store.record_schedule_tick(
+                name, tick_ms=tick_ms, invocation_id=invocation_id, next_tick_ms=cadence.next_after(now)
+            )
+        except StoreConflict:  # deleted meanwhile, or this tick or a later one was recorded
+            current = None if self.trigger.recurring else self.store.get_schedule(name)
+            if current is not None:  # a timer trigger: arm the recorded next tick (the same timer id, replaced)
+                self.trigger.arm(current)
+            return invocation_id or None
         if not self.trigger.recurring:
             self.trigger.arm(schedule)
         return invocation_id or None

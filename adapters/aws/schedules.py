@@ -11,8 +11,10 @@ set the schedule's `State` (DISABLED / ENABLED); delete removes it.
 
 EventBridge Scheduler's limits, which `check` turns into 400s: `every` must be a whole number of
 minutes (rate expressions have no seconds), and a cron expression may not restrict both day of
-month and day of week (EventBridge needs `?` in one of them). Cron day-of-week numbers (0 or 7 =
-Sunday) are written as names (`SUN`), since EventBridge numbers days 1-7 from Sunday.
+month and day of week (EventBridge needs `?` in one of them). The cron extensions EventBridge has
+and croniter reads otherwise (`L`, `W`, `#`) never get here: `parse_cron` refuses them on every
+path. Cron day-of-week numbers (0 or 7 = Sunday) are written as names (`SUN`), since EventBridge
+numbers days 1-7 from Sunday; month names are written in capitals (`JAN`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from croniter import croniter
 from adapters.aws.timers import SCHEDULE_RETRY_POLICY
 from control_plane.observability import record
 from control_plane.ports import ScheduleRecord
+from control_plane.schedules import SCHEDULE_NAME
 
 log = logging.getLogger("torpor.schedules")
 
@@ -38,13 +41,32 @@ _DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
 _UNITS = ((86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"))
 
 
+def _check_name(name: str) -> None:
+    if not SCHEDULE_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a schedule name (1 to 48 of [A-Za-z0-9_.-])")
+
+
 def eventbridge_schedule_name(name: str) -> str:
-    """The EventBridge schedule of Torpor schedule `name`: `torpor-schedule-{name}` (≤ 64 characters)."""
+    """The EventBridge schedule of Torpor schedule `name`: `torpor-schedule-{name}` (≤ 64 characters,
+    EventBridge Scheduler's limit for a schedule name).
+
+    Raises:
+        ValueError: `name` is not a schedule name (`control_plane.schedules.SCHEDULE_NAME`), so the
+            EventBridge name would be too long or hold characters EventBridge refuses.
+    """
+    _check_name(name)
     return f"torpor-schedule-{name}"
 
 
 def tick_input(name: str) -> str:
-    """The target `Input` of schedule `name`'s EventBridge schedule (JSON, with the scheduled-time placeholder)."""
+    """The target `Input` of schedule `name`'s EventBridge schedule: JSON
+    `{"schedule": name, "scheduled_time": "<aws.scheduler.scheduled-time>"}`, the placeholder being
+    replaced by EventBridge Scheduler with the tick's time (RFC 3339, UTC) when it fires.
+
+    Raises:
+        ValueError: `name` is not a schedule name (`control_plane.schedules.SCHEDULE_NAME`).
+    """
+    _check_name(name)
     return json.dumps({"schedule": name, "scheduled_time": "<aws.scheduler.scheduled-time>"}, separators=(",", ":"))
 
 
@@ -71,7 +93,7 @@ def eventbridge_expression(schedule: ScheduleRecord) -> str:
         return f"rate({count} {unit}{'' if count == 1 else 's'})"
     minute, hour, dom, month, dow = schedule.cron.split()
     minute, hour = _step_from(minute, "0"), _step_from(hour, "0")
-    dom, month = _step_from(dom, "1"), _step_from(month, "1")
+    dom, month = _step_from(dom, "1"), _step_from(month, "1").upper()  # EventBridge writes JAN, not jan
     if dow == "*":
         dow = "?"
     elif dom != "*":

@@ -2,7 +2,8 @@
 
 Items: `SCHED` / `SCHED#{name}`, one attribute per `ScheduleRecord` field. Creation is conditional on
 the item being absent, updates on it existing (UpdateItem of the changed attributes only, so a tick
-moving `next_tick_ms` never undoes a concurrent pause). Reads are strongly consistent.
+moving `next_tick_ms` never undoes a concurrent pause), a tick's record also on no later tick being
+recorded (`record_schedule_tick`). Reads are strongly consistent.
 """
 
 from __future__ import annotations
@@ -119,6 +120,27 @@ class ScheduleStore:
         actions = [getattr(model, field).set(value) for field, value in changes.items()]
         with translated_write(too_large=f"schedule {name}", conflict=f"schedule {name} does not exist"):
             item.update(actions=actions, condition=item_exists(model))
+        return schedule_record(item)
+
+    def record_schedule_tick(self, name: str, *, tick_ms: int, invocation_id: str, next_tick_ms: int) -> ScheduleRecord:
+        """Record tick `tick_ms` of schedule `name` (`Store.record_schedule_tick`): one UpdateItem,
+        conditional on the item existing and `last_tick_ms` being absent or before `tick_ms`.
+
+        Raises:
+            StoreConflict: No schedule `name`, or a tick at or after `tick_ms` is recorded (nothing written).
+        """
+        model = self._schedules
+        item = model(SCHEDULES_PK, schedule_sk(name))
+        actions = [
+            model.last_tick_ms.set(tick_ms),
+            model.last_invocation_id.set(invocation_id) if invocation_id else model.last_invocation_id.remove(),
+            model.next_tick_ms.set(next_tick_ms),
+        ]
+        condition = item_exists(model) & (model.last_tick_ms.does_not_exist() | (model.last_tick_ms < tick_ms))
+        with translated_write(
+            too_large=f"schedule {name}", conflict=f"schedule {name} is gone or has a tick at or after {tick_ms}"
+        ):
+            item.update(actions=actions, condition=condition)
         return schedule_record(item)
 
     def delete_schedule(self, name: str) -> None:

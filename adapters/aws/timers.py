@@ -282,7 +282,13 @@ def _parse(body: str) -> tuple[str, int] | None:
 
 def _parse_tick(body: str) -> tuple[str, int] | None:
     """`(schedule name, scheduled time in ms or 0)` of a schedule's tick body
-    (`{"schedule": name, "scheduled_time": RFC 3339}`, `adapters.aws.schedules.tick_input`), or None."""
+    (`{"schedule": name, "scheduled_time": RFC 3339}`, `adapters.aws.schedules.tick_input`), or None.
+
+    Raises:
+        Nothing: a body that is not a tick's (not JSON, not an object, no name) gives None, and a
+            `scheduled_time` that is missing, not RFC 3339 or without an offset (a placeholder
+            EventBridge did not fill) gives 0, the tick due now; the caller drops or runs it.
+    """
     try:
         data = json.loads(body)
     except (TypeError, ValueError):

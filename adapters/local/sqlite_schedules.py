@@ -69,6 +69,28 @@ class ScheduleTables:
             )
         return schedule
 
+    def record_schedule_tick(self, name: str, *, tick_ms: int, invocation_id: str, next_tick_ms: int) -> ScheduleRecord:
+        """Record tick `tick_ms` of schedule `name` (`Store.record_schedule_tick`): the row is read and
+        written in one transaction, only if its `last_tick_ms` is before `tick_ms`.
+
+        Raises:
+            StoreConflict: No schedule `name`, or a tick at or after `tick_ms` is recorded (nothing written).
+        """
+        with self._write("record_schedule_tick") as db:
+            row = db.execute("SELECT record FROM schedules WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise StoreConflict(f"schedule {name} does not exist")
+            schedule = ScheduleRecord(**json.loads(row["record"]))
+            if schedule.last_tick_ms >= tick_ms:
+                raise StoreConflict(f"schedule {name}: tick {schedule.last_tick_ms} is recorded, not before {tick_ms}")
+            schedule = dataclasses.replace(
+                schedule, last_tick_ms=tick_ms, last_invocation_id=invocation_id, next_tick_ms=next_tick_ms
+            )
+            db.execute(
+                "UPDATE schedules SET record = ? WHERE name = ?", (json.dumps(dataclasses.asdict(schedule)), name)
+            )
+        return schedule
+
     def delete_schedule(self, name: str) -> None:
         """Remove the schedule `name`; removing an unknown name does nothing."""
         with self._write("delete_schedule") as db:

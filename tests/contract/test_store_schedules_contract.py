@@ -57,3 +57,22 @@ def test_delete_removes_a_schedule_and_is_idempotent(store: Store) -> None:
     store.delete_schedule("s")
     assert store.get_schedule("s") is None
     assert store.list_schedules() == []
+
+
+def test_a_tick_is_recorded_only_after_the_last_recorded_one(store: Store) -> None:
+    store.create_schedule(_schedule("s"))
+    after = store.record_schedule_tick("s", tick_ms=20_000, invocation_id="inv_new", next_tick_ms=25_000)
+    assert (after.last_tick_ms, after.last_invocation_id, after.next_tick_ms) == (20_000, "inv_new", 25_000)
+    assert store.get_schedule("s") == after
+    # an older tick (an SQS redelivery) written after the newer one changes nothing
+    with pytest.raises(StoreConflict):
+        store.record_schedule_tick("s", tick_ms=15_000, invocation_id="inv_old", next_tick_ms=20_000)
+    with pytest.raises(StoreConflict):  # the same tick again
+        store.record_schedule_tick("s", tick_ms=20_000, invocation_id="inv_new", next_tick_ms=30_000)
+    assert store.get_schedule("s") == after
+    lost = store.record_schedule_tick("s", tick_ms=25_000, invocation_id="", next_tick_ms=30_000)
+    assert (lost.last_tick_ms, lost.last_invocation_id, lost.next_tick_ms) == (25_000, "", 30_000)
+    assert store.get_schedule("s") == lost
+    with pytest.raises(StoreConflict):
+        store.record_schedule_tick("gone", tick_ms=1, invocation_id="inv_1x", next_tick_ms=2)
+    assert store.get_schedule("gone") is None

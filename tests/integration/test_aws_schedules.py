@@ -19,12 +19,13 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from adapters.aws.schedules import EventBridgeSchedules, eventbridge_expression
+from adapters.aws.schedules import EventBridgeSchedules, eventbridge_expression, eventbridge_schedule_name, tick_input
 from adapters.aws.timers import SCHEDULE_RETRY_POLICY, SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from control_plane.http import HttpRequest, rfc3339
 from control_plane.ports import ScheduleRecord
 from control_plane.runtime import ControlPlane
+from control_plane.schedules import Schedules
 from control_plane.settings import Settings
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, fresh_store
 from tests.helpers.services import serve_examples
@@ -161,6 +162,93 @@ def test_what_eventbridge_cannot_carry_is_a_400(aws: Wiring) -> None:
     assert "day of month and day of week" in body["message"]
     with pytest.raises(ClientError):
         stored(aws, "fast")
+    for cron, message in (("0 9 * * 1#2", "field '1#2' is not supported"), ("0 0 30 2 *", "never fires")):
+        status, body = admin(aws, "POST", "/schedules", {"name": "odd", "cron": cron, "target": "Greeter/greet"})
+        assert status == 400, body
+        assert message in body["message"]
+    with pytest.raises(ClientError):
+        stored(aws, "odd")
+
+
+class FailingScheduler:
+    """An EventBridge Scheduler client whose next `failures` UpdateSchedule calls fail (a throttle)."""
+
+    def __init__(self, client: Any, failures: int) -> None:
+        self._client, self.failures = client, failures
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def update_schedule(self, **params: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateSchedule")
+        return self._client.update_schedule(**params)
+
+
+@pytest.mark.parametrize("verb", ["resume", "pause"])
+def test_a_pause_or_resume_whose_eventbridge_update_failed_is_repaired_by_the_next_call(aws: Wiring, verb: str) -> None:
+    # GIVEN a schedule (paused, to resume it), and EventBridge Scheduler failing the next UpdateSchedule
+    aws.cp.schedules.create("flaky", service="Greeter", handler="greet", body="x", cron="0 * * * *")
+    if verb == "resume":
+        aws.cp.schedules.pause("flaky")
+    failing = FailingScheduler(aws.eventbridge, failures=1)
+    aws.cp.schedules.trigger = EventBridgeSchedules(
+        failing, queue_arn=aws.queue_arn, role_arn=ROLE_ARN, dead_letter_arn=aws.dlq_arn, group=aws.group
+    )
+    paused_before = verb == "resume"
+
+    # WHEN the call fails, THEN the store still says what EventBridge does
+    status, _ = admin(aws, "PATCH", f"/schedules/flaky/{verb}")
+    assert status == 500
+    assert aws.cp.store.get_schedule("flaky").paused is paused_before  # type: ignore[union-attr]
+    assert stored(aws, "flaky")["State"] == ("DISABLED" if paused_before else "ENABLED")
+
+    # WHEN it is called again, THEN both agree
+    status, body = admin(aws, "PATCH", f"/schedules/flaky/{verb}")
+    assert status == 200, body
+    assert body["paused"] is not paused_before
+    assert stored(aws, "flaky")["State"] == ("ENABLED" if paused_before else "DISABLED")
+
+
+class SetClock:
+    def __init__(self, now_ms: int) -> None:
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+def test_an_older_tick_recorded_after_a_newer_one_changes_nothing(aws: Wiring, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a schedule every minute, on a clock the test sets
+    start = (aws.cp.clock.now_ms() // 60_000 - 10) * 60_000 + 10_000
+    clock = SetClock(start)
+    schedules = Schedules(aws.cp.store, aws.cp.engine, aws.cp.schedules.trigger, clock)
+    schedules.create("racy", service="Counter", handler="add", key="racy", body=1, every="1m")
+    first, second = start - 10_000 + 60_000, start - 10_000 + 120_000
+
+    # WHEN worker A runs the first tick and, while it sends, worker B runs the next tick to its end
+    send = schedules._send
+    raced: list[str | None] = []
+
+    def slow_send(schedule: ScheduleRecord, tick_ms: int) -> str:
+        if tick_ms == first:
+            clock.now = second + 1_000
+            raced.append(schedules.tick("racy"))
+        return send(schedule, tick_ms)
+
+    monkeypatch.setattr(schedules, "_send", slow_send)
+    clock.now = first + 1_000
+    older = schedules.tick("racy")
+
+    # THEN both ticks sent, and the schedule keeps the newer tick: its next tick does not go backwards
+    assert older
+    assert raced[0]
+    assert older != raced[0]
+    after = aws.cp.store.get_schedule("racy")
+    assert after is not None
+    assert (after.last_tick_ms, after.last_invocation_id) == (second, raced[0])
+    assert after.next_tick_ms == second + 60_000
 
 
 def test_pause_resume_and_delete_update_the_eventbridge_schedule(aws: Wiring) -> None:
@@ -220,8 +308,17 @@ def test_a_tick_message_delivered_twice_to_the_worker_starts_one_invocation(aws:
         ("0 0 * * 7", "cron(0 0 ? * SUN *)"),
         ("0 0 * * */2", "cron(0 0 ? * SUN,TUE,THU,SAT *)"),
         ("*/5 */2 * 1-6 *", "cron(0/5 0/2 * 1-6 ? *)"),
+        ("0 9 * jan-mar mon-fri", "cron(0 9 ? JAN-MAR MON,TUE,WED,THU,FRI *)"),
     ],
 )
 def test_cron_expressions_in_eventbridge_terms(cron: str, expression: str) -> None:
     record = ScheduleRecord(name="n", service="S", handler="h", cron=cron)
     assert eventbridge_expression(record) == expression
+
+
+def test_an_eventbridge_schedule_name_is_that_of_a_schedule() -> None:
+    assert eventbridge_schedule_name("a" * 48) == "torpor-schedule-" + "a" * 48  # 64, EventBridge's limit
+    with pytest.raises(ValueError, match="not a schedule name"):
+        eventbridge_schedule_name("a" * 49)
+    with pytest.raises(ValueError, match="not a schedule name"):
+        tick_input("bad name")

@@ -181,6 +181,12 @@ def test_delete_stops_ticks(dev: DevServer) -> None:
         ({"every": "1m", "cron": "* * * * *", "target": "Greeter/greet"}, "exactly one"),
         ({"every": "1m", "target": "Greeter"}, "Service/handler"),
         ({"every": "1m", "target": "Signup/run", "key": "k", "body": "a@b"}, "runs once per workflow id"),
+        ({"cron": "0 0 30 2 *", "target": "Greeter/greet", "body": "x"}, "'0 0 30 2 *' never fires"),
+        ({"cron": "0 9 * * 1#2", "target": "Greeter/greet", "body": "x"}, "field '1#2' is not supported"),
+        ({"cron": "0 0 L * *", "target": "Greeter/greet", "body": "x"}, "field 'L' is not supported"),
+        ({"every": "1m", "target": "Counter/add", "key": "k" * 1025, "body": 1}, "at most 1024 bytes"),
+        ({"every": "1m", "target": "Greeter/greet", "body": "x" * 300_000}, "at most 262144 bytes"),
+        ({"every": "1" * 100, "target": "Greeter/greet", "body": "x"}, "not a duration"),
     ],
 )
 def test_what_cannot_be_a_schedule_is_a_400(dev: DevServer, body: dict[str, object], message: str) -> None:

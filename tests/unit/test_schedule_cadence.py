@@ -41,13 +41,29 @@ def test_every_ticks_at_multiples_of_its_period_since_the_epoch() -> None:
     [
         ("0 * * *", "has 4 fields"),
         ("0 0 * * * *", "has 6 fields"),
-        ("x * * * *", "not valid"),
+        ("x * * * *", "minute field 'x' is not supported"),
         ("0 25 * * *", "not valid"),
+        ("0 0 30 2 *", "'0 0 30 2 \\*' never fires"),  # valid fields, no date matches: was a 500 at the first tick
+        ("0 0 31 4,6 *", "never fires"),
+        ("0 0 * * 1#2", "day-of-week field '1#2' is not supported"),  # EventBridge's nth weekday: refused everywhere
+        ("0 0 L * *", "day-of-month field 'L' is not supported"),
+        ("0 0 15W * *", "'15W' is not supported"),
+        ("0 0 * * 5L", "'5L' is not supported"),
+        ("0 0 ? * MON", "'\\?' is not supported"),
+        ("H * * * *", "'H' is not supported"),
+        ("0 0 * FOO *", "month field 'FOO' is not supported"),
+        ("0 " * 150 + "*", "too long"),
     ],
 )
 def test_bad_cron_expressions_say_why(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_cron(text)
+
+
+@pytest.mark.parametrize("cron", ["0 0 29 2 *", "0 9 * JAN-MAR mon-fri", "*/5 1-3 1,15 * *", "0 0 * * 7"])
+def test_cron_expressions_that_fire_rarely_or_use_names_are_accepted(cron: str) -> None:
+    cadence = Cadence(cron=parse_cron(cron))
+    assert cadence.next_after(ms("2026-12-01T00:00:00")) > ms("2026-12-01T00:00:00")
 
 
 def test_a_period_is_at_least_a_second() -> None:
