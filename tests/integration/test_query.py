@@ -435,7 +435,7 @@ def test_a_journal_joined_with_invocations_reads_the_journals_of_those_alone(cou
 
 
 def test_a_query_that_would_read_too_many_invocations_is_refused(counting: CountingStore) -> None:
-    engine = DataFusionQuery(counting, max_rows=50)  # type: ignore[arg-type]
+    engine = DataFusionQuery(counting, max_reads=50)  # type: ignore[arg-type]
     from control_plane.errors import BadRequest
 
     with pytest.raises(BadRequest, match="would read more than 50 invocations"):
