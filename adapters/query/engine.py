@@ -357,11 +357,13 @@ class DataFusionQuery:
             elif joined:
                 ids |= set(records)
             else:  # every journal: count the invocations first, reading no more than the bound allows
-                ids |= {r.invocation_id for r in itertools.islice(self._all_invocations(), self.max_rows + 1)}
+                every = self._pages(
+                    lambda size, before: self.store.list_invocations(None, None, size, before=before),
+                    self.max_rows + 1,
+                    ties=False,
+                )
+                ids |= {r.invocation_id for r in every}
         return ids
-
-    def _all_invocations(self) -> Iterator[InvocationRecord]:
-        return self._every(None, None)
 
     def _every(
         self, statuses: list[str] | None, service: str | None, key: str | None = None
