@@ -57,7 +57,7 @@ TIMEOUT_S = 30.0
 """The wall-clock time one query may take by default (`Settings.query_timeout_ms`)."""
 
 _ONLY_QUERIES = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
-_QUERY_WORDS = {"select", "with", "values", "explain", "show", "describe", "desc"}
+_QUERY_WORDS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "SHOW", "DESCRIBE", "DESC"}
 _FIRST_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z_]+)", re.DOTALL)
 _REFUSED_BY_OPTIONS = re.compile(r"(DDL|DML|Statement) not supported: (.*)")
 _GENERATORS = re.compile(r"\b(range|generate_series|array_repeat|list_repeat|repeat|lpad|rpad)\(", re.IGNORECASE)
@@ -122,15 +122,19 @@ class DataFusionQuery:
                 see the module doc), the message naming it.
         """
         self._deadline.at = time.monotonic() + self.timeout_s
-        _refuse_unless_a_query(sql)
+        word = _first_word(sql)
         planner = self._context({name: schema.empty_table() for name, schema in TABLES.items()})
         try:
-            frame = planner.sql_with_options(sql, _ONLY_QUERIES)
+            frame = planner.sql_with_options(sql, _ONLY_QUERIES)  # nothing runs: DDL and DML are refused
+            if word not in _QUERY_WORDS:
+                raise _not_a_query(word)
             _refuse_unbounded(frame.logical_plan())
             plan = frame.optimized_logical_plan()
         except BadRequest:
             raise
         except Exception as exc:  # DataFusion raises bare Exceptions for plan errors too
+            if word not in _QUERY_WORDS and "ParserError" not in str(exc):  # `INSERT INTO nothing …`
+                raise _not_a_query(word) from exc
             raise self._refusal(exc) from exc
         needs, joins = analyse(plan)
         named = {n.table for n in needs}
@@ -498,13 +502,12 @@ def _not_a_query(what: str) -> BadRequest:
     return BadRequest(f"only SELECT queries are accepted: SQL introspection is read-only ({what} is not a query)")
 
 
-def _refuse_unless_a_query(sql: str) -> None:
-    """Refuse (400) a statement whose first word does not start a query (`INSERT`, `COPY`, `SET`, …),
-    before DataFusion plans it; `SQLOptions` refuse the rest (a `COPY` inside an `EXPLAIN`)."""
+def _first_word(sql: str) -> str:
+    """The statement's first keyword, upper case (`SELECT`, `INSERT`, …), past comments and `(`: a
+    statement that parses and does not start as a query (`_QUERY_WORDS`) is refused as not a query;
+    `SQLOptions` refuse the rest (a `COPY` inside an `EXPLAIN`)."""
     first = _FIRST_WORD.match(sql)
-    word = first.group(1).lower() if first else ""
-    if word not in _QUERY_WORDS:
-        raise _not_a_query(word.upper() or "an empty statement")
+    return first.group(1).upper() if first else ""
 
 
 def _refuse_unbounded(plan: Any) -> None:
