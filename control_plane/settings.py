@@ -84,6 +84,14 @@ class Settings:
         max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes; on an
             HTTP/2 stream, one message and what is not committed yet); a larger one fails the
             attempt (500, retried as any failed attempt) without being read whole.
+        query_max_rows: the most rows one `POST /query` answer may have (`TORPOR_QUERY_MAX_ROWS`); a
+            query whose answer has more is refused (400): add a `LIMIT`. It also bounds the point
+            reads a query may make (ids listed, journals loaded, listings of an `IN` product).
+        query_memory_bytes: the memory one `POST /query` may use for its sorts, joins and aggregates
+            (bytes, `TORPOR_QUERY_MEMORY_BYTES`; DataFusion's memory pool); over it the query is
+            refused (400).
+        query_timeout_ms: the wall-clock time one `POST /query` may take, reads included
+            (`TORPOR_QUERY_TIMEOUT_MS`); past it the query is stopped and refused (400).
     """
 
     inactivity_timeout_ms: int = 60_000
@@ -99,12 +107,18 @@ class Settings:
     ui_origins: tuple[str, ...] = ()
     max_request_bytes: int = 10 * 1024 * 1024
     max_answer_bytes: int = 32 * 1024 * 1024
+    query_max_rows: int = 10_000
+    query_memory_bytes: int = 256 * 1024 * 1024
+    query_timeout_ms: int = 30_000
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # field -> where it came from
 
     def __post_init__(self) -> None:
         for name in ("max_request_bytes", "max_answer_bytes"):
             if getattr(self, name) < 1:
                 raise BadRequest(f"{name} must be at least 1 byte (TORPOR_{name.upper()}), got {getattr(self, name)}")
+        for name in ("query_max_rows", "query_memory_bytes", "query_timeout_ms"):
+            if getattr(self, name) < 1:
+                raise BadRequest(f"{name} must be at least 1 (TORPOR_{name.upper()}), got {getattr(self, name)}")
 
     @property
     def lease_ms(self) -> int:

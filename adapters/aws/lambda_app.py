@@ -164,7 +164,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
             schedule_trigger=schedule_trigger,
         )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
-        built.admin.sql = sql_engine(store)  # POST /query; None (501) unless the bundle has the `query` extra
+        built.admin.sql = sql_engine(store, settings)  # POST /query; None (501) unless the bundle has the `query` extra
         _built, _wake_scheduler = built, scheduler
         return built
 

@@ -413,7 +413,8 @@ class DevServer:
         self._scheduler = LocalScheduler(workers=self.workers)
         self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
-        self._control_plane.admin.sql = sql_engine(self.store)  # POST /query; None without the `query` extra
+        # POST /query; None without the `query` extra
+        self._control_plane.admin.sql = sql_engine(self.store, self.settings)
         router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
         router.allowed_origins = router.allowed_origins | browser_origins(self._admin_url)
         self._scheduler.start(

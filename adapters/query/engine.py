@@ -10,8 +10,17 @@
 3. The same query runs over what was read, so DataFusion applies every filter, join and
    aggregate itself: what the store skipped could never have matched.
 
-A query that would read more than `max_rows` invocations is refused (400) rather than reading the
-table: narrow it by id, status or service, or add a `LIMIT`.
+Only queries run: `SQLOptions` forbid DDL (`CREATE [EXTERNAL] TABLE`, `DROP`), DML (`INSERT`,
+`COPY … TO`) and statements (`SET`), and any statement other than a query is refused (400) before it
+is planned. Every query is bounded, and one over a bound is refused (400) naming it:
+- reads: at most `max_reads` invocation records listed, and at most `max_rows` point reads (ids
+  listed, journals, listings of an `IN` product, objects' state), counted before the store is read;
+- memory: DataFusion's memory pool of `memory_bytes` for sorts, joins and aggregates, nothing spilled
+  to disk; the functions that build values of a size given by an argument (`range`,
+  `generate_series`, `repeat`, …, as table or as scalar functions) and recursive CTEs are refused,
+  and only the introspection tables (and `information_schema`) can be scanned;
+- answer: at most `max_rows` rows (`TORPOR_QUERY_MAX_ROWS`), counted as DataFusion streams them;
+- time: `timeout_s` of wall-clock time, checked between store reads and between streamed batches.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ import itertools
 import json
 import math
 import re
+import threading
+import time
 from base64 import b16encode
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -27,7 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from datafusion import SessionConfig, SessionContext
+from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
 from adapters.query import rows as R
 from adapters.query.pushdown import JoinOnId, ScanNeed, analyse
@@ -36,8 +47,21 @@ from control_plane.errors import BadRequest
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, Store
 from control_plane.query import ARROW_STREAM, JSON, QueryAnswer
 
-MAX_ROWS = 100_000
-"""The most invocation records one query may read (`DataFusionQuery.max_rows`)."""
+MAX_READS = 100_000
+"""The most invocation records one query may list from the store (`DataFusionQuery.max_reads`)."""
+MAX_ROWS = 10_000
+"""The most rows in an answer, and point reads of the store, by default (`Settings.query_max_rows`)."""
+MEMORY_BYTES = 256 * 1024 * 1024
+"""DataFusion's memory pool for one query by default (`Settings.query_memory_bytes`)."""
+TIMEOUT_S = 30.0
+"""The wall-clock time one query may take by default (`Settings.query_timeout_ms`)."""
+
+_ONLY_QUERIES = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+_QUERY_WORDS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "SHOW", "DESCRIBE", "DESC"}
+_FIRST_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z_]+)", re.DOTALL)
+_REFUSED_BY_OPTIONS = re.compile(r"(DDL|DML|Statement) not supported: (.*)")
+_GENERATORS = re.compile(r"\b(range|generate_series|array_repeat|list_repeat|repeat|lpad|rpad)\(", re.IGNORECASE)
+"""Functions whose output size is an argument: a few bytes of SQL could ask for gigabytes."""
 
 _PAGE = 500
 _INVOCATION_TABLES = ("sys_invocation", "sys_invocation_status")
@@ -66,25 +90,52 @@ class DataFusionQuery:
 
     Args:
         store: where invocations, journals, state, services and deployments are read.
-        max_rows: the most invocation records one query may read before it is refused (400).
+        max_reads: the most invocation records one query may list before it is refused (400).
+        max_rows: the most rows an answer may have, and the most point reads (ids, journals,
+            listings, objects' state) one query may make, before it is refused (400).
+        memory_bytes: DataFusion's memory pool for one query (bytes); over it, a 400.
+        timeout_s: the wall-clock time one query may take (s); past it, a 400.
     """
 
-    def __init__(self, store: Store, max_rows: int = MAX_ROWS) -> None:
+    def __init__(
+        self,
+        store: Store,
+        max_reads: int = MAX_READS,
+        *,
+        max_rows: int = MAX_ROWS,
+        memory_bytes: int = MEMORY_BYTES,
+        timeout_s: float = TIMEOUT_S,
+    ) -> None:
         self.store = store
+        self.max_reads = max_reads
         self.max_rows = max_rows
+        self.memory_bytes = memory_bytes
+        self.timeout_s = timeout_s
+        self._deadline = threading.local()  # this thread's query's time.monotonic() deadline
 
     def run(self, sql: str, *, as_json: bool) -> QueryAnswer:
         """Plan `sql`, read what its scans need, run it; JSON rows or an Arrow IPC stream.
 
         Raises:
-            BadRequest: (400) a query that does not parse or plan, fails on its values, or would
-                read more than `max_rows` invocations.
+            BadRequest: (400) a statement that is not a query; a query that does not parse or plan,
+                fails on its values, or goes over a bound (reads, point reads, memory, rows, time:
+                see the module doc), the message naming it.
         """
-        planner = _context({name: schema.empty_table() for name, schema in TABLES.items()})
+        self._deadline.at = time.monotonic() + self.timeout_s
+        word = _first_word(sql)
+        planner = self._context({name: schema.empty_table() for name, schema in TABLES.items()})
         try:
-            plan = planner.sql(sql).optimized_logical_plan()
+            frame = planner.sql_with_options(sql, _ONLY_QUERIES)  # nothing runs: DDL and DML are refused
+            if word not in _QUERY_WORDS:
+                raise _not_a_query(word)
+            _refuse_unbounded(frame.logical_plan())
+            plan = frame.optimized_logical_plan()
+        except BadRequest:
+            raise
         except Exception as exc:  # DataFusion raises bare Exceptions for plan errors too
-            raise BadRequest(f"bad query: {_message(exc)}") from exc
+            if word not in _QUERY_WORDS and "ParserError" not in str(exc):  # `INSERT INTO nothing …`
+                raise _not_a_query(word) from exc
+            raise self._refusal(exc) from exc
         needs, joins = analyse(plan)
         named = {n.table for n in needs}
         words = _STRING_LITERAL.sub("''", sql)
@@ -92,13 +143,15 @@ class DataFusionQuery:
             if table not in named and re.search(rf"\b{table}\b", words, re.IGNORECASE):
                 needs.append(ScanNeed(table, exact=False))
         tables = self._read(needs, joins)
-        runner = _context(tables)
+        runner = self._context(tables)
         try:
-            frame = runner.sql(sql)
-            batches = frame.collect()
+            frame = runner.sql_with_options(sql, _ONLY_QUERIES)
             schema = frame.schema()
-        except Exception as exc:  # ditto, for errors on values (a bad cast)
-            raise BadRequest(f"bad query: {_message(exc)}") from exc
+            batches = self._collect(frame)
+        except BadRequest:
+            raise
+        except Exception as exc:  # ditto, for errors on values (a bad cast) and the memory pool
+            raise self._refusal(exc) from exc
         if as_json:
             return QueryAnswer(_json_rows(batches, schema), JSON)
         sink = pa.BufferOutputStream()
@@ -106,6 +159,67 @@ class DataFusionQuery:
             for batch in batches:
                 writer.write_batch(batch)
         return QueryAnswer(sink.getvalue().to_pybytes(), ARROW_STREAM)
+
+    def _context(self, tables: dict[str, pa.Table]) -> SessionContext:
+        """A session over `tables`, its memory pool `memory_bytes`, no spilling, no recursive CTEs."""
+        config = (
+            SessionConfig().with_information_schema(True).set("datafusion.execution.enable_recursive_ctes", "false")
+        )
+        runtime = RuntimeEnvBuilder().with_greedy_memory_pool(self.memory_bytes).with_disk_manager_disabled()
+        context = SessionContext(config, runtime)
+        for name, table in tables.items():
+            context.register_dataset(name, ds.dataset(table))
+        return context
+
+    def _collect(self, frame: Any) -> list[pa.RecordBatch]:
+        """The answer's batches as DataFusion streams them, stopping at `max_rows` + 1 rows or the deadline."""
+        batches: list[pa.RecordBatch] = []
+        count = 0
+        for batch in frame.execute_stream():
+            self._check_deadline()
+            arrow = batch.to_pyarrow()
+            count += arrow.num_rows
+            if count > self.max_rows:
+                raise BadRequest(
+                    f"the answer has more than {self.max_rows} rows (TORPOR_QUERY_MAX_ROWS): add a LIMIT "
+                    "or narrow the query with a WHERE"
+                )
+            batches.append(arrow)
+        return batches
+
+    def _check_deadline(self) -> None:
+        """Raise BadRequest once this thread's query has taken longer than `timeout_s`."""
+        if time.monotonic() > getattr(self._deadline, "at", math.inf):
+            raise BadRequest(
+                f"the query took longer than {self.timeout_s:g} s (TORPOR_QUERY_TIMEOUT_MS) and was stopped: "
+                "narrow it with a WHERE on id, status or target_service_name, or add a LIMIT"
+            )
+
+    def _checked(self, read: Callable[[str], Any], arg: str) -> Any:
+        """`read(arg)`, once the deadline is checked."""
+        self._check_deadline()
+        return read(arg)
+
+    def _check_lookups(self, count: int, what: str) -> None:
+        """Refuse (400), before reading, a query that needs more than `max_rows` point reads."""
+        if count > self.max_rows:
+            raise BadRequest(
+                f"the query would read {what} one by one, more than {self.max_rows} "
+                "(TORPOR_QUERY_MAX_ROWS): narrow it with a WHERE on id, status or target_service_name"
+            )
+
+    def _refusal(self, exc: Exception) -> BadRequest:
+        """DataFusion's error as a 400: the read-only rule and the memory pool named in our words."""
+        message = _message(exc)
+        refused = _REFUSED_BY_OPTIONS.search(message)
+        if refused:
+            return _not_a_query(refused.group(2).strip())
+        if "Resources exhausted" in message:
+            return BadRequest(
+                f"the query needs more than {self.memory_bytes} bytes of memory (TORPOR_QUERY_MEMORY_BYTES): "
+                f"narrow it with a WHERE or a LIMIT ({message})"
+            )
+        return BadRequest(f"bad query: {message}")
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -127,8 +241,10 @@ class DataFusionQuery:
                 out[table] = pa.Table.from_pylist(rows, TABLES[table])
         if "sys_journal" in by_table:
             ids = self._journal_ids(by_table["sys_journal"], joins, records)
+            self._check_lookups(len(ids), f"the journals of {len(ids)} invocations")
             journal: list[dict[str, Any]] = []
             for invocation_id in sorted(ids):
+                self._check_deadline()
                 loaded = self.store.load_invocation(invocation_id)
                 if loaded is not None:
                     journal.extend(R.journal_rows(loaded))
@@ -155,6 +271,8 @@ class DataFusionQuery:
         if not any(n.columns is None or n.columns & wanted for n in needs):
             return {}
         callers: dict[str, InvocationRecord] = {}
+        wanted_ids = {r.caller_id for r in found.values() if r.caller_id and r.caller_id not in found}
+        self._check_lookups(len(wanted_ids), f"the callers of {len(wanted_ids)} invocations")
         for caller_id in sorted({r.caller_id for r in found.values() if r.caller_id}):
             caller = found.get(caller_id) or self.store.get_invocation(caller_id)
             if caller is not None:
@@ -166,7 +284,7 @@ class DataFusionQuery:
         found: dict[str, InvocationRecord] = {}
         for need in needs:
             found.update((r.invocation_id, r) for r in self._invocations_for(need, table))
-            if len(found) > self.max_rows:
+            if len(found) > self.max_reads:
                 raise self._too_many()
         return found
 
@@ -176,15 +294,18 @@ class DataFusionQuery:
             return []
         ids = need.allowed("id")
         if ids is not None:  # by id: one read each
-            records = (self.store.get_invocation(i) for i in sorted(ids))
+            self._check_lookups(len(ids), f"{len(ids)} invocations by id")
+            records = (self._checked(self.store.get_invocation, i) for i in sorted(ids))
             return [r for r in records if r is not None and (statuses is None or r.status in statuses)]
         exact = need.exact and set(need.constraints) <= _STORE_COLUMNS[table]
         want = (need.newest or need.fetch) if exact else None
-        combos = itertools.product(
-            _choices(need.allowed("target_service_name")),
-            _choices(need.allowed("target_handler_name")),
-            _choices(need.allowed("target_service_key")),
-        )
+        choices = [
+            _choices(need.allowed(column))
+            for column in ("target_service_name", "target_handler_name", "target_service_key")
+        ]
+        listings = math.prod(len(c) for c in choices)
+        self._check_lookups(listings, f"{listings} listings (service x handler x key named in IN lists)")
+        combos = itertools.product(*choices)
         out: list[InvocationRecord] = []
         for service, handler, key in combos:
 
@@ -210,6 +331,7 @@ class DataFusionQuery:
         boundary: int | None = None
         before: tuple[int, str] | None = None
         while True:
+            self._check_deadline()
             size = _PAGE if want is None else max(1, min(_PAGE, want - read + 1))
             records = page(size, before)
             for record in records:
@@ -217,7 +339,7 @@ class DataFusionQuery:
                     return
                 yield record
                 read += 1
-                if read > self.max_rows:
+                if read > self.max_reads:
                     raise self._too_many()
                 if want is not None and read == want:
                     if not ties:
@@ -238,12 +360,14 @@ class DataFusionQuery:
                 ids |= allowed
             elif joined:
                 ids |= set(records)
-            else:
-                ids |= {r.invocation_id for r in self._all_invocations()}
+            else:  # every journal: count the invocations first, reading no more than the bound allows
+                every = self._pages(
+                    lambda size, before: self.store.list_invocations(None, None, size, before=before),
+                    self.max_rows + 1,
+                    ties=False,
+                )
+                ids |= {r.invocation_id for r in every}
         return ids
-
-    def _all_invocations(self) -> Iterator[InvocationRecord]:
-        return self._every(None, None)
 
     def _every(
         self, statuses: list[str] | None, service: str | None, key: str | None = None
@@ -269,7 +393,7 @@ class DataFusionQuery:
             keys = need.allowed("service_key")
             if table == "sys_inbox":
                 for service in sorted(services):
-                    pending = self.store.list_invocations(["pending"], service, self.max_rows + 1)
+                    pending = self.store.list_invocations(["pending"], service, self.max_reads + 1)
                     pairs |= {(r.service, r.key) for r in pending if keys is None or r.key in keys}
             elif keys is not None:
                 pairs |= {(s, k) for s in services for k in keys}
@@ -277,8 +401,10 @@ class DataFusionQuery:
                 statuses = _UNFINISHED if table == "sys_keyed_service_status" else None
                 for service in sorted(services):
                     pairs |= {(r.service, r.key) for r in self._every(statuses, service) if r.key}
+        self._check_lookups(len(pairs), f"the {table} of {len(pairs)} objects")
         out: list[dict[str, Any]] = []
         for service, key in sorted(pairs):
+            self._check_deadline()
             if table == "state":
                 out.extend(R.state_rows(service, key, self.store.load_state(service, key)))
             elif table == "sys_keyed_service_status":
@@ -293,7 +419,7 @@ class DataFusionQuery:
                         }
                     )
             else:
-                pending = self.store.list_invocations(["pending"], service, self.max_rows + 1, key=key)
+                pending = self.store.list_invocations(["pending"], service, self.max_reads + 1, key=key)
                 ordered = sorted(pending, key=lambda r: (r.inbox_seq, r.created_at_ms))
                 out.extend(
                     {
@@ -312,16 +438,21 @@ class DataFusionQuery:
         """`sys_promise` rows of the workflows the scans name: the promises their invocations' journals
         name (the store keeps no list of a workflow's promises), each completed or not."""
         workflows = {s.name for s in self.store.list_services() if s.ty == "WORKFLOW"}
-        names: dict[tuple[str, str], set[str]] = {}
+        records: dict[str, InvocationRecord] = {}
         for need in needs:
             services = need.allowed("service_name")
             keys = need.allowed("service_key")
             for service in sorted(workflows if services is None else services & workflows):
                 for key in _choices(keys):
-                    for record in self._every(None, service, key):
-                        loaded = self.store.load_invocation(record.invocation_id)
-                        if loaded is not None and record.key:
-                            names.setdefault((service, record.key), set()).update(R.promise_names(loaded))
+                    for record in itertools.islice(self._every(None, service, key), self.max_rows + 1):
+                        records[record.invocation_id] = record
+                    self._check_lookups(len(records), f"the journals of {len(records)} workflow runs")
+        names: dict[tuple[str, str], set[str]] = {}
+        for record in records.values():
+            self._check_deadline()
+            loaded = self.store.load_invocation(record.invocation_id)
+            if loaded is not None and record.key:
+                names.setdefault((record.service, record.key), set()).update(R.promise_names(loaded))
         return [
             R.promise_row(service, key, name, self.store.get_promise(service, key, name))
             for (service, key), found in sorted(names.items())
@@ -330,7 +461,7 @@ class DataFusionQuery:
 
     def _too_many(self) -> BadRequest:
         return BadRequest(
-            f"the query would read more than {self.max_rows} invocations: narrow it with a WHERE on id, "
+            f"the query would read more than {self.max_reads} invocations: narrow it with a WHERE on id, "
             "status, target_service_name, target_handler_name or target_service_key, or add a LIMIT"
         )
 
@@ -367,11 +498,38 @@ def _narrowed_by_join(join: JoinOnId) -> bool:
     return (join.kind == "Left" and journal_right) or (join.kind == "Right" and journal_left)
 
 
-def _context(tables: dict[str, pa.Table]) -> SessionContext:
-    context = SessionContext(SessionConfig().with_information_schema(True))
-    for name, table in tables.items():
-        context.register_dataset(name, ds.dataset(table))
-    return context
+def _not_a_query(what: str) -> BadRequest:
+    return BadRequest(f"only SELECT queries are accepted: SQL introspection is read-only ({what} is not a query)")
+
+
+def _first_word(sql: str) -> str:
+    """The statement's first keyword, upper case (`SELECT`, `INSERT`, …), past comments and `(`: a
+    statement that parses and does not start as a query (`_QUERY_WORDS`) is refused as not a query;
+    `SQLOptions` refuse the rest (a `COPY` inside an `EXPLAIN`)."""
+    first = _FIRST_WORD.match(sql)
+    return first.group(1).upper() if first else ""
+
+
+def _refuse_unbounded(plan: Any) -> None:
+    """Refuse (400) a plan that could build data of any size from a few bytes of SQL: a scan of
+    anything but the introspection tables and `information_schema` (the `range` and
+    `generate_series` table functions), or a call of a function whose output size is an argument.
+    Checked on the plan before it is optimized: the optimizer evaluates constant calls."""
+    found = _GENERATORS.search(plan.display_indent())
+    if found:
+        raise BadRequest(
+            f"{found.group(1)}() is not available in SQL introspection: it builds values of any size "
+            "(only the introspection tables can be queried)"
+        )
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        variant = node.to_variant()
+        if type(variant).__name__ == "TableScan":
+            name = str(variant.table_name())
+            if name not in TABLES and not name.startswith("information_schema."):
+                raise BadRequest(f"{name} is not an introspection table (see SHOW TABLES)")
+        stack.extend(node.inputs())
 
 
 def _message(exc: Exception) -> str:

@@ -12,6 +12,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from click.testing import CliRunner, Result
 from adapters.cli import main
 from adapters.local.dev import DevServer
 from adapters.query.engine import DataFusionQuery
+from control_plane.errors import BadRequest
 from control_plane.settings import Settings
 from tests.helpers.dev import wait_for
 from tests.helpers.records import invocation
@@ -307,6 +309,66 @@ def test_the_queries_of_restate_services_status(world: World) -> None:
     assert inbox == [{"service_name": "Counter", "service_key": "q-2", "num_pending": 1}]
 
 
+# --- read-only, and bounded ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "word"),
+    [
+        ("COPY (SELECT 'x' AS x) TO '{file}' STORED AS CSV", "COPY"),
+        ("CREATE TABLE t AS SELECT 1 AS x", "CREATE"),
+        ("CREATE EXTERNAL TABLE host STORED AS CSV LOCATION '/etc/hostname'", "CREATE"),
+        ("INSERT INTO sys_service (name) VALUES ('x')", "INSERT"),
+        ("SET datafusion.execution.batch_size = 1", "SET"),
+        ("DROP TABLE sys_invocation", "DROP"),
+        ("EXPLAIN COPY (SELECT 'x' AS x) TO '{file}' STORED AS CSV", "COPY"),
+    ],
+)
+def test_only_queries_run(world: World, tmp_path: Path, sql: str, word: str) -> None:
+    written = tmp_path / "written.csv"
+    reply = query(world.admin, sql.format(file=written))
+    assert reply.status_code == 400, reply.text
+    assert reply.json() == {
+        "code": 400,
+        "message": f"only SELECT queries are accepted: SQL introspection is read-only ({word} is not a query)",
+    }
+    assert not written.exists()
+    assert rows(world.admin, "SELECT count(*) AS n FROM sys_invocation WHERE id = 'inv_nothing'") == [{"n": 0}]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (MB): torpor dev runs in it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM in /proc/self/status")
+
+
+@pytest.mark.parametrize(
+    ("sql", "function"),
+    [
+        ("SELECT * FROM range(1, 100000000)", "range"),
+        ("SELECT max(value) FROM generate_series(1, 100000000)", "generate_series"),
+        ("SELECT unnest(range(1, 100000000))", "range"),  # evaluated while planning: 800 MB at once
+        ("SELECT length(repeat('x', 2000000000))", "repeat"),
+    ],
+)
+def test_functions_that_build_data_of_any_size_are_refused_and_memory_stays_bounded(
+    world: World, sql: str, function: str
+) -> None:
+    before = peak_rss_mb()
+    reply = query(world.admin, sql)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["message"].startswith(f"{function}() is not available in SQL introspection")
+    assert peak_rss_mb() - before < 300
+
+
+def test_recursive_ctes_are_refused(world: World) -> None:
+    reply = query(world.admin, "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT max(n) FROM t")
+    assert reply.status_code == 400, reply.text
+    assert "Recursive CTEs are not enabled" in reply.json()["message"]
+
+
 # --- torpor sql -------------------------------------------------------------------------------------------
 
 
@@ -435,11 +497,64 @@ def test_a_journal_joined_with_invocations_reads_the_journals_of_those_alone(cou
 
 
 def test_a_query_that_would_read_too_many_invocations_is_refused(counting: CountingStore) -> None:
-    engine = DataFusionQuery(counting, max_rows=50)  # type: ignore[arg-type]
-    from control_plane.errors import BadRequest
-
+    engine = DataFusionQuery(counting, max_reads=50)  # type: ignore[arg-type]
     with pytest.raises(BadRequest, match="would read more than 50 invocations"):
         engine.run("SELECT count(*) FROM sys_invocation WHERE lower(id) LIKE 'inv%'", as_json=True)
+
+
+def test_an_answer_over_max_rows_is_refused(counting: CountingStore) -> None:
+    engine = DataFusionQuery(counting, max_rows=10)  # type: ignore[arg-type]
+    assert len(json_rows(engine, "SELECT id FROM sys_invocation LIMIT 10")) == 10
+    for sql in ("SELECT id FROM sys_invocation", "SELECT a.id FROM sys_invocation a, sys_invocation b"):
+        with pytest.raises(BadRequest, match=r"the answer has more than 10 rows \(TORPOR_QUERY_MAX_ROWS\)"):
+            engine.run(sql, as_json=False)
+
+
+def test_a_query_over_the_memory_pool_is_refused(counting: CountingStore) -> None:
+    engine = DataFusionQuery(counting, memory_bytes=4096)  # type: ignore[arg-type]
+    with pytest.raises(BadRequest, match=r"needs more than 4096 bytes of memory \(TORPOR_QUERY_MEMORY_BYTES\)"):
+        engine.run("SELECT a.id, b.id FROM sys_invocation a JOIN sys_invocation b ON a.status = b.status "
+                   "ORDER BY a.target, b.target LIMIT 5", as_json=True)  # fmt: skip
+
+
+def test_point_reads_over_max_rows_are_refused_before_the_store_is_read(counting: CountingStore) -> None:
+    engine = DataFusionQuery(counting, max_rows=10)  # type: ignore[arg-type]
+    ids = ", ".join(f"'inv_1{n:022d}'" for n in range(11))
+    with pytest.raises(BadRequest, match="would read 11 invocations by id one by one, more than 10"):
+        engine.run(f"SELECT id FROM sys_invocation WHERE id IN ({ids})", as_json=True)
+    services = ", ".join(f"'S{n}'" for n in range(4))
+    with pytest.raises(BadRequest, match="would read 16 listings"):
+        engine.run(
+            f"SELECT id FROM sys_invocation WHERE target_service_name IN ({services}) "
+            f"AND target_handler_name IN ({services})",
+            as_json=True,
+        )
+    assert counting.calls == []
+    with pytest.raises(BadRequest, match="would read the journals of 11 invocations one by one"):
+        engine.run("SELECT count(*) FROM sys_journal", as_json=True)
+    assert "load_invocation" not in counting.calls
+    assert counting.records_read <= 12  # enough to count past the bound, not the table
+
+
+def test_a_query_past_its_deadline_is_stopped(counting: CountingStore) -> None:
+    class SlowStore(CountingStore):
+        def __getattr__(self, name: str) -> Any:
+            method = super().__getattr__(name)
+
+            def slow(*args: Any, **kwargs: Any) -> Any:
+                time.sleep(0.1)
+                return method(*args, **kwargs)
+
+            return slow
+
+    slow = SlowStore(counting.store)
+    engine = DataFusionQuery(slow, timeout_s=0.5)  # type: ignore[arg-type]
+    ids = ", ".join(f"'inv_1{n:022d}'" for n in range(30))
+    started = time.monotonic()
+    with pytest.raises(BadRequest, match=r"took longer than 0.5 s \(TORPOR_QUERY_TIMEOUT_MS\) and was stopped"):
+        engine.run(f"SELECT id FROM sys_invocation WHERE id IN ({ids})", as_json=True)
+    assert time.monotonic() - started < 1.5
+    assert len(slow.calls) < 10
 
 
 # --- the real restate CLI -------------------------------------------------------------------------------

@@ -67,3 +67,26 @@ def test_without_the_query_extra_post_query_is_a_501_naming_it() -> None:
     body = json.loads(reply.body)
     assert body["code"] == 501
     assert "pip install 'torpor[query]'" in body["message"]
+
+
+def test_the_bounds_are_settings_read_from_the_environment() -> None:
+    from adapters.local.sqlite_store import SQLiteStore
+    from adapters.query import sql_engine
+    from control_plane.errors import BadRequest
+    from control_plane.settings import Settings
+
+    settings = Settings.from_env(
+        {"TORPOR_QUERY_MAX_ROWS": "2", "TORPOR_QUERY_MEMORY_BYTES": "4096", "TORPOR_QUERY_TIMEOUT_MS": "5000"}
+    )
+    assert (settings.query_max_rows, settings.query_memory_bytes, settings.query_timeout_ms) == (2, 4096, 5000)
+    engine = sql_engine(SQLiteStore(":memory:"), settings)
+    assert engine is not None
+    assert json.loads(engine.run("SELECT * FROM (VALUES (1), (2)) t(x)", as_json=True).body) == {
+        "rows": [{"x": 1}, {"x": 2}]
+    }
+    with pytest.raises(BadRequest, match=r"more than 2 rows \(TORPOR_QUERY_MAX_ROWS\)"):
+        engine.run("SELECT * FROM (VALUES (1), (2), (3)) t(x)", as_json=True)
+    with pytest.raises(BadRequest, match=r"more than 4096 bytes of memory \(TORPOR_QUERY_MEMORY_BYTES\)"):
+        engine.run("SELECT x FROM (VALUES (3), (1), (2)) t(x) ORDER BY x LIMIT 1", as_json=True)
+    with pytest.raises(BadRequest, match="must be at least 1"):
+        Settings.from_env({"TORPOR_QUERY_MAX_ROWS": "0"})
