@@ -164,6 +164,8 @@ class Ingress:
         r.add("GET", "/restate/workflow/{service}/{key}/output", self.workflow_output)
         r.add("POST", "/restate/awakeables/{awakeable_id}/resolve", self.resolve_awakeable)
         r.add("POST", "/restate/awakeables/{awakeable_id}/reject", self.reject_awakeable)
+        for verb in ("call", "send"):  # before `/{service}/{first}/{second}` reads it as service "restate"
+            r.add("POST", f"/restate/{verb}/{{service}}", self.no_handler)
         r.add("POST", "/{service}/{key}/{handler}/send", self.send)
         r.add("POST", "/{service}/{first}/{second}", self.plain_three)
         r.add("POST", "/{service}/{handler}", self.call)
@@ -176,6 +178,14 @@ class Ingress:
             ("GET", "/restate/invocation/{service}//{handler}/{idempotency_key}/{suffix}"),
         ):
             r.add(method, empty_key_path, self.empty_key)
+
+    def no_handler(self, request: HttpRequest, service: str) -> HttpResponse:
+        """`/restate/call/{service}` (or send) without a handler: a 400 naming the path's shape."""
+        verb = request.path.split("/")[2]
+        raise BadRequest(
+            f"{request.path} names no handler: use /restate/{verb}/{service}/{{handler}} "
+            f"(or /restate/{verb}/{service}/{{key}}/{{handler}} for a virtual object or workflow)"
+        )
 
     # --- routes -------------------------------------------------------------------------------------
 

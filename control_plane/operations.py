@@ -247,7 +247,10 @@ class Operations:
         if record is None:
             raise NotFound(f"invocation {invocation_id} not found")
         if record.status != "completed":
-            raise Conflict(f"invocation {invocation_id} is {record.status}: only completed ones are purged")
+            raise Conflict(
+                f"invocation {invocation_id} is {record.status}: only completed ones are purged; "
+                "cancel or kill it first, then purge it"
+            )
         self.store.delete_invocation(invocation_id)
 
     def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:

@@ -322,7 +322,7 @@ def _flag_hint(message: str, service: str, handler: str, key: str | None) -> str
         return f"'{service}' is a {kind}: pass its key with --key, e.g. torpor invoke {service} {handler} --key KEY"
     if "is a service, not a virtual object or workflow" in message and key is not None:
         return f"'{service}' is a service, not a virtual object or workflow: leave out --key"
-    return message
+    return message.replace("drop the idempotency-key header", "leave out --idempotency-key")
 
 
 def _print_result(reply: httpx.Response) -> None:
@@ -380,7 +380,10 @@ def resolve_awakeable(config: CliConfig, awakeable_id: str, payload: bytes | Non
     if config.as_json:
         emit_response(reply)
         return
-    console().print(f"Resolved {awakeable_id}.", markup=False)
+    console().print(
+        f"Resolve of {awakeable_id} accepted (if it was completed already, the first completion stands).",
+        markup=False,
+    )
 
 
 @awakeables.command("reject")
@@ -401,4 +404,7 @@ def reject_awakeable(config: CliConfig, awakeable_id: str, reason: str) -> None:
     if config.as_json:
         emit_response(reply)
         return
-    console().print(f"Rejected {awakeable_id}.", markup=False)
+    console().print(
+        f"Reject of {awakeable_id} accepted (if it was completed already, the first completion stands).",
+        markup=False,
+    )

@@ -135,3 +135,18 @@ def test_config_view_shows_the_names_and_units_the_api_takes(dev: DevServer) -> 
         assert "90000" not in shown
     finally:
         httpx.patch(f"{dev.admin_url}/services/Greeter", json={"abort_timeout": None}, timeout=10)
+
+
+def test_purge_of_a_running_invocation_names_the_fix_without_a_terminal_too(dev: DevServer) -> None:
+    sleeping = send(dev, "/Waits/sleep/send", 60_000)
+    wait_for(lambda: describe(dev, sleeping)["status"] == "suspended", 15, "the sleep")
+    refused = torpor(dev, "invocations", "purge", sleeping)
+    assert refused.exit_code == 1
+    assert "cancel or kill it first, then purge it" in refused.stderr
+    torpor(dev, "invocations", "kill", sleeping, "-y")
+
+
+def test_an_idempotency_key_on_a_workflow_run_names_the_flag(dev: DevServer) -> None:
+    result = torpor(dev, "invoke", "Signup", "run", '"a@b.c"', "--key", "wf-flag", "--idempotency-key", "k")
+    assert result.exit_code == 1
+    assert "leave out --idempotency-key" in result.stderr

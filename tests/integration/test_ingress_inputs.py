@@ -240,3 +240,9 @@ def test_credential_headers_are_never_stored_with_an_invocation(dev: DevServer, 
     assert stored["x-my-custom-header"] == "kept"
     assert not {"authorization", "cookie", "x-api-key", "my-header"} & set(stored)
     assert b"s3cret" not in record.input_entry
+
+
+@pytest.mark.parametrize("verb", ["call", "send"])
+def test_a_restate_path_without_a_handler_is_a_400_naming_the_shape(dev: DevServer, verb: str) -> None:
+    reply = httpx.post(f"{dev.ingress_url}/restate/{verb}/Greeter", json="x")
+    assert_error(reply, 400, "names no handler", f"/restate/{verb}/Greeter/{{handler}}")
