@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 
 from adapters.local.dev import DevServer
 from tests.helpers.dev import describe, wait_for
@@ -22,6 +23,17 @@ if TYPE_CHECKING:
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/lib/chromium/chromium")
 """Where Debian and Ubuntu put chromium; `TORPOR_CHROMIUM` names another binary."""
+
+
+def require_browser() -> None:
+    """Skip the calling test module (call it at import) unless Playwright and a chromium binary are
+    there; CI installs both (docs/ui.md)."""
+    pytest.importorskip("playwright.sync_api", reason="the web UI tests need playwright: pip install -e '.[test]'")
+    if chromium_path() is None:
+        pytest.skip(
+            "the web UI tests need a chromium binary: apt-get install -y chromium (or set TORPOR_CHROMIUM)",
+            allow_module_level=True,
+        )
 
 
 def chromium_path() -> str | None:

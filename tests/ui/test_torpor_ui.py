@@ -31,16 +31,11 @@ from adapters.local.aws_functions import Context, LocalFunctions
 from tests.helpers.moto import REGION, fresh_store, moto_server
 from tests.helpers.services import REPO_ROOT, serve_examples, stop_process
 from tests.helpers.sigv4 import check_sigv4
-from tests.ui.browser import chromium_path
+from tests.ui.browser import require_browser
 
-pytest.importorskip("playwright.sync_api", reason="the web UI tests need playwright: pip install -e '.[test]'")
-if chromium_path() is None:
-    pytest.skip(
-        "the web UI tests need a chromium binary: apt-get install -y chromium (or set TORPOR_CHROMIUM)",
-        allow_module_level=True,
-    )
+require_browser()
 
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, expect  # noqa: E402 (after the skip)
 
 pytestmark = pytest.mark.slow
 

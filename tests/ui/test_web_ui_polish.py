@@ -9,16 +9,11 @@ import pytest
 
 from adapters.local.dev import DevServer
 from tests.helpers.dev import describe, wait_for
-from tests.ui.browser import call, chromium_path, send_and_wait
+from tests.ui.browser import call, require_browser, send_and_wait
 
-pytest.importorskip("playwright.sync_api", reason="the web UI tests need playwright: pip install -e '.[test]'")
-if chromium_path() is None:
-    pytest.skip(
-        "the web UI tests need a chromium binary: apt-get install -y chromium (or set TORPOR_CHROMIUM)",
-        allow_module_level=True,
-    )
+require_browser()
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, expect  # noqa: E402 (after the skip)
 
 pytestmark = pytest.mark.slow
 

@@ -10,16 +10,11 @@ import pytest
 
 from adapters.local.dev import DevServer
 from tests.helpers.dev import unique, wait_for
-from tests.ui.browser import chromium_path
+from tests.ui.browser import require_browser
 
-pytest.importorskip("playwright.sync_api", reason="the web UI tests need playwright: pip install -e '.[test]'")
-if chromium_path() is None:
-    pytest.skip(
-        "the web UI tests need a chromium binary: apt-get install -y chromium (or set TORPOR_CHROMIUM)",
-        allow_module_level=True,
-    )
+require_browser()
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, expect  # noqa: E402 (after the skip)
 
 pytestmark = pytest.mark.slow
 
