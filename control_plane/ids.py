@@ -23,6 +23,7 @@ import base64
 import hashlib
 import os
 import struct
+from typing import Literal
 
 from control_plane.errors import BadRequest
 
@@ -47,43 +48,39 @@ _ID_FORMS = (
 )
 
 
-def _b62encode(data: bytes, width: int) -> str:
-    n = int.from_bytes(data, "big")
+def _b62encode(data: bytes, width: int, alphabet: str = _ALPHABET, byteorder: Literal["big", "little"] = "big") -> str:
+    """`data` read as a number (`byteorder`), in base62 with `alphabet`, left-padded with `0` to
+    `width` characters."""
+    n = int.from_bytes(data, byteorder)
     out = []
     while n:
         n, r = divmod(n, 62)
-        out.append(_ALPHABET[r])
+        out.append(alphabet[r])
     return "".join(reversed(out)).rjust(width, "0")
 
 
-def _b62decode(text: str, size: int) -> bytes:
+def _b62decode(
+    text: str, size: int, index: dict[str, int] = _INDEX, byteorder: Literal["big", "little"] = "big"
+) -> bytes:
+    """The `size` bytes behind `text` written by `_b62encode` with the alphabet `index` numbers;
+    ValueError for a character outside it, OverflowError for a number above `size` bytes."""
     n = 0
     for c in text:
-        if c not in _INDEX:
+        if c not in index:
             raise ValueError(f"{c!r} is not a base62 character")
-        n = n * 62 + _INDEX[c]
-    return n.to_bytes(size, "big")
+        n = n * 62 + index[c]
+    return n.to_bytes(size, byteorder)
 
 
 def _restate_encode(data: bytes, width: int) -> str:
     """`data` as restate-server writes an id part: its bytes as a little-endian number, in base62
     `0-9a-zA-Z`, left-padded with `0` to `width` characters."""
-    n = int.from_bytes(data, "little")
-    out = []
-    while n:
-        n, r = divmod(n, 62)
-        out.append(_RESTATE_ALPHABET[r])
-    return "".join(reversed(out)).rjust(width, "0")
+    return _b62encode(data, width, _RESTATE_ALPHABET, "little")
 
 
 def _restate_decode(text: str, size: int) -> bytes:
     """The `size` bytes behind one part written by `_restate_encode`; ValueError or OverflowError."""
-    n = 0
-    for c in text:
-        if c not in _RESTATE_INDEX:
-            raise ValueError(f"{c!r} is not a base62 character")
-        n = n * 62 + _RESTATE_INDEX[c]
-    return n.to_bytes(size, "little")
+    return _b62decode(text, size, _RESTATE_INDEX, "little")
 
 
 def invocation_id_from_bytes(raw: bytes) -> str:
