@@ -295,18 +295,18 @@ class Effects:
 
         The first notification per key wins (an awakeable resolved twice keeps its first value).
         Returns True if this one was stored. Raises `NotFound` if the invocation does not exist,
-        leaving nothing behind. The notification is stored before the doorbell rings (a lease holder
-        that sees the bell finds it); the ring is conditional on the invocation, and when it fails
-        the notification this call stored is deleted again.
+        having written nothing: the ring comes first and is conditional on the invocation. A lease
+        holder that reads the bell before the notification is stored suspends (or runs) without
+        it, and the wake sent after storing it brings the notification in; an `advance` always
+        reads the notifications stored, whatever the bell says. Nothing is ever deleted here, so a
+        function whose role may not delete items (the AWS ingress) delivers notifications too.
         """
-        stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
-        first = self.store.put_notification(invocation_id, stored)
         try:
             self.store.ring(invocation_id)
         except StoreConflict as exc:
-            if first:  # ours alone: a notification stored earlier under this key is not ours to remove
-                self.store.delete_notification(invocation_id, notification.key)
             raise NotFound(f"invocation {invocation_id} not found") from exc
+        stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
+        first = self.store.put_notification(invocation_id, stored)
         self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)
         return first

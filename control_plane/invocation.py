@@ -197,7 +197,7 @@ class Engine:
         self.stopping = threading.Event()
         self._knocked: set[str] = set()  # invocations with news for a lease holder in this process (`knock`)
         self.keys = Keys(store, scheduler, clock)
-        self.retention = Retention(store, registry, clock, settings)  # when a completed one goes
+        self.retention = Retention(store, registry, clock, settings, scheduler)  # when a completed one goes
         self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
         self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
         # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
@@ -475,13 +475,16 @@ class Engine:
 
         When another worker held the lease (`BUSY`), that worker may have looked at the journal just
         before the due time: keep the record and wake again in a second, unless the invocation is
-        gone or completed.
+        gone or completed. A completed invocation whose retention ended is removed here (a process
+        that may not delete handed it over: `Retention.drop_if_expired`).
         """
         if outcome in (Outcome.BUSY, Outcome.LEASE_LOST):
             record = self.store.get_invocation(invocation_id)
             if record is not None and record.status not in ("completed", "pending", "paused"):
                 self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
                 return
+            if record is not None and self.store.may_delete and self.retention.expired(record):
+                self.retention.remove(record)
         self.store.delete_timer(due_ms, invocation_id)
 
     def _lease_ms(self, options: HandlerOptions) -> int:

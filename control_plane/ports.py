@@ -256,6 +256,16 @@ class Store(Protocol):
         used with 24-byte ids, which never pays that read."""
         ...
 
+    @property
+    def may_delete(self) -> bool:
+        """False where this process's credentials may not delete items (the AWS ingress function: its
+        role has no `dynamodb:DeleteItem` or `BatchWriteItem`). Then `delete_timer` and replaced
+        state values stored apart expire instead (the store removes them later), and
+        `delete_invocation`, `delete_keyed` and `remove_journal` raise `PermissionError`: the core
+        hands those removals to the worker (`Retention.drop_if_expired`). True for every store that
+        holds its own files (SQLite)."""
+        ...
+
     # deployments and services
     def put_deployment(self, deployment: DeploymentRecord) -> None: ...
     def get_deployment(self, deployment_id: str) -> DeploymentRecord | None: ...
@@ -326,12 +336,9 @@ class Store(Protocol):
     def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:
         """Store a notification for the invocation unless one with its key exists; True if stored."""
 
-    def delete_notification(self, invocation_id: str, key: str) -> None:
-        """Remove the notification with `key` (one stored for an invocation that turned out not to
-        exist); removing one that is not there does nothing."""
-
     def ring(self, invocation_id: str) -> None:
-        """Bump the invocation's `doorbell` (unconditional add), after storing a notification.
+        """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
+        notification (`Effects.notify`).
 
         A lease holder's suspension is conditional on the doorbell it read, so a notification
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone.

@@ -3,27 +3,38 @@
 The completing write stores the two times (`changes`) and puts the invocation in the store's
 retention order (`Store.due_retention`); the sweep (`ControlPlane.sweep_due`) then calls `retire`
 for what is due, so no timer is armed per invocation. A new request with an idempotency key whose
-invocation's retention ended removes it first (`drop_if_expired`), so the key runs anew. Defaults
+invocation's retention ended removes it first (`drop_if_expired`), so the key runs anew; where the
+store may not delete (the AWS ingress) the worker removes it, woken by a timer due now. Defaults
 are Restate's: journal, idempotency and workflow retention each 24 h (service options
 `journalRetention`, `idempotencyRetention`, `workflowCompletionRetention`).
 """
 
 from __future__ import annotations
 
+import time
+
 from control_plane.keyed import is_workflow_run
-from control_plane.ports import Clock, InvocationRecord, RetentionDue, Store
+from control_plane.ports import Clock, InvocationRecord, RetentionDue, Scheduler, Store
 from control_plane.registry import Registry
 from control_plane.settings import Settings
+
+HAND_OFF_WAIT_MS = 5_000
+"""How long `drop_if_expired` waits for the worker to remove an expired invocation it cannot remove itself."""
+
+_HAND_OFF_POLL_S = 0.05
 
 
 class Retention:
     """Retention times of completed invocations, and their removal (see the module doc)."""
 
-    def __init__(self, store: Store, registry: Registry, clock: Clock, settings: Settings) -> None:
+    def __init__(
+        self, store: Store, registry: Registry, clock: Clock, settings: Settings, scheduler: Scheduler
+    ) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.settings = settings
+        self.scheduler = scheduler
 
     def changes(self, record: InvocationRecord, now_ms: int) -> dict[str, int]:
         """The retention fields the completing write of `record` (completed at `now_ms`) sets.
@@ -67,14 +78,31 @@ class Retention:
 
     def drop_if_expired(self, invocation_id: str) -> bool:
         """Delete a completed invocation whose retention has ended but which the sweep has not removed
-        yet, so its id can be used again; True if it was removed."""
+        yet, so its id can be used again; True if it was removed (or is gone).
+
+        Where the store may not delete (`Store.may_delete` False: the AWS ingress) the worker removes
+        it: a timer due now wakes it there (`Engine.timer_done` removes what `expired` says), and
+        this waits up to `HAND_OFF_WAIT_MS`, reading the record every 50 ms. False if it is still
+        there then: the request is answered as the old invocation's, as until the sweep removes it.
+        """
         record = self.store.get_invocation(invocation_id)
-        if record is None or record.status != "completed" or not record.expires_at_s:
+        if record is None or not self.expired(record):
             return False
-        if record.expires_at_s * 1000 > self.clock.now_ms():
-            return False
-        self.remove(record)
-        return True
+        if self.store.may_delete:
+            self.remove(record)
+            return True
+        self.scheduler.wake_at(invocation_id, record.expires_at_s * 1000)
+        deadline = time.monotonic() + HAND_OFF_WAIT_MS / 1000
+        while time.monotonic() < deadline:
+            time.sleep(_HAND_OFF_POLL_S)
+            found = self.store.get_invocation(invocation_id)
+            if found is None or found.created_at_ms != record.created_at_ms:
+                return found is None
+        return False
+
+    def expired(self, record: InvocationRecord) -> bool:
+        """True if `record` completed and its retention (`expires_at_s`) has ended."""
+        return record.status == "completed" and 0 < record.expires_at_s * 1000 <= self.clock.now_ms()
 
     def remove(self, record: InvocationRecord) -> None:
         """Delete a completed invocation, and a workflow run's state and promises with it."""

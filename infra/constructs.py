@@ -117,10 +117,12 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
     """The DynamoDB statements of one control-plane function (`kind` as in `HANDLERS`), from the
     `DynamoDBStore` operations its code paths use (docs/deploying.md, "Permissions").
 
-    Every function reads items (`GetItem`, `BatchGetItem`, `Query` on the table). Ingress and worker
-    run attempts (and create invocations, removing one whose retention ended), so they write, with
-    `BatchWriteItem` for a whole partition, in `RUN_PARTITIONS` only; the sweeper does the same and
-    also queries both indexes (overdue work, retention). The admin API writes anything (registration,
+    Every function reads items (`GetItem`, `BatchGetItem`, `Query` on the table). The ingress runs
+    attempts and creates invocations, so it puts and updates items in `RUN_PARTITIONS`, and never
+    deletes (its store expires what it drops and hands the removal of an expired invocation to the
+    worker: `Store.may_delete`). The worker also deletes, with `BatchWriteItem` for a whole partition,
+    in the same partitions; the sweeper does the same and also queries both indexes (overdue work,
+    retention). The admin API writes anything (registration,
     kill, purge, state) and lists invocations (`by_status_v2`); the deploy hook writes deployments
     and services only (`PutItem`, `DeleteItem`) and lists the invocations pinned to a deployment.
 
@@ -143,6 +145,8 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
         )
     if kind == "deploy_hook":
         writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], REGISTRY_PARTITIONS
+    elif kind == "ingress":
+        writes, partitions = ["dynamodb:PutItem", "dynamodb:UpdateItem"], RUN_PARTITIONS
     else:
         writes, partitions = list(TABLE_WRITES), () if kind == "admin" else RUN_PARTITIONS
         if kind == "worker":

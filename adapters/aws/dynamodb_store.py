@@ -195,6 +195,10 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         aws_secret_access_key: See `aws_access_key_id`.
         shards: Timer partitions and status index keys per status (`Settings.store_shards`) for a
             table that has no recorded count yet; a table's recorded count wins (see `shards`).
+        may_delete: False for a function whose role has no `dynamodb:DeleteItem` or
+            `BatchWriteItem` (the AWS ingress): timers and replaced large state values then expire
+            (their TTL set to now) instead of being deleted, and removing an invocation or a
+            workflow's items raises `PermissionError` (see `Store.may_delete`).
 
     Raises:
         ValueError: `shards` is below 1.
@@ -209,6 +213,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
         shards: int = DEFAULT_SHARDS,
+        may_delete: bool = True,
     ) -> None:
         if shards < 1:
             raise ValueError(f"the store needs at least 1 shard, got {shards}")
@@ -216,6 +221,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         self.region = region
         self.endpoint_url = endpoint_url
         self._wanted_shards = shards
+        self._may_delete = may_delete
         self._shards: int | None = None
         self._short_ids = True  # until the table's CONFIG record is read (`holds_short_ids`)
         self._shards_lock = threading.Lock()
@@ -280,6 +286,11 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         a table from before may hold 16-byte ids (`Store.holds_short_ids`)."""
         _ = self.shards
         return self._short_ids
+
+    @property
+    def may_delete(self) -> bool:
+        """As given (`Store.may_delete`)."""
+        return self._may_delete
 
     def _recorded_shards(self) -> int:
         for _ in range(3):
@@ -485,10 +496,14 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         One keys-only query (paged), one BatchWriteItem per 25 deletes, then one DeleteItem for
         `META`: while the record exists no invocation with this id can be created, so none can
         write into the partition being emptied.
+
+        Raises:
+            PermissionError: This store may not delete items (`may_delete` False); nothing was written.
         """
         self._delete_partition(invocation_id, keep_record=False)
 
     def _delete_partition(self, invocation_id: str, *, keep_record: bool) -> None:
+        self._check_may_delete("removing invocation " + invocation_id)
         pk = invocation_pk(invocation_id)
         pages: ResultIterator[dict[str, Any]] = ResultIterator(
             self._connection.query, (pk,), {"consistent_read": True, "attributes_to_get": ["PK", "SK"]}
@@ -702,10 +717,6 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
             return False
         return True
 
-    def delete_notification(self, invocation_id: str, key: str) -> None:
-        """Delete `INV#id` / `N#{key}` (one DeleteItem); deleting one that is not there does nothing."""
-        self._notifications(invocation_pk(invocation_id), notification_sk(key)).delete()
-
     def ring(self, invocation_id: str) -> None:
         """Add 1 to the invocation's `doorbell` (a missing one counts from 0): one conditional UpdateItem.
 
@@ -740,14 +751,14 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         ).save()
 
     def delete_timer(self, due_ms: int, invocation_id: str) -> None:
-        """Remove the timer; removing one that is not there does nothing.
+        """Remove the timer (one DeleteItem, or with `may_delete` False one UpdateItem expiring it:
+        `_drop`); removing one that is not there does nothing.
 
         Raises:
             ValueError: `due_ms` is negative or has more than 13 digits.
         """
-        self._timers(
-            timers_pk(shard_of(invocation_id, self.shards)), timer_sk(_checked_due(due_ms), invocation_id)
-        ).delete()
+        pk = timers_pk(shard_of(invocation_id, self.shards))
+        self._drop(self._timers, pk, timer_sk(_checked_due(due_ms), invocation_id))
 
     def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
         """Timers due at or before `until_ms`, earliest first (then by invocation id), from every shard.
@@ -810,7 +821,11 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         Returns:
             True if the journal was removed; False if the condition failed (the invocation is gone,
             was replaced under the same id, or its journal was removed already): nothing was written.
+
+        Raises:
+            PermissionError: This store may not delete items (`may_delete` False); nothing was written.
         """
+        self._check_may_delete("removing the journal of " + due.invocation_id)
         model = self._invocations
         invocation_id = due.invocation_id
         record_due_ms = due.expires_at_s * 1000

@@ -8,7 +8,9 @@
 | sweeper | `sweeper_handler` | an EventBridge schedule, every minute: `ControlPlane.sweep_due` |
 | deploy hook | `deploy_hook_handler` | a CloudFormation custom resource registering a function version |
 
-Each container builds one `ControlPlane` (`build_control_plane`) on first use, from the environment:
+Each container builds one `ControlPlane` (`build_control_plane`) on first use, from the environment
+(the ingress's on a store that may not delete items, as its role has no `dynamodb:DeleteItem`: what
+it would remove it expires or hands to the worker, `Store.may_delete`):
 `TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
 Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
 `TORPOR_SCHEDULE_GROUP`; `TORPOR_INGRESS_URL` (the admin function: the web UI's playground posts
@@ -86,8 +88,7 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Torp
 tracer = Tracer()
 copy_config_to_registered_loggers(source_logger=logger, include={"torpor"})  # the core's logs, as JSON
 
-_built: ControlPlane | None = None
-_wake_scheduler: SqsScheduler | None = None
+_built: dict[bool, tuple[ControlPlane, SqsScheduler]] = {}  # by `may_delete`: the ingress's, the others'
 _build_lock = threading.Lock()
 
 
@@ -102,20 +103,25 @@ def _required(environ: Mapping[str, str], name: str) -> str:
     return value
 
 
-def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlane:
+def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete: bool = True) -> ControlPlane:
     """This container's `ControlPlane`, built on first use from `environ` (default `os.environ`).
+
+    `may_delete=False` builds the ingress function's: its store never deletes an item
+    (`DynamoDBStore(may_delete=False)`), as the ingress role allows no `dynamodb:DeleteItem` or
+    `BatchWriteItem`. One of each kind is kept (a test process hosts every function).
 
     Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`),
     `RequestIdentityKeyError` if the request identity key the environment names cannot be read.
     """
-    global _built, _wake_scheduler
     with _build_lock:
-        if _built is not None:
-            return _built
+        if may_delete in _built:
+            return _built[may_delete][0]
         env = os.environ if environ is None else environ
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
         settings = Settings.load(env)
-        store = DynamoDBStore(_required(env, "TORPOR_TABLE"), region=region, shards=settings.store_shards)
+        store = DynamoDBStore(
+            _required(env, "TORPOR_TABLE"), region=region, shards=settings.store_shards, may_delete=may_delete
+        )
         sqs = boto3.client("sqs", region_name=region)
         role = env.get("TORPOR_SCHEDULER_ROLE_ARN")
         clock = SystemClock()  # one clock for the core and the scheduler (tests move it)
@@ -165,15 +171,14 @@ def build_control_plane(environ: Mapping[str, str] | None = None) -> ControlPlan
         )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         built.admin.sql = sql_engine(store, settings)  # POST /query; None (501) unless the bundle has the `query` extra
-        _built, _wake_scheduler = built, scheduler
+        _built[may_delete] = (built, scheduler)
         return built
 
 
 def reset() -> None:
     """Forget this container's `ControlPlane` (tests build one per environment)."""
-    global _built, _wake_scheduler
     with _build_lock:
-        _built, _wake_scheduler = None, None
+        _built.clear()
 
 
 # --- HTTP: API Gateway HTTP API (payload format 2.0) ------------------------------------------------
@@ -221,7 +226,7 @@ _admin_api = APIGatewayHttpResolver()
 
 @_ingress_api.route(".+", method=_METHODS)
 def _ingress_route() -> Response[str | bytes]:
-    return _serve(build_control_plane().ingress.router, _ingress_api, "ingress")
+    return _serve(build_control_plane(may_delete=False).ingress.router, _ingress_api, "ingress")
 
 
 @_admin_api.route(".+", method=_METHODS)
@@ -299,14 +304,14 @@ _wake_processor = AsyncBatchProcessor(event_type=EventType.SQS)
 async def _wake(record: SQSRecord) -> str:
     """One wake-up message: advance (or fire the timer of) its invocation, on a thread of its own."""
     control_plane = build_control_plane()
-    assert _wake_scheduler is not None
+    _, wake_scheduler = _built[True]
     outcome = await asyncio.to_thread(
         handle_wake_message,
         record.body,
         advance=control_plane.advance,
         on_timer=control_plane.on_timer,
         on_tick=control_plane.schedules.tick,
-        scheduler=_wake_scheduler,
+        scheduler=wake_scheduler,
         now_ms=control_plane.clock.now_ms(),
     )
     metrics.add_metric(name=f"Wake{str(outcome).title()}", unit=MetricUnit.Count, value=1)

@@ -341,10 +341,12 @@ class NotificationItem(Item):
 
 
 class TimerItem(Item):
-    """`TIMER#{shard}` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`."""
+    """`TIMER#{shard}` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`; a TTL once
+    dropped by a function that may not delete items (`DynamoDBStore.drop_item`)."""
 
     due_ms = IntAttribute()
     invocation_id = UnicodeAttribute()
+    expires_at_s = IntAttribute(null=True, attr_name=TTL_ATTRIBUTE)
 
 
 class DeploymentItem(Item):

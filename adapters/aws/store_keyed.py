@@ -39,6 +39,7 @@ item per state entry, `Q#…` items of a former per-key inbox) are neither read 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -56,6 +57,7 @@ from adapters.aws.store_items import (
     LockItem,
     PromiseItem,
     StateItem,
+    TimerItem,
     WaiterItem,
     bind,
     item_absent,
@@ -123,9 +125,12 @@ class KeyedStore:
         _locks: The store's bound `LockItem`.
         _promises: The store's bound `PromiseItem`.
         _waiters: The store's bound `WaiterItem`.
+        _may_delete: False where the store's credentials may not delete items (`DynamoDBStore`'s
+            `may_delete`): `_drop` expires items instead.
     """
 
     _connection: TableConnection
+    _may_delete: bool
     _state: type[StateItem]
     _locks: type[LockItem]
     _promises: type[PromiseItem]
@@ -137,6 +142,28 @@ class KeyedStore:
         self._locks = bind(LockItem, meta, connection)
         self._promises = bind(PromiseItem, meta, connection)
         self._waiters = bind(WaiterItem, meta, connection)
+
+    def _drop(self, model: type[StateItem] | type[TimerItem], pk: str, sk: str) -> None:
+        """Remove an item nothing refers to any more (a replaced large state value, a timer).
+
+        One DeleteItem; where the store may not delete (`_may_delete` False: the AWS ingress
+        function's role has no `dynamodb:DeleteItem`) one UpdateItem setting the item's TTL
+        attribute to now instead, if the item exists (a missing one is not created), and DynamoDB's
+        TTL deletes it later (usually within days, at no write cost). A PutItem of the same key (a
+        value stored again, a timer armed again) replaces the item whole, its TTL with it.
+        """
+        if self._may_delete:
+            model(pk, sk).delete()
+            return
+        with contextlib.suppress(StoreConflict), translated_write(conflict="gone", too_large=f"{pk}/{sk}"):
+            model(pk, sk).update(actions=[model.expires_at_s.set(int(time.time()))], condition=item_exists(model))
+
+    def _check_may_delete(self, operation: str) -> None:
+        if not self._may_delete:
+            raise PermissionError(
+                f"{operation}: this store may not delete items (may_delete=False: the function's role has no "
+                "dynamodb:DeleteItem); the worker does it"
+            )
 
     def _sort_keys(self, scope: str, key: str, prefix: str | None = None) -> list[str]:
         """Sort keys of the items of `scope/key` (those starting with `prefix`, if given).
@@ -341,10 +368,10 @@ class KeyedStore:
             # fenced out: the values just stored apart are orphans, unless `LOCK` refers to them
             # already (the same value written before: the items are content-addressed)
             for ref in kept - _spill_refs(self._get_key(scope, key)):
-                self._state(pk, ref).delete()
+                self._drop(self._state, pk, ref)
             raise
         for ref in _spill_refs(old) - kept:  # values stored apart that nothing refers to any more
-            self._state(pk, ref).delete()
+            self._drop(self._state, pk, ref)
 
     def clear_state(self, scope: str, key: str) -> None:
         """Remove every state entry of `scope/key` (one GetItem, then one UpdateItem if there was any).
@@ -534,7 +561,11 @@ class KeyedStore:
 
         For a workflow whose retention ended, so that a new run with its id starts from nothing.
         Idempotent.
+
+        Raises:
+            PermissionError: This store may not delete items (`DynamoDBStore(may_delete=False)`).
         """
+        self._check_may_delete("delete_keyed")
         pk = keyed_pk(scope, key)
         sort_keys = self._sort_keys(scope, key)
         if not sort_keys:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +130,24 @@ class LocalFunctions:
             if message["MessageId"] not in failed:
                 self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         return len(received)
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Run the worker on the queue in a background thread while the block runs, as the event source
+        mapping does beside the ingress (the batch in hand is finished when the block ends)."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                self.work(wait_s=1)
+
+        thread = threading.Thread(target=loop, name="local-worker", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=30)
 
     def until(self, condition: Callable[[], Any], deadline_s: float, what: str) -> Any:
         """Run the worker on the queue until `condition()` holds."""

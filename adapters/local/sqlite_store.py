@@ -311,6 +311,11 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         self._schema_ready = True
 
     @property
+    def may_delete(self) -> bool:
+        """Always True: the store's file is this process's own (`Store.may_delete`)."""
+        return True
+
+    @property
     def holds_short_ids(self) -> bool:
         """True for a file first written before Torpor's ids took restate-server's 24-byte shape
         (its `meta` table says so): it may hold 16-byte ids (`Store.holds_short_ids`)."""
@@ -557,11 +562,6 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
                 (invocation_id, notification.key, notification.entry, notification.created_at_ms),
             )
             return cursor.rowcount == 1
-
-    def delete_notification(self, invocation_id: str, key: str) -> None:
-        """Delete the notification with `key`; deleting one that is not there does nothing."""
-        with self._write("delete_notification") as db:
-            db.execute("DELETE FROM notifications WHERE invocation_id = ? AND key = ?", (invocation_id, key))
 
     def ring(self, invocation_id: str) -> None:
         """Add 1 to the invocation's `doorbell`; nothing else changes.

@@ -87,8 +87,12 @@ CHECKPOINTS = {("dynamodb:UpdateItem", "${Table.Arn}"), ("dynamodb:PutItem", "${
 """In-process checkpoints (`adapters.aws.checkpoints`): the epoch fence and the journal batch, no more."""
 
 EXPECTED_PERMISSIONS = {
-    # runs attempts in-process (calls), creates invocations: reads and writes items, no index
-    "IngressFunction": _table() | _wake_ups() | INVOKE | _logs("IngressFunction"),
+    # runs attempts in-process (calls), creates invocations: reads, puts and updates items, no index;
+    # never deletes (what it drops expires; an expired invocation's removal goes to the worker)
+    "IngressFunction": _table(writes=("dynamodb:PutItem", "dynamodb:UpdateItem"))
+    | _wake_ups()
+    | INVOKE
+    | _logs("IngressFunction"),
     # registration, listing (by_status_v2), kill, purge, state: any item
     "AdminFunction": _table(indexes=(STATUS_INDEX,))
     | _wake_ups()

@@ -98,7 +98,7 @@ COGNITO_CLAIMS = {
 
 def _refused_without_a_store_request(functions: LocalFunctions, **authorizer: Any) -> dict[str, Any]:
     """Send a call the ingress must refuse; assert it is a 401 `{"code","message"}` that touched no item."""
-    store = lambda_app.build_control_plane().store
+    store = lambda_app.build_control_plane(may_delete=False).store  # the ingress's
     before = store.request_count
     status, body, headers = functions.http("ingress", "POST", "/Greeter/greet", "Mallory", **authorizer)
     assert status == 401, body
@@ -405,7 +405,7 @@ class _DynamoDBRecorder:
         self.requests: dict[str, set[tuple[str, str, tuple[str, ...]]]] = {}
         self._lock = threading.Lock()
 
-    def record(self, operation: str, kwargs: dict[str, Any]) -> None:
+    def record(self, operation: str, kwargs: dict[str, Any], *, ingress: bool) -> None:
         index = kwargs.get("IndexName")
         resource = "${Table.Arn}" + (f"/index/{index}" if index else "")
         keys = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]
@@ -416,18 +416,26 @@ class _DynamoDBRecorder:
                 keys.append(item["PK"]["S"])
         with self._lock:
             if self.phase is not None:
-                self.requests.setdefault(self.phase, set()).add((f"dynamodb:{operation}", resource, tuple(keys)))
+                function = self.phase
+                if function == "IngressFunction" and not ingress:
+                    function = "WorkerFunction"
+                self.requests.setdefault(function, set()).add((f"dynamodb:{operation}", resource, tuple(keys)))
 
 
 def _quiet(seconds: float = 1.0) -> None:
-    """Wait until the store has made no request for `seconds` (attempts still running in the background end)."""
-    store = lambda_app.build_control_plane().store
-    last, since = store.request_count, time.monotonic()
+    """Wait until the stores (the ingress's and the other functions') have made no request for `seconds`
+    (attempts still running in the background end)."""
+    stores = [lambda_app.build_control_plane(may_delete=m).store for m in (False, True)]
+
+    def count() -> int:
+        return sum(store.request_count for store in stores)
+
+    last, since = count(), time.monotonic()
     deadline = time.monotonic() + 30
     while time.monotonic() - since < seconds and time.monotonic() < deadline:
         time.sleep(0.1)
-        if store.request_count != last:
-            last, since = store.request_count, time.monotonic()
+        if count() != last:
+            last, since = count(), time.monotonic()
 
 
 def _allowed(facts: Any, function: str, action: str, resource: str, keys: tuple[str, ...]) -> bool:
@@ -446,8 +454,9 @@ def _allowed(facts: Any, function: str, action: str, resource: str, keys: tuple[
 def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allows(
     functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each function's code paths run on moto (calls, objects, sleeps, awakeables, workflows, an expired
-    idempotency key, retention, kill and purge, registration) while every DynamoDB request is recorded;
+    """Each function's code paths run on moto (calls, objects, a large state value replaced, sleeps,
+    awakeables, workflows, an expired idempotency key, retention, kill and purge, registration) while
+    every DynamoDB request is recorded;
     each must be one `template.yaml` allows that function's role, partition keys included."""
     from cfnlint.decode.cfn_yaml import load
 
@@ -457,9 +466,13 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
 
     recorder = _DynamoDBRecorder()
     original = dynamodb_store._CountingConnection.dispatch
+    ingress_store = lambda_app.build_control_plane(may_delete=False).store
 
     def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
-        recorder.record(operation_name, operation_kwargs)
+        # the ingress function's store is its own; the others share one, and while the ingress is
+        # called what else uses it is the worker in the background (`LocalFunctions.working`)
+        ingress = getattr(self._on_call, "__self__", None) is ingress_store
+        recorder.record(operation_name, operation_kwargs, ingress=ingress)
         return original(self, operation_name, operation_kwargs)
 
     monkeypatch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
@@ -469,8 +482,14 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
     _quiet()
     try:
         recorder.phase = "IngressFunction"
-        assert functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})[0] == 200
+        status, _, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})
+        assert status == 200
+        recorder.phase = None  # the admin API's reads, not the ingress's
+        first_run = functions.describe(headers["x-restate-id"])
+        recorder.phase = "IngressFunction"
         assert functions.http("ingress", "POST", f"/Counter/{workflow_id}/add", 2)[0] == 200
+        for big in ("a" * 40_000, "b" * 40_000):  # stored apart; the second replaces the first
+            assert functions.http("ingress", "POST", f"/LazyCounter/{workflow_id}/put", {"big": big})[0] == 200
         sleeping = functions.http("ingress", "POST", "/Waits/sleep/send", 60_000)[1]["invocationId"]
         waiting = functions.http("ingress", "POST", "/Waits/awakeable/send")[1]["invocationId"]
         assert functions.http("ingress", "POST", f"/Signup/{workflow_id}/run/send", "a@example.com")[0] == 202
@@ -489,8 +508,12 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
         assert functions.http("ingress", "POST", f"/restate/awakeables/{quote(published)}/resolve", "yes")[0] == 202
         assert functions.http("ingress", "POST", f"/Signup/{workflow_id}/confirm", "secret")[0] == 200
         time.sleep(2.2)  # the idempotency key's retention (1 s) ends: the same key runs anew
-        assert functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})[0] == 200
+        with functions.working():  # the worker removes the expired invocation for the ingress
+            status, _, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann", **{"idempotency-key": "k1"})
+        assert status == 200
         _quiet()
+        recorder.phase = None
+        assert functions.describe(headers["x-restate-id"])["created_at"] != first_run["created_at"]  # a new run
 
         recorder.phase = "WorkerFunction"
         functions.until(lambda: functions.describe(waiting)["status"] == "completed", 15, "the resolution")
@@ -535,9 +558,8 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
     }
     assert all(not r for r in refused.values()), refused
     actions = {function: {action for action, _, _ in requests} for function, requests in recorder.requests.items()}
-    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions[
-        "IngressFunction"
-    ]  # the paths docs/deploying.md names: attempts in-process, a notification taken back, an expired key
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions["IngressFunction"]  # attempts run in-process
+    assert not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & actions["IngressFunction"]  # it never deletes
     assert "dynamodb:BatchWriteItem" in actions["SweeperFunction"]  # retention removed a journal
     assert {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions["AdminFunction"]  # kill, purge
     assert {"dynamodb:PutItem", "dynamodb:DeleteItem"} <= actions["DeployHookFunction"]  # register, remove
