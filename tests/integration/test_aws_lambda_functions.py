@@ -405,7 +405,7 @@ class _DynamoDBRecorder:
         self.requests: dict[str, set[tuple[str, str, tuple[str, ...]]]] = {}
         self._lock = threading.Lock()
 
-    def record(self, operation: str, kwargs: dict[str, Any], *, ingress: bool) -> None:
+    def record(self, operation: str, kwargs: dict[str, Any], *, ingress: bool = False) -> None:
         index = kwargs.get("IndexName")
         resource = "${Table.Arn}" + (f"/index/{index}" if index else "")
         keys = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]

@@ -567,18 +567,22 @@ def test_the_lambda_control_plane_calls_cloud_run_with_an_id_token_minted_throug
             "admin", "POST", "/deployments", {"uri": cloud_run.url, "auth": {"google_id_token": {"audience": AUDIENCE}}}
         )
         assert status == 201, body
-        status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", "Ann")
-        assert (status, body) == (200, "Hello, Ann!")
+        discovery = len(cloud_run.seen)
+        for name in ("Ann", "Bob"):
+            status, body, _ = functions.http("ingress", "POST", "/Greeter/greet", name)
+            assert (status, body) == (200, f"Hello, {name}!")
     finally:
         cloud_run.close()
-    # the exchange: the function's role, as AWS told the fake Google; one ID token for discovery and the call
-    assert federation.exchanges == ["arn:aws:sts::123456789012:assumed-role/torpor-worker/torpor-worker"]
-    assert federation.id_token_requests == [(SERVICE_ACCOUNT, AUDIENCE)]
+    # the exchange: the function's role, as AWS told the fake Google; one per function (the admin
+    # function's discovery, the ingress's calls: containers of their own), each ID token reused there
+    role = "arn:aws:sts::123456789012:assumed-role/torpor-worker/torpor-worker"
+    assert federation.exchanges == [role, role]
+    assert federation.id_token_requests == [(SERVICE_ACCOUNT, AUDIENCE)] * 2
     assert federation.other_paths == []  # no generateAccessToken: the federated token mints the ID token
-    tokens = {headers["authorization"] for headers in cloud_run.seen}
-    assert len(cloud_run.seen) >= 2
-    assert len(tokens) == 1
-    claims = jwt.decode(tokens.pop().removeprefix("Bearer "), certs=federation.signing_public_pem)
+    calls = {headers["authorization"] for headers in cloud_run.seen[discovery:]}
+    assert len(cloud_run.seen) - discovery >= 2
+    assert len(calls) == 1
+    claims = jwt.decode(calls.pop().removeprefix("Bearer "), certs=federation.signing_public_pem)
     assert (claims["aud"], claims["email"]) == (AUDIENCE, SERVICE_ACCOUNT)
 
 
