@@ -489,7 +489,7 @@ class Admin:
 
     def delete_deployment(self, request: HttpRequest, deployment_id: str) -> HttpResponse:
         """Remove a deployment and the services pointing at it; 202. `?force=true` even if invocations are pinned."""
-        self.registry.remove(deployment_id, force=request.query("force") in ("true", "1"))
+        self.registry.remove(deployment_id, force=request.flag("force"))
         return HttpResponse(202)
 
     def list_services(self, request: HttpRequest) -> HttpResponse:

@@ -54,6 +54,21 @@ class HttpRequest:
         values = parse_qs(self.query_string, keep_blank_values=True).get(name)
         return values[0] if values else None
 
+    def flag(self, name: str) -> bool:
+        """Query parameter `name` as a boolean: `true`/`1` or `false`/`0`; absent is False.
+
+        Raises `BadRequest` (400) for any other value (as restate-server's admin API refuses a query
+        string it cannot read), so a typo never silently means false.
+        """
+        value = self.query(name)
+        if value is None:
+            return False
+        if value.lower() in ("true", "1"):
+            return True
+        if value.lower() in ("false", "0"):
+            return False
+        raise BadRequest(f"query parameter {name!r} must be true or false, got {value[:40]!r}")
+
     def json(self) -> object:
         """The body parsed as JSON. Raises `BadRequest` (400) if it is not valid JSON or nested too deeply."""
         return parse_json(self.body or b"null", "the request body")

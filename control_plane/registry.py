@@ -421,9 +421,16 @@ class Registry:
 
         A None value removes an override. Overrides rank below what the service's code declares and
         last until the service is registered again (Restate's configuration levels). Raises
-        `NotFound` for an unknown service.
+        `NotFound` for an unknown service, `BadRequest` for `workflowCompletionRetention` on a
+        service that is not a workflow (it has no run whose completion is retained).
         """
         current = self.service(name)
+        if changes.get("workflowCompletionRetention") is not None and current.ty != "WORKFLOW":
+            kind = {"VIRTUAL_OBJECT": "a virtual object", "SERVICE": "a service"}.get(current.ty, current.ty)
+            raise BadRequest(
+                f"workflow_completion_retention applies to workflows only; {name!r} is {kind} "
+                "(its completed invocations are kept for journal_retention and idempotency_retention)"
+            )
         merged = {k: v for k, v in {**current.overrides, **changes}.items() if v is not None}
         updated = replace(current, overrides=merged)
         self.store.put_service(updated)
@@ -456,6 +463,8 @@ class Registry:
             "retryPolicyExponentiationFactor": (policy.exponentiation_factor, "retry_policy.exponentiation_factor"),
             "retryPolicyOnMaxAttempts": (policy.on_max_attempts.upper(), "retry_policy.on_max_attempts"),
         }
+        if record.ty != "WORKFLOW":  # a workflow's run only (restate-server lists it for workflows alone)
+            del fallback["workflowCompletionRetention"]
         out: dict[str, dict[str, Any]] = {}
         for option, (value, setting) in fallback.items():
             if record.manifest.get(option) is not None:

@@ -19,6 +19,12 @@ if ! ls .cache/restate-cli/node_modules/@restatedev/restate-linux-*/bin/restate 
   step "installing Restate's CLI into .cache/restate-cli (npm)"
   npm install --prefix .cache/restate-cli --no-save --no-audit --no-fund --silent --ignore-scripts @restatedev/restate@1.7.12
 fi
+# restate-server (npm, a prebuilt binary) for the side-by-side checks of the admin API's shapes in
+# tests/integration/test_restate_cli.py (the conformance harness would install it on first use too).
+if ! ls .cache/conformance-restate/node_modules/@restatedev/restate-server-linux-*/bin/restate-server >/dev/null 2>&1; then
+  step "installing restate-server into .cache/conformance-restate (npm)"
+  npm install --prefix .cache/conformance-restate --no-save --no-audit --no-fund --silent --ignore-scripts @restatedev/restate-server@1.7.12
+fi
 # The TypeScript SDK (npm) for the conformance suite's TypeScript services and the TypeScript example,
 # and Node 22 from npm when the machine's node is older (all into .cache/, git-ignored).
 step "installing the TypeScript conformance services and example (npm; skipped when up to date)"

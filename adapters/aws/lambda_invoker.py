@@ -55,6 +55,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from adapters.aws.client_errors import error_code, error_message
 from control_plane.observability import record
 from control_plane.ports import HttpReply, InvokerError
 
@@ -206,13 +207,13 @@ class LambdaInvoker:
                 record("lambda Invoke")
                 response = client.invoke(FunctionName=endpoint, InvocationType="RequestResponse", Payload=payload)
             except ClientError as exc:
-                code = _error_code(exc)
+                code = error_code(exc) or "Unknown"
                 if code not in _THROTTLED:
                     raise InvokerError(_describe_refusal(exc, endpoint, role)) from exc
                 throttled += 1
                 last_throttle = (
                     f"Lambda throttled {endpoint} {throttled} time(s) within {timeout_s:.1f} s ({code}: "
-                    f"{_error_message(exc)}); raise the function's reserved concurrency or the account's "
+                    f"{error_message(exc)}); raise the function's reserved concurrency or the account's "
                     "concurrent executions quota (Service Quotas)"
                 )
                 wait_s = max(min(backoff_s, _BACKOFF_MAX_S) * random.uniform(0.5, 1.0), _retry_after_s(exc))
@@ -275,8 +276,9 @@ class LambdaInvoker:
                     RoleArn=role, RoleSessionName=ROLE_SESSION_NAME, DurationSeconds=_ROLE_DURATION_S
                 )
             except ClientError as exc:
+                code = error_code(exc) or "Unknown"
                 raise InvokerError(
-                    f"could not assume role {role} ({_error_code(exc)}: {_error_message(exc)}): let Torpor's own "
+                    f"could not assume role {role} ({code}: {error_message(exc)}): let Torpor's own "
                     "identity call sts:AssumeRole on it, and the role's trust policy allow that identity"
                 ) from exc
             except BotoCoreError as exc:
@@ -403,14 +405,6 @@ def _zstd_decompress(endpoint: str, body: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", "Unknown"))
-
-
-def _error_message(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Message", "")) or str(exc)
-
-
 def _retry_after_s(exc: ClientError) -> float:
     """The `Retry-After` a throttled answer carries, in seconds (0 if none)."""
     value = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("retry-after", "")
@@ -422,7 +416,7 @@ def _retry_after_s(exc: ClientError) -> float:
 
 def _describe_refusal(exc: ClientError, endpoint: str, role: str | None) -> str:
     """A one-line reason, with the fix, for an `Invoke` of `endpoint` the Lambda API refused."""
-    code, message = _error_code(exc), _error_message(exc)
+    code, message = error_code(exc) or "Unknown", error_message(exc)
     if code in _TOO_LARGE_REQUEST:
         return (
             f"the request to {endpoint} exceeded Lambda's 6 MB payload limit for synchronous invocations "

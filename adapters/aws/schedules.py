@@ -28,6 +28,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from croniter import croniter
 
+from adapters.aws.client_errors import error_code
 from adapters.aws.timers import SCHEDULE_RETRY_POLICY
 from control_plane.observability import record
 from control_plane.ports import ScheduleRecord
@@ -170,7 +171,7 @@ class EventBridgeSchedules:
             record("scheduler CreateSchedule")
             self._client.create_schedule(**params)
         except ClientError as exc:
-            if _error_code(exc) != "ConflictException":
+            if error_code(exc) != "ConflictException":
                 raise
             record("scheduler UpdateSchedule")
             self._client.update_schedule(**params)  # UpdateSchedule replaces every field
@@ -181,10 +182,6 @@ class EventBridgeSchedules:
             record("scheduler DeleteSchedule")
             self._client.delete_schedule(Name=eventbridge_schedule_name(name), GroupName=self._group)
         except ClientError as exc:
-            if _error_code(exc) != "ResourceNotFoundException":
+            if error_code(exc) != "ResourceNotFoundException":
                 raise
             log.debug("the EventBridge schedule of %s was gone already", name)
-
-
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))

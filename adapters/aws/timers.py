@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
+from adapters.aws.client_errors import error_code
 from control_plane.observability import record
 from control_plane.ports import Clock, SystemClock
 
@@ -211,7 +212,7 @@ class SqsScheduler:
         try:
             self._scheduler.delete_schedule(Name=name, GroupName=self._group)
         except ClientError as exc:
-            if _error_code(exc) != "ResourceNotFoundException":
+            if error_code(exc) != "ResourceNotFoundException":
                 log.warning("could not delete schedule %s of %s: %s", name, invocation_id, exc)
             return False
         return True
@@ -239,7 +240,7 @@ class SqsScheduler:
                 Target=target,
             )
         except ClientError as exc:
-            if _error_code(exc) != "ConflictException":
+            if error_code(exc) != "ConflictException":
                 raise
             log.debug("schedule %s exists already; the wake-up is armed", name)
 
@@ -257,10 +258,6 @@ class SqsScheduler:
         # DelaySeconds always given, so a queue-level default delay never adds to ours.
         record("sqs SendMessage")
         self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=body, DelaySeconds=delay_s)
-
-
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _parse(body: str) -> tuple[str, int] | None:

@@ -77,7 +77,8 @@ _OVERRIDE = "admin override"
 
 def current_overrides(settings: dict[str, Any]) -> dict[str, Any]:
     """The editable options of a service as `PATCH /services/{name}` takes them: the admin overrides
-    its `config` shows (source "admin override"), None for the options without one."""
+    its `config` shows (source "admin override"), None for the options without one; a duration the
+    config does not list (workflow completion retention, but for a workflow) is left out."""
 
     def overridden(option: str) -> Any:
         entry = settings.get(option) or {}
@@ -87,7 +88,7 @@ def current_overrides(settings: dict[str, Any]) -> dict[str, Any]:
         value = overridden(option)
         return duration_text(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
-    out: dict[str, Any] = {name: duration(option) for name, option in _DURATIONS.items()}
+    out: dict[str, Any] = {name: duration(option) for name, option in _DURATIONS.items() if option in settings}
     private = overridden("ingressPrivate")
     out["public"] = None if private is None else not private
     retry = {name: (duration if name.endswith("_interval") else overridden)(option) for name, option in _RETRY.items()}

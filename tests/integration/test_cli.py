@@ -552,7 +552,6 @@ def test_services_config_edit_shows_the_current_overrides_and_null_removes_one(
                 "abort_timeout": "2m",
                 "journal_retention": None,
                 "idempotency_retention": None,
-                "workflow_completion_retention": None,
                 "public": None,
                 "retry_policy": {"max_attempts": 7},
             }
@@ -565,6 +564,19 @@ def test_services_config_edit_shows_the_current_overrides_and_null_removes_one(
     finally:
         cleared = {"inactivity_timeout": None, "abort_timeout": None, "retry_policy": None}
         assert httpx.patch(f"{dev.admin_url}/services/Greeter", json=cleared, timeout=10).status_code == 200
+
+
+def test_workflow_completion_retention_is_a_workflows_option_only(dev: DevServer) -> None:
+    counter = json.loads(torpor(dev, "--json", "services", "config", "view", "Counter").stdout)
+    signup = json.loads(torpor(dev, "--json", "services", "config", "view", "Signup").stdout)
+    assert "workflowCompletionRetention" not in counter
+    assert "workflowCompletionRetention" in signup  # a workflow
+    refused = httpx.patch(f"{dev.admin_url}/services/Counter", json={"workflow_completion_retention": "1h"}, timeout=10)
+    assert refused.status_code == 400
+    assert refused.json()["message"].startswith(
+        "workflow_completion_retention applies to workflows only; 'Counter' is a virtual object"
+    )
+    assert json.loads(torpor(dev, "--json", "services", "config", "view", "Counter").stdout) == counter
 
 
 def test_register_with_a_google_id_token_asks_for_one_and_names_missing_credentials(

@@ -312,6 +312,9 @@ def test_removing_a_deployment_with_pinned_unfinished_invocations_needs_force(
         assert refused.status_code == 409
         assert sent["invocationId"] in refused.json()["message"]
         assert "force=true" in refused.json()["message"]
+        typo = httpx.delete(f"{server.admin_url}/deployments/{deployment.deployment_id}?force=maybe")
+        assert typo.status_code == 400  # never silently "not forced"
+        assert typo.json()["message"] == "query parameter 'force' must be true or false, got 'maybe'"
         forced = httpx.delete(f"{server.admin_url}/deployments/{deployment.deployment_id}?force=true")
         assert forced.status_code == 202
         assert httpx.get(f"{server.admin_url}/deployments/{deployment.deployment_id}").status_code == 404
