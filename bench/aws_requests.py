@@ -124,14 +124,14 @@ def aws_on_this_machine(
             if status != 201:
                 raise SystemExit(f"registering {ARN} failed: {body}")
             calls: Counter[str] = Counter()
-            plane = lambda_app.build_control_plane()
-            scheduler: Any = plane.scheduler
-            for client, name in ((scheduler._sqs, "sqs"), (scheduler._scheduler, "scheduler")):
-                if client is not None:
-                    client.meta.events.register(
-                        f"before-call.{client.meta.service_model.endpoint_prefix}",
-                        lambda model, name=name, **_: calls.update([f"{name} {model.name}"]),
-                    )
+            for plane in planes():
+                scheduler: Any = plane.scheduler
+                for client, name in ((scheduler._sqs, "sqs"), (scheduler._scheduler, "scheduler")):
+                    if client is not None:
+                        client.meta.events.register(
+                            f"before-call.{client.meta.service_model.endpoint_prefix}",
+                            lambda model, name=name, **_: calls.update([f"{name} {model.name}"]),
+                        )
             yield functions, poll_store, emulator, calls
     finally:
         lambda_app.reset()
@@ -140,10 +140,18 @@ def aws_on_this_machine(
         server.stop()
 
 
+def planes() -> list[Any]:
+    """The functions' control planes: the ingress's (its store never deletes) and the others' one."""
+    return [lambda_app.build_control_plane(may_delete=may_delete) for may_delete in (False, True)]
+
+
 def snapshot(functions: Counted, emulator: LambdaEmulatorProcess, calls: Counter[str]) -> dict[str, float]:
     """Every counter, flattened: DynamoDB per operation, SQS/Scheduler calls, Lambda invocations."""
-    store: Any = lambda_app.build_control_plane().store
-    out: dict[str, float] = {f"dynamodb {op}": n for op, n in store.request_counts.items()}
+    out: dict[str, float] = {}
+    for plane in planes():
+        store: Any = plane.store
+        for op, n in store.request_counts.items():
+            out[f"dynamodb {op}"] = out.get(f"dynamodb {op}", 0) + n
     out.update(calls)
     out.update({f"lambda {name}": n for name, n in functions.invocations.items() if name != "sqs_receive_delete"})
     out["sqs event source receive+delete"] = functions.invocations["sqs_receive_delete"]
