@@ -338,7 +338,7 @@ class Store(Protocol):
 
     def ring(self, invocation_id: str) -> None:
         """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
-        notification (`Effects.notify`).
+        notification and again after (`Effects.notify`).
 
         A lease holder's suspension is conditional on the doorbell it read, so a notification
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone.
