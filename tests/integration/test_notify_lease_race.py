@@ -148,8 +148,9 @@ def test_an_awakeable_resolved_while_another_function_holds_the_lease_is_never_m
     assert (loaded_after.record.status, loaded_after.record.output) == ("completed", b'"got yes"'), holder_outcome
 
 
-def _post(plane: ControlPlane, path: str, value: str) -> tuple[int, object]:
-    request = HttpRequest("POST", path, headers={"content-type": "application/json"}, body=json.dumps(value).encode())
+def _post(plane: ControlPlane, path: str, value: str, **headers: str) -> tuple[int, object]:
+    headers = {"content-type": "application/json", **headers}
+    request = HttpRequest("POST", path, headers=headers, body=json.dumps(value).encode())
     response = plane.ingress.router.dispatch(request)
     return response.status, json.loads(response.body) if response.body else None
 
@@ -204,3 +205,46 @@ def test_a_workflow_id_run_again_after_its_retention_starts_from_nothing_when_th
             "completed",
             {"email": "b@example.com", "confirmed_with": "c2"},
         )
+
+
+def test_a_removal_that_read_the_expired_invocation_before_another_removed_it_keeps_the_new_one(
+    moto_endpoint: str, examples_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(inactivity_timeout_ms=10_000, completed_retention_ms=1_000)
+    with two_planes(moto_endpoint, examples_url, settings) as (worker, ingress):
+        # GIVEN a call with an idempotency key whose retention (1 s) has ended
+        assert _post(ingress, "/Greeter/greet", "Ann", **{"idempotency-key": "k1"}) == (200, "Hello, Ann!")
+        invocation_id = worker.engine.idempotent_invocation_id("Greeter", "greet", "", "k1")
+        first = worker.store.get_invocation(invocation_id)
+        assert first is not None
+        time.sleep(2.2)
+        # AND a worker woken by a timer of it (the ingress's hand-off, a late sleep) that read it
+        # expired and is slow to delete it
+        read, go = threading.Event(), threading.Event()
+        original_delete = worker.store.delete_invocation
+
+        def delete_invocation(*args: Any, **kwargs: Any) -> None:
+            if threading.current_thread().name == "slow-worker":
+                read.set()
+                assert go.wait(30)
+            original_delete(*args, **kwargs)
+
+        monkeypatch.setattr(worker.store, "delete_invocation", delete_invocation)
+        slow = threading.Thread(
+            target=worker.engine.timer_done, args=(invocation_id, 1, Outcome.BUSY), name="slow-worker"
+        )
+        slow.start()
+        assert read.wait(30)
+
+        # WHEN the sweeper removes it meanwhile, the key runs anew, and then the slow worker deletes
+        assert worker.retire_due() == 1
+        assert _post(ingress, "/Greeter/greet", "Bob", **{"idempotency-key": "k1"}) == (200, "Hello, Bob!")
+        go.set()
+        slow.join(30)
+
+        # THEN the new run is kept: its result is the key's, until its own retention ends
+        second = worker.store.get_invocation(invocation_id)
+        assert second is not None
+        assert (second.created_at_ms > first.created_at_ms, second.output) == (True, b'"Hello, Bob!"')
+        output = ingress.ingress.router.dispatch(HttpRequest("GET", "/restate/invocation/Greeter/greet/k1/output"))
+        assert (output.status, output.body) == (200, b'"Hello, Bob!"')
