@@ -295,11 +295,13 @@ class Effects:
 
         The first notification per key wins (an awakeable resolved twice keeps its first value).
         Returns True if this one was stored. Raises `NotFound` if the invocation does not exist,
-        having written nothing: the ring comes first and is conditional on the invocation. A lease
-        holder that reads the bell before the notification is stored suspends (or runs) without
-        it, and the wake sent after storing it brings the notification in; an `advance` always
-        reads the notifications stored, whatever the bell says. Nothing is ever deleted here, so a
-        function whose role may not delete items (the AWS ingress) delivers notifications too.
+        having written nothing: the ring comes first and is conditional on the invocation. The bell
+        rings again once the notification is stored: a lease holder (in another process) that read
+        the first ring before the notification was stored would otherwise suspend without it, and
+        the wake-up sent below, finding the lease held, would be used up (`BUSY`); the second ring
+        fails that suspension, and the holder reloads and finds the notification. Nothing is ever
+        deleted here, so a function whose role may not delete items (the AWS ingress) delivers
+        notifications too.
         """
         try:
             self.store.ring(invocation_id)
@@ -307,6 +309,9 @@ class Effects:
             raise NotFound(f"invocation {invocation_id} not found") from exc
         stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
         first = self.store.put_notification(invocation_id, stored)
+        if first:  # (a notification stored earlier under this key was rung by whoever stored it)
+            with contextlib.suppress(StoreConflict):  # removed meanwhile: nobody is left to tell
+                self.store.ring(invocation_id)
         self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)
         return first

@@ -251,7 +251,7 @@ class Operations:
                 f"invocation {invocation_id} is {record.status}: only completed ones are purged; "
                 "cancel or kill it first, then purge it"
             )
-        self.store.delete_invocation(invocation_id)
+        self.store.delete_invocation(invocation_id, record.created_at_ms)
 
     def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
         loaded = self.store.load_invocation(invocation_id)

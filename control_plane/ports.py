@@ -292,11 +292,13 @@ class Store(Protocol):
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
         """The invocation, its journal batches (by `start_index`) and stored notifications (one query)."""
 
-    def delete_invocation(self, invocation_id: str) -> None:
+    def delete_invocation(self, invocation_id: str, created_at_ms: int | None = None) -> None:
         """Delete the invocation's record, journal and notifications (a purge); idempotent.
 
         The record goes last, so an invocation with the same id cannot be created while its
-        predecessor's journal is still being deleted.
+        predecessor's journal is still being deleted. With `created_at_ms` (the record as read
+        before), nothing is deleted if the invocation stored under the id was created at another
+        time: one removed by someone else meanwhile and created anew is kept.
         """
 
     def attach_caller(self, invocation_id: str, caller: str) -> None:
@@ -338,7 +340,7 @@ class Store(Protocol):
 
     def ring(self, invocation_id: str) -> None:
         """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
-        notification (`Effects.notify`).
+        notification and again after (`Effects.notify`).
 
         A lease holder's suspension is conditional on the doorbell it read, so a notification
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone.

@@ -105,7 +105,18 @@ class Retention:
         return record.status == "completed" and 0 < record.expires_at_s * 1000 <= self.clock.now_ms()
 
     def remove(self, record: InvocationRecord) -> None:
-        """Delete a completed invocation, and a workflow run's state and promises with it."""
-        self.store.delete_invocation(record.invocation_id)
+        """Delete a completed invocation, and a workflow run's state and promises with it.
+
+        The workflow's items go first: while the run's record exists no new run with its id can be
+        created, so none takes the key or reads a promise of the partition being emptied (one that
+        waited for the record to go, `drop_if_expired`, would otherwise start from the old run's).
+        `record` may have been read a while ago: what was created under its id since (after another
+        removal) is kept, its record (`Store.delete_invocation` with `created_at_ms`) and a new
+        run's items (the run's record is read again first).
+        """
         if is_workflow_run(record):
+            current = self.store.get_invocation(record.invocation_id)
+            if current is None or current.created_at_ms != record.created_at_ms:
+                return  # removed meanwhile, its workflow's items first
             self.store.delete_keyed(record.service, record.key)
+        self.store.delete_invocation(record.invocation_id, record.created_at_ms)  # read earlier: a new one stays

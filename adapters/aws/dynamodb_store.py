@@ -46,6 +46,7 @@ counts the API calls it makes (`DynamoDBStore.request_count`).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import threading
@@ -490,32 +491,46 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         notifications.sort(key=lambda n: (n.created_at_ms, n.key))
         return LoadedInvocation(record, batches, notifications)
 
-    def delete_invocation(self, invocation_id: str) -> None:
+    def delete_invocation(self, invocation_id: str, created_at_ms: int | None = None) -> None:
         """Delete the invocation: journal batches and notifications first, then its record; idempotent.
 
         One keys-only query (paged), one BatchWriteItem per 25 deletes, then one DeleteItem for
         `META`: while the record exists no invocation with this id can be created, so none can
-        write into the partition being emptied.
+        write into the partition being emptied. With `created_at_ms`, only the invocation created
+        then is removed (the query also reads `META`'s `created_at_ms`, and the DeleteItem is
+        conditional on it): one created under the same id after it was removed by someone else is
+        kept whole.
 
         Raises:
             PermissionError: This store may not delete items (`may_delete` False); nothing was written.
         """
-        self._delete_partition(invocation_id, keep_record=False)
+        self._delete_partition(invocation_id, keep_record=False, created_at_ms=created_at_ms)
 
-    def _delete_partition(self, invocation_id: str, *, keep_record: bool) -> None:
+    def _delete_partition(self, invocation_id: str, *, keep_record: bool, created_at_ms: int | None = None) -> None:
         self._check_may_delete("removing invocation " + invocation_id)
         pk = invocation_pk(invocation_id)
-        pages: ResultIterator[dict[str, Any]] = ResultIterator(
-            self._connection.query, (pk,), {"consistent_read": True, "attributes_to_get": ["PK", "SK"]}
-        )
-        sort_keys = [sk for sk in (raw["SK"]["S"] for raw in pages) if sk != META_SK]
         model = self._invocations
+        attributes = ["PK", "SK"] if created_at_ms is None else ["PK", "SK", model.created_at_ms.attr_name]
+        pages: ResultIterator[dict[str, Any]] = ResultIterator(
+            self._connection.query, (pk,), {"consistent_read": True, "attributes_to_get": attributes}
+        )
+        raws = list(pages)
+        if created_at_ms is not None:
+            meta = next((raw for raw in raws if raw["SK"]["S"] == META_SK), None)
+            if meta is not None and meta.get(model.created_at_ms.attr_name) != {"N": str(created_at_ms)}:
+                return  # another invocation under this id now: not ours to remove
+        sort_keys = [sk for sk in (raw["SK"]["S"] for raw in raws) if sk != META_SK]
         if sort_keys:
             with model.batch_write() as batch:
                 for sk in sort_keys:
                     batch.delete(model(pk, sk))
-        if not keep_record:
+        if keep_record:
+            return
+        if created_at_ms is None:
             self._connection.delete_item(pk, META_SK)
+            return
+        with contextlib.suppress(StoreConflict), translated_write(conflict="replaced", too_large=pk):
+            self._connection.delete_item(pk, META_SK, condition=model.created_at_ms == created_at_ms)
 
     def attach_caller(self, invocation_id: str, caller: str) -> None:
         """Add `caller` ("{caller_id}/{completion_id}") to the `callers` string set, unless completed.

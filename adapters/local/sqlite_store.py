@@ -401,9 +401,14 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             [StoredNotification(n["key"], bytes(n["entry"]), n["created_at_ms"]) for n in notifications],
         )
 
-    def delete_invocation(self, invocation_id: str) -> None:
-        """Delete the invocation's journal, notifications and record (one transaction); idempotent."""
+    def delete_invocation(self, invocation_id: str, created_at_ms: int | None = None) -> None:
+        """Delete the invocation's journal, notifications and record (one transaction); idempotent.
+        With `created_at_ms`, nothing is deleted unless the invocation stored is the one created then."""
         with self._write("delete_invocation") as db:
+            if created_at_ms is not None:
+                row = db.execute("SELECT * FROM invocations WHERE invocation_id = ?", (invocation_id,)).fetchone()
+                if row is not None and _record_of(row).created_at_ms != created_at_ms:
+                    return
             db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
             db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
             db.execute("DELETE FROM invocations WHERE invocation_id = ?", (invocation_id,))

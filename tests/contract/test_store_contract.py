@@ -620,6 +620,21 @@ def test_delete_invocation_removes_record_journal_and_notifications(store: Store
     assert len(store.load_invocation("inv_other").batches) == 1  # type: ignore[union-attr]
 
 
+def test_delete_invocation_of_a_record_read_earlier_keeps_one_created_anew_under_its_id(store: Store) -> None:
+    store.create_invocation(invocation("inv_again", created_at_ms=1_000))
+    store.delete_invocation("inv_again", created_at_ms=1_000)
+    store.create_invocation(invocation("inv_again", created_at_ms=5_000))  # created anew after that removal
+    store.append_batch("inv_again", JournalBatch(1, b"new", epoch=1, committed_at_ms=5_000))
+
+    store.delete_invocation("inv_again", created_at_ms=1_000)  # a late removal of the first one
+
+    loaded = store.load_invocation("inv_again")
+    assert loaded is not None
+    assert (loaded.record.created_at_ms, [b.entries for b in loaded.batches]) == (5_000, [b"new"])
+    store.delete_invocation("inv_again", created_at_ms=5_000)
+    assert store.load_invocation("inv_again") is None
+
+
 def test_delete_keyed_removes_every_item_of_one_key_only(store: Store) -> None:
     store.apply_state("Signup", "w1", {b"k": b"v"})
     assert store.take_key("Signup", "w1", "inv_x") == {b"k": b"v"}
