@@ -295,23 +295,34 @@ class Effects:
 
         The first notification per key wins (an awakeable resolved twice keeps its first value).
         Returns True if this one was stored. Raises `NotFound` if the invocation does not exist,
-        having written nothing: the ring comes first and is conditional on the invocation. The bell
-        rings again once the notification is stored: a lease holder (in another process) that read
-        the first ring before the notification was stored would otherwise suspend without it, and
-        the wake-up sent below, finding the lease held, would be used up (`BUSY`); the second ring
-        fails that suspension, and the holder reloads and finds the notification. Nothing is ever
-        deleted here, so a function whose role may not delete items (the AWS ingress) delivers
-        notifications too.
+        leaving nothing behind.
+
+        The notification is stored before the doorbell rings, so a lease holder that reads the bell
+        finds it; the ring is conditional on the invocation, and when it fails the notification this
+        call stored is deleted again (two writes; three when refused). A store that may not delete
+        (`Store.may_delete` False: the AWS ingress) rings first instead, so a refused notification
+        writes nothing, and rings again once the notification is stored: a holder in another process
+        that read the first ring before the notification landed then fails its suspension and
+        reloads, where the wake-up sent below, finding the lease held (`BUSY`), would be used up.
         """
-        try:
-            self.store.ring(invocation_id)
-        except StoreConflict as exc:
-            raise NotFound(f"invocation {invocation_id} not found") from exc
         stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
-        first = self.store.put_notification(invocation_id, stored)
-        if first:  # (a notification stored earlier under this key was rung by whoever stored it)
-            with contextlib.suppress(StoreConflict):  # removed meanwhile: nobody is left to tell
+        if self.store.may_delete:
+            first = self.store.put_notification(invocation_id, stored)
+            try:
                 self.store.ring(invocation_id)
+            except StoreConflict as exc:
+                if first:  # ours alone: a notification stored earlier under this key is not ours to remove
+                    self.store.delete_notification(invocation_id, notification.key)
+                raise NotFound(f"invocation {invocation_id} not found") from exc
+        else:
+            try:
+                self.store.ring(invocation_id)
+            except StoreConflict as exc:
+                raise NotFound(f"invocation {invocation_id} not found") from exc
+            first = self.store.put_notification(invocation_id, stored)
+            if first:  # (a notification stored earlier under this key was rung by whoever stored it)
+                with contextlib.suppress(StoreConflict):  # removed meanwhile: nobody is left to tell
+                    self.store.ring(invocation_id)
         self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)
         return first

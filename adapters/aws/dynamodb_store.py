@@ -732,6 +732,15 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
             return False
         return True
 
+    def delete_notification(self, invocation_id: str, key: str) -> None:
+        """Delete `INV#id` / `N#{key}` (one DeleteItem); deleting one that is not there does nothing.
+
+        Raises:
+            PermissionError: This store may not delete items (`may_delete` False); nothing was written.
+        """
+        self._check_may_delete("deleting a notification of " + invocation_id)
+        self._notifications(invocation_pk(invocation_id), notification_sk(key)).delete()
+
     def ring(self, invocation_id: str) -> None:
         """Add 1 to the invocation's `doorbell` (a missing one counts from 0): one conditional UpdateItem.
 

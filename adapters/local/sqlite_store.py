@@ -568,6 +568,11 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             )
             return cursor.rowcount == 1
 
+    def delete_notification(self, invocation_id: str, key: str) -> None:
+        """Delete the notification with `key`; deleting one that is not there does nothing."""
+        with self._write("delete_notification") as db:
+            db.execute("DELETE FROM notifications WHERE invocation_id = ? AND key = ?", (invocation_id, key))
+
     def ring(self, invocation_id: str) -> None:
         """Add 1 to the invocation's `doorbell`; nothing else changes.
 
