@@ -19,8 +19,8 @@ from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import metadata_of
 from control_plane.http import HttpRequest, HttpResponse, Router, error_response, parse_json, rfc3339
 from control_plane.ids import parse_awakeable_id
-from control_plane.invocation import Engine
-from control_plane.ports import MAX_TIMER_MS, InvocationRecord, Store, StoreConflict, StoredNotification
+from control_plane.invocation import JOURNAL_ENTRY_LIMIT_BYTES, Engine
+from control_plane.ports import MAX_TIMER_MS, InvocationRecord, ItemTooLarge, Store, StoreConflict, StoredNotification
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Target
@@ -298,6 +298,11 @@ class Ingress:
             raise BadRequest(f"malformed awakeable id: signal index {index} is not an awakeable's (17 and up)")
         signal.idx = index
         entry = encode_frames([frame(signal)])
+        if len(entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # it could never be folded into the journal
+            raise ItemTooLarge(
+                f"the awakeable completion takes {len(entry)} bytes, more than the {JOURNAL_ENTRY_LIMIT_BYTES} "
+                "bytes a journal entry holds; complete it with a smaller value"
+            )
         self.engine.effects.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
         return HttpResponse(202)
 

@@ -100,6 +100,9 @@ RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 """Statuses in which a worker may take the lease and make progress."""
 
 _ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside its large value
+JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
+"""The largest encoded journal entry (or batch) one journal item holds: 393,216 bytes. A notification
+or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
 _LEAD_MIN_SLEEP_MS = 100  # shorter sleeps are armed at their due time (the suspension may not be stored yet)
 _EFFECTFUL = frozenset(
@@ -309,14 +312,25 @@ class Engine:
             trace_id=trace_id or trace_id_from(headers),
             requests=dict(self.store.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
+        if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
+            raise ItemTooLarge(
+                f"the request takes {len(record.input_entry)} bytes as the invocation's input, more than the "
+                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds; send a smaller body"
+            )
+        due = min(execution_time_ms, MAX_TIMER_MS)
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
-            self.store.put_timer(min(execution_time_ms, MAX_TIMER_MS), record.invocation_id)
+            self.store.put_timer(due, record.invocation_id)
         try:
-            self.store.create_invocation(record)
-        except StoreConflict:
-            if not self.retention.drop_if_expired(invocation_id):  # its retention ended: the id is free again
-                raise
-            self.store.create_invocation(record)
+            try:
+                self.store.create_invocation(record)
+            except StoreConflict:
+                if not self.retention.drop_if_expired(invocation_id):  # its retention ended: the id is free again
+                    raise
+                self.store.create_invocation(record)
+        except (StoreConflict, ItemTooLarge):
+            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing
+                self.store.delete_timer(due, record.invocation_id)
+            raise
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
             self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
         self.metrics.count("invocations_created", service=service, handler=handler)
@@ -947,7 +961,7 @@ class Engine:
         this index: reload and return True (start over), or `Outcome.LEASE_LOST` if our epoch is
         gone. One entry too large for an item ends the invocation with a 413 (`Outcome.COMPLETED`).
         """
-        limit = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
+        limit = JOURNAL_ENTRY_LIMIT_BYTES
         for chunk in _chunks(entries, limit):
             batch = JournalBatch(len(held.journal), encode_frames(chunk), held.record.epoch, self.clock.now_ms())
             try:

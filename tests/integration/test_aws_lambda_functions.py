@@ -216,6 +216,54 @@ def test_an_awakeable_resolved_through_the_ingress_wakes_its_handler(functions: 
     assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "got yes"
 
 
+def _table_items() -> set[tuple[str, str]]:
+    table = boto3.resource("dynamodb", region_name=REGION).Table(os.environ["TORPOR_TABLE"])
+    return {(item["PK"], item["SK"]) for item in table.scan()["Items"]}  # type: ignore[misc]
+
+
+def test_an_awakeable_value_that_no_journal_entry_holds_is_a_413_and_the_handler_still_runs(
+    functions: LocalFunctions,
+) -> None:
+    """A 395 KB value fits a notification item but not a journal entry: refused at the ingress (it
+    would fail the invocation when folded into its journal), whatever awakeable id it names."""
+    from control_plane.ids import awakeable_id
+
+    invocation_id = functions.http("ingress", "POST", "/Waits/awakeable/send")[1]["invocationId"]
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "suspended", 15, "the handler to wait")
+    journal = functions.describe(invocation_id)["journal"]
+    (published,) = [e["value"] for e in journal if str(e.get("value", "")).startswith("sign_1")]
+    before = _table_items()
+    for target in (published, awakeable_id(invocation_id, 999)):  # its awakeable, and one it never made
+        status, body, _ = functions.http(
+            "ingress", "POST", f"/restate/awakeables/{quote(target)}/resolve", "x" * 395_000
+        )
+        assert status == 413, body
+        assert "more than the 393216 bytes a journal entry holds" in body["message"]
+    assert _table_items() == before
+    assert functions.http("ingress", "POST", f"/restate/awakeables/{quote(published)}/resolve", "ok")[0] == 202
+    functions.until(lambda: functions.describe(invocation_id)["status"] == "completed", 15, "the resolution")
+    assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "got ok"
+
+
+def test_a_refused_delayed_send_writes_no_item_and_a_repeated_one_keeps_one_timer(functions: LocalFunctions) -> None:
+    before = _table_items()
+    status, body, _ = functions.http("ingress", "POST", "/Greeter/greet/send?delay=3650d", "x" * 420_000)
+    assert status == 413, body
+    assert _table_items() == before  # not even the timer
+    key = {"idempotency-key": f"k-{uuid.uuid4().hex[:8]}"}
+    for _ in range(3):
+        assert functions.http("ingress", "POST", "/Greeter/greet/send?delay=1h", "Ann", **key)[0] == 202
+    timers = {sk for pk, sk in _table_items() - before if pk.startswith("TIMER#")}
+    live = [sk for sk in timers if "expires_at" not in _raw_timer(sk)]
+    assert len(live) == 1, timers  # the repeats' timers (for nothing) expire at once
+
+
+def _raw_timer(sk: str) -> dict[str, Any]:
+    table = boto3.resource("dynamodb", region_name=REGION).Table(os.environ["TORPOR_TABLE"])
+    (item,) = [i for i in table.scan()["Items"] if i["SK"] == sk]  # type: ignore[misc]
+    return item  # type: ignore[no-any-return]
+
+
 def test_a_workflow_runs_once_and_its_promise_is_resolved_by_a_shared_handler(functions: LocalFunctions) -> None:
     workflow_id = f"wf-{uuid.uuid4().hex[:8]}"
     status, body, _ = functions.http("ingress", "POST", f"/Signup/{workflow_id}/run/send", "ann@example.com")
