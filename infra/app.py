@@ -10,12 +10,15 @@ Context (`cdk deploy -c key=value`): `handlerFunctionNamePrefix`, `workerMaxConc
 `stackName` (default `Torpor`), and for signed requests `requestIdentityKeyParameter` (an SSM
 SecureString name) or `requestIdentityKeySecretArn`, with `requestIdentityKeyKmsKeyArn` for a
 customer managed key; `ingressAuth` (`AWS_IAM`, the default, `JWT` or `NONE`) with `jwtIssuer` and
-`jwtAudience` (comma-separated) for `JWT`; `alarmEmail` (subscribed to the alarm topic).
+`jwtAudience` (comma-separated) for `JWT`; `alarmEmail` (subscribed to the alarm topic);
+`handlerAssumeRoleArns` (comma-separated), `logRetentionDays` (CloudWatch Logs' periods: 1, 3, 5, 7,
+14, 30, ...), `googleCredentialConfig` (Cloud Run: the credential configuration's JSON or base64).
 The stack is environment-agnostic: it deploys to the account and region of your credentials.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -71,6 +74,9 @@ class TorporStack(Stack):
         jwt_issuer: See `TorporControlPlane`.
         jwt_audience: See `TorporControlPlane`.
         alarm_email: See `TorporControlPlane`.
+        handler_assume_role_arns: See `TorporControlPlane`.
+        log_retention: See `TorporControlPlane`.
+        google_credential_config: See `TorporControlPlane`.
         **kwargs: Further `Stack` properties.
     """
 
@@ -94,6 +100,9 @@ class TorporStack(Stack):
         jwt_issuer: str | None = None,
         jwt_audience: Sequence[str] = (),
         alarm_email: str | None = None,
+        handler_assume_role_arns: Sequence[str] = (),
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        google_credential_config: Mapping[str, object] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -115,6 +124,9 @@ class TorporStack(Stack):
             jwt_issuer=jwt_issuer,
             jwt_audience=jwt_audience,
             alarm_email=alarm_email,
+            handler_assume_role_arns=handler_assume_role_arns,
+            log_retention=log_retention,
+            google_credential_config=google_credential_config,
         )
         self.example_handler: lambda_.Function | None = None
         self.example_deployment: RegisteredHandler | None = None
@@ -239,8 +251,49 @@ def build_app(
         jwt_issuer=setting("jwtIssuer", None),
         jwt_audience=[a.strip() for a in str(setting("jwtAudience", "")).split(",") if a.strip()],
         alarm_email=setting("alarmEmail", None),
+        handler_assume_role_arns=[a.strip() for a in str(setting("handlerAssumeRoleArns", "")).split(",") if a.strip()],
+        log_retention=_retention_days(int(setting("logRetentionDays", 30))),
+        google_credential_config=_google_credential_config(setting("googleCredentialConfig", None)),
     )
     return app, stack
+
+
+_RETENTION_DAYS = dict(
+    zip(
+        (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653),
+        (
+            "ONE_DAY", "THREE_DAYS", "FIVE_DAYS", "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "TWO_MONTHS", "THREE_MONTHS",
+            "FOUR_MONTHS", "FIVE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "THIRTEEN_MONTHS", "EIGHTEEN_MONTHS", "TWO_YEARS",
+            "THREE_YEARS", "FIVE_YEARS", "SIX_YEARS", "SEVEN_YEARS", "EIGHT_YEARS", "NINE_YEARS", "TEN_YEARS",
+        ),
+        strict=True,
+    )
+)  # fmt: skip
+"""CloudWatch Logs' retention periods in days (the SAM parameter's `AllowedValues`), by `RetentionDays` name."""
+
+
+def _retention_days(days: int) -> logs.RetentionDays:
+    """`logRetentionDays` as CloudWatch Logs takes it.
+
+    Raises:
+        ValueError: `days` is not one of CloudWatch Logs' retention periods (the message lists them).
+    """
+    if days not in _RETENTION_DAYS:
+        raise ValueError(f"logRetentionDays must be one of {sorted(_RETENTION_DAYS)}, got {days}")
+    return getattr(logs.RetentionDays, _RETENTION_DAYS[days])  # type: ignore[no-any-return]
+
+
+def _google_credential_config(value: Any) -> Mapping[str, object] | str | None:
+    """`googleCredentialConfig`: the credential configuration's JSON text or base64 of it (as the SAM
+    parameter takes it), or a JSON object given in `cdk.json`; None or "" for none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, Mapping):
+        return value
+    text = str(value).strip()
+    if not text.startswith("{"):
+        text = base64.b64decode(text, validate=True).decode()
+    return text
 
 
 def main() -> None:

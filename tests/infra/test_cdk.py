@@ -317,3 +317,39 @@ def test_google_credential_config_reaches_every_function_as_compact_json() -> No
             continue
         assert json.loads(variables["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]) == config
     assert " " not in control_plane.environment["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]  # Lambda's 4 KB of variables
+
+
+def test_the_apps_context_sets_assume_roles_log_retention_and_google_credentials(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """`cdk deploy -c handlerAssumeRoleArns=… -c logRetentionDays=7 -c googleCredentialConfig=BASE64`,
+    as the SAM parameters `HandlerAssumeRoleArns`, `LogRetentionDays` and `GoogleCredentialConfig`."""
+    import base64
+
+    from infra.app import build_app
+
+    roles = ["arn:aws:iam::111122223333:role/a", "arn:aws:iam::111122223333:role/b"]
+    config = {"type": "external_account", "audience": "//iam.googleapis.com/projects/1/x"}
+    context = {
+        "handlerAssumeRoleArns": ",".join(roles),
+        "logRetentionDays": "7",
+        "googleCredentialConfig": base64.b64encode(json.dumps(config).encode()).decode(),
+        "exampleHandler": "false",
+    }
+    _, stack = build_app(bundle=False, context=context, outdir=str(tmp_path_factory.mktemp("cdk-context")))
+    template = Template.from_stack(stack)
+
+    assert {g["Properties"]["RetentionInDays"] for g in template.find_resources("AWS::Logs::LogGroup").values()} == {7}
+    assume = [
+        statement
+        for policy in template.find_resources("AWS::IAM::ManagedPolicy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "sts:AssumeRole"
+    ]
+    assert [s["Resource"] for s in assume] == [roles]
+    functions = template.find_resources("AWS::Lambda::Function").values()
+    given = {f["Properties"]["Environment"]["Variables"]["TORPOR_GOOGLE_CREDENTIAL_CONFIG"] for f in functions}
+    (configured,) = given - {""}  # the sweeper calls no deployment: it has none
+    assert json.loads(configured) == config
+    with pytest.raises(ValueError, match=r"logRetentionDays must be one of \[1, 3, 5, 7, 14, 30"):
+        build_app(bundle=False, context={"logRetentionDays": "10"}, outdir=str(tmp_path_factory.mktemp("cdk-bad")))
