@@ -294,8 +294,9 @@ class Effects:
         """Store a notification for an invocation, ring its doorbell and wake it.
 
         The first notification per key wins (an awakeable resolved twice keeps its first value).
-        Returns True if this one was stored. Raises `NotFound` if the invocation does not exist,
-        leaving nothing behind.
+        Returns True if this one was stored; False if one with its key was stored before, or if the
+        invocation has completed (nothing takes it any more: dropped, leaving nothing behind). Raises
+        `NotFound` if the invocation does not exist, leaving nothing behind.
 
         The notification is stored before the doorbell rings, so a lease holder that reads the bell
         finds it; the ring is conditional on the invocation, and when it fails the notification this
@@ -310,15 +311,15 @@ class Effects:
             first = self.store.put_notification(invocation_id, stored)
             try:
                 self.store.ring(invocation_id)
-            except StoreConflict as exc:
+            except StoreConflict:
                 if first:  # ours alone: a notification stored earlier under this key is not ours to remove
                     self.store.delete_notification(invocation_id, notification.key)
-                raise NotFound(f"invocation {invocation_id} not found") from exc
+                return self._refused(invocation_id)
         else:
             try:
                 self.store.ring(invocation_id)
-            except StoreConflict as exc:
-                raise NotFound(f"invocation {invocation_id} not found") from exc
+            except StoreConflict:
+                return self._refused(invocation_id)
             first = self.store.put_notification(invocation_id, stored)
             if first:  # (a notification stored earlier under this key was rung by whoever stored it)
                 with contextlib.suppress(StoreConflict):  # removed meanwhile: nobody is left to tell
@@ -326,6 +327,14 @@ class Effects:
         self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)
         return first
+
+    def _refused(self, invocation_id: str) -> bool:
+        """The ring of a notification failed: False (dropped) if the invocation has completed, as
+        nothing can take a notification any more; `NotFound` if it does not exist."""
+        record = self.store.get_invocation(invocation_id)
+        if record is not None and record.status == "completed":
+            return False
+        raise NotFound(f"invocation {invocation_id} not found")
 
     def drop_sleep_timers(self, held: Held) -> None:
         """Delete the timers of sleeps the handler no longer awaits (it completed, e.g. cancelled

@@ -347,7 +347,8 @@ class Store(Protocol):
         notification and again after (`Effects.notify`).
 
         A lease holder's suspension is conditional on the doorbell it read, so a notification
-        stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone.
+        stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone or
+        has completed (nothing can take a notification then; nothing is written).
         """
 
     # keyed state of virtual objects and workflows (`scope` is the service name, `key` the object key

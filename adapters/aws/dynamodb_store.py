@@ -747,13 +747,17 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         Only the doorbell changes: not `modified_at_ms`, not the index keys, not the epoch.
 
         Raises:
-            StoreConflict: The invocation does not exist; nothing was written.
+            StoreConflict: The invocation does not exist or has completed; nothing was written.
         """
         model = self._invocations
         too_large = f"invocation {invocation_id}: the metadata item exceeds DynamoDB's 400 KB limit"
-        with translated_write(conflict=f"invocation {invocation_id} does not exist", too_large=too_large):
+        conflict = f"invocation {invocation_id} does not exist or has completed"
+        with translated_write(conflict=conflict, too_large=too_large):
             self._connection.update_item(
-                invocation_pk(invocation_id), META_SK, actions=[model.doorbell.add(1)], condition=item_exists(model)
+                invocation_pk(invocation_id),
+                META_SK,
+                actions=[model.doorbell.add(1)],
+                condition=item_exists(model) & not_completed(model),
             )
 
     # --- timers ----------------------------------------------------------------------------------

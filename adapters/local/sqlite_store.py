@@ -577,13 +577,13 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         """Add 1 to the invocation's `doorbell`; nothing else changes.
 
         Raises:
-            StoreConflict: The invocation does not exist; nothing was written.
+            StoreConflict: The invocation does not exist or has completed; nothing was written.
         """
         with self._write("ring") as db:
             row = self._get_row(db, invocation_id)
-            if row is None:
-                raise StoreConflict(f"invocation {invocation_id} does not exist")
-            record = _record_of(row)
+            record = None if row is None else _record_of(row)
+            if record is None or record.status == "completed":
+                raise StoreConflict(f"invocation {invocation_id} does not exist or has completed")
             self._put_record(db, dataclasses.replace(record, doorbell=record.doorbell + 1), row["retention_due_ms"])
 
     # --- timers ----------------------------------------------------------------------------------

@@ -264,6 +264,14 @@ def test_ring_of_an_unknown_invocation_conflicts_and_creates_nothing(store: Stor
     assert_no_invocation(store, "inv_ghost")
 
 
+def test_ring_of_a_completed_invocation_conflicts_and_changes_nothing(store: Store) -> None:
+    store.create_invocation(invocation("inv_done", status="completed", doorbell=3))
+    with pytest.raises(StoreConflict, match="invocation inv_done does not exist or has completed"):
+        store.ring("inv_done")
+
+    assert store.get_invocation("inv_done") == invocation("inv_done", status="completed", doorbell=3)
+
+
 def test_update_unless_completed_bumps_the_epoch_so_the_holder_loses(store: Store) -> None:
     store.create_invocation(invocation("inv_1"))
     held = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)  # epoch 1

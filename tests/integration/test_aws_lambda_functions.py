@@ -245,6 +245,20 @@ def test_an_awakeable_value_that_no_journal_entry_holds_is_a_413_and_the_handler
     assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "got ok"
 
 
+def test_completing_an_awakeable_of_a_completed_invocation_is_accepted_and_stores_nothing(
+    functions: LocalFunctions,
+) -> None:
+    from control_plane.ids import awakeable_id
+
+    status, _, headers = functions.http("ingress", "POST", "/Greeter/greet", "Ann")
+    assert status == 200
+    before = _table_items()
+    for index in (17, 18, 999):  # nothing takes them any more: as many as anyone sends, none is kept
+        path = f"/restate/awakeables/{quote(awakeable_id(headers['x-restate-id'], index))}/resolve"
+        assert functions.http("ingress", "POST", path, "x" * 300_000)[0] == 202
+    assert _table_items() == before
+
+
 def test_a_refused_delayed_send_writes_no_item_and_a_repeated_one_keeps_one_timer(functions: LocalFunctions) -> None:
     before = _table_items()
     status, body, _ = functions.http("ingress", "POST", "/Greeter/greet/send?delay=3650d", "x" * 420_000)
