@@ -100,6 +100,16 @@ def test_persisted_headers_come_from_the_environment_and_torpor_toml(tmp_path: P
         (None, "x-amzn-oidc-accesstoken", False),
         (None, "x-auth-token", False),
         (None, "x-csrf-token", False),
+        (None, "x-auth", False),
+        (None, "x-jwt", False),
+        (None, "x-session-id", False),
+        (None, "x-sessionid", False),
+        (None, "x-access-key", False),
+        (None, "x-private-key", False),
+        (None, "x-credential", False),
+        (None, "x-passwd", False),
+        (None, "x-author", True),  # not a credential (x-auth and x-auth-* are)
+        (None, "x-request-id", True),
         (("x-*", "x-api-key"), "X-Api-Key", True),  # named exactly: kept
         (("*",), "authorization", False),
         (("authorization",), "Authorization", True),
