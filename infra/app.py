@@ -12,7 +12,8 @@ SecureString name) or `requestIdentityKeySecretArn`, with `requestIdentityKeyKms
 customer managed key; `ingressAuth` (`AWS_IAM`, the default, `JWT` or `NONE`) with `jwtIssuer` and
 `jwtAudience` (comma-separated) for `JWT`; `alarmEmail` (subscribed to the alarm topic);
 `handlerAssumeRoleArns` (comma-separated), `logRetentionDays` (CloudWatch Logs' periods: 1, 3, 5, 7,
-14, 30, ...), `googleCredentialConfig` (Cloud Run: the credential configuration's JSON or base64).
+14, 30, ...), `googleCredentialConfig` (Cloud Run: the credential configuration's JSON or base64),
+`uiOrigins` (comma-separated: the pages that may call the ingress from a browser).
 The stack is environment-agnostic: it deploys to the account and region of your credentials.
 """
 
@@ -77,6 +78,7 @@ class TorporStack(Stack):
         handler_assume_role_arns: See `TorporControlPlane`.
         log_retention: See `TorporControlPlane`.
         google_credential_config: See `TorporControlPlane`.
+        ui_origins: See `TorporControlPlane`.
         **kwargs: Further `Stack` properties.
     """
 
@@ -103,6 +105,7 @@ class TorporStack(Stack):
         handler_assume_role_arns: Sequence[str] = (),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         google_credential_config: Mapping[str, object] | str | None = None,
+        ui_origins: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -127,6 +130,7 @@ class TorporStack(Stack):
             handler_assume_role_arns=handler_assume_role_arns,
             log_retention=log_retention,
             google_credential_config=google_credential_config,
+            ui_origins=ui_origins,
         )
         self.example_handler: lambda_.Function | None = None
         self.example_deployment: RegisteredHandler | None = None
@@ -254,6 +258,7 @@ def build_app(
         handler_assume_role_arns=[a.strip() for a in str(setting("handlerAssumeRoleArns", "")).split(",") if a.strip()],
         log_retention=_retention_days(int(setting("logRetentionDays", 30))),
         google_credential_config=_google_credential_config(setting("googleCredentialConfig", None)),
+        ui_origins=[o.strip() for o in str(setting("uiOrigins", "")).split(",") if o.strip()],
     )
     return app, stack
 

@@ -297,6 +297,9 @@ class TorporControlPlane(Construct):
             credential configuration (`gcloud iam workload-identity-pools create-cred-config … --aws
             --service-account=SA`, as a dict or its JSON text), given to every function as
             `TORPOR_GOOGLE_CREDENTIAL_CONFIG` (docs/cloud-run.md); None: no Google credentials.
+        ui_origins: Origins whose pages may call the ingress from a browser (CORS), e.g.
+            `http://127.0.0.1:9071` for `torpor ui --admin-url`'s playground (`TORPOR_UI_ORIGINS`);
+            browsers can call an ingress with `ingress_auth` NONE only.
         ingress_auth: Who may call the ingress: `AWS_IAM` (SigV4 with `execute-api:Invoke`, see
             `grant_ingress_access`), `JWT` (API Gateway's JWT authorizer with `jwt_issuer` and
             `jwt_audience`, e.g. a Cognito user pool) or `NONE` (anyone: public demos). The ingress
@@ -330,6 +333,7 @@ class TorporControlPlane(Construct):
         request_identity_key_kms_key_arn: str | None = None,
         google_credential_config: Mapping[str, object] | str | None = None,
         ingress_auth: str = "AWS_IAM",
+        ui_origins: Sequence[str] = (),
         jwt_issuer: str | None = None,
         jwt_audience: Sequence[str] = (),
         alarm_email: str | None = None,
@@ -551,7 +555,8 @@ class TorporControlPlane(Construct):
             "ingress",
             HTTP_TIMEOUT,
             "Torpor ingress (API Gateway HTTP API v2 events)",
-            environment={"TORPOR_INGRESS_AUTH": ingress_auth},  # it refuses events not authorized so
+            # it refuses events not authorized so; CORS: the pages that may call it
+            environment={"TORPOR_INGRESS_AUTH": ingress_auth, "TORPOR_UI_ORIGINS": ",".join(ui_origins)},
         )
         self.admin_function = function(
             "AdminFunction",

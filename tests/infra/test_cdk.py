@@ -104,7 +104,7 @@ def test_function_handler_and_environment(cdk_assertions: Template, kind: str) -
     props = function["Properties"]
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    extra = {"admin": {"TORPOR_INGRESS_URL"}, "ingress": {"TORPOR_INGRESS_AUTH"}}.get(kind, set())
+    extra = {"admin": {"TORPOR_INGRESS_URL"}, "ingress": {"TORPOR_INGRESS_AUTH", "TORPOR_UI_ORIGINS"}}.get(kind, set())
     assert set(props["Environment"]["Variables"]) == ENVIRONMENT_KEYS | extra
     assert props["Environment"]["Variables"]["TORPOR_STORE_SHARDS"] == "64"  # the production shard count
     assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "torpor"
@@ -319,11 +319,12 @@ def test_google_credential_config_reaches_every_function_as_compact_json() -> No
     assert " " not in control_plane.environment["TORPOR_GOOGLE_CREDENTIAL_CONFIG"]  # Lambda's 4 KB of variables
 
 
-def test_the_apps_context_sets_assume_roles_log_retention_and_google_credentials(
+def test_the_apps_context_sets_assume_roles_log_retention_google_credentials_and_ui_origins(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """`cdk deploy -c handlerAssumeRoleArns=… -c logRetentionDays=7 -c googleCredentialConfig=BASE64`,
-    as the SAM parameters `HandlerAssumeRoleArns`, `LogRetentionDays` and `GoogleCredentialConfig`."""
+    """`cdk deploy -c handlerAssumeRoleArns=… -c logRetentionDays=7 -c googleCredentialConfig=BASE64
+    -c uiOrigins=…`, as the SAM parameters `HandlerAssumeRoleArns`, `LogRetentionDays`,
+    `GoogleCredentialConfig` and `IngressUiOrigins`."""
     import base64
 
     from infra.app import build_app
@@ -335,6 +336,7 @@ def test_the_apps_context_sets_assume_roles_log_retention_and_google_credentials
         "logRetentionDays": "7",
         "googleCredentialConfig": base64.b64encode(json.dumps(config).encode()).decode(),
         "exampleHandler": "false",
+        "uiOrigins": "http://127.0.0.1:9071, http://localhost:9071",
     }
     _, stack = build_app(bundle=False, context=context, outdir=str(tmp_path_factory.mktemp("cdk-context")))
     template = Template.from_stack(stack)
@@ -351,5 +353,7 @@ def test_the_apps_context_sets_assume_roles_log_retention_and_google_credentials
     given = {f["Properties"]["Environment"]["Variables"]["TORPOR_GOOGLE_CREDENTIAL_CONFIG"] for f in functions}
     (configured,) = given - {""}  # the sweeper calls no deployment: it has none
     assert json.loads(configured) == config
+    origins = {f["Properties"]["Environment"]["Variables"].get("TORPOR_UI_ORIGINS") for f in functions}
+    assert origins == {None, "http://127.0.0.1:9071,http://localhost:9071"}  # the ingress's alone
     with pytest.raises(ValueError, match=r"logRetentionDays must be one of \[1, 3, 5, 7, 14, 30"):
         build_app(bundle=False, context={"logRetentionDays": "10"}, outdir=str(tmp_path_factory.mktemp("cdk-bad")))

@@ -208,6 +208,7 @@ def test_control_plane_function_environment(facts: Facts, name: str) -> None:
         expected["TORPOR_INGRESS_URL"] = "${IngressApi.ApiEndpoint}"
     if name == "IngressFunction":  # it refuses events API Gateway did not authorize so
         expected["TORPOR_INGRESS_AUTH"] = "AWS_IAM"
+        expected["TORPOR_UI_ORIGINS"] = ""  # no page may call it from a browser unless named
     assert {key: facts.render(value) for key, value in variables.items()} == expected
 
 
