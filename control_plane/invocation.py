@@ -315,7 +315,8 @@ class Engine:
         if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
             raise ItemTooLarge(
                 f"the request takes {len(record.input_entry)} bytes as the invocation's input, more than the "
-                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds; send a smaller body"
+                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds (a DynamoDB item's 400 KB, less room "
+                "for its other attributes); send a smaller body"
             )
         due = min(execution_time_ms, MAX_TIMER_MS)
         if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
