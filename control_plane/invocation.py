@@ -329,8 +329,10 @@ class Engine:
                     raise
                 self.store.create_invocation(record)
         except (StoreConflict, ItemTooLarge):
-            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing
-                self.store.delete_timer(due, record.invocation_id)
+            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing,
+                existing = self.store.get_invocation(record.invocation_id)
+                if existing is None or existing.execution_time_ms != execution_time_ms:
+                    self.store.delete_timer(due, record.invocation_id)  # unless it is the existing one's own
             raise
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
             self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
