@@ -50,4 +50,5 @@ def test_a_delayed_one_way_call_keeps_its_timer_when_the_callers_effects_are_app
     # THEN the callee is still scheduled and its durable wake-up is still stored
     assert callee_timers() == [due]
     callee = store.get_invocation(callee_id)
-    assert callee is not None and callee.status == "scheduled"
+    assert callee is not None
+    assert callee.status == "scheduled"
