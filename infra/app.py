@@ -253,14 +253,20 @@ def build_app(
         request_identity_key_kms_key_arn=setting("requestIdentityKeyKmsKeyArn", None),
         ingress_auth=str(setting("ingressAuth", "AWS_IAM")).upper(),
         jwt_issuer=setting("jwtIssuer", None),
-        jwt_audience=[a.strip() for a in str(setting("jwtAudience", "")).split(",") if a.strip()],
+        jwt_audience=_names(setting("jwtAudience", "")),
         alarm_email=setting("alarmEmail", None),
-        handler_assume_role_arns=[a.strip() for a in str(setting("handlerAssumeRoleArns", "")).split(",") if a.strip()],
+        handler_assume_role_arns=_names(setting("handlerAssumeRoleArns", "")),
         log_retention=_retention_days(int(setting("logRetentionDays", 30))),
         google_credential_config=_google_credential_config(setting("googleCredentialConfig", None)),
-        ui_origins=[o.strip() for o in str(setting("uiOrigins", "")).split(",") if o.strip()],
+        ui_origins=_names(setting("uiOrigins", "")),
     )
     return app, stack
+
+
+def _names(value: Any) -> list[str]:
+    """A context value listing names: a JSON list (`cdk.json`) or comma-separated text (`-c key=a,b`)."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
 
 
 _RETENTION_DAYS = dict(

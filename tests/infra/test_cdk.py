@@ -336,7 +336,7 @@ def test_the_apps_context_sets_assume_roles_log_retention_google_credentials_and
         "logRetentionDays": "7",
         "googleCredentialConfig": base64.b64encode(json.dumps(config).encode()).decode(),
         "exampleHandler": "false",
-        "uiOrigins": "http://127.0.0.1:9071, http://localhost:9071",
+        "uiOrigins": ["http://127.0.0.1:9071", "http://localhost:9071"],  # as a list in cdk.json
     }
     _, stack = build_app(bundle=False, context=context, outdir=str(tmp_path_factory.mktemp("cdk-context")))
     template = Template.from_stack(stack)
