@@ -39,9 +39,10 @@ def dev() -> Iterator[DevServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    """Headless Chromium (the system's binary) for the module."""
+    """Headless Chromium (the system's binary) for the run: each test's page has its own browser
+    context (storage, cookies), so sharing the process shares nothing a test sees; a launch takes ~2 s."""
     with launch_chromium() as chromium:
         yield chromium
 
