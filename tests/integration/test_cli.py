@@ -26,7 +26,7 @@ from adapters.local.dev import DevServer
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from tests.helpers.moto import unique_table_name
-from tests.helpers.services import REPO_ROOT, free_port, serve_examples
+from tests.helpers.services import REPO_ROOT, free_port
 
 SETTINGS = Settings(
     inactivity_timeout_ms=10_000,
@@ -93,13 +93,6 @@ def start_dev(moto_endpoint: str) -> DevServer:
     )
     server.start()
     return server
-
-
-@pytest.fixture(scope="module")
-def examples_url() -> Iterator[str]:
-    """The example services, served once for the module in their own process."""
-    with serve_examples() as (url, _process):
-        yield url
 
 
 @pytest.fixture(scope="module")
