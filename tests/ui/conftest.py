@@ -39,10 +39,9 @@ def dev() -> Iterator[DevServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Chromium (the system's binary) for the run: each test's page has its own browser
-    context (storage, cookies), so sharing the process shares nothing a test sees; a launch takes ~2 s."""
+    """Headless Chromium (the system's binary) for the module."""
     with launch_chromium() as chromium:
         yield chromium
 
