@@ -114,11 +114,12 @@ def _private_moto() -> Iterator[Callable[[], str]]:
         yield get
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _private_pool() -> Iterator[tuple[Path, dict[tuple[str, int | None, bool], list[PrivateEnv]]]]:
     """Private envs a finished test left running, by `(lang, max_attempts, request_identity)`, for
-    the next test of the module that asks for the same settings; all stopped at the end of the module.
-    Also the folder for request-identity keys (a restarted runtime reads its key file again)."""
+    the next test that asks for the same settings, in this module or a later one (test_kill_runtime's
+    are taken up by test_sleep_with_failures); all stopped at the end of the run. Also the folder for
+    request-identity keys (a restarted runtime reads its key file again)."""
     idle: dict[tuple[str, int | None, bool], list[PrivateEnv]] = {}
     with tempfile.TemporaryDirectory(prefix="conformance-private-") as scratch:
         try:
@@ -146,8 +147,8 @@ def private_env(
 
     Each env has its own runtime and services processes, used by this test alone. When the test
     ends with both processes running (a test that kills one and starts it again counts), the env
-    is kept for the next test of the same module asking for the same settings (random keys keep
-    tests apart); otherwise it is stopped. Start-up is the slow part of these tests.
+    is kept for the next test asking for the same settings (random keys keep tests apart); otherwise
+    it is stopped. Start-up is the slow part of these tests.
     """
     scratch, idle = _private_pool
     used: list[tuple[tuple[str, int | None, bool], PrivateEnv]] = []

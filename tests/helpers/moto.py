@@ -10,11 +10,14 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from moto.server import ThreadedMotoServer
+from werkzeug.serving import make_server
 
 from adapters.aws.dynamodb_store import DynamoDBStore
-from adapters.local.moto_server import SerialMotoServer
+from adapters.local.moto_server import serialized
 
 REGION = "us-east-1"
 DUMMY_AWS_ENV = {
@@ -24,6 +27,28 @@ DUMMY_AWS_ENV = {
     "AWS_DEFAULT_REGION": REGION,
 }
 """Credentials moto accepts, set while the server runs so no client can reach a real account."""
+
+STOP_POLL_S = 0.05
+"""How often the server's loop looks for `stop()` (werkzeug's default, 0.5 s, made each stop take ~0.5 s)."""
+
+
+class _MotoServer(ThreadedMotoServer):
+    """moto's `ThreadedMotoServer`, its loop checking for `stop()` every `STOP_POLL_S`."""
+
+    def _app(self) -> Any:
+        return DomainDispatcherApplication(create_backend_app)
+
+    def _server_entry(self) -> None:
+        self._server = make_server(self._ip_address, self._port, self._app(), True, request_handler=MotoRequestHandler)
+        self._server_ready_event.set()
+        self._server.serve_forever(poll_interval=STOP_POLL_S)
+
+
+class _SerialMotoServer(_MotoServer):
+    """`adapters.local.moto_server.SerialMotoServer` (one request at a time), stopping as promptly."""
+
+    def _app(self) -> Any:
+        return serialized(super()._app())
 
 
 @contextmanager
@@ -40,7 +65,7 @@ def moto_server(*, serial: bool = False) -> Iterator[str]:
     """
     saved = {name: os.environ.get(name) for name in DUMMY_AWS_ENV}
     os.environ.update(DUMMY_AWS_ENV)
-    server = (SerialMotoServer if serial else ThreadedMotoServer)(ip_address="127.0.0.1", port=0, verbose=False)
+    server = (_SerialMotoServer if serial else _MotoServer)(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         host, port = server.get_host_and_port()

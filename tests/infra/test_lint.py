@@ -5,12 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cfnlint.api import ManualArgs, lint
-
 from tests.infra.facts import SAM_TEMPLATE
-
-REGIONS = ["us-east-1", "eu-west-1", "ap-northeast-1"]
-"""Regions to lint for (resource and property availability differs by region)."""
+from tests.infra.linting import findings
 
 CDK_IGNORED = {
     # aws-cdk-lib's lambda.Function always adds `DependsOn: <its role>` beside the `Fn::GetAtt` of the
@@ -20,8 +16,7 @@ CDK_IGNORED = {
 
 
 def _findings(text: str, ignore: dict[str, str] | None = None) -> list[str]:
-    matches = lint(text, config=ManualArgs(regions=REGIONS, ignore_checks=sorted(ignore or {})))
-    return [f"{m.rule.id} line {m.linenumber}: {m.message}" for m in matches]
+    return list(findings(text, tuple(sorted(ignore or {}))))
 
 
 def test_sam_template_lints_clean() -> None:

@@ -1,4 +1,5 @@
-"""Fixtures for integration tests: one moto server over HTTP for the run, a fresh table per test."""
+"""Fixtures for integration tests: one moto server over HTTP and one examples process for the run, a
+fresh table per test."""
 
 from __future__ import annotations
 
@@ -41,14 +42,17 @@ def new_store(moto_endpoint: str) -> Callable[..., DynamoDBStore]:
     return make
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def effects_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The side-effects file of the module's example services (one JSON line per executed ctx.run)."""
+    """The side-effects file of the run's example services (one JSON line per executed ctx.run);
+    shared by every module, so read it filtered by invocation id or key (as every test does)."""
     return tmp_path_factory.mktemp("effects") / "side_effects.jsonl"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def examples_url(effects_file: Path) -> Iterator[str]:
-    """The example services, served by hypercorn (HTTP/1.1) in their own process, for the module."""
+    """The example services, served by hypercorn (HTTP/1.1) in their own process, for the run (they
+    keep no state between invocations; a test that kills or restarts them starts its own with
+    `serve_examples`)."""
     with serve_examples(side_effects_file=effects_file) as (url, _process):
         yield url

@@ -379,7 +379,7 @@ class _CloudFormation(BaseHTTPRequestHandler):
 
 def test_the_deploy_hook_registers_a_version_on_create_and_answers_cloudformation(functions: LocalFunctions) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/response?signed=1"
     version_arn = "arn:aws:lambda:us-east-1:123456789012:function:examples:7"
     base = {"ResponseURL": url, "StackId": "stack", "RequestId": "r1", "LogicalResourceId": "Handlers"}
@@ -594,7 +594,7 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
 
         recorder.phase = "DeployHookFunction"  # a stack registers a version, then deletes it
         server = ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         base = {"ResponseURL": f"http://127.0.0.1:{server.server_address[1]}/r", "StackId": "s", "RequestId": "r"}
         version = {"FunctionVersionArn": "arn:aws:lambda:us-east-1:123456789012:function:examples:8"}
         try:

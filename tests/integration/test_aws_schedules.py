@@ -28,7 +28,6 @@ from control_plane.runtime import ControlPlane
 from control_plane.schedules import Schedules
 from control_plane.settings import Settings
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, fresh_store
-from tests.helpers.services import serve_examples
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/torpor-scheduler"
 
@@ -41,12 +40,6 @@ def client(service: str, endpoint: str) -> Any:
         aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
     )
-
-
-@pytest.fixture(scope="module")
-def examples_url() -> Iterator[str]:
-    with serve_examples() as (url, _process):
-        yield url
 
 
 @dataclass

@@ -19,13 +19,6 @@ from adapters.http.invoker import HttpInvoker
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, fresh_store
-from tests.helpers.services import serve_examples
-
-
-@pytest.fixture(scope="module")
-def examples_url() -> Iterator[str]:
-    with serve_examples() as (url, _process):
-        yield url
 
 
 @pytest.fixture

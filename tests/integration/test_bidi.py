@@ -47,10 +47,11 @@ def h2_services(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def test_registration_records_the_mode_and_use_http_11_keeps_request_response(
-    moto_endpoint: str, h2_services: tuple[str, Path]
+    moto_endpoint: str, h2_services: tuple[str, Path], examples_url: str
 ) -> None:
     url, _ = h2_services
-    with serve_examples() as (http11_url, _process), dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
+    http11_url = examples_url
+    with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
         # GIVEN an HTTP/2 deployment (registered by the fixture) and an HTTP/1.1-only one
         listed = {d["uri"]: d for d in httpx.get(f"{dev.admin_url}/deployments", timeout=10).json()["deployments"]}
         # THEN the HTTP/2 one is streamed, the HTTP/1.1 one stays request/response

@@ -26,7 +26,7 @@ from adapters.local.dev import DevServer
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from tests.helpers.moto import unique_table_name
-from tests.helpers.services import REPO_ROOT, free_port, serve_examples
+from tests.helpers.services import REPO_ROOT, free_port
 
 SETTINGS = Settings(
     inactivity_timeout_ms=10_000,
@@ -96,13 +96,6 @@ def start_dev(moto_endpoint: str) -> DevServer:
 
 
 @pytest.fixture(scope="module")
-def examples_url() -> Iterator[str]:
-    """The example services, served once for the module in their own process."""
-    with serve_examples() as (url, _process):
-        yield url
-
-
-@pytest.fixture(scope="module")
 def registered(moto_endpoint: str, examples_url: str) -> Iterator[tuple[DevServer, Result]]:
     """A dev server with the examples registered by `torpor deployments register`, and that command's result."""
     server = start_dev(moto_endpoint)
@@ -123,6 +116,17 @@ def dev(registered: tuple[DevServer, Result]) -> DevServer:
 @pytest.fixture
 def fresh_dev(moto_endpoint: str) -> Iterator[DevServer]:
     """A dev server of this test alone, with nothing registered."""
+    server = start_dev(moto_endpoint)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def empty_dev(moto_endpoint: str) -> Iterator[DevServer]:
+    """A dev server with nothing registered, shared by the tests whose registration is refused: each
+    checks that nothing got registered, so it stays empty (a start takes ~2 s)."""
     server = start_dev(moto_endpoint)
     try:
         yield server
@@ -154,27 +158,27 @@ def test_register_with_json_prints_the_admin_apis_answer_and_sends_the_headers(
     assert stored["additional_headers"] == {"X-Team": "payments"}
 
 
-def test_register_an_unpinned_lambda_arn_prints_the_admin_apis_error(fresh_dev: DevServer) -> None:
-    result = torpor(fresh_dev, "deployments", "register", "arn:aws:lambda:us-east-1:123456789012:function:greeter")
+def test_register_an_unpinned_lambda_arn_prints_the_admin_apis_error(empty_dev: DevServer) -> None:
+    result = torpor(empty_dev, "deployments", "register", "arn:aws:lambda:us-east-1:123456789012:function:greeter")
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: an unqualified ARN can change the code under a running invocation")
     assert 'pass "force": true (torpor deployments register --force)' in result.stderr
     assert "Traceback" not in result.output
-    assert admin_get(fresh_dev, "/deployments") == {"deployments": []}
+    assert admin_get(empty_dev, "/deployments") == {"deployments": []}
 
 
-def test_register_a_url_that_does_not_answer_discovery_prints_why(fresh_dev: DevServer) -> None:
+def test_register_a_url_that_does_not_answer_discovery_prints_why(empty_dev: DevServer) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    result = torpor(fresh_dev, "deployments", "register", url)
+    result = torpor(empty_dev, "deployments", "register", url)
     assert result.exit_code == 1
     assert f"discovery of {url} failed" in result.stderr
 
 
-def test_a_header_without_equals_is_a_usage_error_naming_the_form(fresh_dev: DevServer, examples_url: str) -> None:
-    result = torpor(fresh_dev, "deployments", "register", examples_url, "--header", "X-Team")
+def test_a_header_without_equals_is_a_usage_error_naming_the_form(empty_dev: DevServer, examples_url: str) -> None:
+    result = torpor(empty_dev, "deployments", "register", examples_url, "--header", "X-Team")
     assert result.exit_code == 2
     assert "'X-Team' is not NAME=VALUE" in result.stderr
-    assert admin_get(fresh_dev, "/deployments") == {"deployments": []}
+    assert admin_get(empty_dev, "/deployments") == {"deployments": []}
 
 
 def test_deployments_list_with_json_is_the_admin_apis_json(dev: DevServer, examples_url: str) -> None:
@@ -580,14 +584,14 @@ def test_workflow_completion_retention_is_a_workflows_option_only(dev: DevServer
 
 
 def test_register_with_a_google_id_token_asks_for_one_and_names_missing_credentials(
-    fresh_dev: DevServer, examples_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    empty_dev: DevServer, examples_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
-    result = torpor(fresh_dev, "deployments", "register", examples_url, "--audience", "https://x.a.run.app", "--yes")
+    result = torpor(empty_dev, "deployments", "register", examples_url, "--audience", "https://x.a.run.app", "--yes")
     assert result.exit_code == 1
     assert "GOOGLE_APPLICATION_CREDENTIALS" in result.stderr
-    assert admin_get(fresh_dev, "/deployments") == {"deployments": []}
+    assert admin_get(empty_dev, "/deployments") == {"deployments": []}
     arn = "arn:aws:lambda:us-east-1:123456789012:function:greeter:1"
-    misused = torpor(fresh_dev, "deployments", "register", arn, "--google-id-token", "--yes")
+    misused = torpor(empty_dev, "deployments", "register", arn, "--google-id-token", "--yes")
     assert misused.exit_code == 2
     assert "apply to Cloud Run URLs" in misused.stderr

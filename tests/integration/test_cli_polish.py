@@ -16,20 +16,18 @@ from adapters.cli import VERSION, main
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, wait_for
-from tests.helpers.services import serve_examples
 
 
 @pytest.fixture(scope="module")
-def dev() -> Iterator[DevServer]:
-    with serve_examples() as (examples_url, _):
-        server = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=Settings(call_wait_ms=30_000))
-        server.start()
-        try:
-            reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
-            assert reply.status_code == 201, reply.text
-            yield server
-        finally:
-            server.stop()
+def dev(examples_url: str) -> Iterator[DevServer]:
+    server = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=Settings(call_wait_ms=30_000))
+    server.start()
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        yield server
+    finally:
+        server.stop()
 
 
 def torpor(dev: DevServer, *args: str, admin_url: str | None = None, ingress_url: str | None = None) -> Result:

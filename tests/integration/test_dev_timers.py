@@ -18,22 +18,20 @@ from control_plane.protocol import MessageType, decode_frames
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.settings import Settings
 from tests.helpers.dev import unique, wait_for
-from tests.helpers.services import serve_examples
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, call_wait_ms=30_000)
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+def dev(tmp_path_factory: pytest.TempPathFactory, examples_url: str) -> Iterator[DevServer]:
     """A `DevServer` on a SQLite data directory with the example services registered."""
-    with serve_examples() as (services_url, _):
-        server = DevServer(ingress_port=0, admin_port=0, data_dir=tmp_path_factory.mktemp("data"), settings=SETTINGS)
-        server.start()
-        try:
-            server.control_plane.registry.register(services_url)
-            yield server
-        finally:
-            server.stop()
+    server = DevServer(ingress_port=0, admin_port=0, data_dir=tmp_path_factory.mktemp("data"), settings=SETTINGS)
+    server.start()
+    try:
+        server.control_plane.registry.register(examples_url)
+        yield server
+    finally:
+        server.stop()
 
 
 def completed_ids(dev: DevServer, ids: list[str]) -> list[str]:
@@ -106,31 +104,30 @@ def test_a_call_queued_on_a_key_starts_when_the_holder_ends(dev: DevServer) -> N
     assert queued_started - holder_ended < 5_000, f"the queued call started {queued_started - holder_ended} ms late"
 
 
-def test_a_sleep_is_read_ahead_within_the_schedulers_lead_and_resumed_not_before_its_time() -> None:
+def test_a_sleep_is_read_ahead_within_the_schedulers_lead_and_resumed_not_before_its_time(examples_url: str) -> None:
     # GIVEN torpor dev whose scheduler reads sleeps ahead by 600 ms (25 ms by default: too short to watch)
-    with serve_examples() as (services_url, _):
-        server = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=SETTINGS).start()
-        try:
-            server.control_plane.registry.register(services_url)
-            server._scheduler.sleep_lead_ms = 600  # type: ignore[union-attr]
-            with httpx.Client(timeout=30) as client:
-                # WHEN an invocation sleeps 1.5 s
-                invocation_id = client.post(f"{server.ingress_url}/Waits/sleep/send", json=1500).json()["invocationId"]
-                wait_for(lambda: server.store.get_invocation(invocation_id).status == "suspended", 10, "suspension")
-                # THEN within the lead before its wake-up time it holds the lease, journal read, waiting
-                wait_for(lambda: server.store.get_invocation(invocation_id).status == "running", 10, "read-ahead")
-                wake_up = 0
-                loaded = server.store.load_invocation(invocation_id)
-                assert loaded is not None
-                for batch in loaded.batches:
-                    for entry in decode_frames(batch.entries):
-                        if entry.type == MessageType.Sleep:
-                            wake_up = pb.SleepCommandMessage.FromString(entry.payload).wake_up_time
-                assert wake_up - 650 <= time.time() * 1000 < wake_up, "the read-ahead came outside the lead"
-                # AND it resumes at its wake-up time, not before
-                wait_for(lambda: server.store.get_invocation(invocation_id).status == "completed", 10, "completion")
-                assert client.get(f"{server.admin_url}/invocations/{invocation_id}").json()["attempts"] == 2
-            wake_up, resumed = sleep_wake_up_and_resumed_ms(server, invocation_id)
-            assert resumed >= wake_up, f"resumed {wake_up - resumed} ms before its wake-up time"
-        finally:
-            server.stop()
+    server = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=SETTINGS).start()
+    try:
+        server.control_plane.registry.register(examples_url)
+        server._scheduler.sleep_lead_ms = 600  # type: ignore[union-attr]
+        with httpx.Client(timeout=30) as client:
+            # WHEN an invocation sleeps 1.5 s
+            invocation_id = client.post(f"{server.ingress_url}/Waits/sleep/send", json=1500).json()["invocationId"]
+            wait_for(lambda: server.store.get_invocation(invocation_id).status == "suspended", 10, "suspension")
+            # THEN within the lead before its wake-up time it holds the lease, journal read, waiting
+            wait_for(lambda: server.store.get_invocation(invocation_id).status == "running", 10, "read-ahead")
+            wake_up = 0
+            loaded = server.store.load_invocation(invocation_id)
+            assert loaded is not None
+            for batch in loaded.batches:
+                for entry in decode_frames(batch.entries):
+                    if entry.type == MessageType.Sleep:
+                        wake_up = pb.SleepCommandMessage.FromString(entry.payload).wake_up_time
+            assert wake_up - 650 <= time.time() * 1000 < wake_up, "the read-ahead came outside the lead"
+            # AND it resumes at its wake-up time, not before
+            wait_for(lambda: server.store.get_invocation(invocation_id).status == "completed", 10, "completion")
+            assert client.get(f"{server.admin_url}/invocations/{invocation_id}").json()["attempts"] == 2
+        wake_up, resumed = sleep_wake_up_and_resumed_ms(server, invocation_id)
+        assert resumed >= wake_up, f"resumed {wake_up - resumed} ms before its wake-up time"
+    finally:
+        server.stop()

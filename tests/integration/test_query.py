@@ -423,11 +423,12 @@ class CountingStore:
         return counted
 
 
-@pytest.fixture(params=STORE_KINDS)
-def counting(request: pytest.FixtureRequest, tmp_path: Path) -> CountingStore:
-    """60 invocations in a fresh store (SQLite, and DynamoDB on the session's moto server): Greeter
-    ones completed, Counter ones suspended, one a ms."""
-    store = store_of_param(request, tmp_path, "moto_endpoint")
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def sixty_invocations(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """60 invocations in a new store (SQLite, and DynamoDB on the session's moto server): Greeter
+    ones completed, Counter ones suspended, one a ms. Filled once per module (60 writes take seconds
+    on moto): the tests below only read it."""
+    store = store_of_param(request, tmp_path_factory.mktemp("query-store"), "moto_endpoint")
     for n in range(60):
         counter = n % 2 == 1
         store.create_invocation(
@@ -442,7 +443,13 @@ def counting(request: pytest.FixtureRequest, tmp_path: Path) -> CountingStore:
                 modified_at_ms=1_000 + n,
             )
         )
-    return CountingStore(store)
+    return store
+
+
+@pytest.fixture
+def counting(sixty_invocations: Store) -> CountingStore:
+    """The 60 invocations' store behind a new call counter (nothing counted yet)."""
+    return CountingStore(sixty_invocations)
 
 
 def json_rows(engine: DataFusionQuery, sql: str) -> list[dict[str, Any]]:

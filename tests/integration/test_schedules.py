@@ -23,7 +23,6 @@ from control_plane.ports import ScheduleRecord
 from control_plane.schedules import tick_idempotency_key
 from control_plane.settings import Settings
 from tests.helpers.dev import unique, wait_for
-from tests.helpers.services import serve_examples
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, call_wait_ms=30_000)
 ON_TIME_MS = 700
@@ -31,9 +30,8 @@ ON_TIME_MS = 700
 
 
 @pytest.fixture(scope="module")
-def services_url() -> Iterator[str]:
-    with serve_examples() as (url, _):
-        yield url
+def services_url(examples_url: str) -> str:
+    return examples_url
 
 
 def start_dev(data_dir: Path, services_url: str | None) -> DevServer:
