@@ -40,7 +40,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import httpx
@@ -88,7 +88,7 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Torp
 tracer = Tracer()
 copy_config_to_registered_loggers(source_logger=logger, include={"torpor"})  # the core's logs, as JSON
 
-_built: dict[bool, tuple[ControlPlane, SqsScheduler]] = {}  # by `may_delete`: the ingress's, the others'
+_built: dict[bool, ControlPlane] = {}  # by `may_delete`: the ingress's, the others'
 _build_lock = threading.Lock()
 
 
@@ -115,7 +115,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
     """
     with _build_lock:
         if may_delete in _built:
-            return _built[may_delete][0]
+            return _built[may_delete]
         env = os.environ if environ is None else environ
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
         settings = Settings.load(env)
@@ -171,7 +171,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
         )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         built.admin.sql = sql_engine(store, settings)  # POST /query; None (501) unless the bundle has the `query` extra
-        _built[may_delete] = (built, scheduler)
+        _built[may_delete] = built
         return built
 
 
@@ -304,14 +304,13 @@ _wake_processor = AsyncBatchProcessor(event_type=EventType.SQS)
 async def _wake(record: SQSRecord) -> str:
     """One wake-up message: advance (or fire the timer of) its invocation, on a thread of its own."""
     control_plane = build_control_plane()
-    _, wake_scheduler = _built[True]
     outcome = await asyncio.to_thread(
         handle_wake_message,
         record.body,
         advance=control_plane.advance,
         on_timer=control_plane.on_timer,
         on_tick=control_plane.schedules.tick,
-        scheduler=wake_scheduler,
+        scheduler=cast(SqsScheduler, control_plane.scheduler),  # as `build_control_plane` made it
         now_ms=control_plane.clock.now_ms(),
     )
     metrics.add_metric(name=f"Wake{str(outcome).title()}", unit=MetricUnit.Count, value=1)

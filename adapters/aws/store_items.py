@@ -342,7 +342,7 @@ class NotificationItem(Item):
 
 class TimerItem(Item):
     """`TIMER#{shard}` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`; a TTL once
-    dropped by a function that may not delete items (`DynamoDBStore.drop_item`)."""
+    dropped by a function that may not delete items (`KeyedStore._drop`)."""
 
     due_ms = IntAttribute()
     invocation_id = UnicodeAttribute()

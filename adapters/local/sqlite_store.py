@@ -406,7 +406,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         With `created_at_ms`, nothing is deleted unless the invocation stored is the one created then."""
         with self._write("delete_invocation") as db:
             if created_at_ms is not None:
-                row = db.execute("SELECT * FROM invocations WHERE invocation_id = ?", (invocation_id,)).fetchone()
+                row = self._get_row(db, invocation_id)
                 if row is not None and _record_of(row).created_at_ms != created_at_ms:
                     return
             db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
