@@ -45,7 +45,7 @@ EXPECTED_HANDLERS = {
     "Calls": {"greet_twice", "count_to", "call_failing", "book_via", "send_then_sleep"},
     "Chain": {"a", "b", "c", "work", "call_once", "trace"},
     "Bench": {"steps_sleep_steps"},
-    "Sequence": {"append", "get"},
+    "Sequence": {"append", "get", "fill", "digests"},
 }
 
 
