@@ -147,7 +147,12 @@ class Effects:
         CompleteAwakeable and SendSignal: a notification stored for the target invocation.
         Consecutive state commands: one state write (`Keys.apply_state`; an exclusive handler's is
         fenced by its key and raises `StoreConflict` if it lost it).
+
+        Any other failure propagates: the attempt fails and `held.applied_upto` stays where it was,
+        so the invocation never completes, suspends or records a failed attempt as if these effects
+        had been carried out (the next attempt applies them again first).
         """
+        known = held.effects_known_upto()
         now = self.clock.now_ms()
         parent = held.record.invocation_id
         state_changes: list[Frame] = []  # consecutive state commands: one store write
@@ -182,6 +187,8 @@ class Effects:
                     self._expire_without_run(held.record)
         if state_changes:
             self.keys.apply_state(held.record, held.state, state_changes)
+        if start <= known:  # contiguous with what was applied before: all of it is applied now
+            held.applied_upto = max(known, len(held.journal))
 
     def _expire_without_run(self, record: InvocationRecord) -> None:
         """A shared handler completed a promise of a workflow whose `run` does not exist (not yet, or
@@ -227,8 +234,9 @@ class Effects:
         except StoreConflict:  # created by an earlier application of this effect, or by another caller
             if is_call:
                 self._attach(parent.invocation_id, call.result_completion_id, callee)  # type: ignore[union-attr]
-        except TorporError as exc:
+        except TorporError as exc:  # not swallowed: the callee must exist before the caller goes on
             log.error("call from %s at entry %d: %s", parent.invocation_id, index, exc.message)
+            raise
 
     def _attach(self, caller_id: str, completion_id: int, callee_id: str) -> None:
         """Make a Call wait for a callee that exists already (a workflow's run, an idempotency key's

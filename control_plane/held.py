@@ -33,6 +33,15 @@ class Held:
     awaiting: AwaitPoint | None = None
     state: dict[bytes, bytes] | None = None  # a keyed invocation's state, loaded once per advance
     meter: Counter[str] = field(default_factory=Counter)  # AWS requests not yet folded into the record
+    applied_upto: int | None = None
+    """Journal length through which committed entries' effects are known applied (`Effects.apply`
+    moves it on only when every effect succeeded); None: as the record says (`effects_applied_upto`).
+    The record is never written with more (`Engine._update`), so an effect that failed after its
+    commit is applied again by the next attempt before anything else."""
+
+    def effects_known_upto(self) -> int:
+        """Journal length through which committed entries' effects are known applied."""
+        return self.record.effects_applied_upto if self.applied_upto is None else self.applied_upto
 
     @classmethod
     def of(cls, loaded: LoadedInvocation) -> Held:

@@ -1067,6 +1067,17 @@ class Engine:
         return Outcome.COMPLETED
 
     def _complete(self, held: Held) -> Outcome:
+        """Complete the invocation with its journal's Output, once every committed entry's effect is applied.
+
+        Effects not known applied (one failed after its commit) are applied first; if that fails
+        the exception propagates and the attempt fails (`_run_guarded`): an invocation never
+        completes as succeeded without the state writes, timers and calls it committed.
+        """
+        if held.effects_known_upto() < len(held.journal):
+            try:
+                self.effects.apply(held, held.effects_known_upto())
+            except StoreConflict:  # an exclusive handler that lost its key (killed meanwhile)
+                return Outcome.LEASE_LOST
         output = held.journal.output()
         if output is None:
             return self._failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
@@ -1207,6 +1218,9 @@ class Engine:
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
         if held.record.inbox_seq:  # it holds its key (`_advance` checked, or it took it when created)
             changes.setdefault("inbox_seq", "")
+        applied = changes.get("effects_applied_upto")
+        if isinstance(applied, int):  # never past what was applied: an effect may have failed after its commit
+            changes["effects_applied_upto"] = min(applied, held.effects_known_upto())
         if held.meter:  # AWS requests made since the last write, folded in with this one
             changes.setdefault("requests", dict(Counter(held.record.requests or {}) + held.meter))
         # completing an invocation others can attach to (its id is an idempotency key's or a workflow
