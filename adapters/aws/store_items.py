@@ -63,6 +63,22 @@ WAITER_PREFIX = "W#"
 LOCK_SK = "LOCK"
 SPILL_BYTES = 32 * 1024
 """A state value larger than this (bytes) is stored in its own item, not in the key item."""
+PAGE_PREFIX = "T#"
+PAGES_ATTRIBUTE = "pages"
+"""The key item's string set of the sort keys of its state pages (absent: none)."""
+INLINE_AGAIN_BYTES = 64 * 1024
+"""A paged state that shrinks to this (bytes, estimated) goes back on the key item."""
+PAGED_ATTRIBUTE = "sv"
+"""The key item's state version, a number: present once the object's state is paged; then the state
+is its pages' and any `S#…` attribute left on the key item is stale (removed in chunks)."""
+MAX_UPDATE_CLAUSES = 100
+"""At most this many SET/REMOVE clauses in one UpdateItem of the key item: DynamoDB limits an
+expression to 4 KB and 300 operators (moto's parser recurses per clause)."""
+PAGE_BYTES = 320 * 1024
+"""A state page holds entries up to this many bytes (encoded), under DynamoDB's 400 KB item limit."""
+KEY_ITEM_STATE_BYTES = 256 * 1024
+"""Above this (bytes, estimated), the key item's state moves to pages: the rest of the 400 KB is the
+queue's (about 2,500 waiting calls)."""
 COMPLETED = "completed"
 CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_DUE_MS = MAX_TIMER_MS
@@ -167,6 +183,17 @@ def spill_sk(state_key: bytes, value: bytes) -> str:
     that lost the key cannot change a value someone refers to.
     """
     return f"{state_sk(state_key)}#{_digest(value)[:32]}"
+
+
+def page_sk(prefix: str, page: bytes) -> str:
+    """The sort key of a state page: `T#{prefix}#{h(page), 32 hex}` (`prefix`: the hex digits the
+    sha256 of each of its state keys starts with; content-addressed like `spill_sk`)."""
+    return f"{PAGE_PREFIX}{prefix}#{_digest(page)[:32]}"
+
+
+def state_key_digest(state_key: bytes) -> str:
+    """sha256 hex of a state key: where its entry goes (attribute `S#…`, page prefix)."""
+    return _digest(state_key)
 
 
 def queue_entry(seq: str, invocation_id: str) -> str:
@@ -385,7 +412,8 @@ class KeyedItem(Item):
 
 
 class StateItem(KeyedItem):
-    """`OBJ#…` / `S#{h(state_key)}#{h(value)}`: a large state value stored apart from the key item."""
+    """`OBJ#…` / `S#{h(state_key)}#{h(value)}`: a large state value stored apart from the key item; or
+    `OBJ#…` / `T#{prefix}#{h(page)}`: a state page (`state_key` empty, `value` the encoded entries)."""
 
     state_key = BinaryAttribute(legacy_encoding=False)
     value = BinaryAttribute(legacy_encoding=False)

@@ -39,6 +39,7 @@ item per state entry, `Q#…` items of a former per-key inbox) are neither read 
 from __future__ import annotations
 
 import contextlib
+import struct
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -49,7 +50,13 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.pagination import ResultIterator
 
 from adapters.aws.store_items import (
+    INLINE_AGAIN_BYTES,
+    KEY_ITEM_STATE_BYTES,
     LOCK_SK,
+    MAX_UPDATE_CLAUSES,
+    PAGE_BYTES,
+    PAGED_ATTRIBUTE,
+    PAGES_ATTRIBUTE,
     SPILL_BYTES,
     STATE_PREFIX,
     TTL_ATTRIBUTE,
@@ -63,17 +70,19 @@ from adapters.aws.store_items import (
     item_absent,
     item_exists,
     keyed_pk,
+    page_sk,
     promise_record,
     promise_sk,
     queue_entry,
     spill_sk,
     split_queue_entry,
+    state_key_digest,
     state_sk,
     translated_write,
     waiter_sk,
     waiters_prefix,
 )
-from control_plane.ports import PromiseRecord, StoreConflict
+from control_plane.ports import ItemTooLarge, PromiseRecord, StoreConflict
 
 _FIRST_WINS_ROUNDS = 3
 """Put-if-absent, then read the winner: retried if the winner's item vanished in between (TTL)."""
@@ -96,24 +105,101 @@ def _won(write: Callable[[], object], *, too_large: str) -> bool:
     return True
 
 
-def _state_of(item: Mapping[str, Any]) -> tuple[dict[bytes, bytes], dict[bytes, str]]:
-    """`({state key: value} held in the key item, {state key: sort key of its item} stored apart)`."""
-    state: dict[bytes, bytes] = {}
-    spilled: dict[bytes, str] = {}
+_Entry = tuple[bytes | None, str | None]
+"""A state entry as stored: `(value, None)` held in place, or `(None, sort key of the item holding it)`."""
+
+_PAGE_HEADER = struct.Struct(">IBI")  # state key length, 1 if the payload is a sort key, payload length
+_MAX_PREFIX = 8  # page prefixes of up to 8 hex digits: 16^8 pages, never reached
+
+
+def _entries_of(item: Mapping[str, Any]) -> dict[bytes, _Entry]:
+    """The state entries held in the raw key item (its `S#…` attributes; not those in pages)."""
+    entries: dict[bytes, _Entry] = {}
     for name, raw in item.items():
         if not name.startswith(STATE_PREFIX):
             continue
         entry = raw["M"]
-        if "r" in entry:
-            spilled[entry["k"]["B"]] = entry["r"]["S"]
-        else:
-            state[entry["k"]["B"]] = entry["v"]["B"]
-    return state, spilled
+        entries[entry["k"]["B"]] = (None, entry["r"]["S"]) if "r" in entry else (entry["v"]["B"], None)
+    return entries
 
 
-def _spill_refs(item: Mapping[str, Any]) -> set[str]:
-    """Sort keys of the items stored apart that state attributes of `item` (raw) refer to."""
-    return {raw["M"]["r"]["S"] for name, raw in item.items() if name.startswith(STATE_PREFIX) and "r" in raw["M"]}
+def _pages_of(item: Mapping[str, Any]) -> set[str]:
+    """Sort keys of the state pages the raw key item refers to (its `pages` string set)."""
+    return set(item.get(PAGES_ATTRIBUTE, {}).get("SS", []))
+
+
+def _refs(entries: Mapping[bytes, _Entry]) -> set[str]:
+    """Sort keys of the values stored apart that `entries` refer to."""
+    return {ref for _, ref in entries.values() if ref is not None}
+
+
+def encode_page(entries: Mapping[bytes, _Entry]) -> bytes:
+    """A state page's bytes: per entry (sorted by state key, so equal pages are equal bytes) a 9-byte
+    header (key length, 0 for a value or 1 for a sort key, payload length; big-endian), the key and
+    the payload."""
+    out = bytearray()
+    for state_key in sorted(entries):
+        value, ref = entries[state_key]
+        payload = value if ref is None else ref.encode()
+        assert payload is not None
+        out += _PAGE_HEADER.pack(len(state_key), 0 if ref is None else 1, len(payload)) + state_key + payload
+    return bytes(out)
+
+
+def decode_page(page: bytes) -> dict[bytes, _Entry]:
+    """The entries of a state page (`encode_page`'s inverse)."""
+    out: dict[bytes, _Entry] = {}
+    at = 0
+    while at < len(page):
+        key_length, is_ref, length = _PAGE_HEADER.unpack_from(page, at)
+        at += _PAGE_HEADER.size
+        state_key, payload = page[at : at + key_length], page[at + key_length : at + key_length + length]
+        at += key_length + length
+        out[state_key] = (None, payload.decode()) if is_ref else (payload, None)
+    return out
+
+
+def layout_pages(entries: Mapping[bytes, _Entry], prefix: str = "") -> dict[str, bytes]:
+    """`{prefix: page}`: `entries` split into pages of at most `PAGE_BYTES`, by the leading hex digits
+    of each state key's sha256 (a page too large splits into 16 by one more digit). Deterministic, so
+    applying the same changes again gives the same pages (content-addressed items)."""
+    if not entries:
+        return {}
+    page = encode_page(entries)
+    if len(page) <= PAGE_BYTES or len(prefix) >= _MAX_PREFIX:
+        return {prefix: page}
+    parts: dict[str, dict[bytes, _Entry]] = {}
+    for state_key, entry in entries.items():
+        parts.setdefault(state_key_digest(state_key)[len(prefix)], {})[state_key] = entry
+    out: dict[str, bytes] = {}
+    for digit, part in sorted(parts.items()):
+        out.update(layout_pages(part, prefix + digit))
+    return out
+
+
+def _raw_size(raw: Mapping[str, Any]) -> int:
+    """Bytes DynamoDB counts for one raw attribute value (an estimate on the safe side)."""
+    kind, value = next(iter(raw.items()))
+    if kind in ("S", "B"):
+        return len(value.encode()) if isinstance(value, str) else len(value)
+    if kind == "N":
+        return 21
+    if kind in ("SS", "BS", "NS"):
+        return sum(len(v) + 1 for v in value)
+    if kind == "M":
+        return 3 + sum(len(k) + 1 + _raw_size(v) for k, v in value.items())
+    if kind == "L":
+        return 3 + sum(1 + _raw_size(v) for v in value)
+    return 1
+
+
+def item_bytes(item: Mapping[str, Any]) -> int:
+    """Bytes DynamoDB counts for a raw item: attribute names and values (an estimate on the safe side)."""
+    return sum(len(name) + _raw_size(raw) for name, raw in item.items())
+
+
+class _Paged(Exception):
+    """The key item's state is in pages: the write takes the paged path (`_apply_paged`)."""
 
 
 class KeyedStore:
@@ -245,43 +331,63 @@ class KeyedStore:
     # --- state -----------------------------------------------------------------------------------
 
     def load_state(self, scope: str, key: str) -> dict[bytes, bytes]:
-        """The whole state of `scope/key`: one consistent GetItem of `LOCK`, plus one consistent
-        BatchGetItem per 100 values stored apart (only when there are such values).
+        """The whole state of `scope/key`: one consistent GetItem of `LOCK`; then, only when there are
+        state pages or values stored apart, one consistent BatchGetItem per 100 of each.
 
         Returns:
             `{state key: value}`; empty if the key has no state.
 
         Raises:
-            StoreConflict: The values stored apart kept changing between the two reads (see
+            StoreConflict: The pages or values stored apart kept changing between the reads (see
                 `_with_spilled`); practically never.
         """
         return self._with_spilled(scope, key, self._get_key(scope, key))
 
-    def _with_spilled(self, scope: str, key: str, item: Mapping[str, Any]) -> dict[bytes, bytes]:
-        """The state the raw key item holds, with the values stored apart read in (BatchGetItem).
+    def _stored_apart(self, scope: str, key: str, sort_keys: set[str]) -> dict[str, bytes]:
+        """`{sort key: value}` of the state items (pages, values stored apart) found: consistent BatchGetItems."""
+        if not sort_keys:
+            return {}
+        pk = keyed_pk(scope, key)
+        items = self._state.batch_get([(pk, sk) for sk in sort_keys], consistent_read=True)
+        return {item.sk: item.value for item in items}
 
-        The two reads are not one snapshot: the key's holder may replace a large value in between,
-        deleting the item `item` refers to. Then `LOCK` is read again (a consistent GetItem) and the
-        values with it, up to `_STATE_READ_ROUNDS` times, so a state with an entry missing is never
-        returned.
+    def _entries(self, scope: str, key: str, item: Mapping[str, Any]) -> dict[bytes, _Entry] | None:
+        """Every state entry of the raw key item and of its pages (values stored apart not read); None
+        if a page it refers to is gone (replaced since `item` was read)."""
+        if PAGED_ATTRIBUTE not in item:
+            return _entries_of(item)
+        entries: dict[bytes, _Entry] = {}
+        pages = _pages_of(item)
+        found = self._stored_apart(scope, key, pages)
+        if len(found) < len(pages):
+            return None
+        for sk in sorted(pages):
+            entries.update(decode_page(found[sk]))
+        return entries
+
+    def _with_spilled(self, scope: str, key: str, item: Mapping[str, Any]) -> dict[bytes, bytes]:
+        """The state the raw key item holds, with its pages and the values stored apart read in.
+
+        The reads are not one snapshot: the key's holder may replace a page or a large value in
+        between, deleting the item `item` refers to. Then `LOCK` is read again (a consistent GetItem)
+        and the rest with it, up to `_STATE_READ_ROUNDS` times, so a state with an entry missing, or
+        half of one commit's changes, is never returned (pages and values stored apart are never
+        changed in place: a commit writes new ones, then switches `LOCK` to them in one write).
 
         Raises:
-            StoreConflict: A referenced value was still missing after `_STATE_READ_ROUNDS` reads.
+            StoreConflict: A referenced item was still missing after `_STATE_READ_ROUNDS` reads.
         """
         for _ in range(_STATE_READ_ROUNDS):
-            state, spilled = _state_of(item)
-            if not spilled:
-                return state
-            pk = keyed_pk(scope, key)
-            items = self._state.batch_get([(pk, sk) for sk in spilled.values()], consistent_read=True)
-            found = {item.sk: item.value for item in items}
-            if all(sk in found for sk in spilled.values()):
-                state.update((state_key, found[sk]) for state_key, sk in spilled.items())
-                return state
-            item = self._get_key(scope, key)  # a value was replaced between the two reads: read again
+            entries = self._entries(scope, key, item)
+            if entries is not None:
+                refs = _refs(entries)
+                found = self._stored_apart(scope, key, refs)
+                if len(found) == len(refs):
+                    return {k: found[ref] if ref is not None else value or b"" for k, (value, ref) in entries.items()}
+            item = self._get_key(scope, key)  # a page or value was replaced between the reads: read again
         raise StoreConflict(
-            f"{scope}/{key}: a state value stored apart was missing in {_STATE_READ_ROUNDS} consistent reads "
-            f"(replaced each time between the reads of LOCK and of the value, or deleted)"
+            f"{scope}/{key}: a state page or value stored apart was missing in {_STATE_READ_ROUNDS} consistent reads "
+            f"(replaced each time between the reads of LOCK and of the item, or deleted)"
         )
 
     def apply_state(
@@ -294,17 +400,20 @@ class KeyedStore:
         holder: str | None = None,
         expires_at_s: int = 0,
     ) -> None:
-        """Apply the state changes of one commit: one UpdateItem of `LOCK` (SET and REMOVE attributes).
+        """Apply the state changes of one commit, all or nothing for readers, whatever their size.
 
-        A value above `SPILL_BYTES` goes to its own item `S#{h(state key)}#{h(value)}` first (one
-        PutItem; content-addressed, so re-applying writes the same item) and `LOCK` refers to it; the
-        item it replaces is deleted after the update (the update returns the old references,
-        UPDATED_OLD). If the update is fenced out (`holder`), the items it just stored apart are
-        deleted again, after one consistent GetItem of `LOCK` shows which ones it does not refer to;
-        a concurrent holder writing the very same value for the same state key at that moment is
-        the one case that could lose a value. `clear` removes every entry first, which takes one
-        consistent GetItem to learn them. Applying the same changes again gives the same state
-        (effects are re-applied after a crash).
+        While the object's state is small it lives on `LOCK`: one UpdateItem (SET and REMOVE of `S#…`
+        attributes, conditional on `pages` being absent). A value above `SPILL_BYTES` goes to its own
+        item `S#{h(state key)}#{h(value)}` first (one PutItem; content-addressed, so re-applying writes
+        the same item) and `LOCK` refers to it; the item it replaces is deleted after the update (the
+        update returns the old item, ALL_OLD, which also tells `LOCK`'s new size). If `LOCK` would pass
+        400 KB, or passes `KEY_ITEM_STATE_BYTES` after the write, or its state is paged already, the
+        state goes to pages (`_apply_paged`): there is no limit on an object's state but each value's.
+
+        If the update is fenced out (`holder`), the items it just stored apart are deleted again,
+        after a read of `LOCK` shows which ones it does not refer to. `clear` removes every entry
+        first, which takes one consistent GetItem to learn them. Applying the same changes again gives
+        the same state (effects are re-applied after a crash).
 
         Args:
             scope: The service name.
@@ -317,19 +426,57 @@ class KeyedStore:
 
         Raises:
             StoreConflict: `holder` does not hold the key; nothing was written.
-            ItemTooLarge: The state does not fit in the item; nothing was written.
+            ItemTooLarge: One value (with its key) does not fit in one 400 KB item, or the key
+                item's queue alone does not; nothing was written.
+        """
+        item = self._get_key(scope, key) if clear else None
+        if item is None or PAGED_ATTRIBUTE not in item:
+            try:
+                if self._apply_in_key_item(scope, key, writes, item, holder, expires_at_s) <= KEY_ITEM_STATE_BYTES:
+                    return
+                writes, clear = {}, False  # applied, but the key item is full: move its state to pages
+            except (_Paged, ItemTooLarge):
+                pass
+        self._apply_paged(scope, key, writes, clear=clear, holder=holder, expires_at_s=expires_at_s)
+
+    def _store_apart(self, pk: str, scope: str, key: str, state_key: bytes, value: bytes) -> str:
+        """Store a large value in its own item (one PutItem, content-addressed); its sort key."""
+        sk = spill_sk(state_key, value)
+        too_large = f"{scope}/{key}: a state value ({len(value)} bytes) does not fit in one DynamoDB item (400 KB)"
+        with translated_write(too_large=too_large):
+            self._state(pk, sk, scope=scope, key=key, state_key=state_key, value=value).save()
+        return sk
+
+    def _apply_in_key_item(
+        self,
+        scope: str,
+        key: str,
+        writes: Mapping[bytes, bytes | None],
+        current: Mapping[str, Any] | None,
+        holder: str | None,
+        expires_at_s: int,
+    ) -> int:
+        """The changes as one UpdateItem of `LOCK` (see `apply_state`); the key item's size after it (bytes).
+
+        Raises:
+            _Paged: The state is in pages (`sv` exists), or the changes need more than
+                `MAX_UPDATE_CLAUSES` clauses; nothing was written to `LOCK`.
+            ItemTooLarge: `LOCK` would pass 400 KB; nothing was written to `LOCK`.
+            StoreConflict: `holder` does not hold the key; nothing was written.
         """
         pk = keyed_pk(scope, key)
-        names: dict[str, str] = {}
+        names: dict[str, str] = {"#paged": PAGED_ATTRIBUTE}
         values: dict[str, Any] = {}
         sets: list[str] = []
         removes: list[str] = []
-        if clear:
-            current = [n for n in self._get_key(scope, key) if n.startswith(STATE_PREFIX)]
+        if current is not None:  # clear: remove every entry not written
             wanted = {state_sk(k) for k in writes}
-            for i, name in enumerate(n for n in current if n not in wanted):
+            for i, name in enumerate(n for n in current if n.startswith(STATE_PREFIX) and n not in wanted):
                 names[f"#c{i}"] = name
                 removes.append(f"#c{i}")
+        if len(removes) + len(writes) > MAX_UPDATE_CLAUSES:
+            raise _Paged()  # too many changes for one expression: the paged path writes them as pages
+        new_attributes: dict[str, Any] = {}
         for i, (state_key, value) in enumerate(writes.items()):
             names[f"#s{i}"] = state_sk(state_key)
             if value is None:
@@ -337,44 +484,175 @@ class KeyedStore:
                 continue
             entry: dict[str, Any] = {"k": {"B": state_key}}
             if len(value) > SPILL_BYTES:
-                sk = spill_sk(state_key, value)
-                self._state(pk, sk, scope=scope, key=key, state_key=state_key, value=value).save()
-                entry["r"] = {"S": sk}
+                entry["r"] = {"S": self._store_apart(pk, scope, key, state_key, value)}
             else:
                 entry["v"] = {"B": value}
             values[f":s{i}"] = {"M": entry}
+            new_attributes[state_sk(state_key)] = {"M": entry}
             sets.append(f"#s{i} = :s{i}")
         if expires_at_s:
             names["#ttl"] = TTL_ATTRIBUTE
             values[":ttl"] = {"N": str(expires_at_s)}
             sets.append("#ttl = :ttl")
         if not sets and not removes:
-            return
-        condition = None
+            return 0
+        condition = "attribute_not_exists(#paged)"
         if holder is not None:
             names["#holder"] = "holder"
             values[":holder"] = {"S": holder}
-            condition = "#holder = :holder"
+            condition = "#holder = :holder AND attribute_not_exists(#paged)"
         update = "SET " + ", ".join(sets) if sets else ""
         if removes:
             update += " REMOVE " + ", ".join(removes)
-        kept = {v["M"]["r"]["S"] for v in values.values() if "M" in v and "r" in v["M"]}
+        kept = _refs(_entries_of(new_attributes))
         try:
             old = self._update_key(
-                scope, key, update.strip(), condition=condition, names=names, values=values, returning="UPDATED_OLD",
+                scope, key, update.strip(), condition=condition, names=names, values=values, returning="ALL_OLD",
                 conflict=f"{scope}/{key}: {holder} does not hold the key",
             )  # fmt: skip
         except StoreConflict:
-            # fenced out: the values just stored apart are orphans, unless `LOCK` refers to them
+            now = self._get_key(scope, key)
+            if holder is None or now.get("holder", {}).get("S") == holder:
+                raise _Paged() from None  # the condition that failed is `sv`: the state is paged
+            # fenced out: the values just stored apart are orphans, unless the state refers to them
             # already (the same value written before: the items are content-addressed)
-            for ref in kept - _spill_refs(self._get_key(scope, key)):
-                self._drop(self._state, pk, ref)
+            self._drop_unreferenced(scope, key, kept, now)
             raise
-        for ref in _spill_refs(old) - kept:  # values stored apart that nothing refers to any more
-            self._drop(self._state, pk, ref)
+        touched = {names[n.split(" ")[0]] for n in sets + removes if n.startswith("#s") or n.startswith("#c")}
+        for ref in _refs(_entries_of({n: a for n, a in old.items() if n in touched})) - kept:
+            self._drop(self._state, pk, ref)  # values stored apart that nothing refers to any more
+        after = {n: a for n, a in old.items() if n not in touched} | new_attributes
+        return item_bytes(after) + len(pk) + 8
+
+    def _remove_stale(self, scope: str, key: str, attributes: list[str]) -> None:
+        """Remove `S#…` attributes left on a paged key item (readers ignore them), in UpdateItems of
+        `MAX_UPDATE_CLAUSES` each, conditional on the state being paged."""
+        for at in range(0, len(attributes), MAX_UPDATE_CLAUSES):
+            chunk = attributes[at : at + MAX_UPDATE_CLAUSES]
+            names = {"#sv": PAGED_ATTRIBUTE, **{f"#c{i}": name for i, name in enumerate(chunk)}}
+            update = "REMOVE " + ", ".join(f"#c{i}" for i in range(len(chunk)))
+            with contextlib.suppress(StoreConflict):  # the key item is gone (retention): nothing to remove
+                self._update_key(scope, key, update, condition="attribute_exists(#sv)", names=names)
+
+    def _drop_unreferenced(self, scope: str, key: str, written: set[str], item: Mapping[str, Any]) -> None:
+        """A fenced-out write stored `written` (pages, values stored apart): drop those the state as it
+        now is (`item`, the key item read after the failed write, and its pages) does not refer to."""
+        entries = self._entries(scope, key, item) or {}
+        for sk in written - _refs(entries) - _pages_of(item):
+            self._drop(self._state, keyed_pk(scope, key), sk)
+
+    def _apply_paged(
+        self,
+        scope: str,
+        key: str,
+        writes: Mapping[bytes, bytes | None],
+        *,
+        clear: bool,
+        holder: str | None,
+        expires_at_s: int,
+    ) -> None:
+        """Apply the changes to a state kept in pages (items `T#{prefix}#{h(page)}`, `PAGE_BYTES` each).
+
+        Reads `LOCK` and its pages (consistent), lays the new state out in pages (`layout_pages`:
+        deterministic), stores the pages it does not have yet (PutItem each; content-addressed) and
+        values above `SPILL_BYTES` apart, then switches `LOCK` to the new pages in one UpdateItem
+        (REMOVE the `S#…` attributes, SET `pages` and a version `sv`), conditional on `holder` and on
+        the version read, so readers see the whole commit or none of it and a concurrent change makes
+        it read again. Pages and values no longer referred to are deleted after. Re-applying after a
+        crash converges: the same pages, the same switch.
+
+        Raises:
+            StoreConflict: `holder` does not hold the key (nothing visible was written), or the state
+                kept changing under this write for `_STATE_READ_ROUNDS` reads.
+            ItemTooLarge: A value does not fit in one item; nothing visible was written.
+        """
+        pk = keyed_pk(scope, key)
+        for _ in range(_STATE_READ_ROUNDS):
+            item = self._get_key(scope, key)
+            if holder is not None and item.get("holder", {}).get("S") != holder:
+                raise StoreConflict(f"{scope}/{key}: {holder} does not hold the key")
+            current = self._entries(scope, key, item)
+            if current is None:
+                continue  # a page was replaced between the reads: read again
+            entries = {} if clear else dict(current)
+            for state_key, value in writes.items():
+                if value is None:
+                    entries.pop(state_key, None)
+                elif len(value) > SPILL_BYTES:
+                    entries[state_key] = (None, self._store_apart(pk, scope, key, state_key, value))
+                else:
+                    entries[state_key] = (value, None)
+            stale = sorted(n for n in item if n.startswith(STATE_PREFIX))  # ignored while `sv` is set
+            inline = {state_sk(k): {"M": {"k": {"B": k}, **({"r": {"S": r}} if r else {"v": {"B": v or b""}})}}
+                      for k, (v, r) in entries.items()}  # fmt: skip
+            stale_gone = [n for n in stale if n not in inline]
+            back_inline = (  # small again: back on the key item, where a write is one UpdateItem
+                len(inline) + len(stale_gone) + 4 <= MAX_UPDATE_CLAUSES and item_bytes(inline) <= INLINE_AGAIN_BYTES
+            )
+            pages = {} if back_inline else {page_sk(p, page): page for p, page in layout_pages(entries).items()}
+            old_pages = _pages_of(item)
+            for sk, page in pages.items():
+                if sk not in old_pages:
+                    with translated_write(too_large=f"{scope}/{key}: a state page does not fit in one item"):
+                        self._state(pk, sk, scope=scope, key=key, state_key=b"", value=page).save()
+            names: dict[str, str] = {"#pages": PAGES_ATTRIBUTE, "#sv": PAGED_ATTRIBUTE}
+            values: dict[str, Any] = {}
+            sets: list[str] = []
+            removes: list[str] = []
+            rest: list[str] = []
+            if back_inline:
+                removes += ["#sv", "#pages"]
+                for i, (name, attribute) in enumerate(sorted(inline.items())):
+                    names[f"#s{i}"] = name
+                    values[f":s{i}"] = attribute
+                    sets.append(f"#s{i} = :s{i}")
+                stale = stale_gone
+            else:
+                version = int(item.get(PAGED_ATTRIBUTE, {}).get("N", "0"))
+                values[":sv"] = {"N": str(version + 1)}
+                sets.append("#sv = :sv")
+                if pages:
+                    values[":pages"] = {"SS": sorted(pages)}
+                    sets.append("#pages = :pages")
+                else:
+                    removes.append("#pages")
+                stale, rest = stale[: MAX_UPDATE_CLAUSES - 4], stale[MAX_UPDATE_CLAUSES - 4 :]
+            if expires_at_s:
+                names["#ttl"] = TTL_ATTRIBUTE
+                values[":ttl"] = {"N": str(expires_at_s)}
+                sets.append("#ttl = :ttl")
+            for i, name in enumerate(stale):
+                names[f"#c{i}"] = name
+                removes.append(f"#c{i}")
+            if PAGED_ATTRIBUTE in item:
+                values[":read"] = item[PAGED_ATTRIBUTE]
+                condition = "#sv = :read"
+            else:
+                condition = "attribute_not_exists(#sv)"
+            if holder is not None:
+                names["#holder"] = "holder"
+                values[":holder"] = {"S": holder}
+                condition += " AND #holder = :holder"
+            update = ("SET " + ", ".join(sets) if sets else "") + (" REMOVE " + ", ".join(removes) if removes else "")
+            written = (set(pages) - old_pages) | (_refs(entries) - _refs(current))
+            try:
+                self._update_key(scope, key, update, condition=condition, names=names, values=values)
+            except StoreConflict:
+                now = self._get_key(scope, key)
+                if holder is not None and now.get("holder", {}).get("S") != holder:
+                    self._drop_unreferenced(scope, key, written, now)
+                    raise StoreConflict(f"{scope}/{key}: {holder} does not hold the key") from None
+                continue  # the state changed since it was read (another writer): read again
+            self._remove_stale(scope, key, rest)
+            old = old_pages | _refs(current) | _refs(_entries_of(item))
+            for ref in old - (set(pages) | _refs(entries)):
+                self._drop(self._state, pk, ref)  # pages and values nothing refers to any more
+            return
+        raise StoreConflict(f"{scope}/{key}: the state kept changing under a write ({_STATE_READ_ROUNDS} reads)")
 
     def clear_state(self, scope: str, key: str) -> None:
-        """Remove every state entry of `scope/key` (one GetItem, then one UpdateItem if there was any).
+        """Remove every state entry of `scope/key` (one GetItem, then one UpdateItem if there was any;
+        a paged state also reads and deletes its pages).
 
         The lock and queue on the same item, and the other items of the partition, are kept.
         """

@@ -27,10 +27,6 @@ from typing import Any
 
 from control_plane.ports import MAX_ITEM_BYTES, ItemTooLarge, PromiseRecord, StoreConflict
 
-SPILL_BYTES = 32 * 1024
-"""DynamoDB keeps state values up to this size on the key item (`adapters.aws.store_items.SPILL_BYTES`):
-their sum, with the queue, must fit in 400 KB there, so it must here."""
-_ENTRY_OVERHEAD = 72  # bytes DynamoDB counts per state entry on the key item: its attribute name and map keys
 
 KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys")
 
@@ -126,17 +122,6 @@ class KeyedTables:
         rows = db.execute("SELECT state_key, value FROM state WHERE scope = ? AND key = ?", (scope, key)).fetchall()
         return {bytes(row["state_key"]): bytes(row["value"]) for row in rows}
 
-    @staticmethod
-    def _key_item_size(db: sqlite3.Connection, scope: str, key: str) -> int:
-        """What DynamoDB's key item of `scope/key` would weigh: small state values and the queue (bytes)."""
-        row = db.execute(
-            "SELECT COALESCE(SUM(length(state_key) + :overhead + CASE WHEN length(value) > :spill THEN 70 "
-            "ELSE length(value) END), 0) AS state, (SELECT COALESCE(SUM(length(seq) + length(invocation_id) + 2), 0) "
-            "FROM queue WHERE scope = :scope AND key = :key) AS queued FROM state WHERE scope = :scope AND key = :key",
-            {"scope": scope, "key": key, "overhead": _ENTRY_OVERHEAD, "spill": SPILL_BYTES},
-        ).fetchone()
-        return int(row["state"]) + int(row["queued"]) + len(scope) + len(key) + 40
-
     # --- state -----------------------------------------------------------------------------------
 
     def load_state(self, scope: str, key: str) -> dict[bytes, bytes]:
@@ -157,11 +142,13 @@ class KeyedTables:
         """Apply the state changes of one commit in one transaction: `clear` first, then `writes`
         (`{state key: value, or None to remove it}`); idempotent. With `holder`, only while that
         invocation holds the key. `expires_at_s` (the TTL DynamoDB would apply), if not 0, is written to
-        the key's `object_keys` row (not to the state rows).
+        the key's `object_keys` row (not to the state rows). One row per entry: like DynamoDB's pages
+        (`adapters.aws.store_keyed`), no limit on an object's state, only on each value.
 
         Raises:
             StoreConflict: `holder` does not hold the key; nothing was written.
-            ItemTooLarge: A value does not fit in one 400 KB DynamoDB item; nothing was written.
+            ItemTooLarge: A value (with its key) does not fit in one 400 KB DynamoDB item; nothing was
+                written.
         """
         for state_key, value in writes.items():
             if value is not None and len(value) + len(state_key) > MAX_ITEM_BYTES - 200:
@@ -187,11 +174,6 @@ class KeyedTables:
                         "ON CONFLICT (scope, key, state_key) DO UPDATE SET value = excluded.value",
                         (scope, key, state_key, value),
                     )
-            if writes and self._key_item_size(db, scope, key) > MAX_ITEM_BYTES:
-                raise ItemTooLarge(
-                    f"{scope}/{key}: the object's state and queue do not fit in one DynamoDB item (400 KB); keep state "
-                    f"smaller (values above {SPILL_BYTES} bytes are stored apart) or fewer calls waiting for the key"
-                )
             if expires_at_s:
                 db.execute(
                     "INSERT INTO object_keys (scope, key, expires_at_s) VALUES (?, ?, ?) "

@@ -138,9 +138,76 @@ def test_state_changes_fenced_by_the_key_need_its_holder(store: Store) -> None:
     assert store.load_state(SCOPE, "k") == {b"a": b"2"}
 
 
-def test_state_above_400_kb_in_one_item_is_refused_loudly(store: Store) -> None:
-    with pytest.raises(ItemTooLarge, match=r"Counter/k: the object's state and queue do not fit"):
-        store.apply_state(SCOPE, "k", {f"v{i}".encode(): b"x" * 30_000 for i in range(15)})
+def _item_sizes(store: Store, key: str) -> dict[str, int]:
+    """`{sort key: bytes of its attributes (estimate)}` of the partition of `key` on DynamoDB; {} elsewhere."""
+    dynamodb = as_dynamodb(store)
+    if dynamodb is None:
+        return {}
+    return {sk: len(repr(item)) for sk, item in raw_partition(dynamodb, object_pk(key)).items()}
+
+
+def test_state_above_400_kb_is_kept_whole_in_one_commit_and_read_back_whole(store: Store) -> None:
+    many = {f"v{i}".encode(): bytes([i % 256]) * 1024 for i in range(390)}  # 390 KB in 390 entries
+    wide = {f"w{i}".encode(): b"w" * 30_000 for i in range(15)}  # 450 KB in 30 KB entries
+    large = {b"large": b"L" * 100_000}  # stored apart wherever it is
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
+
+    store.apply_state(SCOPE, "k", many, holder="inv_a")
+    assert store.load_state(SCOPE, "k") == many
+    store.apply_state(SCOPE, "k", {**wide, **large}, holder="inv_a")
+    assert store.load_state(SCOPE, "k") == {**many, **wide, **large}
+    changed = {b"v0": None, b"w0": b"short", b"v1": b"x" * 40_000, b"large": None}
+    store.apply_state(SCOPE, "k", changed, holder="inv_a")
+    expected = {**many, **wide, b"w0": b"short", b"v1": b"x" * 40_000}
+    del expected[b"v0"]
+    assert store.load_state(SCOPE, "k") == expected
+    assert store.release_key(SCOPE, "k", "inv_a") is False
+    assert store.take_key(SCOPE, "k", "inv_b") == expected  # the state comes with the key, whole
+    assert all(size < 400 * 1024 for size in _item_sizes(store, "k").values())
+
+    store.apply_state(SCOPE, "k", {b"after": b"1"}, clear=True, holder="inv_b")
+    assert store.load_state(SCOPE, "k") == {b"after": b"1"}
+    if (dynamodb := as_dynamodb(store)) is not None:  # no page, no value stored apart is left behind
+        assert sorted(raw_partition(dynamodb, object_pk("k"))) == ["LOCK"]
+    assert store.key_status(SCOPE, "k") == ("inv_b", None)
+
+
+def test_a_large_state_applied_twice_converges_and_leaves_nothing_behind(store: Store) -> None:
+    first = {f"v{i}".encode(): b"a" * 2_000 for i in range(300)}
+    store.apply_state(SCOPE, "k", first)
+    items = sorted(_item_sizes(store, "k"))
+    store.apply_state(SCOPE, "k", first)  # an effect re-applied after a crash
+
+    assert store.load_state(SCOPE, "k") == first
+    assert sorted(_item_sizes(store, "k")) == items
+    second = {f"v{i}".encode(): b"b" * 2_000 for i in range(0, 300, 2)}
+    store.apply_state(SCOPE, "k", second)
+    store.apply_state(SCOPE, "k", second)
+    assert store.load_state(SCOPE, "k") == {**first, **second}
+    store.clear_state(SCOPE, "k")
+    assert store.load_state(SCOPE, "k") == {}
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert sorted(raw_partition(dynamodb, object_pk("k"))) == ["LOCK"]
+
+
+def test_a_large_state_write_by_a_writer_that_lost_the_key_writes_nothing(store: Store) -> None:
+    assert store.take_key(SCOPE, "k", "inv_a") == {}
+    kept = {f"v{i}".encode(): b"k" * 30_000 for i in range(15)}
+    store.apply_state(SCOPE, "k", kept, holder="inv_a")
+    items = sorted(_item_sizes(store, "k"))
+
+    with pytest.raises(StoreConflict):
+        store.apply_state(SCOPE, "k", {b"x": b"y" * 30_000, b"big": b"B" * 50_000}, holder="inv_b")
+
+    assert store.load_state(SCOPE, "k") == kept
+    assert sorted(_item_sizes(store, "k")) == items  # what it stored on the way is deleted again
+
+
+def test_a_value_that_does_not_fit_in_one_item_is_refused_loudly(store: Store) -> None:
+    put_state(store, SCOPE, "k", b"a", b"1")
+    with pytest.raises(ItemTooLarge, match=r"Counter/k: a state value \(409600 bytes\) does not fit"):
+        store.apply_state(SCOPE, "k", {b"b": b"2", b"huge": b"x" * 400 * 1024})
+    assert store.load_state(SCOPE, "k") == {b"a": b"1"}
 
 
 KEYS = [

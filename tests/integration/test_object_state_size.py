@@ -8,9 +8,10 @@ handler's own reads agree on every key and value.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,25 +28,20 @@ SETTINGS = Settings(inactivity_timeout_ms=20_000, lease_margin_ms=2_000, call_wa
 
 
 @pytest.fixture(scope="module", params=["sqlite", "dynamodb"])
-def dev(request: pytest.FixtureRequest, examples_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    if request.param == "sqlite":
-        server = DevServer(ingress_port=0, admin_port=0, data_dir=tmp_path_factory.mktemp("data"), settings=SETTINGS)
+def dev(
+    request: pytest.FixtureRequest, examples_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DevServer]:
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            store: dict[str, Any] = {"data_dir": tmp_path_factory.mktemp("data")}
+        else:  # a serial moto, as `torpor dev` embeds
+            store = {"dynamodb_endpoint": stack.enter_context(moto_server(serial=True)), "table": unique_table_name()}
+        server = DevServer(ingress_port=0, admin_port=0, settings=SETTINGS, **store)
         server.start()
-        try:
-            assert httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30).status_code == 201
-            yield server
-        finally:
-            server.stop()
-        return
-    with moto_server(serial=True) as endpoint:
-        server = DevServer(ingress_port=0, admin_port=0, dynamodb_endpoint=endpoint, table=unique_table_name(),
-                           settings=SETTINGS)  # fmt: skip
-        server.start()
-        try:
-            assert httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30).status_code == 201
-            yield server
-        finally:
-            server.stop()
+        stack.callback(server.stop)
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        yield server
 
 
 def _fill(dev: DevServer, key: str, prefix: str, count: int, size: int) -> httpx.Response:
