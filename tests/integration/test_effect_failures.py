@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
+from control_plane.errors import TorporError
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, unique, wait_for
@@ -82,3 +83,21 @@ def test_a_state_write_failing_every_time_never_completes_the_invocation_as_succ
     assert "completion_result" not in invocation or invocation["completion_result"] is None
     assert "the state write failed after the journal commit" in str(invocation["last_failure"])
     assert _state(dev, key) == {}
+
+
+def test_a_callee_whose_creation_fails_after_the_call_is_committed_is_created_by_the_retry(dev: DevServer) -> None:
+    engine = dev.control_plane.engine
+    create = engine.create
+    refused: list[str] = []
+
+    def flaky_create(service: str, handler: str, *args: Any, **kwargs: Any) -> Any:
+        if service == "Greeter" and not refused:  # the Call's effect, after its journal commit
+            refused.append(handler)
+            raise TorporError("the callee could not be created this time")
+        return create(service, handler, *args, **kwargs)
+
+    engine.create = flaky_create  # type: ignore[method-assign]
+    reply = httpx.post(f"{dev.ingress_url}/Calls/greet_twice", json="Ann", timeout=60)
+    assert reply.status_code == 200, reply.text  # not a caller waiting forever for a callee never created
+    assert reply.json() == ["Hello, Ann!", "Hello, ANN!"]
+    assert refused == ["greet"]
