@@ -370,7 +370,9 @@ class Store(Protocol):
         (`{state key: value, or None to remove it}`). Idempotent.
 
         With `holder`, only while that invocation holds the key (an exclusive handler's changes are
-        fenced by its lock): raises `StoreConflict` otherwise, writing nothing.
+        fenced by its lock): raises `StoreConflict` otherwise, writing nothing. Readers see all of
+        one call's changes or none. Any number and total size of entries; raises `ItemTooLarge`
+        (nothing written) only for a value that, with its key, does not fit in one 400 KB item.
         """
 
     def clear_state(self, scope: str, key: str) -> None:

@@ -8,16 +8,20 @@ hold the TTL attribute `expires_at` (epoch seconds). Item templates and key func
 
 | item | `SK` | attributes |
 | --- | --- | --- |
-| key item | `LOCK` | `holder`, `queued`, `S#…` state attributes (below) |
+| key item | `LOCK` | `holder`, `queued`, `S#…` state attributes, or `pages` and `sv` (below) |
 | large state value | `S#{sha256 hex of state key}#{sha256 hex of value, 32}` | `state_key`, `value` (binary) |
+| state page | `T#{prefix}#{sha256 hex of page, 32}` | `state_key` (empty), `value` (`encode_page`) |
 | durable promise | `P#{sha256 hex of name}` | `name`, `value` (binary, optional), `failure` (JSON), `completed_by` |
 | promise waiter | `W#{sha256 hex of name}#{invocation_id}` | `name`, `invocation_id` |
 
 The key item carries the lock (`holder`, absent: free), the queue (`queued`, a string set of
 `{seq}#{invocation_id}`, absent: nobody waits; the head is the smallest) and the state: one map
 attribute `S#{sha256 hex of state key}` per entry, `{k: key, v: value}`, or `{k: key, r: SK}` for a
-value above `SPILL_BYTES` stored in its own item. So each transition of a key is one single-item
-conditional write on `LOCK` (no transactions):
+value above `SPILL_BYTES` stored in its own item. A state that outgrows `LOCK` is paged
+(`_apply_paged`): its entries go to content-addressed pages of up to `PAGE_BYTES`, `LOCK` keeps the
+set of their sort keys (`pages`) and a version (`sv`, present while paged: `S#…` attributes left
+then are stale and ignored), switched in one conditional write per commit. So each transition of a
+key is one single-item conditional write on `LOCK` (no transactions):
 
 - take a free key at creation (`take_key`): `SET holder` if `(attribute_not_exists(holder) AND
   attribute_not_exists(queued)) OR holder = :id`, ALL_NEW: the state comes back in the same request;
@@ -26,9 +30,10 @@ conditional write on `LOCK` (no transactions):
   AND contains(queued, :entry)`;
 - release (`release_key`): `REMOVE holder` if `holder = :id`, ALL_NEW: does anyone wait?;
 - look up the lock and queue (`key_status`, `lock_holder`): a GetItem projected to `holder`, `queued`;
-- the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes, if `holder =
-  :id` for an exclusive handler (a workflow's run writes unconditionally), UPDATED_OLD: large values
-  no longer referred to are deleted after.
+- the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes if
+  `attribute_not_exists(sv)`, and `holder = :id` for an exclusive handler (a workflow's run writes
+  unconditionally), ALL_OLD: large values no longer referred to are deleted after; on a paged state,
+  `SET pages, sv` if `sv = :read` (and the holder), after storing the new pages.
 
 Reads are strongly consistent. Of concurrent callers of a conditional write exactly one wins; a
 promise completion is a single conditional write too (a workflow's `run` is claimed by creating its
