@@ -437,11 +437,14 @@ class KeyedStore:
         item = self._get_key(scope, key) if clear else None
         if item is None or PAGED_ATTRIBUTE not in item:
             try:
-                if self._apply_in_key_item(scope, key, writes, item, holder, expires_at_s) <= KEY_ITEM_STATE_BYTES:
-                    return
-                writes, clear = {}, False  # applied, but the key item is full: move its state to pages
+                size = self._apply_in_key_item(scope, key, writes, item, holder, expires_at_s)
             except (_Paged, ItemTooLarge):
-                pass
+                pass  # nothing written to LOCK: the paged path writes the changes
+            else:
+                if size > KEY_ITEM_STATE_BYTES:  # applied, but LOCK is nearly full: move its state to pages
+                    with contextlib.suppress(StoreConflict):  # lost the key meanwhile: its successor may do it
+                        self._apply_paged(scope, key, {}, clear=False, holder=holder, expires_at_s=0)
+                return
         self._apply_paged(scope, key, writes, clear=clear, holder=holder, expires_at_s=expires_at_s)
 
     def _store_apart(self, pk: str, scope: str, key: str, state_key: bytes, value: bytes) -> str:
