@@ -140,3 +140,34 @@ def test_lock_and_queue_look_ups_do_not_read_the_state(store: DynamoDBStore) -> 
     assert store.lock_holder(SCOPE, "k") == "inv_holder"
 
     assert [sorted(item) for item in reads] == [["holder", "queued"]] * 2  # projected: no state attribute
+
+
+def test_a_paged_state_write_that_crashes_before_its_switch_is_invisible_and_converges_when_applied_again(
+    store: DynamoDBStore,
+) -> None:
+    before = {f"v{i}".encode(): b"a" * 2_000 for i in range(300)}  # 600 KB: paged
+    store.apply_state("Counter", "k", before)
+    assert raw_item(store, object_pk("k"), "LOCK")["pages"]["SS"]
+    after = {**before, **{f"v{i}".encode(): b"b" * 2_000 for i in range(0, 300, 3)}, b"new": b"n" * 50_000}
+    update_key = store._update_key
+    crashed: list[str] = []
+
+    def crash_at_the_switch(*args: Any, **kwargs: Any) -> Any:
+        if not crashed and "#pages" in kwargs.get("names", {}):
+            crashed.append(args[2])
+            raise RuntimeError("the process died before switching the key item to the new pages")
+        return update_key(*args, **kwargs)
+
+    store._update_key = crash_at_the_switch  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        store.apply_state("Counter", "k", {k: v for k, v in after.items() if before.get(k) != v})
+    assert crashed
+    assert store.load_state("Counter", "k") == before  # the new pages and value exist, nothing refers to them
+
+    store.apply_state("Counter", "k", {k: v for k, v in after.items() if before.get(k) != v})  # re-applied
+
+    assert store.load_state("Counter", "k") == after
+    lock = raw_item(store, object_pk("k"), "LOCK")
+    referenced = set(lock["pages"]["SS"]) | {f"S#{h(b'new')}"}
+    items = set(raw_partition(store, object_pk("k"))) - {"LOCK"}
+    assert {sk.rsplit("#", 1)[0] if sk.startswith("S#") else sk for sk in items} == referenced  # no orphan left

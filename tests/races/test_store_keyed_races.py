@@ -40,3 +40,29 @@ def test_concurrent_promise_completions_all_return_the_stored_first(store: Store
         assert results == [winner] * THREADS, results
         assert winner in offered
         assert store.get_promise("Signup", key, "approved") == winner
+
+
+def test_readers_of_a_large_state_never_see_part_of_a_commit(store: Store) -> None:
+    """One holder rewrites 300 entries of 2 KB (600 KB: paged on DynamoDB) with one value per commit
+    while readers load the state: every read is one commit's state, whole (all 300 entries alike)."""
+    names = [f"e{i}".encode() for i in range(300)]
+    assert store.take_key("Counter", "torn", "inv_writer") == {}
+    store.apply_state("Counter", "torn", dict.fromkeys(names, b"0" * 2_000), holder="inv_writer")
+    commits = 6
+
+    def act(i: int) -> set[bytes] | None:
+        if i == 0:
+            for n in range(1, commits):
+                store.apply_state("Counter", "torn", dict.fromkeys(names, str(n).encode() * 2_000), holder="inv_writer")
+            return None
+        seen: set[bytes] = set()
+        for _ in range(4):
+            state = store.load_state("Counter", "torn")
+            assert sorted(state) == sorted(names)
+            assert len(set(state.values())) == 1, "a read saw parts of two commits"
+            seen |= set(state.values())
+        return seen
+
+    results = race(4, act)
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert set(store.load_state("Counter", "torn").values()) == {str(commits - 1).encode() * 2_000}
