@@ -170,6 +170,10 @@ def test_state_above_400_kb_is_kept_whole_in_one_commit_and_read_back_whole(stor
     if (dynamodb := as_dynamodb(store)) is not None:  # no page, no value stored apart is left behind
         assert sorted(raw_partition(dynamodb, object_pk("k"))) == ["LOCK"]
     assert store.key_status(SCOPE, "k") == ("inv_b", None)
+    before = store.request_count  # small again: back on the key item, one write per commit
+    store.apply_state(SCOPE, "k", {b"again": b"2"}, holder="inv_b")
+    assert store.request_count == before + 1
+    assert store.load_state(SCOPE, "k") == {b"after": b"1", b"again": b"2"}
 
 
 def test_a_large_state_applied_twice_converges_and_leaves_nothing_behind(store: Store) -> None:
