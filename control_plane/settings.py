@@ -7,6 +7,7 @@ duration is in ms unless its name says otherwise.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -56,6 +57,38 @@ CREDENTIAL_HEADERS: tuple[str, ...] = (
 """Headers that may carry credentials (`fnmatch` patterns): kept only when `Settings.persisted_headers`
 names them exactly, never through a pattern such as `x-*`."""
 
+CREDENTIAL_WORDS: frozenset[str] = frozenset(
+    {
+        # keys: x-amz-server-side-encryption-customer-key, x-functions-key, x-master-key, x-signing-key
+        "key", "keys", "apikey", "privatekey",
+        # passwords and PINs: x-pass, x-user-pin, x-passphrase
+        "pass", "passwd", "password", "passphrase", "passcode", "pin", "pwd",
+        # one-time codes: x-otp, x-totp, x-mfa-code
+        "otp", "totp", "hotp", "mfa", "2fa",
+        # tokens: x-bearer, x-refresh, x-csrf
+        "bearer", "refresh", "token", "csrf", "xsrf", "nonce",
+        # certificates: x-ssl-client-cert, x-forwarded-client-cert (Envoy's XFCC)
+        "cert", "certs", "certificate", "certificates", "xfcc",
+        # secrets, signatures and sessions
+        "secret", "sig", "signature", "session", "sessionid", "sid", "credential", "credentials",
+        "auth", "authorization", "cookie", "jwt",
+    }
+)  # fmt: skip
+"""Words that mark a header as a credential wherever they stand in its name: the name is split at
+`-`, `_` and `.` (`x-ssl-client-cert` → `x`, `ssl`, `client`, `cert`), and a header one of whose words
+is here is kept only when `Settings.persisted_headers` names it exactly (as `CREDENTIAL_HEADERS`).
+Covers keys, passwords, PINs, one-time codes, bearer and refresh tokens and client certificates,
+which cloud vendors carry in `x-*` headers (`x-ms-encryption-key`, `x-goog-encryption-key`)."""
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether header `name` (any case) may carry a credential: it matches a `CREDENTIAL_HEADERS`
+    pattern or one of its words (split at `-`, `_`, `.`) is in `CREDENTIAL_WORDS`."""
+    name = name.lower()
+    if any(word in CREDENTIAL_WORDS for word in re.split(r"[-_.]", name)):
+        return True
+    return any(fnmatchcase(name, pattern) for pattern in CREDENTIAL_HEADERS)
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -81,8 +114,9 @@ class Settings:
             is set.
         persisted_headers: the ingress request headers an invocation keeps in its journal and
             hands to the handler, as names or `fnmatch` patterns (`x-*`); the rest are dropped
-            before anything is stored. Headers that may carry credentials (`CREDENTIAL_HEADERS`:
-            `authorization`, `cookie`, `*token*`, `*api-key*`, ...) only when named exactly.
+            before anything is stored. Headers that may carry credentials (`is_credential_header`:
+            `authorization`, `cookie`, `*token*`, `*api-key*`, ..., and any name with a word such as
+            `key`, `pass`, `pin`, `otp`, `bearer`, `refresh`, `cert`) only when named exactly.
             `TORPOR_PERSISTED_HEADERS=content-type,x-*`, `[torpor] persisted_headers = ["x-*"]`.
         ui_origins: the origins (`https://ui.example.com`, or `*` for any) whose pages may call the
             ingress from a browser (CORS): the web UI's playground. `torpor dev` adds its admin
@@ -138,7 +172,7 @@ class Settings:
         name = name.lower()
         if name in self.persisted_headers:
             return True
-        if any(fnmatchcase(name, pattern) for pattern in CREDENTIAL_HEADERS):
+        if is_credential_header(name):
             return False
         return any(fnmatchcase(name, pattern) for pattern in self.persisted_headers)
 

@@ -17,6 +17,7 @@ import pytest
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from tests.helpers.dev import dev_with_examples, unique
+from tests.helpers.headers import CREDENTIAL_NAMES
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=20_000)
 
@@ -239,6 +240,30 @@ def test_credential_headers_are_never_stored_with_an_invocation(dev: DevServer, 
     # THEN the custom x- header is there, the credentials and the unlisted header are not (nowhere in the item)
     assert stored["x-my-custom-header"] == "kept"
     assert not {"authorization", "cookie", "x-api-key", "my-header"} & set(stored)
+    assert b"s3cret" not in record.input_entry
+
+
+def test_headers_carrying_keys_pins_one_time_codes_or_certificates_are_dropped_by_default(dev: DevServer) -> None:
+    from control_plane.protocol import decode_frames
+    from control_plane.protocol import protocol_pb2 as pb
+
+    # GIVEN a call carrying every credential header of CREDENTIAL_NAMES (all x-*) and a plain custom header
+    headers = {name: f"s3cret-{i}" for i, name in enumerate(CREDENTIAL_NAMES)}
+    headers["x-my-custom-header"] = "kept"
+    # WHEN a handler reads the request's headers
+    reply = httpx.post(f"{dev.ingress_url}/Chain/headers", headers=headers, timeout=20)
+    assert reply.status_code == 200, reply.text
+    seen = reply.json()
+    # THEN it sees the custom header and none of the credentials
+    assert seen["x-my-custom-header"] == "kept"
+    assert not set(CREDENTIAL_NAMES) & set(seen), seen
+    # AND none of them is in the invocation's journal
+    record = dev.store.get_invocation(reply.headers["x-restate-id"])
+    assert record is not None
+    (entry,) = decode_frames(record.input_entry)
+    stored = {h.key.lower() for h in pb.InputCommandMessage.FromString(entry.payload).headers}
+    assert "x-my-custom-header" in stored
+    assert not set(CREDENTIAL_NAMES) & stored
     assert b"s3cret" not in record.input_entry
 
 
