@@ -120,7 +120,12 @@ class Settings:
             `TORPOR_PERSISTED_HEADERS=content-type,x-*`, `[torpor] persisted_headers = ["x-*"]`.
         ui_origins: the origins (`https://ui.example.com`, or `*` for any) whose pages may call the
             ingress from a browser (CORS): the web UI's playground. `torpor dev` adds its admin
-            API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`.
+            API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`. `torpor dev`
+            refuses (403) a change (a `POST`, ...) from any other web page's origin.
+        allowed_hosts: `Host` names `torpor dev`'s ingress and admin API answer to beside the loopback
+            names with their ports (`myhost.lan`, any port, or `myhost.lan:8080`); other names are
+            refused (403) against DNS rebinding while they listen on loopback.
+            `TORPOR_ALLOWED_HOSTS=myhost.lan,proxy.internal:8080`.
         max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; API Gateway's
             own limit is 10 MB); a larger one is a 413 before the rest is read.
         max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes; on an
@@ -147,6 +152,7 @@ class Settings:
     store_shards: int = 16
     persisted_headers: tuple[str, ...] = DEFAULT_PERSISTED_HEADERS
     ui_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_request_bytes: int = 10 * 1024 * 1024
     max_answer_bytes: int = 32 * 1024 * 1024
     query_max_rows: int = 10_000
@@ -260,7 +266,7 @@ class Settings:
         return cls(**changes, sources=sources)  # type: ignore[arg-type]
 
 
-_LIST_SETTINGS = {"persisted_headers": "x-*", "ui_origins": "https://ui.example.com"}  # name -> an example value
+_LIST_SETTINGS = {"persisted_headers": "x-*", "ui_origins": "https://ui.example.com", "allowed_hosts": "myhost.lan"}  # name -> an example value
 
 
 def header_patterns(values: list[str]) -> tuple[str, ...]:
