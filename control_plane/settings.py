@@ -128,6 +128,10 @@ class Settings:
             `TORPOR_ALLOWED_HOSTS=myhost.lan,proxy.internal:8080`.
         max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; API Gateway's
             own limit is 10 MB); a larger one is a 413 before the rest is read.
+        request_read_timeout_ms: how long `torpor dev`'s servers wait for a request's whole body after
+            its headers (`TORPOR_REQUEST_READ_TIMEOUT_MS`, default 30 s as hyper's header timeout); a
+            body that has not arrived by then (a `content-length` larger than the body sent, a
+            stalled client) is answered `408` and the connection closed.
         max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes; on an
             HTTP/2 stream, one message and what is not committed yet); a larger one fails the
             attempt (500, retried as any failed attempt) without being read whole.
@@ -154,6 +158,7 @@ class Settings:
     ui_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     max_request_bytes: int = 10 * 1024 * 1024
+    request_read_timeout_ms: int = 30_000
     max_answer_bytes: int = 32 * 1024 * 1024
     query_max_rows: int = 10_000
     query_memory_bytes: int = 256 * 1024 * 1024
@@ -164,7 +169,7 @@ class Settings:
         for name in ("max_request_bytes", "max_answer_bytes"):
             if getattr(self, name) < 1:
                 raise BadRequest(f"{name} must be at least 1 byte (TORPOR_{name.upper()}), got {getattr(self, name)}")
-        for name in ("query_max_rows", "query_memory_bytes", "query_timeout_ms"):
+        for name in ("query_max_rows", "query_memory_bytes", "query_timeout_ms", "request_read_timeout_ms"):
             if getattr(self, name) < 1:
                 raise BadRequest(f"{name} must be at least 1 (TORPOR_{name.upper()}), got {getattr(self, name)}")
 

@@ -42,7 +42,7 @@ from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
 from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
-from adapters.local.asgi import Dispatcher, asgi_app
+from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
 from adapters.local.guard import LocalGuard
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
@@ -504,13 +504,18 @@ class DevServer:
         control_plane = self.control_plane
         ingress_socket, admin_socket = self._sockets
         self._sockets = []
-        limits = {"max_concurrency": self.http_concurrency, "max_body_bytes": self.settings.max_request_bytes}
+
+        def served(router: Dispatcher) -> AsgiApp:
+            return asgi_app(
+                router,
+                max_concurrency=self.http_concurrency,
+                max_body_bytes=self.settings.max_request_bytes,
+                read_timeout_s=self.settings.request_read_timeout_ms / 1000,
+            )
+
         apps = [
-            (asgi_app(self._ingress_guard(control_plane.ingress.router), **limits), ingress_socket),
-            (
-                asgi_app(self._admin_guard(control_plane.admin.router), **limits),
-                admin_socket,
-            ),
+            (served(self._ingress_guard(control_plane.ingress.router)), ingress_socket),
+            (served(self._admin_guard(control_plane.admin.router)), admin_socket),
         ]
         # hypercorn takes the sockets over by file descriptor and closes them when it stops
         configs = [(app, self._config(sock.detach())) for app, sock in apps]
