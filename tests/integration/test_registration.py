@@ -7,6 +7,7 @@ negotiation uses the real restate-sdk services, capped to advertise V5, V6 or V7
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +18,7 @@ import pytest
 
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
+from tests.helpers.dev import wait_for
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import free_port, serve_examples
 
@@ -161,6 +163,68 @@ def test_malformed_registration_bodies_are_a_400(dev: DevServer, bad: Any) -> No
     reply = httpx.post(f"{dev.admin_url}/deployments", json=bad, timeout=10)
     assert reply.status_code == 400
     assert set(reply.json()) == {"code", "message"}
+
+
+@pytest.mark.parametrize(
+    ("field", "make"),
+    [
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a\nb": "v"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a": "v\r\nx-injected: 1"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"": "v"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-caf\u00e9": "v"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a": "caf\u00e9\u20ac"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"Host": "elsewhere.example"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"content-length": "0"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a": 1}}),
+        ("uri", lambda url: {"uri": "http://[::1"}),
+        ("uri", lambda url: {"uri": "http://[::1]:99999"}),
+        ("uri", lambda url: {"uri": url + "\n/x"}),
+        ("uri", lambda url: {"uri": url.replace("http://", "http://user:s3cret@")}),
+        ("uri", lambda url: {"uri": "http://"}),
+        ("metadata", lambda url: {"uri": url, "metadata": {"team": 1}}),
+        ("dry_run", lambda url: {"uri": url, "dry_run": "yes"}),
+    ],
+)
+def test_bad_registration_fields_are_a_400_naming_the_field_and_register_nothing(
+    dev: DevServer, fake: FakeDeployment, field: str, make: Any
+) -> None:
+    # GIVEN a deployment that answers discovery, registered with one bad field
+    reply = register(dev, **make(fake.url))
+    # THEN the answer is a 400 naming the field (not a 500), and nothing was registered
+    assert reply.status_code == 400, reply.text
+    assert set(reply.json()) == {"code", "message"}
+    assert f'"{field}"' in reply.json()["message"]
+    listed = httpx.get(f"{dev.admin_url}/deployments", timeout=10).json()["deployments"]
+    port = fake.url.rsplit(":", 1)[1]
+    assert not [d for d in listed if port in d.get("uri", "")], listed
+    assert "s3cret" not in json.dumps(listed)
+
+
+def test_a_stalled_discovery_holds_up_no_other_registration_and_ends_with_a_400_naming_the_timeout(
+    dev: DevServer, fake: FakeDeployment
+) -> None:
+    # GIVEN a deployment that accepts connections and never answers
+    with socket.create_server(("127.0.0.1", 0)) as stalled:
+        accepted: list[socket.socket] = []
+        threading.Thread(target=lambda: accepted.extend(stalled.accept() for _ in range(4)), daemon=True).start()
+        slow: dict[str, httpx.Response] = {}
+        slow_port = stalled.getsockname()[1]
+        waiting = threading.Thread(target=lambda: slow.update(reply=register(dev, uri=f"http://127.0.0.1:{slow_port}")))
+        waiting.start()
+        wait_for(lambda: accepted, 10, "the stalled deployment to be asked for discovery")
+        # WHEN another deployment is registered meanwhile
+        prompt = register(dev, uri=fake.url)
+        # THEN it is registered while the first discovery still waits
+        assert prompt.status_code == 201, prompt.text
+        assert waiting.is_alive()
+        # AND the stalled one ends, with a 400 naming the time discovery may take
+        waiting.join(30)
+        assert not waiting.is_alive()
+        reply = slow["reply"]
+        assert reply.status_code == 400, reply.text
+        assert "within 10 s" in reply.json()["message"]
+        for conn, _ in accepted:
+            conn.close()
 
 
 def test_health(dev: DevServer) -> None:
