@@ -157,7 +157,7 @@ def http_uri_problem(uri: str) -> None:
         raise BadRequest(f'"uri" {shown!r}: port 0 is not a port to call; use 1..65535')
     if "@" in parts.netloc:
         raise BadRequest(
-            f'"uri" must not hold credentials (user:password@): they would be stored and shown by GET /deployments; '
+            '"uri" must not hold credentials (user:password@): they would be stored and shown by GET /deployments; '
             'give them as a header instead, e.g. "additional_headers": {"authorization": "Basic ..."}'
         )
     if parts.query or parts.fragment or uri.endswith(("?", "#")):

@@ -150,7 +150,9 @@ class Registry:
             return remaining
 
         try:
-            stream = open_stream(endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, min(2.0, left()))
+            stream = open_stream(
+                endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, min(2.0, left())
+            )
         except InvokerError:
             return None
         try:

@@ -271,7 +271,11 @@ class Settings:
         return cls(**changes, sources=sources)  # type: ignore[arg-type]
 
 
-_LIST_SETTINGS = {"persisted_headers": "x-*", "ui_origins": "https://ui.example.com", "allowed_hosts": "myhost.lan"}  # name -> an example value
+_LIST_SETTINGS = {
+    "persisted_headers": "x-*",
+    "ui_origins": "https://ui.example.com",
+    "allowed_hosts": "myhost.lan",
+}  # name -> an example value
 
 
 def header_patterns(values: list[str]) -> tuple[str, ...]:

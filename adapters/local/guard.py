@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from control_plane.http import HttpRequest, HttpResponse
 from adapters.local.asgi import Dispatcher
+from control_plane.http import HttpRequest, HttpResponse
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -77,7 +77,9 @@ class LocalGuard:
             origin = request.headers.get("origin", "").lower().rstrip("/")
             cross_site = request.headers.get("sec-fetch-site", "").lower() == "cross-site"
             same_origin = origin in (f"http://{host}", f"https://{host}")  # the UI, by whatever name it was opened
-            allowed = bool(origin) and origin != "null" and (same_origin or origin in self.origins or "*" in self.origins)
+            allowed = (
+                bool(origin) and origin != "null" and (same_origin or origin in self.origins or "*" in self.origins)
+            )
             if (origin and not allowed) or (cross_site and not allowed):
                 shown = origin[:100] if origin.isprintable() else repr(origin[:100])
                 return _refused(
