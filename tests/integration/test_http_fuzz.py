@@ -212,7 +212,7 @@ def request_bytes(rng: random.Random, port: int, admin: bool, examples_url: str)
     if rng.random() < 0.2:
         headers.append(rng.choice([(b"x-odd", b"\xff\xfe"), (b"x-\xc3\xa9", b"v"), (b"", b"v"), (b"x a", b"v"),
                                    (b"x-long", b"x" * 10_000), (b"authorization", b"Bearer t"),
-                                   (b"x-otp", b"123456")]))  # fmt: skip
+                                   (b"x-otp", b"123456"), (b"x-cr", b"a\rb"), (b"x-lf", b"a\nb")]))  # fmt: skip
     lies = False
     length_choice = rng.random()
     if length_choice < 0.8:
