@@ -6,6 +6,7 @@ negotiation uses the real restate-sdk services, capped to advertise V5, V6 or V7
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -225,6 +226,58 @@ def test_a_stalled_discovery_holds_up_no_other_registration_and_ends_with_a_400_
         assert "within 10 s" in reply.json()["message"]
         for conn, _ in accepted:
             conn.close()
+
+
+def _dripping_h2_deployment(server: socket.socket, stop: threading.Event) -> None:
+    """Serve one h2c (prior knowledge) connection: answer `GET /discover` with a 200 and a manifest
+    content type, then one body byte every 0.2 s until `stop`."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    conn, _ = server.accept()
+    with conn:
+        h2c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        h2c.initiate_connection()
+        conn.sendall(h2c.data_to_send())
+        stream_id = None
+        while stream_id is None:
+            data = conn.recv(65536)
+            if not data:
+                return
+            for event in h2c.receive_data(data):
+                if isinstance(event, h2.events.RequestReceived):
+                    stream_id = event.stream_id
+            conn.sendall(h2c.data_to_send())
+        h2c.send_headers(stream_id, [(":status", "200"), ("content-type", MANIFEST_V3)])
+        conn.sendall(h2c.data_to_send())
+        conn.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                if conn.recv(65536) == b"":
+                    return
+            try:
+                h2c.send_data(stream_id, b" ")
+                conn.sendall(h2c.data_to_send())
+            except OSError:
+                return
+
+
+def test_a_discovery_answer_dripping_over_http2_ends_at_the_discovery_deadline(dev: DevServer) -> None:
+    # GIVEN a deployment speaking HTTP/2 whose discovery answer drips one byte every 0.2 s, forever
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        threading.Thread(target=_dripping_h2_deployment, args=(server, stop), daemon=True).start()
+        try:
+            # WHEN it is registered
+            reply = httpx.post(
+                f"{dev.admin_url}/deployments", json={"uri": f"http://127.0.0.1:{server.getsockname()[1]}"}, timeout=30
+            )
+        finally:
+            stop.set()
+    # THEN discovery gives up at its deadline with a 400 naming it (it used to wait as long as bytes came)
+    assert reply.status_code == 400, reply.text
+    assert "within 10 s" in reply.json()["message"]
 
 
 def test_health(dev: DevServer) -> None:
