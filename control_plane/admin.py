@@ -17,7 +17,7 @@ from typing import Any
 from control_plane import admin_openapi, ids, ui
 from control_plane.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
 from control_plane.durations import parse_duration_ms
-from control_plane.endpoints import parse_registration
+from control_plane.endpoints import parse_additional_headers, parse_metadata, parse_registration
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
 from control_plane.ids import awakeable_id
@@ -421,9 +421,7 @@ class Admin:
         body = request.json()
         if not isinstance(body, dict):
             raise BadRequest('the body must be a JSON object like {"uri": "http://localhost:9080"}')
-        headers = body.get("additional_headers") or {}
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise BadRequest('"additional_headers" must be an object of string values')
+        headers = parse_additional_headers(body.get("additional_headers"))
         force = body.get("force", False)
         if not isinstance(force, bool):
             raise BadRequest('"force" must be true or false')
@@ -431,8 +429,11 @@ class Admin:
         if not isinstance(use_http_11, bool):
             raise BadRequest('"use_http_11" must be true or false')
         target = parse_registration(body, force=force)
-        metadata = body.get("metadata") or {}
-        if body.get("dry_run"):
+        metadata = parse_metadata(body.get("metadata"))
+        dry_run = body.get("dry_run", False)
+        if not isinstance(dry_run, bool):
+            raise BadRequest('"dry_run" must be true or false')
+        if dry_run:
             answer = self._dry_run(target.endpoint, headers, target.auth)
             return HttpResponse.json(answer, 201 if answer["changes"] else 200)
         deployment, _ = self.registry.register(

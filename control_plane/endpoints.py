@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from control_plane.errors import BadRequest
 
@@ -27,6 +28,19 @@ LAMBDA_ARN = re.compile(
 
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 CLOUD_RUN_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/services/[^/]+$")
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$")
+"""An HTTP field name: a token (RFC 9110, section 5.1), at most 256 characters."""
+HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]{0,8192}$")
+"""A header value Torpor sends: visible ASCII, spaces and tabs (RFC 9110, section 5.5, without
+obs-text), no CR, LF or NUL, at most 8,192 characters."""
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
+     "proxy-connection", "expect", "http2-settings"}
+)  # fmt: skip
+"""Headers the HTTP client sets itself (framing, connection, target): an `additional_headers` entry
+naming one would corrupt or re-target every request to the deployment (RFC 9110, section 7.6.1;
+RFC 9113, section 8.2.2 forbids the connection-specific ones on HTTP/2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +103,8 @@ def parse_registration(body: Mapping[str, object], *, force: bool) -> Registrati
             '"uri" must be an http:// or https:// URL (e.g. {"uri": "http://localhost:9080"}) or a Cloud Run '
             "service name projects/P/locations/L/services/S"
         )
+    if not CLOUD_RUN_NAME.match(uri):
+        http_uri_problem(uri)
     auth = _google_auth(body.get("auth"))
     if CLOUD_RUN_NAME.match(uri) and not auth:
         auth = {"google_id_token": {}}
@@ -116,3 +132,76 @@ def _google_auth(raw: object) -> dict[str, object]:
     if audience is not None and not (isinstance(audience, str) and audience):
         raise BadRequest('"audience" must be a non-empty string')
     return {"google_id_token": {"audience": audience} if audience else {}}
+
+
+def http_uri_problem(uri: str) -> None:
+    """Check that `uri` is an `http://` or `https://` URL Torpor can call.
+
+    Raises:
+        BadRequest: (400) naming `"uri"` and the fix: control characters or spaces, no host, an
+            unclosed IPv6 bracket, a port that is not 1..65535, credentials (`user:password@`,
+            refused: they would be shown by `GET /deployments`; pass an `authorization` header in
+            `"additional_headers"`), a query or a fragment.
+    """
+    shown = uri[:200]
+    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in uri):
+        raise BadRequest(f'"uri" {shown!r} holds spaces or control characters; percent-encode them')
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError as exc:
+        raise BadRequest(f'"uri" {shown!r} is not a valid URL: {exc}') from exc
+    if not parts.hostname:
+        raise BadRequest(f'"uri" {shown!r} names no host; e.g. {{"uri": "http://localhost:9080"}}')
+    if port == 0:
+        raise BadRequest(f'"uri" {shown!r}: port 0 is not a port to call; use 1..65535')
+    if "@" in parts.netloc:
+        raise BadRequest(
+            '"uri" must not hold credentials (user:password@): they would be stored and shown by GET /deployments; '
+            'give them as a header instead, e.g. "additional_headers": {"authorization": "Basic ..."}'
+        )
+    if parts.query or parts.fragment or uri.endswith(("?", "#")):
+        raise BadRequest(f'"uri" {shown!r} has a query or fragment; a deployment URI is scheme, host, port and path')
+
+
+def parse_additional_headers(raw: object) -> dict[str, str]:
+    """The `"additional_headers"` of a registration: sent with every request to the deployment.
+
+    Returns the headers as given (an absent or null field is `{}`).
+
+    Raises:
+        BadRequest: (400) naming `"additional_headers"` and the header: not an object of strings; a
+            name that is not an HTTP token (empty, spaces, CR/LF, non-ASCII; `HEADER_NAME`); a value
+            with CR, LF, NUL or other control or non-ASCII characters (`HEADER_VALUE`); a name the HTTP
+            client sets itself (`RESERVED_HEADERS`: `host`, `content-length`, ...).
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise BadRequest('"additional_headers" must be an object of string values')
+    for name, value in raw.items():
+        if not HEADER_NAME.match(name):
+            raise BadRequest(
+                f'"additional_headers": {name[:100]!r} is not an HTTP header name (letters, digits and '
+                "!#$%&'*+-.^_`|~, 1 to 256 of them)"
+            )
+        if name.lower() in RESERVED_HEADERS:
+            raise BadRequest(
+                f'"additional_headers": {name!r} is set by Torpor\'s HTTP client for each request and cannot be added'
+            )
+        if not HEADER_VALUE.match(value):
+            raise BadRequest(
+                f'"additional_headers": the value of {name!r} holds CR, LF, control or non-ASCII characters, or is '
+                "longer than 8192; give visible ASCII only"
+            )
+    return dict(raw)
+
+
+def parse_metadata(raw: object) -> dict[str, str]:
+    """The `"metadata"` of a registration (kept with the deployment, shown by `GET /deployments`):
+    an object of string values; absent or null is `{}`. Raises `BadRequest` (400) naming it otherwise."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise BadRequest('"metadata" must be an object of string values, e.g. {"team": "billing"}')
+    return dict(raw)

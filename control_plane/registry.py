@@ -126,27 +126,42 @@ class Registry:
         Python SDK answers so on HTTP/2); otherwise `REQUEST_RESPONSE`, always for Lambda, Cloud Run
         with Google ID tokens, and HTTP/1.1. Raises what `discover` raises.
         """
+        deadline = time.monotonic() + _DISCOVERY_TIMEOUT_S
         open_stream = getattr(self.invoker, "open_stream", None)
         plain = endpoint.startswith(("http://", "https://")) and not auth
         if open_stream is not None and plain and not use_http_11:
-            manifest = self._discover_h2(open_stream, endpoint, headers)
+            manifest = self._discover_h2(open_stream, endpoint, headers, deadline)
             if manifest is not None:
                 bidi = manifest.get("protocolMode") == "BIDI_STREAM"
                 return manifest, "BIDI_STREAM" if bidi else "REQUEST_RESPONSE"
-        return self.discover(endpoint, headers, auth), "REQUEST_RESPONSE"
+        return self.discover(endpoint, headers, auth, deadline=deadline), "REQUEST_RESPONSE"
 
-    def _discover_h2(self, open_stream: Any, endpoint: str, headers: Mapping[str, str]) -> dict[str, Any] | None:
-        """The manifest discovered over HTTP/2, or None if the endpoint does not speak it or refused."""
+    def _discover_h2(
+        self, open_stream: Any, endpoint: str, headers: Mapping[str, str], deadline: float
+    ) -> dict[str, Any] | None:
+        """The manifest discovered over HTTP/2, or None if the endpoint does not speak it, refused,
+        or did not answer whole by `deadline` (`time.monotonic()`; HTTP/1.1 is then tried with the
+        time left)."""
+
+        def left() -> float:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise InvokerError("the discovery deadline passed")
+            return remaining
+
         try:
-            stream = open_stream(endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, 2.0)
+            stream = open_stream(
+                endpoint, "GET", "/discover", {**headers, "accept": DISCOVERY_ACCEPT}, min(2.0, left())
+            )
         except InvokerError:
             return None
         try:
             stream.end()
-            status, answered = stream.head(_DISCOVERY_TIMEOUT_S)
+            status, answered = stream.head(left())
             body = b""
-            while chunk := stream.receive(_DISCOVERY_TIMEOUT_S):
+            while chunk := stream.receive(left()):  # a dripping answer still ends at the deadline
                 body += chunk
+                left()
         except InvokerError:
             return None
         finally:
@@ -156,13 +171,26 @@ class Registry:
         return self._manifest(endpoint, HttpReply(status, answered, body))
 
     def discover(
-        self, endpoint: str, headers: Mapping[str, str], auth: Mapping[str, object] | None = None
+        self,
+        endpoint: str,
+        headers: Mapping[str, str],
+        auth: Mapping[str, object] | None = None,
+        *,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Fetch and validate the endpoint manifest of `endpoint` (manifest v1..v4) over HTTP/1.1.
 
         Returns the manifest as parsed JSON (Restate's camelCase names). Raises `BadRequest` naming
-        the cause when the endpoint cannot be reached, answers non-200, or sends a bad manifest.
+        the cause when the endpoint cannot be reached, answers non-200, sends a bad manifest, or has
+        not answered whole by `deadline` (`time.monotonic()`; default: 10 s from now, the time one
+        registration's discovery may take in all; other registrations do not wait for it).
         """
+        timeout_s = (deadline - time.monotonic()) if deadline is not None else _DISCOVERY_TIMEOUT_S
+        if timeout_s <= 0:
+            raise BadRequest(
+                f"discovery of {endpoint} failed: no answer within {_DISCOVERY_TIMEOUT_S:g} s over HTTP/2 "
+                '(for an HTTP/1.1-only deployment, register with "use_http_11": true)'
+            )
         try:
             reply = self.invoker.request(
                 endpoint,
@@ -170,10 +198,15 @@ class Registry:
                 "/discover",
                 {**headers, "accept": DISCOVERY_ACCEPT},
                 b"",
-                _DISCOVERY_TIMEOUT_S,
+                timeout_s,
                 auth=auth or None,
             )
         except InvokerError as exc:
+            if deadline is not None and time.monotonic() >= deadline - 0.1:  # the whole discovery's time ran out
+                raise BadRequest(
+                    f"discovery of {endpoint} failed: no complete answer within {_DISCOVERY_TIMEOUT_S:g} s, the time "
+                    "discovery may take. Is the service running, reachable from Torpor, and answering GET /discover?"
+                ) from exc
             raise BadRequest(
                 f"discovery of {endpoint} failed: {exc.message}. Is the service running and reachable from Torpor?"
             ) from exc

@@ -7,6 +7,7 @@ duration is in ms unless its name says otherwise.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -56,6 +57,38 @@ CREDENTIAL_HEADERS: tuple[str, ...] = (
 """Headers that may carry credentials (`fnmatch` patterns): kept only when `Settings.persisted_headers`
 names them exactly, never through a pattern such as `x-*`."""
 
+CREDENTIAL_WORDS: frozenset[str] = frozenset(
+    {
+        # keys: x-amz-server-side-encryption-customer-key, x-functions-key, x-master-key, x-signing-key
+        "key", "keys", "apikey", "privatekey",
+        # passwords and PINs: x-pass, x-user-pin, x-passphrase
+        "pass", "passwd", "password", "passphrase", "passcode", "pin", "pwd",
+        # one-time codes: x-otp, x-totp, x-mfa-code
+        "otp", "totp", "hotp", "mfa", "2fa",
+        # tokens: x-bearer, x-refresh, x-csrf
+        "bearer", "refresh", "token", "csrf", "xsrf", "nonce",
+        # certificates: x-ssl-client-cert, x-forwarded-client-cert (Envoy's XFCC)
+        "cert", "certs", "certificate", "certificates", "xfcc",
+        # secrets, signatures and sessions
+        "secret", "sig", "signature", "session", "sessionid", "sid", "credential", "credentials",
+        "auth", "authorization", "cookie", "jwt",
+    }
+)  # fmt: skip
+"""Words that mark a header as a credential wherever they stand in its name: the name is split at
+`-`, `_` and `.` (`x-ssl-client-cert` → `x`, `ssl`, `client`, `cert`), and a header one of whose words
+is here is kept only when `Settings.persisted_headers` names it exactly (as `CREDENTIAL_HEADERS`).
+Covers keys, passwords, PINs, one-time codes, bearer and refresh tokens and client certificates,
+which cloud vendors carry in `x-*` headers (`x-ms-encryption-key`, `x-goog-encryption-key`)."""
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether header `name` (any case) may carry a credential: it matches a `CREDENTIAL_HEADERS`
+    pattern or one of its words (split at `-`, `_`, `.`) is in `CREDENTIAL_WORDS`."""
+    name = name.lower()
+    if any(word in CREDENTIAL_WORDS for word in re.split(r"[-_.]", name)):
+        return True
+    return any(fnmatchcase(name, pattern) for pattern in CREDENTIAL_HEADERS)
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -81,14 +114,24 @@ class Settings:
             is set.
         persisted_headers: the ingress request headers an invocation keeps in its journal and
             hands to the handler, as names or `fnmatch` patterns (`x-*`); the rest are dropped
-            before anything is stored. Headers that may carry credentials (`CREDENTIAL_HEADERS`:
-            `authorization`, `cookie`, `*token*`, `*api-key*`, ...) only when named exactly.
+            before anything is stored. Headers that may carry credentials (`is_credential_header`:
+            `authorization`, `cookie`, `*token*`, `*api-key*`, ..., and any name with a word such as
+            `key`, `pass`, `pin`, `otp`, `bearer`, `refresh`, `cert`) only when named exactly.
             `TORPOR_PERSISTED_HEADERS=content-type,x-*`, `[torpor] persisted_headers = ["x-*"]`.
         ui_origins: the origins (`https://ui.example.com`, or `*` for any) whose pages may call the
             ingress from a browser (CORS): the web UI's playground. `torpor dev` adds its admin
-            API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`.
+            API's own origin. `TORPOR_UI_ORIGINS=https://a.example,https://b.example`. `torpor dev`
+            refuses (403) a change (a `POST`, ...) from any other web page's origin.
+        allowed_hosts: `Host` names `torpor dev`'s ingress and admin API answer to beside the loopback
+            names with their ports (`myhost.lan`, any port, or `myhost.lan:8080`); other names are
+            refused (403) against DNS rebinding while they listen on loopback.
+            `TORPOR_ALLOWED_HOSTS=myhost.lan,proxy.internal:8080`.
         max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; API Gateway's
             own limit is 10 MB); a larger one is a 413 before the rest is read.
+        request_read_timeout_ms: how long `torpor dev`'s servers wait for a request's whole body after
+            its headers (`TORPOR_REQUEST_READ_TIMEOUT_MS`, default 30 s as hyper's header timeout); a
+            body that has not arrived by then (a `content-length` larger than the body sent, a
+            stalled client) is answered `408` and the connection closed.
         max_answer_bytes: the largest answer Torpor reads from an HTTP deployment (bytes; on an
             HTTP/2 stream, one message and what is not committed yet); a larger one fails the
             attempt (500, retried as any failed attempt) without being read whole.
@@ -113,7 +156,9 @@ class Settings:
     store_shards: int = 16
     persisted_headers: tuple[str, ...] = DEFAULT_PERSISTED_HEADERS
     ui_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_request_bytes: int = 10 * 1024 * 1024
+    request_read_timeout_ms: int = 30_000
     max_answer_bytes: int = 32 * 1024 * 1024
     query_max_rows: int = 10_000
     query_memory_bytes: int = 256 * 1024 * 1024
@@ -124,7 +169,7 @@ class Settings:
         for name in ("max_request_bytes", "max_answer_bytes"):
             if getattr(self, name) < 1:
                 raise BadRequest(f"{name} must be at least 1 byte (TORPOR_{name.upper()}), got {getattr(self, name)}")
-        for name in ("query_max_rows", "query_memory_bytes", "query_timeout_ms"):
+        for name in ("query_max_rows", "query_memory_bytes", "query_timeout_ms", "request_read_timeout_ms"):
             if getattr(self, name) < 1:
                 raise BadRequest(f"{name} must be at least 1 (TORPOR_{name.upper()}), got {getattr(self, name)}")
 
@@ -138,7 +183,7 @@ class Settings:
         name = name.lower()
         if name in self.persisted_headers:
             return True
-        if any(fnmatchcase(name, pattern) for pattern in CREDENTIAL_HEADERS):
+        if is_credential_header(name):
             return False
         return any(fnmatchcase(name, pattern) for pattern in self.persisted_headers)
 
@@ -226,7 +271,11 @@ class Settings:
         return cls(**changes, sources=sources)  # type: ignore[arg-type]
 
 
-_LIST_SETTINGS = {"persisted_headers": "x-*", "ui_origins": "https://ui.example.com"}  # name -> an example value
+_LIST_SETTINGS = {
+    "persisted_headers": "x-*",
+    "ui_origins": "https://ui.example.com",
+    "allowed_hosts": "myhost.lan",
+}  # name -> an example value
 
 
 def header_patterns(values: list[str]) -> tuple[str, ...]:

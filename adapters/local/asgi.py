@@ -38,10 +38,11 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"  # kept as-is when re-encoding a decoded path 
 class _RouterApp:
     """The ASGI 3 application returned by `asgi_app`."""
 
-    def __init__(self, router: Dispatcher, max_concurrency: int, max_body_bytes: int) -> None:
+    def __init__(self, router: Dispatcher, max_concurrency: int, max_body_bytes: int, read_timeout_s: float) -> None:
         self._router = router
         self._max_concurrency = max_concurrency
         self._max_body_bytes = max_body_bytes
+        self._read_timeout_s = read_timeout_s
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -86,8 +87,14 @@ class _RouterApp:
             return
         chunks: list[bytes] = []
         size = 0
+        deadline = asyncio.get_running_loop().time() + self._read_timeout_s
         while True:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:  # a stalled or too slow body: answered, and the connection closed
+                await self._send(send, self._timed_out())
+                return
             if message["type"] == "http.disconnect":
                 return  # the client left before sending the whole body
             chunk = message.get("body", b"")
@@ -108,6 +115,13 @@ class _RouterApp:
         loop = asyncio.get_running_loop()
         response: HttpResponse = await loop.run_in_executor(self._pool(), self._router.dispatch, request)
         await self._send(send, response)
+
+    def _timed_out(self) -> HttpResponse:
+        message = (
+            f"the request body did not arrive within {self._read_timeout_s:g} s "
+            "(TORPOR_REQUEST_READ_TIMEOUT_MS); send it whole, with a content-length that matches it"
+        )
+        return HttpResponse.json({"code": 408, "message": message}, 408, {"connection": "close"})
 
     def _too_large(self) -> HttpResponse:
         message = (
@@ -148,7 +162,13 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def asgi_app(router: Dispatcher, *, max_concurrency: int = 64, max_body_bytes: int = 10 * 1024 * 1024) -> AsgiApp:
+def asgi_app(
+    router: Dispatcher,
+    *,
+    max_concurrency: int = 64,
+    max_body_bytes: int = 10 * 1024 * 1024,
+    read_timeout_s: float = 30.0,
+) -> AsgiApp:
     """An ASGI 3 application serving `router`: HTTP requests and lifespan events.
 
     Each request's body is read whole (up to `max_body_bytes`), turned into an `HttpRequest`
@@ -162,8 +182,13 @@ def asgi_app(router: Dispatcher, *, max_concurrency: int = 64, max_body_bytes: i
         max_concurrency: Most requests dispatched at the same time; more wait for a free thread.
         max_body_bytes: A larger body is answered `413` `{"code", "message"}` as soon as its
             `content-length` or the bytes read so far exceed it; the rest is never read.
+        read_timeout_s: The whole body must arrive within this many seconds of the request's
+            headers; else the answer is `408` `{"code", "message"}` with `connection: close` (a
+            `content-length` larger than the body sent, a stalled or dripping client). Request
+            headers are bounded by hypercorn's `keep_alive_timeout` (5 s), after which it closes
+            the connection.
 
     Returns:
         The ASGI callable `app(scope, receive, send)`.
     """
-    return _RouterApp(router, max_concurrency, max_body_bytes)
+    return _RouterApp(router, max_concurrency, max_body_bytes, read_timeout_s)

@@ -29,7 +29,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
@@ -42,8 +42,8 @@ from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
 from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
-from adapters.local.asgi import asgi_app
-from adapters.local.guard import LocalAdminGuard
+from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
+from adapters.local.guard import LocalGuard
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
@@ -51,6 +51,7 @@ from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.http import Router
+from control_plane.ingress import CorsRouter
 from control_plane.ports import Invoker
 from control_plane.request_identity import RequestSigner
 from control_plane.runtime import ControlPlane
@@ -480,25 +481,41 @@ class DevServer:
         self._ingress_url = http_url(self.host, self._sockets[0].getsockname()[1])
         self._admin_url = http_url(self.host, self._sockets[1].getsockname()[1])
 
-    def _admin_guard(self, router: Router) -> LocalAdminGuard:
+    def _guard(self, router: Dispatcher, url: str, origins: Iterable[str], api: str) -> LocalGuard:
+        """`router` behind the guard (`adapters.local.guard`): the server at `url` answers only to its
+        own address when listening on loopback (and to `TORPOR_ALLOWED_HOSTS`), and takes changes
+        only from `origins`, its own origin, or clients that are not web pages."""
+        loopback = urlsplit(url).hostname in _LOOPBACK_NAMES
+        hosts = {origin.split("://", 1)[1] for origin in browser_origins(url)} if loopback else None
+        return LocalGuard(router, hosts, origins, api=api, extra_hosts=self.settings.allowed_hosts)
+
+    def _admin_guard(self, router: Router) -> LocalGuard:
         """The admin router behind the guard: its own address only (listening on loopback), and
         changes only from its own origin (the web UI) or from clients that are not web pages."""
-        origins = browser_origins(self._admin_url)
-        loopback = urlsplit(self._admin_url).hostname in _LOOPBACK_NAMES
-        hosts = {origin.split("://", 1)[1] for origin in origins} if loopback else None
-        return LocalAdminGuard(router, hosts, origins)
+        return self._guard(router, self._admin_url, browser_origins(self._admin_url), "admin API")
+
+    def _ingress_guard(self, router: CorsRouter) -> LocalGuard:
+        """The ingress router behind the guard: its own address only (listening on loopback), and
+        calls from web pages only from the origins its CORS allows (`TORPOR_UI_ORIGINS`, the admin
+        API's web UI)."""
+        return self._guard(router, self._ingress_url, router.allowed_origins, "ingress")
 
     def _start_http(self) -> None:
         control_plane = self.control_plane
         ingress_socket, admin_socket = self._sockets
         self._sockets = []
-        limits = {"max_concurrency": self.http_concurrency, "max_body_bytes": self.settings.max_request_bytes}
+
+        def served(router: Dispatcher) -> AsgiApp:
+            return asgi_app(
+                router,
+                max_concurrency=self.http_concurrency,
+                max_body_bytes=self.settings.max_request_bytes,
+                read_timeout_s=self.settings.request_read_timeout_ms / 1000,
+            )
+
         apps = [
-            (asgi_app(control_plane.ingress.router, **limits), ingress_socket),
-            (
-                asgi_app(self._admin_guard(control_plane.admin.router), **limits),
-                admin_socket,
-            ),
+            (served(self._ingress_guard(control_plane.ingress.router)), ingress_socket),
+            (served(self._admin_guard(control_plane.admin.router)), admin_socket),
         ]
         # hypercorn takes the sockets over by file descriptor and closes them when it stops
         configs = [(app, self._config(sock.detach())) for app, sock in apps]

@@ -7,7 +7,7 @@ which names the deployed ingress) to the admin API, each request signed with the
 credentials (botocore's `SigV4Auth`, service `execute-api`, via `adapters.cli.aws_auth.SigV4`).
 
 Anything on this machine that reaches the port acts with the user's credentials, so the proxy sits
-behind the same guard as `torpor dev`'s admin API (`adapters.local.guard.LocalAdminGuard`): only
+behind the same guard as `torpor dev`'s admin API (`adapters.local.guard.LocalGuard`): only
 requests naming its own loopback address in `Host` (no DNS rebinding), and changes only from its
 own origin or from clients that are not web pages (no cross-site requests).
 
@@ -27,7 +27,7 @@ from hypercorn.config import Config
 
 from adapters.local.asgi import asgi_app
 from adapters.local.dev import DevServerError, browser_origins, http_url, listen_socket
-from adapters.local.guard import LocalAdminGuard
+from adapters.local.guard import LocalGuard
 from control_plane import ui
 from control_plane.http import HttpRequest, HttpResponse
 
@@ -146,7 +146,7 @@ def gateway_refusal(answer: httpx.Response, admin_url: str) -> str:
 
 
 class UiProxyServer:
-    """`UiProxy` behind `LocalAdminGuard`, served by hypercorn on a loopback port (a background thread).
+    """`UiProxy` behind `LocalGuard`, served by hypercorn on a loopback port (a background thread).
 
     Usable as a context manager.
 
@@ -184,7 +184,7 @@ class UiProxyServer:
         self._url = http_url("127.0.0.1", sock.getsockname()[1])
         origins = browser_origins(self._url)
         hosts = {origin.split("://", 1)[1] for origin in origins}
-        app = asgi_app(LocalAdminGuard(self.proxy, hosts, origins), max_concurrency=16, max_body_bytes=MAX_BODY_BYTES)
+        app = asgi_app(LocalGuard(self.proxy, hosts, origins), max_concurrency=16, max_body_bytes=MAX_BODY_BYTES)
         config = Config()
         config.bind = [f"fd://{sock.detach()}"]
         config.alpn_protocols = ["http/1.1"]

@@ -203,3 +203,65 @@ def test_on_every_address_the_web_ui_can_still_make_changes() -> None:
         # AND another site's page is still refused
         evil = httpx.post(f"http://127.0.0.1:{port}/deployments", json=body, headers={"origin": "https://evil.example"})
         assert evil.status_code == 403
+
+
+# --- slow and stalled requests ------------------------------------------------------------------------
+
+
+def _read_answer(sock: socket.socket, limit_s: float) -> tuple[bytes, bool]:
+    """Everything the server sends on `sock` until it closes the connection, or `limit_s` passes:
+    `(bytes, closed)`."""
+    sock.settimeout(limit_s)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except TimeoutError:
+        return received, False
+    return received, True
+
+
+@pytest.mark.parametrize("port_of", ["ingress_url", "admin_url"])
+def test_a_body_shorter_than_its_content_length_is_answered_408_and_the_connection_closed(port_of: str) -> None:
+    # GIVEN torpor dev with a 1 s read timeout
+    settings = Settings(request_read_timeout_ms=1_000)
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings, workers=2) as dev:
+        url = getattr(dev, port_of)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        # WHEN a client announces 100 bytes of body, sends 10 and stalls
+        with socket.create_connection((host, int(port))) as sock:
+            path = "/deployments" if port_of == "admin_url" else "/Greeter/greet"
+            head = f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
+            sock.sendall(head.encode() + b'content-length: 100\r\n\r\n{"uri": "h')
+            answer, closed = _read_answer(sock, 20)
+    # THEN it gets a 408 naming the setting, and the connection is closed (not left hanging)
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 408 ", answer
+    assert b"TORPOR_REQUEST_READ_TIMEOUT_MS" in rest
+    assert closed
+
+
+def test_a_body_dripping_slower_than_the_read_timeout_is_answered_408() -> None:
+    # GIVEN torpor dev with a 1 s read timeout
+    settings = Settings(request_read_timeout_ms=1_000)
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings, workers=2) as dev:
+        host, port = dev.ingress_url.removeprefix("http://").rsplit(":", 1)
+        stop = threading.Event()
+        # WHEN a client sends its 1,000-byte body one byte every 0.2 s (each read well within 1 s)
+        with socket.create_connection((host, int(port))) as sock:
+            head = f"POST /Greeter/greet HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
+            sock.sendall(head.encode() + b"content-length: 1000\r\n\r\n")
+
+            def drip() -> None:
+                while not stop.wait(0.2):
+                    try:
+                        sock.sendall(b" ")
+                    except OSError:
+                        return
+
+            threading.Thread(target=drip, daemon=True).start()
+            answer, closed = _read_answer(sock, 20)
+            stop.set()
+    # THEN the whole body's deadline ends it: a 408, the connection closed
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert closed

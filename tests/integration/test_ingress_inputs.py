@@ -17,8 +17,15 @@ import pytest
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from tests.helpers.dev import dev_with_examples, unique
+from tests.helpers.headers import CREDENTIAL_NAMES
 
-SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=20_000)
+SETTINGS = Settings(
+    inactivity_timeout_ms=10_000,
+    lease_margin_ms=2_000,
+    call_wait_ms=20_000,
+    ui_origins=("https://ui.example.com",),
+    allowed_hosts=("torpor.test",),
+)
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +249,88 @@ def test_credential_headers_are_never_stored_with_an_invocation(dev: DevServer, 
     assert b"s3cret" not in record.input_entry
 
 
+def test_headers_carrying_keys_pins_one_time_codes_or_certificates_are_dropped_by_default(dev: DevServer) -> None:
+    from control_plane.protocol import decode_frames
+    from control_plane.protocol import protocol_pb2 as pb
+
+    # GIVEN a call carrying every credential header of CREDENTIAL_NAMES (all x-*) and a plain custom header
+    headers = {name: f"s3cret-{i}" for i, name in enumerate(CREDENTIAL_NAMES)}
+    headers["x-my-custom-header"] = "kept"
+    # WHEN a handler reads the request's headers
+    reply = httpx.post(f"{dev.ingress_url}/Chain/headers", headers=headers, timeout=20)
+    assert reply.status_code == 200, reply.text
+    seen = reply.json()
+    # THEN it sees the custom header and none of the credentials
+    assert seen["x-my-custom-header"] == "kept"
+    assert not set(CREDENTIAL_NAMES) & set(seen), seen
+    # AND none of them is in the invocation's journal
+    record = dev.store.get_invocation(reply.headers["x-restate-id"])
+    assert record is not None
+    (entry,) = decode_frames(record.input_entry)
+    stored = {h.key.lower() for h in pb.InputCommandMessage.FromString(entry.payload).headers}
+    assert "x-my-custom-header" in stored
+    assert not set(CREDENTIAL_NAMES) & stored
+    assert b"s3cret" not in record.input_entry
+
+
 @pytest.mark.parametrize("verb", ["call", "send"])
 def test_a_restate_path_without_a_handler_is_a_400_naming_the_shape(dev: DevServer, verb: str) -> None:
     reply = httpx.post(f"{dev.ingress_url}/restate/{verb}/Greeter", json="x")
     assert_error(reply, 400, "names no handler", f"/restate/{verb}/Greeter/{{handler}}")
+
+
+# --- the local ingress against other web pages -----------------------------------------------------
+
+
+def _not_sent(dev: DevServer, idempotency_key: str) -> bool:
+    """No invocation was sent to `Chain/headers` with `idempotency_key`."""
+    reply = httpx.get(f"{dev.ingress_url}/restate/invocation/Chain/headers/{idempotency_key}/output", timeout=10)
+    return reply.status_code == 404
+
+
+def test_the_local_ingress_answers_only_to_its_own_address(dev: DevServer) -> None:
+    port = dev.ingress_url.rsplit(":", 1)[1]
+    key = unique("rebind")
+    # GIVEN a DNS-rebinding page whose name now points at 127.0.0.1
+    rebound = {"host": "evil.example", "idempotency-key": key}
+    # WHEN it calls a handler, or reads an answer
+    call = httpx.post(f"{dev.ingress_url}/Chain/headers", headers=rebound, timeout=10)
+    read = httpx.get(f"{dev.ingress_url}/restate/invocation/Chain/headers/{key}/output", headers=rebound)
+    # THEN both are refused with a 403 naming the Host, and nothing ran
+    assert_error(call, 403, "Host evil.example", "TORPOR_ALLOWED_HOSTS")
+    assert_error(read, 403, "Host evil.example")
+    assert _not_sent(dev, key)
+    # AND its own names, and the names of TORPOR_ALLOWED_HOSTS, are answered
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"torpor.test:{port}"):
+        reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="ann", headers={"host": host}, timeout=20)
+        assert reply.status_code == 200, (host, reply.text)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"content-type": "text/plain", "origin": "https://evil.example"},
+        {"content-type": "application/x-www-form-urlencoded", "origin": "https://evil.example"},
+        {"content-type": "multipart/form-data; boundary=x", "origin": "null"},  # a sandboxed frame
+        {"content-type": "text/plain", "sec-fetch-site": "cross-site"},  # no Origin: only this
+    ],
+)
+def test_a_cross_site_simple_request_to_the_local_ingress_runs_no_handler(dev: DevServer, forged: dict) -> None:
+    # GIVEN a web page on another site posting a "simple" request (no preflight) to a handler taking no input
+    key = unique("csrf")
+    # WHEN it reaches the local ingress
+    reply = httpx.post(f"{dev.ingress_url}/Chain/headers", headers={**forged, "idempotency-key": key}, timeout=10)
+    # THEN it is refused with a 403 naming why, and no invocation was made
+    assert_error(reply, 403, "TORPOR_UI_ORIGINS")
+    assert _not_sent(dev, key)
+
+
+def test_the_web_ui_and_the_allowed_origins_still_call_the_local_ingress(dev: DevServer) -> None:
+    # the admin API's web UI (its playground) and an origin of TORPOR_UI_ORIGINS, even cross-site
+    for origin, site in ((dev.admin_url, "same-site"), ("https://ui.example.com", "cross-site")):
+        headers = {"origin": origin, "sec-fetch-site": site}
+        reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="ann", headers=headers, timeout=20)
+        assert reply.status_code == 200, (origin, reply.text)
+        assert reply.headers["access-control-allow-origin"] == origin
+    # and clients that are not web pages
+    assert httpx.post(f"{dev.ingress_url}/Greeter/greet", json="ann", timeout=20).status_code == 200

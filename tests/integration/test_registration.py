@@ -6,7 +6,9 @@ negotiation uses the real restate-sdk services, capped to advertise V5, V6 or V7
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +19,7 @@ import pytest
 
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
+from tests.helpers.dev import wait_for
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import free_port, serve_examples
 
@@ -161,6 +164,120 @@ def test_malformed_registration_bodies_are_a_400(dev: DevServer, bad: Any) -> No
     reply = httpx.post(f"{dev.admin_url}/deployments", json=bad, timeout=10)
     assert reply.status_code == 400
     assert set(reply.json()) == {"code", "message"}
+
+
+@pytest.mark.parametrize(
+    ("field", "make"),
+    [
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a\nb": "v"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a": "v\r\nx-injected: 1"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"": "v"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-caf\u00e9": "v"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a": "caf\u00e9\u20ac"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"Host": "elsewhere.example"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"content-length": "0"}}),
+        ("additional_headers", lambda url: {"uri": url, "additional_headers": {"x-a": 1}}),
+        ("uri", lambda url: {"uri": "http://[::1"}),
+        ("uri", lambda url: {"uri": "http://[::1]:99999"}),
+        ("uri", lambda url: {"uri": url + "\n/x"}),
+        ("uri", lambda url: {"uri": url.replace("http://", "http://user:s3cret@")}),
+        ("uri", lambda url: {"uri": "http://"}),
+        ("metadata", lambda url: {"uri": url, "metadata": {"team": 1}}),
+        ("dry_run", lambda url: {"uri": url, "dry_run": "yes"}),
+    ],
+)
+def test_bad_registration_fields_are_a_400_naming_the_field_and_register_nothing(
+    dev: DevServer, fake: FakeDeployment, field: str, make: Any
+) -> None:
+    # GIVEN a deployment that answers discovery, registered with one bad field
+    reply = register(dev, **make(fake.url))
+    # THEN the answer is a 400 naming the field (not a 500), and nothing was registered
+    assert reply.status_code == 400, reply.text
+    assert set(reply.json()) == {"code", "message"}
+    assert f'"{field}"' in reply.json()["message"]
+    listed = httpx.get(f"{dev.admin_url}/deployments", timeout=10).json()["deployments"]
+    port = fake.url.rsplit(":", 1)[1]
+    assert not [d for d in listed if port in d.get("uri", "")], listed
+    assert "s3cret" not in json.dumps(listed)
+
+
+def test_a_stalled_discovery_holds_up_no_other_registration_and_ends_with_a_400_naming_the_timeout(
+    dev: DevServer, fake: FakeDeployment
+) -> None:
+    # GIVEN a deployment that accepts connections and never answers
+    with socket.create_server(("127.0.0.1", 0)) as stalled:
+        accepted: list[socket.socket] = []
+        threading.Thread(target=lambda: accepted.extend(stalled.accept() for _ in range(4)), daemon=True).start()
+        slow: dict[str, httpx.Response] = {}
+        slow_port = stalled.getsockname()[1]
+        waiting = threading.Thread(target=lambda: slow.update(reply=register(dev, uri=f"http://127.0.0.1:{slow_port}")))
+        waiting.start()
+        wait_for(lambda: accepted, 10, "the stalled deployment to be asked for discovery")
+        # WHEN another deployment is registered meanwhile
+        prompt = register(dev, uri=fake.url)
+        # THEN it is registered while the first discovery still waits
+        assert prompt.status_code == 201, prompt.text
+        assert waiting.is_alive()
+        # AND the stalled one ends, with a 400 naming the time discovery may take
+        waiting.join(30)
+        assert not waiting.is_alive()
+        reply = slow["reply"]
+        assert reply.status_code == 400, reply.text
+        assert "within 10 s" in reply.json()["message"]
+        for conn, _ in accepted:
+            conn.close()
+
+
+def _dripping_h2_deployment(server: socket.socket, stop: threading.Event) -> None:
+    """Serve one h2c (prior knowledge) connection: answer `GET /discover` with a 200 and a manifest
+    content type, then one body byte every 0.2 s until `stop`."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    conn, _ = server.accept()
+    with conn:
+        h2c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        h2c.initiate_connection()
+        conn.sendall(h2c.data_to_send())
+        stream_id = None
+        while stream_id is None:
+            data = conn.recv(65536)
+            if not data:
+                return
+            for event in h2c.receive_data(data):
+                if isinstance(event, h2.events.RequestReceived):
+                    stream_id = event.stream_id
+            conn.sendall(h2c.data_to_send())
+        h2c.send_headers(stream_id, [(":status", "200"), ("content-type", MANIFEST_V3)])
+        conn.sendall(h2c.data_to_send())
+        conn.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                if conn.recv(65536) == b"":
+                    return
+            try:
+                h2c.send_data(stream_id, b" ")
+                conn.sendall(h2c.data_to_send())
+            except OSError:
+                return
+
+
+def test_a_discovery_answer_dripping_over_http2_ends_at_the_discovery_deadline(dev: DevServer) -> None:
+    # GIVEN a deployment speaking HTTP/2 whose discovery answer drips one byte every 0.2 s, forever
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        threading.Thread(target=_dripping_h2_deployment, args=(server, stop), daemon=True).start()
+        try:
+            # WHEN it is registered
+            reply = httpx.post(
+                f"{dev.admin_url}/deployments", json={"uri": f"http://127.0.0.1:{server.getsockname()[1]}"}, timeout=30
+            )
+        finally:
+            stop.set()
+    # THEN discovery gives up at its deadline with a 400 naming it (it used to wait as long as bytes came)
+    assert reply.status_code == 400, reply.text
+    assert "within 10 s" in reply.json()["message"]
 
 
 def test_health(dev: DevServer) -> None:

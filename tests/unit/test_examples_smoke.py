@@ -43,7 +43,7 @@ EXPECTED_HANDLERS = {
     "LazyCounter": {"lazy_add", "read_many", "put"},
     "Signup": {"run", "confirm", "status", "peek", "await_confirmation"},
     "Calls": {"greet_twice", "count_to", "call_failing", "book_via", "send_then_sleep"},
-    "Chain": {"a", "b", "c", "work", "call_once", "trace"},
+    "Chain": {"a", "b", "c", "work", "call_once", "trace", "headers"},
     "Bench": {"steps_sleep_steps"},
     "Sequence": {"append", "get", "fill", "digests"},
 }

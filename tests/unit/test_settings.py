@@ -8,6 +8,7 @@ import pytest
 
 from control_plane.errors import BadRequest
 from control_plane.settings import Settings
+from tests.helpers.headers import CREDENTIAL_NAMES
 
 
 def test_torpor_toml_beats_the_environment_which_beats_the_built_in(tmp_path: Path) -> None:
@@ -109,6 +110,10 @@ def test_persisted_headers_come_from_the_environment_and_torpor_toml(tmp_path: P
         (None, "x-credential", False),
         (None, "x-passwd", False),
         (None, "x-author", True),  # not a credential (x-auth and x-auth-* are)
+        (None, "x-keep-alive", True),  # a word is matched whole: "keep" is not "key"
+        (None, "x-pinned-version", True),
+        (None, "idempotency-key", True),  # named exactly by the default list
+        *((None, name, False) for name in CREDENTIAL_NAMES),
         (None, "x-request-id", True),
         (("x-*", "x-api-key"), "X-Api-Key", True),  # named exactly: kept
         (("*",), "authorization", False),
