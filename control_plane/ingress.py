@@ -3,7 +3,9 @@
 Paths as Restate serves them: `/restate/call|send/{service}/{handler}`, the plain `/{service}/{handler}`
 and `/{service}/{handler}/send`, and `/restate/invocation/{id}/attach|output`. Every answer about an
 invocation carries `x-restate-id`. A failed invocation answers with its error code as the HTTP status
-and `{"code", "message"}`. Browsers on any origin may call it (CORS, for the web UI's playground).
+and `{"code", "message"}`. Browsers may call it from the web UI's origin and the allowed ones
+(`TORPOR_UI_ORIGINS`, CORS, for the playground); `torpor dev` refuses foreign hosts and cross-site
+simple requests before they reach these routes (`adapters/local/guard.py`).
 """
 
 from __future__ import annotations
