@@ -51,7 +51,7 @@ from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.http import Router
-from control_plane.ports import Invoker
+from control_plane.ports import Invoker, StoreUnavailable
 from control_plane.request_identity import RequestSigner
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
@@ -327,6 +327,9 @@ class DevServer:
                 self._start_lambda_emulator()
             self._start_control_plane()
             self._start_http()
+        except StoreUnavailable as exc:  # the start-up sweep read a page it could not (one line, no traceback)
+            self.stop()
+            raise DevServerError(f"cannot start on the store: {exc.message}") from exc
         except BaseException:
             self.stop()
             raise
@@ -359,7 +362,8 @@ class DevServer:
             try:
                 self._store = SQLiteStore(path)
                 self._store.ensure_schema()
-            except (OSError, sqlite3.Error) as exc:
+                self._store.check_integrity()  # a corrupt page: refused here, not by a request later
+            except (OSError, sqlite3.Error, StoreUnavailable) as exc:
                 raise DevServerError(
                     f"cannot open the SQLite store {path}: {exc}; make it writable, move it away to start "
                     "afresh, or pick another --data-dir (--in-memory for a throwaway run)"
@@ -471,6 +475,8 @@ class DevServer:
         while not self._sweeping.wait(_SWEEP_INTERVAL_S):
             try:
                 self.control_plane.sweep()
+            except StoreUnavailable:  # the store logged it (once); the next sweep tries again
+                pass
             except Exception:  # logged; the next sweep tries again
                 log.exception("periodic sweep failed")
 
