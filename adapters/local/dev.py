@@ -156,6 +156,9 @@ class DevServer:
             server's store); False: request/response, one Invoke per `ctx.run`. With the store in
             memory and `lambda_functions`, the SQLite store goes to a temporary file instead, which
             the emulator's process opens too (deleted by `stop`).
+        lambda_timeout_ms: The timeout of each `lambda_functions` function (Lambda's `Timeout`, at
+            most 900,000 ms), which the emulator enforces as Lambda does: an Invoke still running
+            then is stopped and fails with "Task timed out after N seconds". None: 900 s.
         request_identity_key_file: PEM file of the Ed25519 key that signs every request to
             deployments (written, mode 0600, if missing); None: the key the `TORPOR_REQUEST_IDENTITY_KEY*`
             environment names (`adapters.request_identity`), or unsigned requests.
@@ -180,6 +183,7 @@ class DevServer:
         lambda_functions: Mapping[str, str] | None = None,
         lambda_endpoint: str | None = None,
         lambda_checkpoints: bool = True,
+        lambda_timeout_ms: int | None = None,
         request_identity_key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if lambda_functions and lambda_endpoint:
@@ -206,6 +210,7 @@ class DevServer:
         self.lambda_functions = dict(lambda_functions or {})
         self._lambda_endpoint = lambda_endpoint
         self.lambda_checkpoints = lambda_checkpoints
+        self.lambda_timeout_ms = lambda_timeout_ms
         self._emulator: LambdaEmulatorProcess | None = None
         self._sqlite_path: str | None = None
         self._temp_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -438,7 +443,10 @@ class DevServer:
             env["TORPOR_SQLITE"] = self._sqlite_path
         elif self.lambda_checkpoints and self._dynamodb_endpoint is not None:
             env.update(TORPOR_TABLE=self.table, TORPOR_DYNAMODB_ENDPOINT=self._dynamodb_endpoint)
-        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region, env=env, keep_running=True)
+        timeout_s = {} if self.lambda_timeout_ms is None else {"timeout_s": self.lambda_timeout_ms / 1000}
+        self._emulator = LambdaEmulatorProcess(
+            self.lambda_functions, region=self.region, env=env, keep_running=True, **timeout_s
+        )
         try:
             self._emulator.start()
         except RuntimeError as exc:
@@ -621,6 +629,7 @@ def run_dev(
     workers: int = 32,
     lambda_functions: Mapping[str, str] | None = None,
     lambda_checkpoints: bool = True,
+    lambda_timeout_ms: int | None = None,
     request_identity_key_file: str | None = None,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
@@ -641,6 +650,7 @@ def run_dev(
         workers: Size of the scheduler's worker pool.
         lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
         lambda_checkpoints: Run them with in-process checkpoints (False: request/response).
+        lambda_timeout_ms: Their timeout, enforced as Lambda does (None: 900 s).
         request_identity_key_file: PEM file of the request identity key (written if missing).
 
     Raises:
@@ -672,6 +682,7 @@ def run_dev(
         workers=workers,
         lambda_functions=lambda_functions,
         lambda_checkpoints=lambda_checkpoints,
+        lambda_timeout_ms=lambda_timeout_ms,
         request_identity_key_file=request_identity_key_file,
     )
     servers.append(server)

@@ -309,3 +309,38 @@ def test_steps_within_a_second_of_the_last_fence_cost_one_write_each(dev: DevSer
         assert counting.fences == fences
     finally:
         store.close()
+
+
+def test_a_step_longer_than_the_functions_timeout_is_cut_off_retried_within_the_policy_and_named(
+    side_effects: Path, tmp_path: Path
+) -> None:
+    # the function's timeout (4 s) ends each Invoke, as Lambda's would, long before Torpor's (20 s)
+    settings = replace(SETTINGS, retry_policy=RetryPolicy(initial_interval_ms=100, max_attempts=3))
+    os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+    server = DevServer(
+        ingress_port=0, admin_port=0, data_dir=tmp_path, settings=settings,
+        lambda_functions={"Paced": FUNCTIONS["Paced"]}, lambda_timeout_ms=4_000,
+    )  # fmt: skip
+    server.start()
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"arn": function_arn("Paced", "1")}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        sent = httpx.post(
+            f"{server.ingress_url}/Paced/steps_then_a_long_one/send", json={"n": 3, "long_ms": 6_000}, timeout=30
+        )
+        assert sent.status_code == 202, sent.text
+        invocation_id = sent.json()["invocationId"]
+
+        paused = wait_for(lambda: (d := describe(server, invocation_id))["status"] == "paused" and d, 90, "a pause")
+        assert paused["attempts"] == 3  # bounded by the retry policy
+        failure = paused["last_failure"]
+        assert "Sandbox.Timedout" in failure["message"] and "Task timed out after 4.00 seconds" in failure["message"]
+        time.sleep(2.5)  # past the last cut-off step's 6 s: a handler still running would have recorded it
+        ran = steps_of(side_effects, invocation_id)
+        assert sorted(ran) == ["step-1", "step-2", "step-3"], ran  # each once, before the first timeout
+        assert [e["completion_id"] for e in paused["journal"] if e["type"] == "RunCompletion"] == [1, 2, 3]
+        timed_out = [c for c in server.lambda_emulator.calls()["calls"] if c["invocation_id"] == invocation_id]
+        assert [c["error_type"] for c in timed_out] == ["Sandbox.Timedout"] * 3
+    finally:
+        server.stop()
+        os.environ.pop(SIDE_EFFECTS_ENV, None)
