@@ -12,6 +12,7 @@ again; a stale epoch commits nothing.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import time
@@ -344,3 +345,64 @@ def test_a_step_longer_than_the_functions_timeout_is_cut_off_retried_within_the_
     finally:
         server.stop()
         os.environ.pop(SIDE_EFFECTS_ENV, None)
+
+
+def test_the_checkpoints_dynamodb_writes_are_all_the_example_handler_role_allows(moto_endpoint: str) -> None:
+    """The function commits steps on DynamoDB (moto) with every request recorded: each is one its role
+    in `template.yaml` allows, condition keys included; writes that would rewrite an invocation
+    (its status and output, a whole record, a read-back) are not."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+    from control_plane.ports import InvocationRecord
+    from tests.helpers.moto import fresh_store
+    from tests.infra.facts import SAM_TEMPLATE, Facts, condition_holds, dynamodb_request_context
+
+    store = fresh_store(moto_endpoint)
+    now = int(time.time() * 1000)
+    invocation_id = ids.new_invocation_id()
+    body = b'{"n": 3, "pause_ms": 0}'
+    input_entry = encode_frames([frame(pb.InputCommandMessage(value=pb.Value(content=body)))])
+    store.create_invocation(
+        InvocationRecord(invocation_id=invocation_id, service="Paced", handler="slow_steps", key="",
+                         deployment_id="dp_1", protocol_version=5, status="ready", input_entry=input_entry,
+                         created_at_ms=now, modified_at_ms=now)
+    )  # fmt: skip
+    leased = store.acquire_lease(invocation_id, now, now + 60_000, ["ready"])
+    loaded = store.load_invocation(invocation_id)
+    assert loaded is not None
+    requests: list[tuple[str, dict[str, Any]]] = []
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        requests.append((operation_name, operation_kwargs))
+        return original(self, operation_name, operation_kwargs)
+
+    app = asgi_app_of(checkpoint_app.app)
+    assert app is not None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+        event = invoke_event(Held.of(loaded), [], epoch=leased.epoch, doorbell=leased.doorbell)
+        answer = Checkpoints(app, store)(event, None)
+        committed = requests[:]
+        store.update_invocation(invocation_id, leased.epoch, status="completed", output=b'"forged"')
+        store.update_invocation(invocation_id, leased.epoch, returning=True, modified_at_ms=now)
+        store.create_invocation(replace(loaded.record, invocation_id=ids.new_invocation_id(), status="completed"))
+    assert answer["headers"]["x-torpor-journal-length"] == str(1 + 3 * 2)  # input, then 3 x (Run, its result)
+    forged = requests[len(committed) :]
+
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    role = facts.target(facts.function("ExampleHandlerFunction")["Role"])
+    statements = [s for s in facts.role_statements(role) if not s.guarded]
+
+    def allowed(operation: str, kwargs: dict[str, Any]) -> bool:
+        context = dynamodb_request_context(operation, kwargs)
+        return any(
+            f"dynamodb:{operation}" in s.actions and "${Table.Arn}" in s.resources
+            and condition_holds(s.condition, context)
+            for s in statements
+        )  # fmt: skip
+
+    assert {op for op, _ in committed} == {"UpdateItem", "PutItem"}
+    assert [op for op, kwargs in committed if not allowed(op, kwargs)] == []
+    assert [op for op, kwargs in forged if allowed(op, kwargs)] == []
