@@ -120,6 +120,8 @@ def handler_name_prefix(prefix: str, stack_name: str) -> str:
     `prefix`, the stack's name, then `_` (stack names have no `_`, so no other stack's functions
     match: `torpor-handler-prod_` is not a prefix of `torpor-handler-prod-eu_orders`)."""
     return f"{prefix}{stack_name}_"
+
+
 ALARM_PERIOD = Duration.minutes(5)
 
 STATUS_INDEX = "by_status_v2"
@@ -206,7 +208,10 @@ def checkpoint_statements(table: dynamodb.ITable) -> list[iam.PolicyStatement]:
             },
         )
 
-    return [only("dynamodb:UpdateItem", CHECKPOINT_FENCE_ATTRIBUTES), only("dynamodb:PutItem", CHECKPOINT_BATCH_ATTRIBUTES)]
+    return [
+        only("dynamodb:UpdateItem", CHECKPOINT_FENCE_ATTRIBUTES),
+        only("dynamodb:PutItem", CHECKPOINT_BATCH_ATTRIBUTES),
+    ]
 
 
 def logged_function(

@@ -151,7 +151,7 @@ def version() -> None:
     type=DURATION,
     default=None,
     help="Each --lambda function's timeout, as Lambda's Timeout (e.g. 30s; at most 15m): an Invoke still "
-    "running then is stopped and fails with \"Task timed out\", as on AWS [default: 15m].",
+    'running then is stopped and fails with "Task timed out", as on AWS [default: 15m].',
 )
 @click.option(
     "--request-identity-key-file",

@@ -219,7 +219,9 @@ class LocalScheduler:
             if isinstance(exc, StoreUnavailable):  # the store logged the fault once: no traceback per advance
                 log.debug("advance of invocation %s: %s", invocation_id, exc.message)
             else:
-                log.exception("advance of invocation %s failed; retrying in %d ms", invocation_id, _RETRY_AFTER_ERROR_MS)
+                log.exception(
+                    "advance of invocation %s failed; retrying in %d ms", invocation_id, _RETRY_AFTER_ERROR_MS
+                )
             with self._lock:  # the timers that woke it still need their records settled
                 self._fired.setdefault(invocation_id, set()).update(fired)
             self.wake_at(invocation_id, _now_ms() + _RETRY_AFTER_ERROR_MS)

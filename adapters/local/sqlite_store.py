@@ -43,6 +43,7 @@ is skipped and named (`InvocationPage.unreadable`) by `list_invocations`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import json
@@ -51,7 +52,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-import contextlib
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
@@ -268,7 +268,9 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             if os.path.isfile(self.path) and os.path.getsize(self.path) == 0:
-                log.warning("the SQLite store %s is an empty file (0 bytes): starting it as a new, empty store", self.path)
+                log.warning(
+                    "the SQLite store %s is an empty file (0 bytes): starting it as a new, empty store", self.path
+                )
         self._failing: str | None = None
         """The SQLite error name of the fault logged last (`StoreUnavailable`), until a write succeeds."""
         self._lock = threading.RLock()

@@ -374,7 +374,8 @@ def test_function_writes_items_only_in_its_partitions(facts: Facts, name: str) -
     found = [(set(s.actions), (s.condition or {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys"))
              for s in writes]  # fmt: skip
     assert found == WRITE_PARTITIONS[name]
-    assert all(s.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": p}} for s, (_, p) in zip(writes, found))
+    for statement, (_, partitions) in zip(writes, found, strict=True):
+        assert statement.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": partitions}}
     for statement in table:
         if statement not in writes:
             assert statement.condition is None

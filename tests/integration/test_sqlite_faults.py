@@ -63,7 +63,8 @@ def test_a_full_disk_answers_507_naming_the_disk_logs_one_line_and_loses_nothing
     assert set(statuses[first_full:]) == {507}, statuses  # never a 500, never a half-written invocation
     body = answers[-1].json()
     assert body["code"] == 507
-    assert "is full" in body["message"] and str(Path(dev.data_dir or "").resolve()) in body["message"]
+    assert "is full" in body["message"]
+    assert str(Path(dev.data_dir or "").resolve()) in body["message"]
     full_lines = [r for r in caplog.records if "is full" in r.getMessage() and r.levelno >= logging.WARNING]
     assert len(full_lines) == 1, [r.getMessage() for r in full_lines]
     assert [r.getMessage() for r in caplog.records if r.exc_info] == []  # no traceback
@@ -75,7 +76,8 @@ def test_a_full_disk_answers_507_naming_the_disk_logs_one_line_and_loses_nothing
         completed = wait_completed(dev.admin_url, answer.json()["invocationId"], 60)
         assert completed["completion_kind"] == "succeeded", completed
     again = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Ann", timeout=30)
-    assert again.status_code == 200 and again.json() == "Hello, Ann!"
+    assert again.status_code == 200
+    assert again.json() == "Hello, Ann!"
     assert any("takes writes again" in r.getMessage() for r in caplog.records)
 
 
@@ -111,7 +113,8 @@ def test_a_store_with_corrupt_pages_is_refused_at_start_in_one_line(tmp_path: Pa
     )  # fmt: skip
     assert started.returncode != 0
     assert "Traceback" not in started.stderr, started.stderr
-    assert "is damaged" in started.stderr and "move it away to start afresh" in started.stderr, started.stderr
+    assert "is damaged" in started.stderr, started.stderr
+    assert "move it away to start afresh" in started.stderr, started.stderr
 
 
 def test_an_empty_file_starts_as_an_empty_store_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -121,18 +124,19 @@ def test_an_empty_file_starts_as_an_empty_store_and_says_so(tmp_path: Path, capl
 
     with DevServer(ingress_port=0, admin_port=0, data_dir=tmp_path / "data", settings=SETTINGS) as server:
         listed = httpx.get(f"{server.admin_url}/invocations", timeout=10)
-        assert listed.status_code == 200 and listed.json()["invocations"] == []
+        assert listed.status_code == 200
+        assert listed.json()["invocations"] == []
 
     said = [r.getMessage() for r in caplog.records if "empty file (0 bytes)" in r.getMessage()]
-    assert len(said) == 1 and SQLITE_FILE in said[0] and r"new, empty store" in said[0], said
+    assert len(said) == 1, said
+    assert SQLITE_FILE in said[0], said
+    assert "new, empty store" in said[0], said
     with DevServer(ingress_port=0, admin_port=0, data_dir=tmp_path / "data", settings=SETTINGS):
         pass  # the file is a store now: no word the second time
     assert len([r for r in caplog.records if "empty file" in r.getMessage()]) == 1
 
 
-@pytest.mark.parametrize(
-    "garbage", ["{not json", '{"invocation_id": "someone else"}', "[1, 2]", '{"epoch": "one"}']
-)
+@pytest.mark.parametrize("garbage", ["{not json", '{"invocation_id": "someone else"}', "[1, 2]", '{"epoch": "one"}'])
 def test_an_unreadable_invocation_row_is_named_and_the_others_are_listed(
     dev: DevServer, tmp_path: Path, garbage: str
 ) -> None:
@@ -154,7 +158,8 @@ def test_an_unreadable_invocation_row_is_named_and_the_others_are_listed(
     body = listed.json()
     assert [i["id"] for i in body["invocations"]] == readable
     [broken] = body["unreadable"]
-    assert broken["invocation_id"] == broken_id and "cannot be read" in broken["message"]
+    assert broken["invocation_id"] == broken_id
+    assert "cannot be read" in broken["message"]
 
     seen, token = [], None  # pages of 2 step over it and still reach the oldest
     while True:
@@ -178,5 +183,7 @@ def test_an_unreadable_invocation_row_is_named_and_the_others_are_listed(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert cli.returncode == 0, cli.stderr
-    assert readable[0] in cli.stdout and readable[-1] in cli.stdout
-    assert broken_id in cli.stderr and "cannot be read" in cli.stderr
+    assert readable[0] in cli.stdout
+    assert readable[-1] in cli.stdout
+    assert broken_id in cli.stderr
+    assert "cannot be read" in cli.stderr
