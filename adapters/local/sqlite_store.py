@@ -743,7 +743,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
 
     def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
         """Completed invocations whose journal or record retention ended at or before `until_ms`, earliest
-        first (then by id), from the partial index on `retention_due_ms`; at most `limit`."""
+        first (then by id), from the partial index on `retention_due_ms`; at most `limit`. A row whose
+        record cannot be decoded is logged (one line) and left out."""
         if limit <= 0 or until_ms < 0:
             return []
         with self._read("due_retention") as db:
@@ -754,15 +755,18 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             ).fetchall()
         found = []
         for row in rows:
-            values = json.loads(row["record"])
-            found.append(
-                RetentionDue(
+            try:
+                values = json.loads(row["record"])
+                due = RetentionDue(
                     row["invocation_id"],
                     row["retention_due_ms"],
-                    values.get("journal_expires_at_ms") or 0,
-                    values.get("expires_at_s") or 0,
+                    int(values.get("journal_expires_at_ms") or 0),
+                    int(values.get("expires_at_s") or 0),
                 )
-            )
+            except (ValueError, TypeError, AttributeError) as exc:  # one broken row must not stop the sweep
+                log.warning("%s", _unreadable_reason(row, exc))
+                continue
+            found.append(due)
         return found
 
     def remove_journal(self, due: RetentionDue) -> bool:

@@ -187,3 +187,17 @@ def test_an_unreadable_invocation_row_is_named_and_the_others_are_listed(
     assert readable[-1] in cli.stdout
     assert broken_id in cli.stderr
     assert "cannot be read" in cli.stderr
+
+
+def test_an_unreadable_row_does_not_stop_the_retention_sweep_of_the_others(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / SQLITE_FILE)
+    made = [ids.new_invocation_id() for _ in range(3)]
+    for i, invocation_id in enumerate(made):
+        store.create_invocation(
+            invocation(invocation_id, status="completed", completion="succeeded", expires_at_s=10 + i)
+        )
+    with sqlite3.connect(tmp_path / SQLITE_FILE) as raw:
+        raw.execute("UPDATE invocations SET record = '{not json' WHERE invocation_id = ?", (made[1],))
+
+    assert [due.invocation_id for due in store.due_retention(60_000)] == [made[0], made[2]]
+    store.close()
