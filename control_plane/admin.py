@@ -603,7 +603,8 @@ class Admin:
 
         Filters: `?status=`, `?service=`, `?handler=`, `?key=`, `?completion=` (a completed one's
         `completion_kind`: succeeded, failed, cancelled, killed); `?limit=` (1..1000, default 100)
-        and `?page_token=` (from the previous answer) page through the rest.
+        and `?page_token=` (from the previous answer) page through the rest. A stored record the
+        store cannot decode is left out and named in `unreadable` (`[{"invocation_id", "message"}]`).
         """
         status = request.query("status")
         if status is not None and status not in INVOCATION_STATUSES:
@@ -632,6 +633,9 @@ class Admin:
             completion=completion,
         )
         body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
+        unreadable = getattr(records, "unreadable", ())  # rows the store could not decode (InvocationPage)
+        if unreadable:
+            body["unreadable"] = [{"invocation_id": i, "message": message} for i, message in unreadable]
         if len(records) > limit:
             last = records[limit - 1]
             body["next_page_token"] = f"{last.created_at_ms}.{last.invocation_id}"

@@ -188,6 +188,11 @@ _SCHEMAS: dict[str, Any] = {
         ["invocations"],
         invocations={"type": "array", "items": _ref("Invocation")},
         next_page_token={"type": "string"},
+        unreadable={
+            "type": "array",
+            "description": "stored records the store could not decode, left out of `invocations`",
+            "items": _obj(["invocation_id", "message"], invocation_id={"type": "string"}, message={"type": "string"}),
+        },
     ),
     "ObjectState": _obj(["key", "state"], key={"type": "string"}, state={"type": "object"}),
 }

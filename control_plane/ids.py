@@ -11,8 +11,12 @@
   Ids of 16 bytes made by earlier versions (`inv_1` + base62 `0-9A-Za-z` of the 16 bytes read as a
   big-endian number, 27 characters) stay valid everywhere, and a child invocation derived from one
   keeps that shape, so a journal written before the change names the same child after it.
-- deployment ids: `dp_1` + base62 of 16 random bytes (22 characters), the shape Restate's clients
-  parse (a resource id of version 1); ids stored by older versions (`dp_` + 14 characters) stay valid.
+- deployment ids: `dp_1` + 16 random bytes written as restate-server writes a u128 id part (little-endian
+  number, base62 `0-9a-zA-Z`, 22 characters), the shape Restate's clients decode (a resource id of
+  version 1; restate-server's `DeploymentId`). Ids stored by older versions stay valid in Torpor's own
+  API, which never parses a deployment id: `dp_` + 14 characters, and `dp_1` + 22 characters in the
+  alphabet `0-9A-Za-z` of a big-endian number (about 1 in 40 of those is above 2^128 when read with
+  Restate's alphabet, so Restate's CLI cannot list them).
 - awakeable ids (service protocol V5+): `sign_1` + base64url, unpadded, of `StartMessage.id` followed by
   the signal index as a u32 big-endian (Restate service invocation protocol, "Awakeable identifier").
 """
@@ -202,8 +206,9 @@ def _idempotent_digest(service: str, handler: str, key: str, idempotency_key: st
 
 
 def new_deployment_id() -> str:
-    """A fresh deployment id, `dp_1` + 22 base62 characters."""
-    return "dp_1" + _b62encode(os.urandom(16), 22)
+    """A fresh deployment id: `dp_1` + 16 random bytes in restate-server's base62 (22 characters), so
+    that every id decodes as a u128 in Restate's clients (restate CLI `deployments list`)."""
+    return "dp_1" + _restate_encode(os.urandom(16), _UUID_CHARS)
 
 
 def awakeable_id(invocation_id: str, signal_index: int) -> str:

@@ -75,6 +75,7 @@ from control_plane.ports import (
     Scheduler,
     Store,
     StoreConflict,
+    StoreUnavailable,
 )
 from control_plane.protocol import (
     Frame,
@@ -456,6 +457,8 @@ class Engine:
         """
         try:
             return self._run(held, deadline_ms)
+        except StoreUnavailable:  # the store's disk or file: no attempt to count, it can take no write now
+            raise
         except Exception as exc:
             record = held.record
             log.exception("advance of %s failed unexpectedly", record.invocation_id, extra=_log_fields(record))

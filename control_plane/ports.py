@@ -34,6 +34,34 @@ class ItemTooLarge(TorporError):
     code = "item_too_large"
 
 
+class StoreUnavailable(TorporError):
+    """The store cannot be read or written right now: its disk is full (HTTP 507), or the file
+    cannot be read or written (an I/O error, a corrupt page; HTTP 503). Nothing was written by the
+    call that raised it, so nothing acknowledged is lost: the request may be retried once the
+    message's cause (named in it, with the file) is fixed. The store logs each such episode once,
+    so callers need not log a traceback for it."""
+
+    status = 503
+    code = "store_unavailable"
+
+
+class UnreadableRecord(TorporError):
+    """A stored invocation record cannot be decoded (a row changed by hand, a damaged file): the
+    message names the invocation and the cause (HTTP 500). Listings skip such rows and name them
+    (`InvocationPage.unreadable`) instead of raising this."""
+
+    code = "unreadable_record"
+
+
+class InvocationPage(list["InvocationRecord"]):
+    """What `Store.list_invocations` returns: the records read, in order; `unreadable` holds
+    `(invocation_id, reason)` for each row of the page that could not be decoded and was skipped."""
+
+    def __init__(self, records: Iterable[InvocationRecord] = (), unreadable: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(records)
+        self.unreadable: list[tuple[str, str]] = list(unreadable)
+
+
 MAX_TIMER_MS = 10**13 - 1
 """The latest due time a timer can hold (ms since the epoch, 13 digits: the year 2286)."""
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App, Aws, CfnOutput, Duration, Stack
+from aws_cdk import App, CfnOutput, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -36,7 +36,7 @@ from infra.constructs import (
     PRODUCTION_STORE_SHARDS,
     RegisteredHandler,
     TorporControlPlane,
-    checkpoint_statement,
+    checkpoint_statements,
     logged_function,
 )
 
@@ -150,9 +150,9 @@ class TorporStack(Stack):
                 log_retention=logs.RetentionDays.ONE_MONTH,
                 description="Torpor example services (restate-sdk, in-process checkpoints)",
                 environment={"TORPOR_APP": EXAMPLE_APP, "TORPOR_TABLE": self.control_plane.table.table_name},
-                statements=[checkpoint_statement(self.control_plane.table)],
-                # The name carries the prefix the control plane may invoke.
-                function_name=f"{handler_function_name_prefix}{Aws.STACK_NAME}-examples",
+                statements=checkpoint_statements(self.control_plane.table),
+                # The name carries the prefix and stack name the control plane may invoke.
+                function_name=f"{self.control_plane.handler_name_prefix}examples",
             )
             self.example_deployment = RegisteredHandler(
                 self, "ExampleHandlerDeployment", control_plane=self.control_plane, function=self.example_handler

@@ -14,9 +14,10 @@
 
 Each function has its own role and log group, and its own DynamoDB statements (`table_statements`:
 what its code paths use, no Scan and no table administration; ingress, worker and sweeper write
-only invocation, timer and object partitions, the deploy hook only deployments and services). The
-roles share managed policies, nothing broader: `handler_invoke_policy` (`lambda:InvokeFunction` on
-functions named with the handler prefix; `sts:AssumeRole` on the roles given: ingress, admin,
+only invocation, timer and object partitions, the deploy hook only deployments and services, the
+admin API what its routes write). The roles share managed policies, nothing broader:
+`handler_invoke_policy` (`lambda:InvokeFunction` on this stack's handler functions, named with the
+handler prefix, the stack's name and `_`; `sts:AssumeRole` on the roles given: ingress, admin,
 worker, deploy hook) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
 `scheduler:CreateSchedule` in the group, `iam:PassRole` of the scheduler role: ingress, admin,
 worker). The sweeper only sends to the wake queue; the worker also consumes it. With a request
@@ -103,6 +104,24 @@ SCHEDULE_PARTITION = "SCHED"
 """The partition of durable schedules, which the worker writes as it runs their ticks."""
 REGISTRY_PARTITIONS = ("DEP", "SVC", "CONFIG")
 """Partition keys registration writes: deployments, services, the shard count."""
+ADMIN_PARTITIONS = (*RUN_PARTITIONS, SCHEDULE_PARTITION)
+"""Partition keys the admin API writes besides deployments and services: kill, cancel, pause, resume
+and purge of invocations (their timers, the object keys and state they hold), state edits, durable
+schedules, the shard count."""
+CHECKPOINT_FENCE_ATTRIBUTES = ("PK", "SK", "modified_at_ms", "epoch", "doorbell")
+"""Attributes of a checkpoint's fence (`UpdateItem`): the key, `SET modified_at_ms`, the condition on
+`epoch` and `doorbell` (`dynamodb:Attributes`)."""
+CHECKPOINT_BATCH_ATTRIBUTES = ("PK", "SK", "entries", "epoch", "committed_at_ms")
+"""Attributes of a checkpoint's journal batch (`PutItem`): its key and `BatchItem`'s fields."""
+
+
+def handler_name_prefix(prefix: str, stack_name: str) -> str:
+    """What the name of a handler function this stack's control plane may invoke starts with:
+    `prefix`, the stack's name, then `_` (stack names have no `_`, so no other stack's functions
+    match: `torpor-handler-prod_` is not a prefix of `torpor-handler-prod-eu_orders`)."""
+    return f"{prefix}{stack_name}_"
+
+
 ALARM_PERIOD = Duration.minutes(5)
 
 STATUS_INDEX = "by_status_v2"
@@ -122,9 +141,11 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
     deletes (its store expires what it drops and hands the removal of an expired invocation to the
     worker: `Store.may_delete`). The worker also deletes, with `BatchWriteItem` for a whole partition,
     in the same partitions; the sweeper does the same and also queries both indexes (overdue work,
-    retention). The admin API writes anything (registration,
-    kill, purge, state) and lists invocations (`by_status_v2`); the deploy hook writes deployments
-    and services only (`PutItem`, `DeleteItem`) and lists the invocations pinned to a deployment.
+    retention). The admin API writes what its routes write: any write in `ADMIN_PARTITIONS`
+    (kill, cancel, pause, resume, purge, state, schedules) and puts and deletes of deployments and
+    services (registration, service options), and lists invocations (`by_status_v2`); the deploy
+    hook writes deployments and services only (`PutItem`, `DeleteItem`) and lists the invocations
+    pinned to a deployment.
 
     Raises:
         KeyError: `kind` is not a control-plane function.
@@ -147,25 +168,50 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
         writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], REGISTRY_PARTITIONS
     elif kind == "ingress":
         writes, partitions = ["dynamodb:PutItem", "dynamodb:UpdateItem"], RUN_PARTITIONS
+    elif kind == "admin":
+        writes, partitions = list(TABLE_WRITES), ADMIN_PARTITIONS
     else:
-        writes, partitions = list(TABLE_WRITES), () if kind == "admin" else RUN_PARTITIONS
+        writes, partitions = list(TABLE_WRITES), RUN_PARTITIONS
         if kind == "worker":
             partitions = (*partitions, SCHEDULE_PARTITION)  # a schedule's tick moves its next tick
-    conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(partitions)}} if partitions else None
+    conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(partitions)}}
     statements.append(iam.PolicyStatement(actions=writes, resources=[table.table_arn], conditions=conditions))
+    if kind == "admin":  # registration and service options: puts and deletes of deployments and services
+        statements.append(
+            iam.PolicyStatement(
+                actions=["dynamodb:PutItem", "dynamodb:DeleteItem"],
+                resources=[table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["DEP", "SVC"]}},
+            )
+        )
     return statements
 
 
-def checkpoint_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
+def checkpoint_statements(table: dynamodb.ITable) -> list[iam.PolicyStatement]:
     """What a handler function with in-process checkpoints (`adapters.aws.checkpoints.handler`) needs
     of Torpor's table, and nothing more: `dynamodb:UpdateItem` (the conditional write on the
     invocation's epoch that fences each commit) and `dynamodb:PutItem` (the conditional put of a
-    journal batch), on the table itself (no index), in invocation partitions (`INV#...`) only."""
-    return iam.PolicyStatement(
-        actions=["dynamodb:UpdateItem", "dynamodb:PutItem"],
-        resources=[table.table_arn],
-        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]}},
-    )
+    journal batch), on the table itself (no index), in invocation partitions (`INV#...`) only, each
+    with only the attributes it names (`dynamodb:Attributes`: `CHECKPOINT_FENCE_ATTRIBUTES`,
+    `CHECKPOINT_BATCH_ATTRIBUTES`) and no values returned: the function cannot set an invocation's
+    status, output, input or deployment (IAM conditions cannot say which invocation: it can still
+    fence or append to any invocation's journal)."""
+
+    def only(action: str, attributes: tuple[str, ...]) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            actions=[action],
+            resources=[table.table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]},
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": list(attributes)},
+                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+            },
+        )
+
+    return [
+        only("dynamodb:UpdateItem", CHECKPOINT_FENCE_ATTRIBUTES),
+        only("dynamodb:PutItem", CHECKPOINT_BATCH_ATTRIBUTES),
+    ]
 
 
 def logged_function(
@@ -277,7 +323,8 @@ class TorporControlPlane(Construct):
         code: The code of the functions (the repository's packages with `requirements.txt`
             installed); `infra.bundling.torpor_code()` if None.
         handler_function_name_prefix: The control plane may invoke the functions of this account
-            and region whose name starts with this (and those given to `allow_invoke`).
+            and region whose name starts with this, the stack's name and `_` (`handler_name_prefix`,
+            e.g. `torpor-handler-mystack_orders`), and those given to `allow_invoke`.
         handler_assume_role_arns: Roles the control plane may assume to invoke handlers in other
             accounts (deployments registered with `assume_role_arn`).
         worker_max_concurrency: Most worker instances the SQS event source runs at once (2 to 1000).
@@ -431,10 +478,13 @@ class TorporControlPlane(Construct):
         )
 
         # --- least privilege -----------------------------------------------------------------------
+        self.handler_name_prefix = handler_name_prefix(handler_function_name_prefix, Aws.STACK_NAME)
+        """What the names of the handler functions it may invoke start with: the prefix, the stack's
+        name and `_` (`handler_name_prefix`), e.g. `torpor-handler-mystack_`."""
         invoke_statements = [
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
-                resources=[f"arn:{partition}:lambda:{region}:{account}:function:{handler_function_name_prefix}*"],
+                resources=[f"arn:{partition}:lambda:{region}:{account}:function:{self.handler_name_prefix}*"],
             )
         ]
         if handler_assume_role_arns:

@@ -87,6 +87,8 @@ def list_invocations(
         emit_json(body)
         return
     found = body.get("invocations") or []
+    for unreadable in body.get("unreadable") or []:  # rows the store could not decode: named, not hidden
+        click.echo(f"warning: {unreadable.get('message') or unreadable.get('invocation_id')}", err=True)
     if not found:
         console().print("No invocations" + (" match those filters." if params else "."))
         return

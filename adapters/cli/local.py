@@ -147,6 +147,13 @@ def version() -> None:
     "Default: in-process checkpoints (adapters.aws.checkpoints), one Invoke per suspension.",
 )
 @click.option(
+    "--lambda-timeout",
+    type=DURATION,
+    default=None,
+    help="Each --lambda function's timeout, as Lambda's Timeout (e.g. 30s; at most 15m): an Invoke still "
+    'running then is stopped and fails with "Task timed out", as on AWS [default: 15m].',
+)
+@click.option(
     "--request-identity-key-file",
     type=click.Path(dir_okay=False),
     default=None,
@@ -178,6 +185,7 @@ def dev(
     workers: int,
     lambda_functions: dict[str, str],
     lambda_request_response: bool,
+    lambda_timeout: int | None,
     request_identity_key_file: str | None,
     log_format: str,
 ) -> None:
@@ -193,6 +201,8 @@ def dev(
     from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, run_dev  # hypercorn, moto: only here
 
     _configure_logging(log_format)
+    if lambda_timeout is not None and not 0 < lambda_timeout <= 900_000:
+        raise click.BadParameter("must be above 0 and at most 15m (Lambda's range)", param_hint="--lambda-timeout")
     if dynamodb_endpoint is not None and not dynamodb_endpoint.startswith(("http://", "https://")):
         raise click.BadParameter(
             f"{dynamodb_endpoint!r} is not a URL: write e.g. http://127.0.0.1:5000", param_hint="--dynamodb-endpoint"
@@ -233,6 +243,7 @@ def dev(
             workers=workers,
             lambda_functions=lambda_functions,
             lambda_checkpoints=not lambda_request_response,
+            lambda_timeout_ms=lambda_timeout,
             request_identity_key_file=request_identity_key_file,
         )
     except TorporError as exc:

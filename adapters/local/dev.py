@@ -52,7 +52,7 @@ from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
 from control_plane.http import Router
 from control_plane.ingress import CorsRouter
-from control_plane.ports import Invoker
+from control_plane.ports import Invoker, StoreUnavailable
 from control_plane.request_identity import RequestSigner
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
@@ -157,6 +157,9 @@ class DevServer:
             server's store); False: request/response, one Invoke per `ctx.run`. With the store in
             memory and `lambda_functions`, the SQLite store goes to a temporary file instead, which
             the emulator's process opens too (deleted by `stop`).
+        lambda_timeout_ms: The timeout of each `lambda_functions` function (Lambda's `Timeout`, at
+            most 900,000 ms), which the emulator enforces as Lambda does: an Invoke still running
+            then is stopped and fails with "Task timed out after N seconds". None: 900 s.
         request_identity_key_file: PEM file of the Ed25519 key that signs every request to
             deployments (written, mode 0600, if missing); None: the key the `TORPOR_REQUEST_IDENTITY_KEY*`
             environment names (`adapters.request_identity`), or unsigned requests.
@@ -181,6 +184,7 @@ class DevServer:
         lambda_functions: Mapping[str, str] | None = None,
         lambda_endpoint: str | None = None,
         lambda_checkpoints: bool = True,
+        lambda_timeout_ms: int | None = None,
         request_identity_key_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if lambda_functions and lambda_endpoint:
@@ -207,6 +211,7 @@ class DevServer:
         self.lambda_functions = dict(lambda_functions or {})
         self._lambda_endpoint = lambda_endpoint
         self.lambda_checkpoints = lambda_checkpoints
+        self.lambda_timeout_ms = lambda_timeout_ms
         self._emulator: LambdaEmulatorProcess | None = None
         self._sqlite_path: str | None = None
         self._temp_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -328,6 +333,9 @@ class DevServer:
                 self._start_lambda_emulator()
             self._start_control_plane()
             self._start_http()
+        except StoreUnavailable as exc:  # the start-up sweep read a page it could not (one line, no traceback)
+            self.stop()
+            raise DevServerError(f"cannot start on the store: {exc.message}") from exc
         except BaseException:
             self.stop()
             raise
@@ -360,7 +368,8 @@ class DevServer:
             try:
                 self._store = SQLiteStore(path)
                 self._store.ensure_schema()
-            except (OSError, sqlite3.Error) as exc:
+                self._store.check_integrity()  # a corrupt page: refused here, not by a request later
+            except (OSError, sqlite3.Error, StoreUnavailable) as exc:
                 raise DevServerError(
                     f"cannot open the SQLite store {path}: {exc}; make it writable, move it away to start "
                     "afresh, or pick another --data-dir (--in-memory for a throwaway run)"
@@ -435,7 +444,10 @@ class DevServer:
             env["TORPOR_SQLITE"] = self._sqlite_path
         elif self.lambda_checkpoints and self._dynamodb_endpoint is not None:
             env.update(TORPOR_TABLE=self.table, TORPOR_DYNAMODB_ENDPOINT=self._dynamodb_endpoint)
-        self._emulator = LambdaEmulatorProcess(self.lambda_functions, region=self.region, env=env, keep_running=True)
+        timeout_s = {} if self.lambda_timeout_ms is None else {"timeout_s": self.lambda_timeout_ms / 1000}
+        self._emulator = LambdaEmulatorProcess(
+            self.lambda_functions, region=self.region, env=env, keep_running=True, **timeout_s
+        )
         try:
             self._emulator.start()
         except RuntimeError as exc:
@@ -472,6 +484,8 @@ class DevServer:
         while not self._sweeping.wait(_SWEEP_INTERVAL_S):
             try:
                 self.control_plane.sweep()
+            except StoreUnavailable:  # the store logged it (once); the next sweep tries again
+                pass
             except Exception:  # logged; the next sweep tries again
                 log.exception("periodic sweep failed")
 
@@ -632,6 +646,7 @@ def run_dev(
     workers: int = 32,
     lambda_functions: Mapping[str, str] | None = None,
     lambda_checkpoints: bool = True,
+    lambda_timeout_ms: int | None = None,
     request_identity_key_file: str | None = None,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
@@ -652,6 +667,7 @@ def run_dev(
         workers: Size of the scheduler's worker pool.
         lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
         lambda_checkpoints: Run them with in-process checkpoints (False: request/response).
+        lambda_timeout_ms: Their timeout, enforced as Lambda does (None: 900 s).
         request_identity_key_file: PEM file of the request identity key (written if missing).
 
     Raises:
@@ -683,6 +699,7 @@ def run_dev(
         workers=workers,
         lambda_functions=lambda_functions,
         lambda_checkpoints=lambda_checkpoints,
+        lambda_timeout_ms=lambda_timeout_ms,
         request_identity_key_file=request_identity_key_file,
     )
     servers.append(server)

@@ -26,19 +26,31 @@ handler) and answers, over HTTP (werkzeug), the parts of the AWS APIs that Torpo
   it to check which version each attempt ran on. `DELETE` clears it.
 
 Every qualifier runs the same code (the one module loaded): the emulator has no published versions,
-it only records which one was asked for. It checks no signature and enforces no function timeout.
+it only records which one was asked for. It checks no signature.
+
+Each function has a timeout (`--timeout SECONDS`, default 900, Lambda's maximum; set it to the
+function's `Timeout`), enforced as Lambda enforces it: the handler's
+`context.get_remaining_time_in_millis()` counts down to it, and an Invoke still running then answers
+`X-Amz-Function-Error: Unhandled` with `{"errorType": "Sandbox.Timedout", "errorMessage": "RequestId:
+… Error: Task timed out after N.NN seconds"}` (as Lambda does), while its execution environment is
+stopped and discarded: the handler's thread gets `SystemExit` at its next Python instruction (asyncio
+lets it through; a blocking call, e.g. `time.sleep`, ends first), so the handler runs no further
+step, and the next call gets a fresh environment (a new thread: thread-local state is gone).
 
 Handlers run in a separate process, with `AWS_LAMBDA_FUNCTION_NAME` set while their modules are
 imported (so `restate.app(...)` builds its Lambda handler), never in the control plane's process;
-`LambdaEmulatorProcess` starts and stops that process. Calls run on a pool of worker threads, each
-with its own asyncio event loop, like concurrent Lambda execution environments.
+`LambdaEmulatorProcess` starts and stops that process. Calls run on execution environments, one
+thread each with its own asyncio event loop, reused between calls like warm Lambda environments (at
+most `--workers` busy at once).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
+import ctypes
 import importlib
 import json
 import logging
@@ -54,7 +66,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -74,6 +85,9 @@ ACCOUNT = "123456789012"
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 """Lambda's synchronous-invoke payload limit, request and response each (6 MB)."""
+
+DEFAULT_TIMEOUT_S = 900.0
+"""A function's timeout when none is given: Lambda's maximum (15 minutes), in seconds."""
 
 LambdaHandler = Callable[[Any, Any], Any]
 
@@ -110,12 +124,105 @@ class _Context:
     function_version: str
     invoked_function_arn: str
     aws_request_id: str
+    deadline_s: float = 0.0
+    """`time.monotonic()` at which the function's timeout ends this call."""
     memory_limit_in_mb: str = "128"
     log_group_name: str = ""
     log_stream_name: str = ""
 
     def get_remaining_time_in_millis(self) -> int:
-        return 900_000  # the emulator enforces no function timeout: report Lambda's maximum
+        """Milliseconds left before the function's timeout stops this call (Lambda's context method)."""
+        return max(0, int((self.deadline_s - time.monotonic()) * 1000))
+
+
+class _TimedOut(SystemExit):
+    """Raised in an execution environment's thread once its call passed the function's timeout: a
+    `SystemExit`, so asyncio (`Task`, `Handle`) lets it through and the handler unwinds; the thread
+    then ends, as Lambda discards the environment of a call that timed out."""
+
+
+class _Environment:
+    """One execution environment: a thread with its own event loop that runs calls one at a time."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self.thread.start()
+
+    def submit(self, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._jobs.put((call, done))
+        return done
+
+    def close(self) -> None:
+        """End the thread once its current call returns."""
+        self._jobs.put(None)
+
+    def stop(self) -> None:
+        """Stop the call under way: `_TimedOut` in the thread at its next Python instruction."""
+        ident = self.thread.ident
+        if ident is not None and self.thread.is_alive():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(_TimedOut))
+
+    def _serve(self) -> None:
+        try:
+            _new_event_loop()
+            while (job := self._jobs.get()) is not None:
+                call, done = job
+                try:
+                    done.set_result(call())
+                except Exception as exc:  # noqa: BLE001 - handed to the waiting Invoke
+                    done.set_exception(exc)
+        except _TimedOut:
+            log.info("%s stopped: its call passed the function's timeout", self.thread.name)
+
+
+class _Environments:
+    """The execution environments of the emulator: reused while warm, at most `workers` busy at
+    once, and one whose call passed its timeout stopped and never used again (see the module doc)."""
+
+    def __init__(self, workers: int) -> None:
+        self._slots = threading.BoundedSemaphore(workers)
+        self._lock = threading.Lock()
+        self._idle: list[_Environment] = []
+        self._all: list[_Environment] = []
+        self._count = 0
+
+    def run(self, call: Callable[[], Any], timeout_s: float) -> Any:
+        """`call()` on an idle environment, waiting at most `timeout_s` for it.
+
+        Raises:
+            TimeoutError: It ran longer than `timeout_s` (the environment was stopped and discarded).
+        """
+        with self._slots:
+            with self._lock:
+                if self._idle:
+                    environment = self._idle.pop()
+                else:
+                    self._count += 1
+                    environment = _Environment(f"lambda-env-{self._count}")
+                    self._all.append(environment)
+            done = environment.submit(call)
+            try:
+                result = done.result(timeout=timeout_s)
+            except concurrent.futures.TimeoutError:
+                environment.stop()
+                environment.close()
+                with self._lock:
+                    self._all.remove(environment)
+                raise TimeoutError(f"the call ran longer than {timeout_s} s") from None
+            with self._lock:
+                self._idle.append(environment)
+            return result
+
+    def close(self) -> None:
+        """End every environment's thread after its call under way (waits for them)."""
+        with self._lock:
+            environments, self._idle, self._all = list(self._all), [], []
+        for environment in environments:
+            environment.close()
+        for environment in environments:
+            environment.thread.join()
 
 
 def parse_function_spec(spec: str) -> tuple[str, str]:
@@ -158,12 +265,31 @@ class EmulatorApp:
         functions: Function name → its handler, called as `handler(event, context)`.
         region: Region in the ARNs reported to handlers.
         workers: Invocations running at the same time (more wait for a free worker).
+        timeout_s: Each function's timeout in seconds (Lambda's `Timeout`, 1 to 900): a call still
+            running then is stopped and answers `Sandbox.Timedout` (see the module doc).
+        timeouts_s: Timeouts of single functions, by name, instead of `timeout_s`.
+
+    Raises:
+        ValueError: A timeout is not a number of seconds above 0.
     """
 
-    def __init__(self, functions: Mapping[str, LambdaHandler], *, region: str = "us-east-1", workers: int = 8) -> None:
+    def __init__(
+        self,
+        functions: Mapping[str, LambdaHandler],
+        *,
+        region: str = "us-east-1",
+        workers: int = 8,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeouts_s: Mapping[str, float] | None = None,
+    ) -> None:
         self.functions = dict(functions)
         self.region = region
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="lambda-env", initializer=_new_event_loop)
+        self.timeouts_s = {name: float((timeouts_s or {}).get(name, timeout_s)) for name in self.functions}
+        """Each function's timeout in seconds."""
+        for name, seconds in self.timeouts_s.items():
+            if not seconds > 0:
+                raise ValueError(f"the timeout of function {name} must be above 0 seconds, not {seconds}")
+        self._environments = _Environments(workers)
         self._lock = threading.Lock()
         self._calls: list[dict[str, Any]] = []
         self._assume_role_calls: list[dict[str, Any]] = []
@@ -193,8 +319,8 @@ class EmulatorApp:
         return response(environ, start_response)
 
     def close(self) -> None:
-        """Stop the worker threads (after the calls in progress)."""
-        self._executor.shutdown(wait=True)
+        """Stop the execution environments (after the calls in progress)."""
+        self._environments.close()
 
     # --- Lambda Invoke ------------------------------------------------------------------------------
 
@@ -239,11 +365,13 @@ class EmulatorApp:
         except ValueError as exc:
             raise _ApiError(400, "InvalidRequestContentException", "Could not parse request body into json") from exc
         version = qualifier if qualifier and qualifier.isdigit() else "$LATEST"
+        timeout_s = self.timeouts_s[name]
         context = _Context(
             function_name=name,
             function_version=version,
             invoked_function_arn=function_arn(name, qualifier, region=self.region),
             aws_request_id=str(uuid.uuid4()),
+            deadline_s=time.monotonic() + timeout_s,
         )
         headers = event.get("headers") if isinstance(event, dict) else None
         credential = _CREDENTIAL.search(request.headers.get("Authorization", ""))
@@ -257,7 +385,17 @@ class EmulatorApp:
             "access_key_id": credential.group(1) if credential else None,
             "started_at_ms": int(time.time() * 1000),
         }
-        body, error_type, commit_ms = self._executor.submit(_run, self.functions[name], event, context).result()
+        handler = self.functions[name]
+        try:
+            body, error_type, commit_ms = self._environments.run(lambda: _run(handler, event, context), timeout_s)
+        except TimeoutError:  # Lambda's answer when a function's timeout ends an Invoke
+            message = f"RequestId: {context.aws_request_id} Error: Task timed out after {timeout_s:.2f} seconds"
+            log.warning("function %s: %s", name, message)
+            body, error_type, commit_ms = (
+                json.dumps({"errorType": "Sandbox.Timedout", "errorMessage": message}).encode("utf-8"),
+                "Sandbox.Timedout",
+                None,
+            )
         record["error_type"] = error_type
         record["commit_ms"] = commit_ms
         record["ended_at_ms"] = int(time.time() * 1000)
@@ -354,6 +492,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="Port to listen on (0: a free one).")
     parser.add_argument("--region", default="us-east-1", help="Region reported to handlers.")
     parser.add_argument("--workers", type=int, default=8, help="Invocations running at the same time.")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="Each function's timeout, as Lambda's Timeout (default 900, Lambda's maximum).",
+    )
     parser.add_argument("--verbose", action="store_true", help="Log every HTTP request.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
@@ -377,8 +522,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"cannot load function {name} from {target}: {type(exc).__name__}: {exc}\n")
             return 2
 
+    if not 0 < args.timeout <= DEFAULT_TIMEOUT_S:
+        parser.error(f"--timeout must be above 0 and at most {DEFAULT_TIMEOUT_S:.0f} seconds (Lambda's range)")
     _with_checkpoints(functions)
-    app = EmulatorApp(functions, region=args.region, workers=args.workers)
+    app = EmulatorApp(functions, region=args.region, workers=args.workers, timeout_s=args.timeout)
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -434,6 +581,7 @@ class LambdaEmulatorProcess:
         keep_running: Start the child again, on the same port, when it exits before `stop` (a crash,
             a SIGKILL), as Lambda replaces an execution environment that died: Invokes refused in the
             meantime are retried by Torpor like any failed attempt. Checked every 0.2 s.
+        timeout_s: Each function's timeout in seconds (`--timeout`; Lambda's `Timeout`).
     """
 
     def __init__(
@@ -447,7 +595,9 @@ class LambdaEmulatorProcess:
         startup_timeout_s: float = 30.0,
         env: Mapping[str, str] | None = None,
         keep_running: bool = False,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self.timeout_s = timeout_s
         self.env = dict(env or {})
         self.keep_running = keep_running
         self.restarts = 0
@@ -522,7 +672,7 @@ class LambdaEmulatorProcess:
         env["PYTHONPATH"] = os.pathsep.join([self.cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
         env["PYTHONUNBUFFERED"] = "1"
         command = [sys.executable, "-m", "adapters.local.lambda_emulator", "--host", self.host]
-        command += ["--port", str(self.port), "--region", self.region]
+        command += ["--port", str(self.port), "--region", self.region, "--timeout", str(self.timeout_s)]
         for name, target in self.functions.items():
             command += ["--function", f"{name}={target}"]
         self.process = subprocess.Popen(command, cwd=self.cwd, env=env, stdout=subprocess.PIPE, text=True)
@@ -611,11 +761,15 @@ class LambdaEmulatorProcess:
 
 @contextlib.contextmanager
 def serve_in_thread(
-    functions: Mapping[str, LambdaHandler], *, host: str = "127.0.0.1", region: str = "us-east-1"
+    functions: Mapping[str, LambdaHandler],
+    *,
+    host: str = "127.0.0.1",
+    region: str = "us-east-1",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Iterator[tuple[str, EmulatorApp]]:
-    """Serve `EmulatorApp(functions)` from a thread of this process (for handlers that do not need
-    `AWS_LAMBDA_FUNCTION_NAME`, e.g. plain test functions). Yields `(base URL, app)`."""
-    app = EmulatorApp(functions, region=region)
+    """Serve `EmulatorApp(functions, timeout_s=timeout_s)` from a thread of this process (for handlers
+    that do not need `AWS_LAMBDA_FUNCTION_NAME`, e.g. plain test functions). Yields `(base URL, app)`."""
+    app = EmulatorApp(functions, region=region, timeout_s=timeout_s)
     server = make_server(host, 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, name="lambda-emulator", daemon=True)
     thread.start()

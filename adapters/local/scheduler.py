@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from control_plane.ports import StoreUnavailable
+
 log = logging.getLogger("torpor.scheduler")
 
 
@@ -213,8 +215,13 @@ class LocalScheduler:
             if self._timer_done is not None:
                 for due_ms in sorted(fired):
                     self._timer_done(invocation_id, due_ms, outcome)
-        except Exception:  # logged with the id; a failed advance must not take the worker down
-            log.exception("advance of invocation %s failed; retrying in %d ms", invocation_id, _RETRY_AFTER_ERROR_MS)
+        except Exception as exc:  # logged with the id; a failed advance must not take the worker down
+            if isinstance(exc, StoreUnavailable):  # the store logged the fault once: no traceback per advance
+                log.debug("advance of invocation %s: %s", invocation_id, exc.message)
+            else:
+                log.exception(
+                    "advance of invocation %s failed; retrying in %d ms", invocation_id, _RETRY_AFTER_ERROR_MS
+                )
             with self._lock:  # the timers that woke it still need their records settled
                 self._fired.setdefault(invocation_id, set()).update(fired)
             self.wake_at(invocation_id, _now_ms() + _RETRY_AFTER_ERROR_MS)

@@ -32,13 +32,23 @@ DynamoDB too. There is no TTL: retention is carried out by the sweep (`due_reten
 `expires_at_s` of keyed rows is kept but not acted on.
 
 `request_count` / `request_counts` count one per port call, by method name (`{"append_batch": 3}`).
+
+Faults of the file or its disk: a full disk (`SQLITE_FULL`) raises `StoreUnavailable` with HTTP 507,
+an I/O error, a corrupt page, a file that is not a database or cannot be written raise it with 503;
+each names the file and the fix, and is logged once (one line) until a write succeeds again. The
+transaction was rolled back: nothing of the call was written. `check_integrity` finds corrupt pages
+at start. A row whose record cannot be decoded raises `UnreadableRecord` where it is read alone, and
+is skipped and named (`InvocationPage.unreadable`) by `list_invocations`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import json
+import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -54,6 +64,7 @@ from control_plane.ports import (
     INVOCATION_STATUSES,
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
+    InvocationPage,
     InvocationRecord,
     ItemTooLarge,
     JournalBatch,
@@ -61,9 +72,13 @@ from control_plane.ports import (
     RetentionDue,
     StoreConflict,
     StoredNotification,
+    StoreUnavailable,
+    UnreadableRecord,
 )
 
 __all__ = ["SQLiteStore"]
+
+log = logging.getLogger(__name__)
 
 COMPLETED = "completed"
 RUNNING = "running"
@@ -72,6 +87,11 @@ _REQUIRED = frozenset(
     n for n, f in _FIELDS.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 )
 _BLOBS = ("input_entry", "output")
+_FILE_FAULTS = frozenset(
+    (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_READONLY,
+     sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PROTOCOL)
+)  # fmt: skip
+"""SQLite's primary result codes of a file that cannot be read or written now (`StoreUnavailable`, 503)."""
 
 APPLICATION_ID = 0x546F7270
 """SQLite's `PRAGMA application_id` of a Torpor store ("Torp"): a file without it and with other
@@ -151,12 +171,38 @@ def _record_json(record: InvocationRecord) -> str:
     return json.dumps(values, separators=(",", ":"))
 
 
-def _record_of(row: sqlite3.Row) -> InvocationRecord:
+def _decoded(row: sqlite3.Row) -> InvocationRecord:
+    """The record of an `invocations` row. Raises ValueError, TypeError, KeyError or AttributeError
+    for a row that does not hold one (see `_record_of`)."""
     values = json.loads(row["record"])
     values["callers"] = frozenset(values.get("callers") or ())
     values["input_entry"] = bytes(row["input_entry"])
     values["output"] = None if row["output"] is None else bytes(row["output"])
-    return InvocationRecord(**{name: value for name, value in values.items() if name in _FIELDS})
+    record = InvocationRecord(**{name: value for name, value in values.items() if name in _FIELDS})
+    if record.invocation_id != row["invocation_id"] or not isinstance(record.epoch, int):
+        raise ValueError("its record names another invocation or has no whole-number epoch")
+    return record
+
+
+def _record_of(row: sqlite3.Row) -> InvocationRecord:
+    """The record of an `invocations` row.
+
+    Raises:
+        UnreadableRecord: The row does not hold a record Torpor wrote (changed by hand, damaged).
+    """
+    try:
+        return _decoded(row)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise UnreadableRecord(_unreadable_reason(row, exc)) from exc
+
+
+def _unreadable_reason(row: sqlite3.Row, exc: Exception) -> str:
+    """Why the row cannot be read, naming the invocation and what to do (one line)."""
+    return (
+        f"the stored record of invocation {row['invocation_id']} cannot be read ({type(exc).__name__}: {exc}); "
+        "it is left as it is in the SQLite store's `invocations` table: restore the file from a backup, or "
+        "delete that row"
+    )
 
 
 def _checked_changes(changes: Mapping[str, object], caller: str) -> None:
@@ -221,6 +267,12 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            if os.path.isfile(self.path) and os.path.getsize(self.path) == 0:
+                log.warning(
+                    "the SQLite store %s is an empty file (0 bytes): starting it as a new, empty store", self.path
+                )
+        self._failing: str | None = None
+        """The SQLite error name of the fault logged last (`StoreUnavailable`), until a write succeeds."""
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         self._db.row_factory = sqlite3.Row
@@ -260,8 +312,12 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
 
     @contextmanager
     def _write(self, method: str) -> Iterator[sqlite3.Connection]:
-        """One `BEGIN IMMEDIATE` transaction: committed if the block returns, rolled back if it raises."""
-        with self._lock:
+        """One `BEGIN IMMEDIATE` transaction: committed if the block returns, rolled back if it raises.
+
+        Raises:
+            StoreUnavailable: The disk is full (507) or the file cannot be written (503); rolled back.
+        """
+        with self._lock, self._faults():
             self._count(method)
             self._ensure_tables()
             self._db.execute("BEGIN IMMEDIATE")
@@ -270,20 +326,83 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # a failed COMMIT (disk full, I/O error) leaves it open
-                    self._db.execute("ROLLBACK")
+                    with contextlib.suppress(sqlite3.Error):  # the error that got here is the one to tell
+                        self._db.execute("ROLLBACK")
                 raise
+            if self._failing is not None:
+                log.warning("the SQLite store %s takes writes again", self.path)
+                self._failing = None
 
     @contextmanager
     def _read(self, method: str) -> Iterator[sqlite3.Connection]:
-        """One deferred transaction: the statements of the block see one snapshot."""
-        with self._lock:
+        """One deferred transaction: the statements of the block see one snapshot.
+
+        Raises:
+            StoreUnavailable: The file cannot be read (503: an I/O error, a corrupt page).
+        """
+        with self._lock, self._faults():
             self._count(method)
             self._ensure_tables()
             self._db.execute("BEGIN")
             try:
                 yield self._db
             finally:
-                self._db.execute("COMMIT")
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error:  # the read is done; leave no transaction open for the next call
+                    if self._db.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            self._db.execute("ROLLBACK")
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Turn a fault of the file or its disk into `StoreUnavailable`, logged once per episode."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            error = self._unavailable(exc)
+            if error is None:
+                raise
+            name = getattr(exc, "sqlite_errorname", "")
+            if self._failing != name:
+                self._failing = name
+                log.error("%s", error.message)
+            raise error from exc
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable | None:
+        """The `StoreUnavailable` for a fault of the file or its disk; None for another error (a bug)."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None:
+            return None
+        primary = code & 0xFF  # extended codes (SQLITE_IOERR_WRITE, ...) carry the primary in the low byte
+        where = os.path.dirname(os.path.abspath(self.path)) if self.path != ":memory:" else "memory"
+        if primary == sqlite3.SQLITE_FULL:
+            return StoreUnavailable(
+                f"the disk of the SQLite store {self.path} is full: nothing was written; free space on the disk "
+                f"holding {where} (or start torpor dev with another --data-dir), then retry",
+                status=507,
+            )
+        if primary in _FILE_FAULTS:
+            return StoreUnavailable(
+                f"the SQLite store {self.path} cannot be used: {exc} ({exc.sqlite_errorname}); nothing was "
+                f"written; check the disk and the file (restore it from a backup if it is damaged), then retry"
+            )
+        return None
+
+    def check_integrity(self) -> None:
+        """Read every page of the file (SQLite's `PRAGMA quick_check`, O(file size)): a corrupt one
+        is found at start rather than by a request.
+
+        Raises:
+            sqlite3.DatabaseError: A page is corrupt (the message names the file and the first fault).
+        """
+        with self._lock:
+            try:
+                found = [row[0] for row in self._db.execute("PRAGMA quick_check(1)")]
+            except sqlite3.DatabaseError as exc:
+                raise sqlite3.DatabaseError(f"{self.path} is damaged: {exc}") from exc
+            if found != ["ok"]:
+                raise sqlite3.DatabaseError(f"{self.path} is damaged: {'; '.join(found)}")
 
     def _ensure_tables(self) -> None:
         if self._schema_ready:
@@ -624,7 +743,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
 
     def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
         """Completed invocations whose journal or record retention ended at or before `until_ms`, earliest
-        first (then by id), from the partial index on `retention_due_ms`; at most `limit`."""
+        first (then by id), from the partial index on `retention_due_ms`; at most `limit`. A row whose
+        record cannot be decoded is logged (one line) and left out."""
         if limit <= 0 or until_ms < 0:
             return []
         with self._read("due_retention") as db:
@@ -635,15 +755,18 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             ).fetchall()
         found = []
         for row in rows:
-            values = json.loads(row["record"])
-            found.append(
-                RetentionDue(
+            try:
+                values = json.loads(row["record"])
+                due = RetentionDue(
                     row["invocation_id"],
                     row["retention_due_ms"],
-                    values.get("journal_expires_at_ms") or 0,
-                    values.get("expires_at_s") or 0,
+                    int(values.get("journal_expires_at_ms") or 0),
+                    int(values.get("expires_at_s") or 0),
                 )
-            )
+            except (ValueError, TypeError, AttributeError) as exc:  # one broken row must not stop the sweep
+                log.warning("%s", _unreadable_reason(row, exc))
+                continue
+            found.append(due)
         return found
 
     def remove_journal(self, due: RetentionDue) -> bool:
@@ -705,16 +828,47 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         key: str | None = None,
         before: tuple[int, str] | None = None,
         completion: str | None = None,
-    ) -> list[InvocationRecord]:
+    ) -> InvocationPage:
         """Invocations, newest `created_at_ms` first (then by id, descending), filtered by status,
         service, handler, key and completion kind; a page of at most `limit`, older than `before`
         (`(created_at_ms, invocation_id)`). Indexed queries that stop at `limit`: of the creation index
-        for every status, else one of the status index per status, merged."""
+        for every status, else one of the status index per status, merged.
+
+        A row whose record cannot be decoded is skipped, logged (one line) and named in the page's
+        `unreadable` as `(invocation_id, reason)`; the rows after it fill the page."""
+        page = InvocationPage()
         if limit <= 0:
-            return []
+            return page
         wanted = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
         if not wanted:
-            return []
+            return page
+        while len(page) < limit:
+            asked = limit - len(page)
+            rows = self._invocation_rows(wanted, statuses is None, service, handler, key, completion, before, asked)
+            for row in rows:
+                try:
+                    page.append(_decoded(row))
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    reason = _unreadable_reason(row, exc)
+                    log.warning("%s", reason)
+                    page.unreadable.append((row["invocation_id"], reason))
+            if len(rows) < asked:
+                break
+            before = (rows[-1]["created_at_ms"], rows[-1]["invocation_id"])
+        return page
+
+    def _invocation_rows(
+        self,
+        wanted: tuple[str, ...],
+        every_status: bool,
+        service: str | None,
+        handler: str | None,
+        key: str | None,
+        completion: str | None,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> list[sqlite3.Row]:
+        """The rows of one page of `list_invocations` (one snapshot), undecoded."""
         where: list[str] = []
         args: list[object] = []
         for column, value in (("service", service), ("handler", handler), ("key", key), ("completion", completion)):
@@ -726,12 +880,11 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             args += [before[0], before[1]]
         order = "ORDER BY created_at_ms DESC, invocation_id DESC LIMIT ?"
         with self._read("list_invocations") as db:
-            if statuses is None:  # every status: the creation index, newest first, stops at `limit`
+            if every_status:  # every status: the creation index, newest first, stops at `limit`
                 condition = f"WHERE {' AND '.join(where)}" if where else ""
-                rows = db.execute(f"SELECT * FROM invocations {condition} {order}", (*args, limit)).fetchall()
-            else:  # one ordered range of the status index per status, merged (no sort of a whole status)
-                query = f"SELECT * FROM invocations WHERE {' AND '.join(['status = ?', *where])} {order}"
-                pages = [db.execute(query, (status, *args, limit)).fetchall() for status in wanted]
-                newest = heapq.merge(*pages, key=lambda row: (row["created_at_ms"], row["invocation_id"]), reverse=True)
-                rows = list(islice(newest, limit))
-        return [_record_of(row) for row in rows]
+                return db.execute(f"SELECT * FROM invocations {condition} {order}", (*args, limit)).fetchall()
+            # one ordered range of the status index per status, merged (no sort of a whole status)
+            query = f"SELECT * FROM invocations WHERE {' AND '.join(['status = ?', *where])} {order}"
+            pages = [db.execute(query, (status, *args, limit)).fetchall() for status in wanted]
+            newest = heapq.merge(*pages, key=lambda row: (row["created_at_ms"], row["invocation_id"]), reverse=True)
+            return list(islice(newest, limit))

@@ -4,11 +4,13 @@
 recorded in the side-effects file (`examples.side_effects`). `Paced/steps_then_wait`: `n` steps, each
 after a pause of `pause_ms` inside the closure (time for a test to kill the function mid-way).
 `Paced/send_between_steps`: a one-way call between two steps (a command with effects: the run after
-it is committed by the control plane, not in the function).
+it is committed by the control plane, not in the function). `Paced/steps_then_a_long_one`: `n` quick
+steps, then one that awaits `long_ms` before it records itself (longer than a function's timeout).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 
@@ -63,6 +65,24 @@ async def send_between_steps(ctx: restate.Context, label: str) -> int:
         name = f"step-{index}"
         total += await ctx.run_typed(name, _step("send_between_steps", invocation_id, name, index))
     return total
+
+
+@paced.handler()
+async def steps_then_a_long_one(ctx: restate.Context, request: dict) -> int:
+    """`request["n"]` quick steps, then step `long` that awaits `request["long_ms"]` ms, records
+    itself and returns 100; returns the sum of all."""
+    invocation_id = ctx.request().id
+    total = 0
+    for index in range(1, int(request["n"]) + 1):
+        name = f"step-{index}"
+        total += await ctx.run_typed(name, _step("steps_then_a_long_one", invocation_id, name, index))
+
+    async def long_step() -> int:
+        await asyncio.sleep(int(request["long_ms"]) / 1000)
+        record_side_effect("Paced", "steps_then_a_long_one", invocation_id, "long")
+        return 100
+
+    return total + await ctx.run_typed("long", long_step)
 
 
 app = restate.app(services=[paced])

@@ -58,6 +58,53 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def dynamodb_request_context(operation: str, kwargs: dict[str, Any]) -> dict[str, list[str]]:
+    """The IAM condition keys DynamoDB evaluates for one low-level request (`operation`, botocore's
+    `kwargs`): `dynamodb:LeadingKeys` (the partition keys it names), `dynamodb:Attributes` (the
+    top-level attribute names it names: key, item, expressions) and `dynamodb:ReturnValues` if sent.
+    (AWS DynamoDB developer guide, "Using IAM policy conditions for fine-grained access control".)"""
+    keys: list[str] = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]
+    attributes: set[str] = set()
+    for part in ("Key", "Item"):
+        attributes |= set(kwargs.get(part) or {})
+    attributes |= set((kwargs.get("ExpressionAttributeNames") or {}).values())
+    for requests in kwargs.get("RequestItems", {}).values():
+        for request in requests if isinstance(requests, list) else requests["Keys"]:
+            put, delete = request.get("PutRequest", {}), request.get("DeleteRequest", {})
+            item = put.get("Item") or delete.get("Key") or request  # BatchGetItem: the key itself
+            keys.append(item["PK"]["S"])
+            attributes |= set(item)
+    context = {"dynamodb:LeadingKeys": keys, "dynamodb:Attributes": sorted(attributes)}
+    if kwargs.get("ReturnValues"):
+        context["dynamodb:ReturnValues"] = [kwargs["ReturnValues"]]
+    return context
+
+
+def condition_holds(condition: dict[str, Any] | None, context: dict[str, list[str]]) -> bool:
+    """Whether an IAM `Condition` block holds for a request's condition keys (`context`): the
+    operators Torpor's templates use (`ForAllValues:StringLike`, `ForAllValues:StringEquals`,
+    `StringEqualsIfExists`, `StringEquals`). Every operator and key must hold (IAM: AND)."""
+    import fnmatch
+
+    for operator, tests in (condition or {}).items():
+        for key, allowed in tests.items():
+            allowed_values = [str(v) for v in _as_list(allowed)]
+            values = context.get(key)
+            if operator == "ForAllValues:StringLike":
+                ok = all(any(fnmatch.fnmatchcase(v, p) for p in allowed_values) for v in values or [])
+            elif operator == "ForAllValues:StringEquals":
+                ok = all(v in allowed_values for v in values or [])
+            elif operator == "StringEqualsIfExists":
+                ok = values is None or any(v in allowed_values for v in values)
+            elif operator == "StringEquals":
+                ok = values is not None and any(v in allowed_values for v in values)
+            else:
+                raise AssertionError(f"condition operator {operator} is not evaluated here")
+            if not ok:
+                return False
+    return True
+
+
 class Facts:
     """Canonical names and rendered values of one CloudFormation (or SAM) template.
 

@@ -173,7 +173,7 @@ def test_construct_options_reach_the_template() -> None:
     statements = _statements_of(template, "Invoke handler functions")
     invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
     rendered = [s["Resource"] for s in invoke]
-    assert rendered[0]["Fn::Join"][1][-1] == ":function:acme-*"
+    assert rendered[0]["Fn::Join"][1][-3:] == [":function:acme-", {"Ref": "AWS::StackName"}, "_*"]
     other_arn = {"Fn::GetAtt": [stack.get_logical_id(other.node.default_child), "Arn"]}
     assert rendered[1][0] == other_arn
     assert rendered[1][1] == {"Fn::Join": ["", [other_arn, ":*"]]}

@@ -7,6 +7,7 @@ names: `${Table.Arn}`, `${WakeQueue}`, ...; parameters at their defaults).
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
 import pytest
@@ -42,7 +43,8 @@ ENVIRONMENT = {
 
 ARN_PREFIX = "arn:${AWS::Partition}"
 REGION_ACCOUNT = "${AWS::Region}:${AWS::AccountId}"
-HANDLER_FUNCTIONS = f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:torpor-handler-*"
+HANDLER_FUNCTIONS = f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:torpor-handler-${{AWS::StackName}}_*"
+"""This stack's handler functions only: the prefix, the stack's name, `_` (no stack name has one)."""
 SCHEDULES = f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/*"
 TABLE = "${Table.Arn}"
 STATUS_INDEX = "${Table.Arn}/index/by_status_v2"
@@ -52,6 +54,9 @@ WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dyn
 RUN_PARTITIONS = ["INV#*", "TIMER#*", "OBJ#*", "CONFIG"]
 """What running invocations write: invocations, timers, objects and workflows, the shard count."""
 REGISTRY_PARTITIONS = ["DEP", "SVC", "CONFIG"]
+ADMIN_PARTITIONS = [*RUN_PARTITIONS, "SCHED"]
+"""What the admin API's routes write besides deployments and services: kill, cancel, pause, resume,
+purge (invocations, their timers, the keys and state they hold), state edits, durable schedules."""
 RECURRING_SCHEDULES = {
     (action, f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/torpor-schedule-*")
     for action in ("scheduler:UpdateSchedule", "scheduler:DeleteSchedule")
@@ -93,7 +98,7 @@ EXPECTED_PERMISSIONS = {
     | _wake_ups()
     | INVOKE
     | _logs("IngressFunction"),
-    # registration, listing (by_status_v2), kill, purge, state: any item
+    # registration, listing (by_status_v2), kill, purge, state: the items its routes write (WRITE_PARTITIONS)
     "AdminFunction": _table(indexes=(STATUS_INDEX,))
     | _wake_ups()
     | INVOKE
@@ -112,14 +117,15 @@ EXPECTED_PERMISSIONS = {
 }
 """Every (action, resource) each function's role allows, unconditionally, and nothing else."""
 
-WRITE_PARTITIONS = {
-    "IngressFunction": RUN_PARTITIONS,
-    "AdminFunction": None,
-    "WorkerFunction": [*RUN_PARTITIONS, "SCHED"],  # a schedule's tick moves its next tick
-    "SweeperFunction": RUN_PARTITIONS,
-    "DeployHookFunction": REGISTRY_PARTITIONS,
+WRITE_PARTITIONS: dict[str, list[tuple[set[str], list[str]]]] = {
+    "IngressFunction": [({"dynamodb:PutItem", "dynamodb:UpdateItem"}, RUN_PARTITIONS)],
+    "AdminFunction": [(set(WRITES), ADMIN_PARTITIONS), ({"dynamodb:PutItem", "dynamodb:DeleteItem"}, ["DEP", "SVC"])],
+    "WorkerFunction": [(set(WRITES), [*RUN_PARTITIONS, "SCHED"])],  # a schedule's tick moves its next tick
+    "SweeperFunction": [(set(WRITES), RUN_PARTITIONS)],
+    "DeployHookFunction": [({"dynamodb:PutItem", "dynamodb:DeleteItem"}, REGISTRY_PARTITIONS)],
 }
-"""The partition keys (`dynamodb:LeadingKeys`) each function may write items in; None: any."""
+"""Each function's write statements: (actions, the partition keys (`dynamodb:LeadingKeys`) they may
+write items in). No function writes in any partition."""
 
 
 # --- the table -------------------------------------------------------------------------------------
@@ -219,7 +225,7 @@ def test_example_handler_is_a_version_the_control_plane_may_invoke(facts: Facts)
     assert props["Architectures"] == ["arm64"]
     variables = {key: facts.render(value) for key, value in props["Environment"]["Variables"].items()}
     assert variables == {"TORPOR_APP": "examples.app:app", "TORPOR_TABLE": "${Table}"}  # nothing else of Torpor
-    assert facts.render(props["FunctionName"]) == "torpor-handler-${AWS::StackName}-examples"
+    assert facts.render(props["FunctionName"]) == "torpor-handler-${AWS::StackName}_examples"
 
 
 def test_each_function_logs_to_its_own_log_group_with_retention(facts: Facts) -> None:
@@ -359,19 +365,19 @@ def test_function_role_allows_exactly_what_it_needs(facts: Facts, name: str) -> 
 @pytest.mark.parametrize("name", sorted(WRITE_PARTITIONS))
 def test_function_writes_items_only_in_its_partitions(facts: Facts, name: str) -> None:
     """Ingress, worker and sweeper cannot write a deployment or a service (re-point a service to
-    another URL); the deploy hook cannot write an invocation. Reads carry no condition."""
+    another URL); the deploy hook cannot write an invocation; the admin API writes deployments and
+    services only by putting or deleting them (registration), the rest only in the partitions its
+    routes change. Reads carry no condition."""
     role_id = facts.target(facts.function(name)["Role"])
     table = [s for s in facts.role_statements(role_id) if any(a.startswith("dynamodb:") for a in s.actions)]
     writes = [s for s in table if set(s.actions) & set(WRITES)]
-    assert len(writes) == 1, writes
-    assert set(writes[0].actions) <= set(WRITES)
-    expected = WRITE_PARTITIONS[name]
-    if expected is None:
-        assert writes[0].condition is None
-    else:
-        assert writes[0].condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": expected}}
+    found = [(set(s.actions), (s.condition or {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys"))
+             for s in writes]  # fmt: skip
+    assert found == WRITE_PARTITIONS[name]
+    for statement, (_, partitions) in zip(writes, found, strict=True):
+        assert statement.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": partitions}}
     for statement in table:
-        if statement is not writes[0]:
+        if statement not in writes:
             assert statement.condition is None
             assert set(statement.actions) <= set(READS)
 
@@ -383,11 +389,45 @@ def test_no_function_scans_describes_or_administers_the_table(facts: Facts) -> N
     assert actions == set(READS) | set(WRITES)
 
 
-def test_example_handler_commits_only_in_invocation_partitions(facts: Facts) -> None:
-    """Its table writes (in-process checkpoints) are limited to `INV#...` partitions by IAM."""
+CHECKPOINT_FENCE = ["PK", "SK", "modified_at_ms", "epoch", "doorbell"]
+CHECKPOINT_BATCH = ["PK", "SK", "entries", "epoch", "committed_at_ms"]
+
+
+def test_example_handler_commits_only_its_fence_and_journal_batches(facts: Facts) -> None:
+    """Its table writes (in-process checkpoints) are limited by IAM to `INV#...` partitions and to
+    the attributes of the epoch fence (`UpdateItem`) and of a journal batch (`PutItem`), with no
+    values returned: it cannot rewrite an invocation's status, output, input or deployment."""
     role_id = facts.target(facts.function("ExampleHandlerFunction")["Role"])
-    [statement] = [s for s in facts.role_statements(role_id) if any(a.startswith("dynamodb:") for a in s.actions)]
-    assert statement.condition == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]}}
+    statements = [s for s in facts.role_statements(role_id) if any(a.startswith("dynamodb:") for a in s.actions)]
+    assert [(list(s.actions), s.condition) for s in statements] == [
+        (
+            [action],
+            {
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]},
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": attributes},
+                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+            },
+        )
+        for action, attributes in (("dynamodb:UpdateItem", CHECKPOINT_FENCE), ("dynamodb:PutItem", CHECKPOINT_BATCH))
+    ]
+
+
+def test_example_handler_is_named_so_that_only_its_own_stack_invokes_it(facts: Facts) -> None:
+    name = facts.render(facts.function("ExampleHandlerFunction")["FunctionName"])
+    assert name == "torpor-handler-${AWS::StackName}_examples"
+    assert fnmatch.fnmatchcase(f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:{name}:7", HANDLER_FUNCTIONS)
+
+
+@pytest.mark.parametrize(
+    ("own", "other"), [("prod", "prod-eu"), ("prod-eu", "prod"), ("a", "ab"), ("Torpor", "Torpor2")]
+)
+def test_a_stack_cannot_invoke_another_stacks_handlers(own: str, other: str) -> None:
+    """Stack names are letters, digits and `-`: the `_` after the name ends it, so no stack's pattern
+    matches another's functions, whatever their names share."""
+    pattern = HANDLER_FUNCTIONS.replace("${AWS::StackName}", own)
+    arn = f"{ARN_PREFIX}:lambda:{REGION_ACCOUNT}:function:torpor-handler-{other}_orders:3"
+    assert not fnmatch.fnmatchcase(arn, pattern)
+    assert fnmatch.fnmatchcase(arn.replace(f"-{other}_", f"-{own}_"), pattern)
 
 
 XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")

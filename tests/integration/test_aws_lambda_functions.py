@@ -9,7 +9,6 @@ failed stay on the queue, as the Lambda event source mapping would do.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import threading
@@ -468,14 +467,11 @@ class _DynamoDBRecorder:
         self._lock = threading.Lock()
 
     def record(self, operation: str, kwargs: dict[str, Any], *, ingress: bool = False) -> None:
+        from tests.infra.facts import dynamodb_request_context
+
         index = kwargs.get("IndexName")
         resource = "${Table.Arn}" + (f"/index/{index}" if index else "")
-        keys = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]
-        for requests in kwargs.get("RequestItems", {}).values():
-            for request in requests if isinstance(requests, list) else requests["Keys"]:
-                put, delete = request.get("PutRequest", {}), request.get("DeleteRequest", {})
-                item = put.get("Item") or delete.get("Key") or request  # BatchGetItem: the key itself
-                keys.append(item["PK"]["S"])
+        keys = dynamodb_request_context(operation, kwargs)["dynamodb:LeadingKeys"]
         with self._lock:
             if self.phase is not None:
                 function = self.phase
@@ -501,14 +497,13 @@ def _quiet(seconds: float = 1.0) -> None:
 
 
 def _allowed(facts: Any, function: str, action: str, resource: str, keys: tuple[str, ...]) -> bool:
+    from tests.infra.facts import condition_holds
+
     role = facts.target(facts.function(function)["Role"])
     for statement in facts.role_statements(role):
         if statement.guarded or action not in statement.actions or resource not in statement.resources:
             continue
-        if statement.condition is None:
-            return True
-        patterns = statement.condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
-        if all(any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns) for key in keys):
+        if condition_holds(statement.condition, {"dynamodb:LeadingKeys": list(keys)}):
             return True
     return False
 
@@ -581,8 +576,12 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
         functions.until(lambda: functions.describe(waiting)["status"] == "completed", 15, "the resolution")
         _quiet()
 
-        recorder.phase = "AdminFunction"
+        recorder.phase = "AdminFunction"  # each route that writes: registration, options, state, kill, purge
         assert functions.http("admin", "GET", "/invocations?status=completed")[0] == 200
+        assert functions.http("admin", "POST", "/deployments", {"arn": ARN, "force": True})[0] in (200, 201)
+        assert functions.http("admin", "PATCH", "/services/Greeter", {"inactivity_timeout": "1m"})[0] == 200
+        state = {"object_key": workflow_id, "new_state": {"count": [50]}}
+        assert functions.http("admin", "POST", "/services/Counter/state", state)[0] in (200, 202)
         assert functions.http("admin", "PATCH", f"/invocations/{sleeping}/kill")[0] == 202
         assert functions.http("admin", "DELETE", f"/invocations/{waiting}")[0] in (200, 202)
         _quiet()
@@ -610,7 +609,7 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
     finally:
         recorder.phase = None
         assert functions.http("admin", "POST", "/deployments", {"arn": ARN, "force": True})[0] in (200, 201)
-        reset = {"journal_retention": None, "idempotency_retention": None}
+        reset = {"journal_retention": None, "idempotency_retention": None, "inactivity_timeout": None}
         assert functions.http("admin", "PATCH", "/services/Greeter", reset)[0] == 200
 
     facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
@@ -624,4 +623,6 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
     assert not {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & actions["IngressFunction"]  # it never deletes
     assert "dynamodb:BatchWriteItem" in actions["SweeperFunction"]  # retention removed a journal
     assert {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= actions["AdminFunction"]  # kill, purge
+    admin_partitions = {key.split("#")[0] for _, _, keys in recorder.requests["AdminFunction"] for key in keys}
+    assert {"DEP", "SVC", "INV", "OBJ"} <= admin_partitions  # registration, options, kill and purge, state
     assert {"dynamodb:PutItem", "dynamodb:DeleteItem"} <= actions["DeployHookFunction"]  # register, remove

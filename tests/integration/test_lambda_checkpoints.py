@@ -12,6 +12,7 @@ again; a stale epoch commits nothing.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import time
@@ -309,3 +310,100 @@ def test_steps_within_a_second_of_the_last_fence_cost_one_write_each(dev: DevSer
         assert counting.fences == fences
     finally:
         store.close()
+
+
+def test_a_step_longer_than_the_functions_timeout_is_cut_off_retried_within_the_policy_and_named(
+    side_effects: Path, tmp_path: Path
+) -> None:
+    # the function's timeout (4 s) ends each Invoke, as Lambda's would, long before Torpor's (20 s)
+    settings = replace(SETTINGS, retry_policy=RetryPolicy(initial_interval_ms=100, max_attempts=3))
+    os.environ[SIDE_EFFECTS_ENV] = str(side_effects)
+    server = DevServer(
+        ingress_port=0, admin_port=0, data_dir=tmp_path, settings=settings,
+        lambda_functions={"Paced": FUNCTIONS["Paced"]}, lambda_timeout_ms=4_000,
+    )  # fmt: skip
+    server.start()
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"arn": function_arn("Paced", "1")}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        sent = httpx.post(
+            f"{server.ingress_url}/Paced/steps_then_a_long_one/send", json={"n": 3, "long_ms": 6_000}, timeout=30
+        )
+        assert sent.status_code == 202, sent.text
+        invocation_id = sent.json()["invocationId"]
+
+        paused = wait_for(lambda: (d := describe(server, invocation_id))["status"] == "paused" and d, 90, "a pause")
+        assert paused["attempts"] == 3  # bounded by the retry policy
+        failure = paused["last_failure"]
+        assert "Sandbox.Timedout" in failure["message"]
+        assert "Task timed out after 4.00 seconds" in failure["message"]
+        time.sleep(2.5)  # past the last cut-off step's 6 s: a handler still running would have recorded it
+        ran = steps_of(side_effects, invocation_id)
+        assert sorted(ran) == ["step-1", "step-2", "step-3"], ran  # each once, before the first timeout
+        assert [e["completion_id"] for e in paused["journal"] if e["type"] == "RunCompletion"] == [1, 2, 3]
+        timed_out = [c for c in server.lambda_emulator.calls()["calls"] if c["invocation_id"] == invocation_id]
+        assert [c["error_type"] for c in timed_out] == ["Sandbox.Timedout"] * 3
+    finally:
+        server.stop()
+        os.environ.pop(SIDE_EFFECTS_ENV, None)
+
+
+def test_the_checkpoints_dynamodb_writes_are_all_the_example_handler_role_allows(moto_endpoint: str) -> None:
+    """The function commits steps on DynamoDB (moto) with every request recorded: each is one its role
+    in `template.yaml` allows, condition keys included; writes that would rewrite an invocation
+    (its status and output, a whole record, a read-back) are not."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+    from control_plane.ports import InvocationRecord
+    from tests.helpers.moto import fresh_store
+    from tests.infra.facts import SAM_TEMPLATE, Facts, condition_holds, dynamodb_request_context
+
+    store = fresh_store(moto_endpoint)
+    now = int(time.time() * 1000)
+    invocation_id = ids.new_invocation_id()
+    body = b'{"n": 3, "pause_ms": 0}'
+    input_entry = encode_frames([frame(pb.InputCommandMessage(value=pb.Value(content=body)))])
+    store.create_invocation(
+        InvocationRecord(invocation_id=invocation_id, service="Paced", handler="slow_steps", key="",
+                         deployment_id="dp_1", protocol_version=5, status="ready", input_entry=input_entry,
+                         created_at_ms=now, modified_at_ms=now)
+    )  # fmt: skip
+    leased = store.acquire_lease(invocation_id, now, now + 60_000, ["ready"])
+    loaded = store.load_invocation(invocation_id)
+    assert loaded is not None
+    requests: list[tuple[str, dict[str, Any]]] = []
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        requests.append((operation_name, operation_kwargs))
+        return original(self, operation_name, operation_kwargs)
+
+    app = asgi_app_of(checkpoint_app.app)
+    assert app is not None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+        event = invoke_event(Held.of(loaded), [], epoch=leased.epoch, doorbell=leased.doorbell)
+        answer = Checkpoints(app, store)(event, None)
+        committed = requests[:]
+        store.update_invocation(invocation_id, leased.epoch, status="completed", output=b'"forged"')
+        store.update_invocation(invocation_id, leased.epoch, returning=True, modified_at_ms=now)
+        store.create_invocation(replace(loaded.record, invocation_id=ids.new_invocation_id(), status="completed"))
+    assert answer["headers"]["x-torpor-journal-length"] == str(1 + 3 * 2)  # input, then 3 x (Run, its result)
+    forged = requests[len(committed) :]
+
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    role = facts.target(facts.function("ExampleHandlerFunction")["Role"])
+    statements = [s for s in facts.role_statements(role) if not s.guarded]
+
+    def allowed(operation: str, kwargs: dict[str, Any]) -> bool:
+        context = dynamodb_request_context(operation, kwargs)
+        return any(
+            f"dynamodb:{operation}" in s.actions and "${Table.Arn}" in s.resources
+            and condition_holds(s.condition, context)
+            for s in statements
+        )  # fmt: skip
+
+    assert {op for op, _ in committed} == {"UpdateItem", "PutItem"}
+    assert [op for op, kwargs in committed if not allowed(op, kwargs)] == []
+    assert [op for op, kwargs in forged if allowed(op, kwargs)] == []

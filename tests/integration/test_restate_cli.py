@@ -31,6 +31,7 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate as validate_openapi
 
 from adapters.local.dev import DevServer
+from control_plane import ids
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
 from tests.helpers.moto import unique_table_name
@@ -197,6 +198,24 @@ def test_deployments_describe_shows_the_services_and_their_handlers(
     output = ok(restate(dev, "deployments", "describe", deployment["id"], home=home))
     assert "Counter" in output
     assert re.search(r"add +JSON integer +JSON integer", output)
+
+
+def test_deployments_list_decodes_a_deployment_id_whose_bytes_once_broke_it(
+    examples_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bytes whose id, written as earlier Torpor wrote it, was above 2**128 for Restate's clients
+    monkeypatch.setattr(ids.os, "urandom", lambda n: (7 * 62**21 + 35 * 62**20).to_bytes(16, "big")[:n])
+    server = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=SETTINGS)
+    server.start()
+    try:
+        created = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert created.status_code == 201, created.text
+        monkeypatch.undo()
+        output = ok(restate(server, "deployments", "list", home=tmp_path))
+        assert created.json()["id"] in output
+        assert "Greeter" in ok(restate(server, "services", "list", home=tmp_path))
+    finally:
+        server.stop()
 
 
 def test_deployments_remove_with_force_removes_it(moto_endpoint: str, examples_url: str, tmp_path: Path) -> None:

@@ -137,3 +137,37 @@ def test_a_service_override_longer_than_a_century_is_a_400() -> None:
         service_overrides({"journal_retention": 10**30})
     with pytest.raises(BadRequest, match="longer than 100 years"):
         service_overrides({"idempotency_retention": "99999999999999999999999999999999999999999999999999d"})
+
+
+RESTATE_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def restate_deployment_id_number(deployment_id: str) -> int | None:
+    """The u128 Restate's clients read from `deployment_id`, or None where they fail ("base62 decode
+    error"), by their rule (written here from it, not from Torpor's code): `dp_`, the version `1`,
+    then 22 characters of base62 in the alphabet `0-9a-zA-Z` whose number fits a u128."""
+    body = deployment_id.removeprefix("dp_1")
+    if not deployment_id.startswith("dp_1") or len(body) != 22 or any(c not in RESTATE_BASE62 for c in body):
+        return None
+    number = 0
+    for c in body:
+        number = number * 62 + RESTATE_BASE62.index(c)
+    return number if number < 2**128 else None
+
+
+def test_every_fresh_deployment_id_decodes_in_restates_clients() -> None:
+    fresh = [ids.new_deployment_id() for _ in range(20_000)]
+    assert [d for d in fresh if restate_deployment_id_number(d) is None] == []
+
+
+# 7 * 62**21 + 35 * 62**20: written with `0-9A-Za-z` it begins "7Z", which `0-9a-zA-Z` reads as above 2**128
+_BYTES_ONCE_UNDECODABLE = (7 * 62**21 + 35 * 62**20).to_bytes(16, "big")
+
+
+@pytest.mark.parametrize("raw", [_BYTES_ONCE_UNDECODABLE, b"\xff" * 16, bytes(16)])
+def test_a_deployment_id_carries_its_random_bytes_as_restate_reads_them(
+    monkeypatch: pytest.MonkeyPatch, raw: bytes
+) -> None:
+    monkeypatch.setattr(ids.os, "urandom", lambda n: raw)
+    deployment_id = ids.new_deployment_id()
+    assert restate_deployment_id_number(deployment_id) == int.from_bytes(raw, "little"), deployment_id
