@@ -13,6 +13,9 @@ At most one `advance` per invocation id runs at a time, and wake-ups are coalesc
   run ends, however many wake-ups arrived meanwhile. A running `advance` may have read the journal
   before the news arrived (or a second concurrent run would only have found the lease held and
   returned `BUSY`), so the wake-up must not be lost.
+
+An `advance` that raises is tried again after a second, except for `UnreadableRecord` (a row
+changed by hand or damaged): that is logged once, in one line, and left until the next start.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from control_plane.ports import StoreUnavailable
+from control_plane.ports import StoreUnavailable, UnreadableRecord
 
 log = logging.getLogger("torpor.scheduler")
 
@@ -215,6 +218,8 @@ class LocalScheduler:
             if self._timer_done is not None:
                 for due_ms in sorted(fired):
                     self._timer_done(invocation_id, due_ms, outcome)
+        except UnreadableRecord as exc:  # retrying cannot help: one line, and the row waits for a hand
+            log.error("invocation %s is not advanced: %s", invocation_id, exc.message)
         except Exception as exc:  # logged with the id; a failed advance must not take the worker down
             if isinstance(exc, StoreUnavailable):  # the store logged the fault once: no traceback per advance
                 log.debug("advance of invocation %s: %s", invocation_id, exc.message)

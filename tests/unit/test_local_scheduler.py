@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from adapters.local.scheduler import LocalScheduler
+from control_plane.ports import UnreadableRecord
 
 
 def _now_ms() -> int:
@@ -38,6 +39,7 @@ class Recorder:
         self.release = threading.Event()
         self.block: set[str] = set()
         self.fail: set[str] = set()
+        self.unreadable: set[str] = set()
 
     def __call__(self, invocation_id: str) -> str:
         with self.lock:
@@ -50,6 +52,8 @@ class Recorder:
             if blocking:
                 self.started.set()
                 assert self.release.wait(10), "the test never released the blocked advance"
+            if invocation_id in self.unreadable:
+                raise UnreadableRecord(f"the record of invocation {invocation_id} cannot be read")
             if invocation_id in self.fail:
                 raise RuntimeError(f"advance of {invocation_id} blew up")
             return "busy"
@@ -178,6 +182,25 @@ def test_exception_is_logged_and_does_not_kill_the_worker(recorder: Recorder, ca
         assert wait_for(lambda: recorder.count()["inv_bad"] == 2, timeout_s=3)  # retried after ~1 s
     finally:
         sched.stop()
+
+
+def test_an_unreadable_record_is_logged_once_in_one_line_and_not_retried(
+    scheduler: LocalScheduler, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN an invocation whose stored record cannot be read
+    recorder.unreadable.add("inv_broken")
+
+    # WHEN it is woken, by a timer too
+    scheduler.wake_now("inv_broken")
+    scheduler.wake_at("inv_broken", _now_ms() + 10)
+    assert wait_for(lambda: recorder.count()["inv_broken"] == 2)
+    time.sleep(1.5)  # past the retry delay of a failed advance
+
+    # THEN each wake-up ran once, nothing is retried, and each said so in one line without a traceback
+    assert recorder.count()["inv_broken"] == 2
+    assert scheduler.pending_timers() == 0
+    said = [r for r in caplog.records if "inv_broken" in r.getMessage()]
+    assert len(said) == 2 and all(r.exc_info is None and "cannot be read" in r.getMessage() for r in said), said
 
 
 def test_wake_before_start_runs_on_start(recorder: Recorder) -> None:
