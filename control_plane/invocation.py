@@ -58,7 +58,7 @@ from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
-from control_plane.journal import Journal, awaited, notification_key
+from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
 from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_keyed, is_workflow_run
 from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
 from control_plane.operations import CANCEL_SIGNAL, Operations
@@ -616,9 +616,8 @@ class Engine:
                     return kept
                 return self._failed(held, result, options)
             entries = pending + result.entries
-            refused = check_answer(
-                held.journal, entries, None if result.ended else result.awaiting, len(pending), result.suspension
-            )
+            awaited_now = None if result.ended else result.awaiting
+            refused = _check(held, entries, awaited_now, len(pending), result.suspension, ended=result.ended)
             if refused is not None:
                 return self._failed(held, refused, options)
             awaiting = without_handled_cancel(held.journal, pending, result.awaiting)
@@ -712,7 +711,7 @@ class Engine:
         else:
             return None
         kept = pending + entries
-        if check_answer(held.journal, kept, None) is not None:
+        if _check(held, kept) is not None:
             return None
         try:
             derived = self.effects.derived_notifications(held, kept)
@@ -821,7 +820,7 @@ class Engine:
         committed with its derived notifications and applied; the lease is extended if it runs low.
         Returns the derived notifications (to send on the stream), an `Outcome`, a failure, or None
         when another commit landed first."""
-        refused = check_answer(held.journal, entries, None)
+        refused = _check(held, entries)
         if refused is not None:
             return refused
         try:
@@ -1236,6 +1235,30 @@ class Engine:
         )
         held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
         held.meter.clear()
+
+
+def _check(
+    held: Held,
+    entries: list[Frame],
+    awaiting: AwaitPoint | None = None,
+    sent: int = 0,
+    suspension: pb.SuspensionMessage | None = None,
+    *,
+    ended: bool = False,
+) -> AttemptFailure | None:
+    """`attempt.check_answer` of `entries` against `held`'s journal, for its target's service and
+    handler type."""
+    record = held.record
+    return check_answer(
+        held.journal,
+        entries,
+        awaiting,
+        sent,
+        suspension,
+        ended=ended,
+        service_type=record.service_type,
+        handler_type=record.handler_type,
+    )
 
 
 def far_future_ms(now_ms: int) -> int:
