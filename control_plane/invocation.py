@@ -26,7 +26,6 @@ suspend, complete, retry or fail). Its collaborators, each in its own module:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -55,13 +54,13 @@ from control_plane.attempt import (
 )
 from control_plane.bidi import Streamed, stream_attempt
 from control_plane.effects import Effects
-from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
 from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
 from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_keyed, is_workflow_run
 from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
-from control_plane.operations import CANCEL_SIGNAL, Operations
+from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
@@ -661,23 +660,23 @@ class Engine:
                 return Outcome.LEASE_LOST
         try:
             self.effects.apply(held, start)
-        except StoreConflict:  # it lost its key: killed meanwhile
-            return Outcome.LEASE_LOST
+        except StoreConflict:  # it lost its key, or its epoch moved while it created callees: killed meanwhile
+            return self._killed_while_calling(held) or Outcome.LEASE_LOST
         if any(f.type in (MessageType.Call, MessageType.OneWayCall) for f in effectful):
             return self._killed_while_calling(held)
         return False
 
     def _killed_while_calling(self, held: Held) -> Outcome | bool:
         """After creating callees: a kill that came between the epoch check and their creation read
-        the journal when they did not exist yet, so it could not kill them; kill them now. One read
-        per commit with a Call or OneWayCall. False if the lease is still ours."""
+        the journal when they did not exist yet, so it could not kill them; kill them now, for
+        `KILL_BUDGET_S`, the rest in wake-ups (`Operations.kill_started_callees`). One read per
+        commit with a Call or OneWayCall. False if the lease is still ours."""
         current = self.store.get_invocation(held.record.invocation_id)
         if current is not None and current.epoch == held.record.epoch:
             return False
         if current is not None and current.completion == "killed":
-            for callee in self.operations.started_callees(held):
-                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                    self.operations.kill(callee.invocation_id)
+            deadline = time.monotonic() + KILL_BUDGET_S
+            self.operations.kill_started_callees(held.record.invocation_id, 1, deadline, held)
         return Outcome.LEASE_LOST
 
     def _keep_failed_run(self, held: Held, failure: AttemptFailure, pending: list[Frame]) -> Outcome | None:
@@ -1175,7 +1174,6 @@ class Engine:
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
                 killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
-                callees = self.operations.started_callees(held) if killed else []
                 self._update(
                     held,
                     **common,
@@ -1189,9 +1187,12 @@ class Engine:
                     **self.retention.changes(held.record, now),
                 )
                 self.effects.drop_sleep_timers(held)
-                self.operations.kill_callees(held.record, callees, behind=True)
+                deadline = time.monotonic() + KILL_BUDGET_S
+                if killed:
+                    self.operations.kill_callees_behind(held, deadline)
                 self._ended(held.record)
-                self.operations.kill_callees(held.record, callees, behind=False)
+                if killed:
+                    self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked
