@@ -175,7 +175,7 @@ class Effects:
             if entry.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
-                    self.engine._arm(parent, sleep.wake_up_time)
+                    self.engine._arm(parent, sleep.wake_up_time, held)
             elif entry.type in (MessageType.OneWayCall, MessageType.Call):
                 if callees and callees % EPOCH_CHECK_EVERY == 0:
                     self._check_epoch(held)

@@ -455,22 +455,40 @@ class Engine:
         If even recording the failure fails, the exception propagates (the lease then expires).
         """
         try:
-            return self._run(held, deadline_ms)
+            outcome = self._run(held, deadline_ms)
         except StoreUnavailable:  # the store's disk or file: no attempt to count, it can take no write now
             raise
         except Exception as exc:
             record = held.record
             log.exception("advance of %s failed unexpectedly", record.invocation_id, extra=_log_fields(record))
             failure = AttemptFailure(500, f"internal error in the control plane: {type(exc).__name__}: {exc}")
-            return self._failed(held, failure, None)
+            outcome = self._failed(held, failure, None)
+        if outcome == Outcome.LEASE_LOST:
+            self._drop_orphan_timers(held)
+        return outcome
+
+    def _drop_orphan_timers(self, held: Held) -> None:
+        """After the lease was lost: delete the timers this worker recorded (`Held.timers`) if the
+        invocation completed meanwhile (a kill deleted the timers it knew of, not one recorded after
+        it read the invocation, such as a retry's). A successor's timers are left alone: nothing is
+        deleted while it runs. One read when this worker recorded a timer, none otherwise."""
+        if not held.timers:
+            return
+        current = self.store.get_invocation(held.record.invocation_id)
+        if current is None or current.status == "completed":
+            for due_ms in sorted(held.timers):
+                self.store.delete_timer(due_ms, held.record.invocation_id)
+        held.timers.clear()
 
     def _not_due(self, held: Held, status: str, due_ms: int) -> Outcome:
         """Woken before its time (a duplicate or early timer): arm the timer again and release."""
         due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, held.record.invocation_id)  # first, so a crash cannot lose it
+        held.timers.add(due_ms)
         try:
             self._update(held, status=status, lease_until_ms=0)
         except StoreConflict:
+            self._drop_orphan_timers(held)
             return Outcome.LEASE_LOST
         self.scheduler.wake_at(held.record.invocation_id, due_ms)
         return Outcome.NOT_DUE
@@ -534,9 +552,10 @@ class Engine:
         now = self.clock.now_ms()
         if lead_ms and now < soonest <= now + 2 * lead_ms:
             self.store.put_timer(min(soonest, MAX_TIMER_MS), held.record.invocation_id)
+            held.timers.add(min(soonest, MAX_TIMER_MS))
             self.scheduler.wake_at(held.record.invocation_id, soonest)
 
-    def _arm(self, invocation_id: str, due_ms: int) -> None:
+    def _arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
         """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.
 
         A sleep of at least `_LEAD_MIN_SLEEP_MS` is armed the scheduler's `sleep_lead_ms` early: the
@@ -544,13 +563,15 @@ class Engine:
         (`_wait_for_sleep`), so that when many sleeps end at once their attempts start on time
         instead of queueing behind each other's reads. A due time beyond what a timer holds
         (`MAX_TIMER_MS`, the year 2286) is armed at that limit: the wake-up finds the sleep not yet
-        due and arms it again.
+        due and arms it again. With `held` (the lease holder's), the timer is noted in `Held.timers`.
         """
         lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
         if lead_ms and due_ms - self.clock.now_ms() >= _LEAD_MIN_SLEEP_MS:
             due_ms -= lead_ms
         due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, invocation_id)
+        if held is not None:  # the lease holder's: deleted again if the invocation is killed under it
+            held.timers.add(due_ms)
         self.scheduler.wake_at(invocation_id, due_ms)
 
     def _run(self, held: Held, deadline_ms: int | None = None) -> Outcome:
@@ -1202,6 +1223,7 @@ class Engine:
                 return Outcome.PAUSED
             due = now + policy.delay_ms(in_a_row, failure.next_retry_delay_ms)
             self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
+            held.timers.add(due)
             self._update(held, **common, status="backing-off", next_retry_at_ms=due, wake_up_at_ms=due)
         except StoreConflict:
             if self._reload(held):  # the doorbell rang while pausing: deliver what arrived

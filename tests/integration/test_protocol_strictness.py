@@ -9,6 +9,7 @@ crafted frames.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -49,8 +50,20 @@ OUTPUT = frame(pb.OutputCommandMessage(value=pb.Value(content=b'"done"')))
 SET_STATE = frame(pb.SetStateCommandMessage(key=b"k", value=pb.Value(content=b"1")))
 SLEEP = frame(pb.SleepCommandMessage(wake_up_time=4_000_000_000_000, result_completion_id=1))
 
+ATTEMPT_STARTED = threading.Event()
+RELEASE_ATTEMPT = threading.Event()
+
+
+def slow_error(start: pb.StartMessage, journal: list[Frame]) -> Answer:
+    """An attempt that answers only once the test lets it: an Error whose retry is an hour away."""
+    ATTEMPT_STARTED.set()
+    RELEASE_ATTEMPT.wait(30)
+    return Answer([frame(pb.ErrorMessage(code=500, message="later", next_retry_delay=3_600_000))])
+
+
 PLAIN = FakeDeployment(
     {
+        "slow_error": slow_error,
         "end_only": _answer(END),
         "set_state": _answer(SET_STATE, OUTPUT, END),
         "same_completion_id": _answer(SLEEP, SLEEP, frame(pb.SuspensionMessage(waiting_completions=[1]))),
@@ -132,3 +145,22 @@ def test_what_restate_refuses_is_a_571_that_commits_nothing(dev: DevServer, path
         state = httpx.get(f"{dev.admin_url}/services/Obj/state/{key}", timeout=10)
         assert state.status_code in (200, 404), state.text
         assert state.status_code == 404 or not state.json().get("state"), state.text
+
+
+def test_an_invocation_killed_during_an_attempt_that_fails_leaves_no_timer(dev: DevServer) -> None:
+    # GIVEN an attempt under way, which will fail with its retry an hour away
+    sent = httpx.post(f"{dev.ingress_url}/Plain/slow_error/send", timeout=30)
+    assert sent.status_code == 202, sent.text
+    invocation_id = sent.json()["invocationId"]
+    assert ATTEMPT_STARTED.wait(30)
+    # WHEN it is killed, then the attempt fails
+    killed = httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill", timeout=30)
+    assert killed.status_code in (200, 202), killed.text
+    RELEASE_ATTEMPT.set()
+    assert dev.scheduler.wait_idle(30), "the attempt did not end"
+    # THEN it stays killed, and no timer of it is left to fire in an hour
+    store = dev.control_plane.store
+    record = store.get_invocation(invocation_id)
+    assert record is not None
+    assert (record.status, record.completion) == ("completed", "killed")
+    assert [t for t in store.due_timers(time.time_ns() // 1_000_000 + 7_200_000) if t[1] == invocation_id] == []
