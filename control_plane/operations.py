@@ -202,24 +202,6 @@ class Operations:
                 if callee is not None and callee.status != "completed":
                     self.kill(callee.invocation_id, deadline)
 
-    def started_callees(self, held: Held) -> list[InvocationRecord]:
-        """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
-        journal = held.journal
-        wanted = []
-        for _, index in journal.open_calls():
-            with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                wanted.append(self.engine.effects.callee_id(held, index))
-        for index, entry in enumerate(journal.frames):
-            if entry.type == MessageType.OneWayCall:
-                with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                    wanted.append(self.engine.effects.callee_id(held, index))
-        out = []
-        for callee_id in dict.fromkeys(wanted):
-            callee = self.store.get_invocation(callee_id)
-            if callee is not None and callee.status != "completed":
-                out.append(callee)
-        return out
-
     def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
         """Invocation ids of the callees whose results the invocation still awaits."""
         journal = Journal.load(loaded.record.input_entry, loaded.batches)
