@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from control_plane.errors import ProtocolViolation
 from control_plane.failures import MAX_STORED_CHARS, clip
-from control_plane.journal import AwaitPoint, Journal, notification_key
+from control_plane.journal import AwaitPoint, Journal, completion_ids, notification_key
 from control_plane.ports import AnswerTooLarge
 from control_plane.protocol import (
     MESSAGE_CLASSES,
@@ -190,19 +190,34 @@ def check_answer(
     awaiting: AwaitPoint | None,
     sent: int = 0,
     suspension: pb.SuspensionMessage | None = None,
+    *,
+    ended: bool = False,
+    service_type: str = "",
+    handler_type: str = "",
 ) -> AttemptFailure | None:
     """Refuse an answer that no SDK following the protocol sends, before anything of it is stored.
 
     `entries` are the answer's new entries in order (see `parse_answer`), `awaiting` its Suspension's
-    await point (None for End). `journal` is the journal the attempt was sent, and the first `sent`
+    await point (None for End, or for entries committed on an open stream), `ended` True if the
+    answer ended with End; `service_type` and `handler_type` the invocation's target's (as in the
+    manifest: `SERVICE`, `VIRTUAL_OBJECT`, `WORKFLOW`; `EXCLUSIVE`, `SHARED`, `WORKFLOW`; "" if not
+    known, then what a command may do there is not checked). `journal` is the journal the attempt was sent, and the first `sent`
     of `entries` the notifications sent with it beyond the journal (delivered in this attempt);
     `suspension` the Suspension itself, for its V7 await tree (without it `awaiting` is any-of).
     Refused (571, the deployment's side is untrusted input): a run completion for a completion id
     that no Run command of the journal or the answer was given, or one already completed; a second
-    Output command; a Suspension that awaits nothing, or a completion id no command was given (it
+    Output command; a command given a completion id the journal or the answer already gave another
+    (its notification would complete both); a command the target may not send, as restate-server
+    1.7.12 refuses it (its invoker's command preconditions): a state command (read or write) in a
+    plain service, a state write in a shared handler, a durable promise command outside a workflow;
+    a Suspension awaiting a reserved signal index (0, or 2 to 16: index 1 is cancel, awakeables
+    count from 17, and nothing sends the others); a Suspension that awaits nothing, or a completion id no command was given (it
     could never be woken); a Suspension the notifications the attempt was sent already satisfy (the
-    SDK could have resumed: the runtime would re-invoke it at once, again and again). Returns the
-    failure, or None if the answer is fine.
+    SDK could have resumed: the runtime would re-invoke it at once, again and again); an End with no
+    Output command in the journal or the answer (the handler neither returned nor suspended: the
+    service protocol ends a stream with End only after Output). Each goes through the retry policy
+    like any failed attempt (backoff, then pause or kill). Returns the failure, or None if the
+    answer is fine.
     """
     runs, issued, outputs = set(journal.runs), set(journal.issued), journal.outputs
     completed = set(journal.completions)
@@ -218,16 +233,38 @@ def check_answer(
             continue
         if not is_command(f.type):
             continue
+        command_index = len(journal.commands) + len(scratch.commands)
+        forbidden = _forbidden(f.type, service_type, handler_type)
+        if forbidden:
+            return _violation(forbidden, index, f, command_index)
+        given = completion_ids(f)
+        reused = sorted({c for c in given if c in issued or given.count(c) > 1})
+        if reused:
+            return _violation(
+                f"a command given completion id {reused[0]}, which another command was given already",
+                index,
+                f,
+                command_index,
+            )
         scratch.extend([f])
         runs |= scratch.runs
         issued |= scratch.issued
         if scratch.outputs + outputs > 1:
             command_index = len(journal.commands) + len(scratch.commands) - 1
             return _violation("a second Output command: an invocation has exactly one result", index, f, command_index)
+    if ended and not outputs + scratch.outputs:
+        return _violation("an End without an Output command: the handler neither returned a result nor suspended", None)
     if awaiting is None:
         return None
     if not (awaiting.completions or awaiting.signals or awaiting.named_signals):
         return _violation("a Suspension that awaits nothing: it could never be resumed", None)
+    reserved = sorted(s for s in awaiting.signals if s == 0 or 1 < s <= _LAST_RESERVED_SIGNAL)
+    if reserved:
+        return _violation(
+            f"a Suspension awaiting signal {reserved[0]}, a reserved signal index nothing sends "
+            f"(1 is cancel, awakeables are above {_LAST_RESERVED_SIGNAL}): it could never be resumed",
+            None,
+        )
     never = sorted(awaiting.completions - issued)
     if never:
         return _violation(
@@ -242,6 +279,33 @@ def check_answer(
             None,
         )
     return None
+
+
+_LAST_RESERVED_SIGNAL = 16
+"""Signal indexes 1 to 16 are reserved for built-in signals, of which only 1 (cancel) exists; an
+awakeable's index is above 16 (Restate service protocol, "Signals"). Index 0 is no signal."""
+_STATE_READS = frozenset(
+    {MessageType.GetLazyState, MessageType.GetLazyStateKeys, MessageType.GetEagerState, MessageType.GetEagerStateKeys}
+)
+_STATE_WRITES = frozenset({MessageType.SetState, MessageType.ClearState, MessageType.ClearAllState})
+_PROMISE_COMMANDS = frozenset({MessageType.GetPromise, MessageType.PeekPromise, MessageType.CompletePromise})
+
+
+def _forbidden(command_type: int, service_type: str, handler_type: str) -> str:
+    """Why a handler of `service_type`/`handler_type` may not send a command of `command_type`, in
+    words ("" if it may, or if the target is not known). The rules of restate-server 1.7.12's
+    invoker (command preconditions): state only in virtual objects and workflows, written only by
+    exclusive handlers and a workflow's `run`; durable promises only in workflows."""
+    name = type_name(command_type)
+    if not service_type:
+        return ""
+    if command_type in _STATE_READS | _STATE_WRITES and service_type == "SERVICE":
+        return f"a {name} command from a plain service, which has no state (only virtual objects and workflows do)"
+    if command_type in _STATE_WRITES and handler_type == "SHARED":
+        return f"a {name} command from a shared handler, which may read state but not write it"
+    if command_type in _PROMISE_COMMANDS and service_type != "WORKFLOW":
+        return f"a {name} command outside a workflow (durable promises belong to workflows)"
+    return ""
 
 
 def without_handled_cancel(journal: Journal, delivered: list[Frame], awaiting: AwaitPoint) -> AwaitPoint:

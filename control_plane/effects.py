@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("torpor.invocation")
 
+EPOCH_CHECK_EVERY = 32
+"""Callees created between two reads of the caller's epoch while its effects are applied: a kill
+(which moves the epoch) stops the creation of a handler's thousands of one-way calls within this many."""
+
 KEYED_EFFECTS = frozenset(
     {
         MessageType.SetState,
@@ -148,6 +152,9 @@ class Effects:
         Consecutive state commands: one state write (`Keys.apply_state`; an exclusive handler's is
         fenced by its key and raises `StoreConflict` if it lost it).
 
+        Every `EPOCH_CHECK_EVERY` callees the invocation's epoch is read again: if it moved (a kill,
+        a successor), `StoreConflict` is raised and no more callees are created.
+
         Any other failure propagates: the attempt fails and `held.applied_upto` stays where it was,
         so the invocation never completes, suspends or records a failed attempt as if these effects
         had been carried out (the next attempt applies them again first).
@@ -156,6 +163,7 @@ class Effects:
         now = self.clock.now_ms()
         parent = held.record.invocation_id
         state_changes: list[Frame] = []  # consecutive state commands: one store write
+        callees = 0  # created (or found created) so far
         for index in range(max(start, 1), len(held.journal)):
             entry = held.journal.frames[index]
             if entry.type in STATE_COMMANDS and is_keyed(held.record):
@@ -167,9 +175,12 @@ class Effects:
             if entry.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
-                    self.engine._arm(parent, sleep.wake_up_time)
+                    self.engine._arm(parent, sleep.wake_up_time, held)
             elif entry.type in (MessageType.OneWayCall, MessageType.Call):
+                if callees and callees % EPOCH_CHECK_EVERY == 0:
+                    self._check_epoch(held)
                 self._start_callee(held.record, index, entry)
+                callees += 1
             elif entry.type == MessageType.CompleteAwakeable:
                 complete = pb.CompleteAwakeableCommandMessage.FromString(entry.payload)
                 signal = pb.SignalNotificationMessage()
@@ -189,6 +200,12 @@ class Effects:
             self.keys.apply_state(held.record, held.state, state_changes)
         if start <= known:  # contiguous with what was applied before: all of it is applied now
             held.applied_upto = max(known, len(held.journal))
+
+    def _check_epoch(self, held: Held) -> None:
+        """Raise `StoreConflict` if the invocation's epoch is no longer `held`'s (one read)."""
+        current = self.store.get_invocation(held.record.invocation_id)
+        if current is None or current.epoch != held.record.epoch:
+            raise StoreConflict(f"{held.record.invocation_id}: its epoch moved on (killed, or taken over)")
 
     def _expire_without_run(self, record: InvocationRecord) -> None:
         """A shared handler completed a promise of a workflow whose `run` does not exist (not yet, or

@@ -39,6 +39,10 @@ class Held:
     The record is never written with more (`Engine._update`), so an effect that failed after its
     commit is applied again by the next attempt before anything else."""
 
+    timers: set[int] = field(default_factory=set)
+    """Due times (ms) of the timers this worker recorded for the invocation: deleted again if it
+    completes under the worker (a kill), which removed only the timers it knew of (`Engine._run_guarded`)."""
+
     def effects_known_upto(self) -> int:
         """Journal length through which committed entries' effects are known applied."""
         return self.record.effects_applied_upto if self.applied_upto is None else self.applied_upto

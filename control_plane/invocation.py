@@ -26,7 +26,6 @@ suspend, complete, retry or fail). Its collaborators, each in its own module:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -55,13 +54,13 @@ from control_plane.attempt import (
 )
 from control_plane.bidi import Streamed, stream_attempt
 from control_plane.effects import Effects
-from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
-from control_plane.journal import Journal, awaited, notification_key
+from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
 from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_keyed, is_workflow_run
 from control_plane.observability import Metrics, NoMetrics, metered, trace_id_from, traceparent
-from control_plane.operations import CANCEL_SIGNAL, Operations
+from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
@@ -456,22 +455,40 @@ class Engine:
         If even recording the failure fails, the exception propagates (the lease then expires).
         """
         try:
-            return self._run(held, deadline_ms)
+            outcome = self._run(held, deadline_ms)
         except StoreUnavailable:  # the store's disk or file: no attempt to count, it can take no write now
             raise
         except Exception as exc:
             record = held.record
             log.exception("advance of %s failed unexpectedly", record.invocation_id, extra=_log_fields(record))
             failure = AttemptFailure(500, f"internal error in the control plane: {type(exc).__name__}: {exc}")
-            return self._failed(held, failure, None)
+            outcome = self._failed(held, failure, None)
+        if outcome == Outcome.LEASE_LOST:
+            self._drop_orphan_timers(held)
+        return outcome
+
+    def _drop_orphan_timers(self, held: Held) -> None:
+        """After the lease was lost: delete the timers this worker recorded (`Held.timers`) if the
+        invocation completed meanwhile (a kill deleted the timers it knew of, not one recorded after
+        it read the invocation, such as a retry's). A successor's timers are left alone: nothing is
+        deleted while it runs. One read when this worker recorded a timer, none otherwise."""
+        if not held.timers:
+            return
+        current = self.store.get_invocation(held.record.invocation_id)
+        if current is None or current.status == "completed":
+            for due_ms in sorted(held.timers):
+                self.store.delete_timer(due_ms, held.record.invocation_id)
+        held.timers.clear()
 
     def _not_due(self, held: Held, status: str, due_ms: int) -> Outcome:
         """Woken before its time (a duplicate or early timer): arm the timer again and release."""
         due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, held.record.invocation_id)  # first, so a crash cannot lose it
+        held.timers.add(due_ms)
         try:
             self._update(held, status=status, lease_until_ms=0)
         except StoreConflict:
+            self._drop_orphan_timers(held)
             return Outcome.LEASE_LOST
         self.scheduler.wake_at(held.record.invocation_id, due_ms)
         return Outcome.NOT_DUE
@@ -535,9 +552,10 @@ class Engine:
         now = self.clock.now_ms()
         if lead_ms and now < soonest <= now + 2 * lead_ms:
             self.store.put_timer(min(soonest, MAX_TIMER_MS), held.record.invocation_id)
+            held.timers.add(min(soonest, MAX_TIMER_MS))
             self.scheduler.wake_at(held.record.invocation_id, soonest)
 
-    def _arm(self, invocation_id: str, due_ms: int) -> None:
+    def _arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
         """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.
 
         A sleep of at least `_LEAD_MIN_SLEEP_MS` is armed the scheduler's `sleep_lead_ms` early: the
@@ -545,13 +563,15 @@ class Engine:
         (`_wait_for_sleep`), so that when many sleeps end at once their attempts start on time
         instead of queueing behind each other's reads. A due time beyond what a timer holds
         (`MAX_TIMER_MS`, the year 2286) is armed at that limit: the wake-up finds the sleep not yet
-        due and arms it again.
+        due and arms it again. With `held` (the lease holder's), the timer is noted in `Held.timers`.
         """
         lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
         if lead_ms and due_ms - self.clock.now_ms() >= _LEAD_MIN_SLEEP_MS:
             due_ms -= lead_ms
         due_ms = min(due_ms, MAX_TIMER_MS)
         self.store.put_timer(due_ms, invocation_id)
+        if held is not None:  # the lease holder's: deleted again if the invocation is killed under it
+            held.timers.add(due_ms)
         self.scheduler.wake_at(invocation_id, due_ms)
 
     def _run(self, held: Held, deadline_ms: int | None = None) -> Outcome:
@@ -616,9 +636,8 @@ class Engine:
                     return kept
                 return self._failed(held, result, options)
             entries = pending + result.entries
-            refused = check_answer(
-                held.journal, entries, None if result.ended else result.awaiting, len(pending), result.suspension
-            )
+            awaited_now = None if result.ended else result.awaiting
+            refused = _check(held, entries, awaited_now, len(pending), result.suspension, ended=result.ended)
             if refused is not None:
                 return self._failed(held, refused, options)
             awaiting = without_handled_cancel(held.journal, pending, result.awaiting)
@@ -662,23 +681,23 @@ class Engine:
                 return Outcome.LEASE_LOST
         try:
             self.effects.apply(held, start)
-        except StoreConflict:  # it lost its key: killed meanwhile
-            return Outcome.LEASE_LOST
+        except StoreConflict:  # it lost its key, or its epoch moved while it created callees: killed meanwhile
+            return self._killed_while_calling(held) or Outcome.LEASE_LOST
         if any(f.type in (MessageType.Call, MessageType.OneWayCall) for f in effectful):
             return self._killed_while_calling(held)
         return False
 
     def _killed_while_calling(self, held: Held) -> Outcome | bool:
         """After creating callees: a kill that came between the epoch check and their creation read
-        the journal when they did not exist yet, so it could not kill them; kill them now. One read
-        per commit with a Call or OneWayCall. False if the lease is still ours."""
+        the journal when they did not exist yet, so it could not kill them; kill them now, for
+        `KILL_BUDGET_S`, the rest in wake-ups (`Operations.kill_started_callees`). One read per
+        commit with a Call or OneWayCall. False if the lease is still ours."""
         current = self.store.get_invocation(held.record.invocation_id)
         if current is not None and current.epoch == held.record.epoch:
             return False
         if current is not None and current.completion == "killed":
-            for callee in self.operations.started_callees(held):
-                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                    self.operations.kill(callee.invocation_id)
+            deadline = time.monotonic() + KILL_BUDGET_S
+            self.operations.kill_started_callees(held.record.invocation_id, 1, deadline, held)
         return Outcome.LEASE_LOST
 
     def _keep_failed_run(self, held: Held, failure: AttemptFailure, pending: list[Frame]) -> Outcome | None:
@@ -712,7 +731,7 @@ class Engine:
         else:
             return None
         kept = pending + entries
-        if check_answer(held.journal, kept, None) is not None:
+        if _check(held, kept) is not None:
             return None
         try:
             derived = self.effects.derived_notifications(held, kept)
@@ -821,7 +840,7 @@ class Engine:
         committed with its derived notifications and applied; the lease is extended if it runs low.
         Returns the derived notifications (to send on the stream), an `Outcome`, a failure, or None
         when another commit landed first."""
-        refused = check_answer(held.journal, entries, None)
+        refused = _check(held, entries)
         if refused is not None:
             return refused
         try:
@@ -1176,7 +1195,6 @@ class Engine:
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
                 killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
-                callees = self.operations.started_callees(held) if killed else []
                 self._update(
                     held,
                     **common,
@@ -1190,9 +1208,12 @@ class Engine:
                     **self.retention.changes(held.record, now),
                 )
                 self.effects.drop_sleep_timers(held)
-                self.operations.kill_callees(held.record, callees, behind=True)
+                deadline = time.monotonic() + KILL_BUDGET_S
+                if killed:
+                    self.operations.kill_callees_behind(held, deadline)
                 self._ended(held.record)
-                self.operations.kill_callees(held.record, callees, behind=False)
+                if killed:
+                    self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
                 return Outcome.COMPLETED
             if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked
@@ -1202,6 +1223,7 @@ class Engine:
                 return Outcome.PAUSED
             due = now + policy.delay_ms(in_a_row, failure.next_retry_delay_ms)
             self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
+            held.timers.add(due)
             self._update(held, **common, status="backing-off", next_retry_at_ms=due, wake_up_at_ms=due)
         except StoreConflict:
             if self._reload(held):  # the doorbell rang while pausing: deliver what arrived
@@ -1236,6 +1258,30 @@ class Engine:
         )
         held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
         held.meter.clear()
+
+
+def _check(
+    held: Held,
+    entries: list[Frame],
+    awaiting: AwaitPoint | None = None,
+    sent: int = 0,
+    suspension: pb.SuspensionMessage | None = None,
+    *,
+    ended: bool = False,
+) -> AttemptFailure | None:
+    """`attempt.check_answer` of `entries` against `held`'s journal, for its target's service and
+    handler type."""
+    record = held.record
+    return check_answer(
+        held.journal,
+        entries,
+        awaiting,
+        sent,
+        suspension,
+        ended=ended,
+        service_type=record.service_type,
+        handler_type=record.handler_type,
+    )
 
 
 def far_future_ms(now_ms: int) -> int:

@@ -100,16 +100,10 @@ class Journal:
         if f.type == MessageType.Output:
             self.outputs += 1
             return
-        if f.type not in COMPLETABLE:
-            return
-        message = MESSAGE_CLASSES[MessageType(f.type)].FromString(f.payload)
-        completion_id = getattr(message, "result_completion_id", None)
-        if completion_id is not None and f.type != MessageType.OneWayCall:
-            self.issued.add(completion_id)
-            if f.type == MessageType.Run:
-                self.runs.add(completion_id)
-        if f.type in (MessageType.Call, MessageType.OneWayCall):
-            self.issued.add(message.invocation_id_notification_idx)  # type: ignore[attr-defined]
+        given = completion_ids(f)
+        self.issued.update(given)
+        if f.type == MessageType.Run:
+            self.runs.update(given)
 
     def has(self, key: str) -> bool:
         """True if the notification with this key (see `notification_key`) is in the journal."""
@@ -150,6 +144,21 @@ class Journal:
             or not self.signals.isdisjoint(awaiting.signals)
             or not self.named_signals.isdisjoint(awaiting.named_signals)
         )
+
+
+def completion_ids(f: Frame) -> list[int]:
+    """The completion ids a command is given, in field order: its `result_completion_id`, and for a
+    Call or OneWayCall its `invocation_id_notification_idx` (a Call has both). Empty for a command
+    that nothing completes (SetState, Output, ...). Raises `DecodeError` for a malformed payload."""
+    if f.type not in COMPLETABLE:
+        return []
+    message = MESSAGE_CLASSES[MessageType(f.type)].FromString(f.payload)
+    out = []
+    if f.type != MessageType.OneWayCall:
+        out.append(message.result_completion_id)  # type: ignore[attr-defined]
+    if f.type in (MessageType.Call, MessageType.OneWayCall):
+        out.append(message.invocation_id_notification_idx)  # type: ignore[attr-defined]
+    return out
 
 
 RUNTIME_COMPLETED = {

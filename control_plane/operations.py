@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from control_plane.held import Held
 from control_plane.journal import Journal
 from control_plane.keyed import is_exclusive
 from control_plane.ports import MAX_TIMER_MS, InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
-from control_plane.protocol import MessageType, encode_frames, frame
+from control_plane.protocol import Frame, MessageType, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 
 if TYPE_CHECKING:
@@ -35,6 +36,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("torpor.invocation")
 
 CANCEL_SIGNAL = 1  # BuiltInSignal.CANCEL (Restate service protocol)
+
+KILL_BUDGET_S = 2.0
+"""How long (s) a kill spends killing the callees its invocation started before it answers; the rest
+goes on in wake-ups (`kill_callees_wake_id`), so a kill answers promptly however many calls it made."""
+FAN_OUT_BUDGET_S = 20.0
+"""How long (s) one such wake-up kills callees before handing the rest to the next one."""
+KILL_CALLEES_WAKE_PREFIX = "kill-callees:"
+"""A `Scheduler` wake-up whose id starts with this goes on killing a killed invocation's callees."""
+
+
+def kill_callees_wake_id(invocation_id: str, index: int) -> str:
+    """The wake-up id that goes on killing `invocation_id`'s callees from journal entry `index` on."""
+    return f"{KILL_CALLEES_WAKE_PREFIX}{invocation_id}:{index}"
+
+
+def kill_callees_of_wake_id(wake_id: str) -> tuple[str, int] | None:
+    """`(invocation_id, journal index)` of a `kill_callees_wake_id`, or None for any other wake-up id."""
+    if not wake_id.startswith(KILL_CALLEES_WAKE_PREFIX):
+        return None
+    invocation_id, _, index = wake_id[len(KILL_CALLEES_WAKE_PREFIX) :].rpartition(":")
+    return (invocation_id, int(index)) if index.isdigit() else None
 
 
 def notification(key: str, message: object) -> StoredNotification:
@@ -49,6 +71,12 @@ def waits_behind(holder: InvocationRecord, callee: InvocationRecord) -> bool:
         and callee.status == "pending"
         and (callee.service, callee.key) == (holder.service, holder.key)
     )
+
+
+def _call_target(entry: Frame) -> pb.CallCommandMessage | pb.OneWayCallCommandMessage:
+    if entry.type == MessageType.Call:
+        return pb.CallCommandMessage.FromString(entry.payload)
+    return pb.OneWayCallCommandMessage.FromString(entry.payload)
 
 
 class Operations:
@@ -89,11 +117,12 @@ class Operations:
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
         self.engine.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
 
-    def kill(self, invocation_id: str) -> None:
+    def kill(self, invocation_id: str, deadline: float | None = None) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
         An attempt under way learns of it as soon as it can: a stream or attempt held in this
-        process at its next message (`Engine.knock`); a Lambda function with in-process checkpoints
+        process at its next message (`Engine.knock`); a worker creating the callees of its calls
+        within `effects.EPOCH_CHECK_EVERY` callees; a Lambda function with in-process checkpoints
         at its next epoch check, within `adapters.aws.checkpoints.FENCE_EVERY_MS` (1 s): `ctx.run`
         steps it runs meanwhile may be appended to the journal, but their effects are never
         carried out and the invocation stays killed.
@@ -103,50 +132,75 @@ class Operations:
         included: they get its 409) and those of its one-way calls. All after it is marked
         completed (killed first, a callee would wake it with its failure, and its handler could end
         on its own before the kill); one waiting in the queue of the object key this invocation
-        holds before it hands the key on (it would start). Raises `NotFound`, or `Conflict` if it
-        already completed.
+        holds before it hands the key on (it would start). The others are killed until `deadline`
+        (`time.monotonic()`; by default `KILL_BUDGET_S` from now), the rest in wake-ups
+        (`kill_started_callees`), so the kill answers within about that budget however many calls
+        the invocation made. Raises `NotFound`, or `Conflict` if it already completed.
         """
+        if deadline is None:
+            deadline = time.monotonic() + KILL_BUDGET_S
         loaded = self._loaded_or_404(invocation_id)
         try:
-            journal = Journal.load(loaded.record.input_entry, loaded.batches)
-            callees = self.started_callees(Held(loaded.record, journal, []))
+            held: Held | None = Held(loaded.record, Journal.load(loaded.record.input_entry, loaded.batches), [])
         except TorporError as exc:  # a corrupt journal: kill is the way out, callees or not
             log.error("kill of %s: its journal cannot be read (%s); its callees are not killed", invocation_id, exc)
-            callees = []
+            held = None
         self._finish_now(
             loaded.record,
             {"code": 409, "message": "killed"},
             "killed",
-            before_ended=lambda: self.kill_callees(loaded.record, callees, behind=True),
+            before_ended=(lambda: self.kill_callees_behind(held, deadline)) if held is not None else None,
         )
         self.engine.knock(invocation_id)  # a lease holder here stops before its next attempt
-        self.kill_callees(loaded.record, callees, behind=False)
+        if held is not None:
+            self.kill_started_callees(invocation_id, 1, deadline, held)
 
-    def kill_callees(self, killed: InvocationRecord, callees: list[InvocationRecord], *, behind: bool) -> None:
-        """Kill those of `callees` that wait (`behind=True`) or do not wait in the queue of the
-        object key the `killed` invocation holds (see `kill` for the order)."""
-        for callee in callees:
-            if waits_behind(killed, callee) == behind:
-                with contextlib.suppress(NotFound, Conflict):  # completed meanwhile, or gone
-                    self.kill(callee.invocation_id)
+    def kill_callees_behind(self, held: Held, deadline: float) -> None:
+        """Kill the callees of a killed exclusive handler that wait in the queue of the object key it
+        holds (they would start once it hands the key on): one read per call to its own key."""
+        record = held.record
+        if not is_exclusive(record):
+            return
+        for index, entry in enumerate(held.journal.frames):
+            if entry.type not in (MessageType.Call, MessageType.OneWayCall):
+                continue
+            call = _call_target(entry)
+            if (call.service_name, call.key) != (record.service, record.key):
+                continue
+            with contextlib.suppress(NotFound, Conflict):  # its service is gone; completed meanwhile
+                callee = self.store.get_invocation(self.engine.effects.callee_id(held, index))
+                if callee is not None and waits_behind(record, callee):
+                    self.kill(callee.invocation_id, deadline)
 
-    def started_callees(self, held: Held) -> list[InvocationRecord]:
-        """The callees a kill reaches: of its open calls and of its one-way calls, not yet completed."""
+    def kill_started_callees(self, invocation_id: str, start: int, deadline: float, held: Held | None = None) -> None:
+        """Kill the callees a killed invocation started (its open calls' and its one-way calls')
+        that have not completed, from journal entry `start` on, until `deadline`
+        (`time.monotonic()`); then hand the rest to a wake-up (`kill_callees_wake_id`: a timer
+        record first, so a crash leaves it to the sweep). Idempotent: a callee killed already, or
+        completed, is passed over. `held` is the invocation as the kill read it (else it is loaded:
+        nothing happens if it is gone). One read per callee, and its kill.
+        """
+        if held is None:
+            loaded = self.store.load_invocation(invocation_id)
+            if loaded is None:
+                return
+            held = Held(loaded.record, Journal.load(loaded.record.input_entry, loaded.batches), [])
         journal = held.journal
-        wanted = []
-        for _, index in journal.open_calls():
-            with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                wanted.append(self.engine.effects.callee_id(held, index))
-        for index, entry in enumerate(journal.frames):
-            if entry.type == MessageType.OneWayCall:
-                with contextlib.suppress(NotFound):  # its service is gone: nothing to kill
-                    wanted.append(self.engine.effects.callee_id(held, index))
-        out = []
-        for callee_id in dict.fromkeys(wanted):
-            callee = self.store.get_invocation(callee_id)
-            if callee is not None and callee.status != "completed":
-                out.append(callee)
-        return out
+        open_calls = {index for _, index in journal.open_calls()}
+        for index in range(max(start, 1), len(journal)):
+            entry = journal.frames[index]
+            if entry.type != MessageType.OneWayCall and index not in open_calls:
+                continue
+            if time.monotonic() >= deadline:
+                wake_id = kill_callees_wake_id(invocation_id, index)
+                now = self.clock.now_ms()
+                self.store.put_timer(now, wake_id)
+                self.scheduler.wake_at(wake_id, now)
+                return
+            with contextlib.suppress(NotFound, Conflict):  # its service is gone; completed meanwhile
+                callee = self.store.get_invocation(self.engine.effects.callee_id(held, index))
+                if callee is not None and callee.status != "completed":
+                    self.kill(callee.invocation_id, deadline)
 
     def _open_callees(self, loaded: LoadedInvocation) -> list[str]:
         """Invocation ids of the callees whose results the invocation still awaits."""

@@ -14,6 +14,7 @@ from control_plane.admin_schedules import add_schedule_routes
 from control_plane.ingress import Ingress
 from control_plane.invocation import Engine, Outcome, far_future_ms
 from control_plane.observability import InMemoryMetrics, Metrics
+from control_plane.operations import FAN_OUT_BUDGET_S, kill_callees_of_wake_id
 from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, SystemClock
 from control_plane.registry import Registry
 from control_plane.schedules import Schedules, TimerTrigger, schedule_of_wake_id
@@ -59,22 +60,32 @@ class ControlPlane:
 
     def advance(self, invocation_id: str) -> Outcome:
         """`Engine.advance`; what the work queue calls. A `schedule:{name}` id is a schedule's tick
-        (`TimerTrigger`) and runs `Schedules.tick` instead."""
+        (`TimerTrigger`) and runs `Schedules.tick` instead; a `kill-callees:{id}:{index}` id goes
+        on killing a killed invocation's callees (`Operations.kill_started_callees`)."""
         name = schedule_of_wake_id(invocation_id)
         if name is not None:
             self.schedules.tick(name)
             return Outcome.COMPLETED
+        fan_out = kill_callees_of_wake_id(invocation_id)
+        if fan_out is not None:
+            killed, index = fan_out
+            self.engine.operations.kill_started_callees(killed, index, time.monotonic() + FAN_OUT_BUDGET_S)
+            return Outcome.COMPLETED
         return self.engine.advance(invocation_id)
 
     def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
-        """A timer fired and an advance ran after it with `outcome` (`Engine.timer_done`)."""
+        """A timer fired and an advance ran after it with `outcome` (`Engine.timer_done`); the
+        record of a `kill-callees:` wake-up is deleted (its work is done or handed on)."""
         if schedule_of_wake_id(invocation_id) is not None:
+            return
+        if kill_callees_of_wake_id(invocation_id) is not None:
+            self.store.delete_timer(due_ms, invocation_id)
             return
         self.engine.timer_done(invocation_id, due_ms, outcome)
 
     def timer_fired(self, invocation_id: str, due_ms: int) -> None:
         """`Engine.timer_fired`; what a local timer calls as it fires (its lateness is recorded)."""
-        if schedule_of_wake_id(invocation_id) is not None:
+        if schedule_of_wake_id(invocation_id) is not None or kill_callees_of_wake_id(invocation_id) is not None:
             return
         self.engine.timer_fired(invocation_id, due_ms)
 
@@ -84,6 +95,10 @@ class ControlPlane:
         if name is not None:
             self.schedules.tick(name, due_ms)
             return Outcome.COMPLETED
+        if kill_callees_of_wake_id(invocation_id) is not None:
+            outcome = self.advance(invocation_id)
+            self.store.delete_timer(due_ms, invocation_id)
+            return outcome
         return self.engine.on_timer(invocation_id, due_ms)
 
     def stop(self) -> None:
@@ -105,6 +120,10 @@ class ControlPlane:
         for due_ms, invocation_id in self.store.due_timers(now - grace_ms, _SWEEP_LIMIT):
             if (time.monotonic() - started) * 1000 > budget_ms:
                 break  # the next sweep goes on
+            if kill_callees_of_wake_id(invocation_id) is not None:  # not an invocation: its work goes on
+                self.scheduler.wake_at(invocation_id, due_ms)
+                count += 1
+                continue
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
                 self.store.delete_timer(due_ms, invocation_id)  # for an invocation that is done or gone

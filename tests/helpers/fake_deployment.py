@@ -31,14 +31,24 @@ Script = Callable[[pb.StartMessage, list[Frame]], Answer]
 
 
 class FakeDeployment:
-    """An ASGI app: discovery of service `Fake` (handlers = `answers`' keys), then scripted answers.
+    """An ASGI app: discovery of service `name` (handlers = `answers`' keys, of `handler_types`), then
+    scripted answers.
 
     `attempts[handler]` counts the invoke requests each handler received.
     """
 
-    def __init__(self, answers: dict[str, Script], service_type: str = "SERVICE") -> None:
+    def __init__(
+        self,
+        answers: dict[str, Script],
+        service_type: str = "SERVICE",
+        *,
+        name: str = "Fake",
+        handler_types: dict[str, str] | None = None,
+    ) -> None:
         self.answers = answers
         self.service_type = service_type
+        self.name = name
+        self.handler_types = handler_types or {}  # handler -> `ty` in the manifest (`SHARED`, ...), if any
         self.attempts: dict[str, int] = {}
 
     def manifest(self) -> dict[str, Any]:
@@ -48,9 +58,13 @@ class FakeDeployment:
             "maxProtocolVersion": 7,
             "services": [
                 {
-                    "name": "Fake",
+                    "name": self.name,
                     "ty": self.service_type,
-                    "handlers": [{"name": h, "input": {}, "output": {}} for h in self.answers],
+                    "handlers": [
+                        {"name": h, "input": {}, "output": {}}
+                        | ({"ty": self.handler_types[h]} if h in self.handler_types else {})
+                        for h in self.answers
+                    ],
                 }
             ],
         }

@@ -122,3 +122,58 @@ def test_a_handled_cancel_signal_no_longer_wakes_the_handler_but_a_new_one_does(
     journal = _journal(pb.SleepCommandMessage(result_completion_id=2))
     assert without_handled_cancel(journal, [cancel], beside_a_sleep) == AwaitPoint(completions=frozenset({2}))
     assert without_handled_cancel(journal, [], beside_a_sleep) == beside_a_sleep  # not delivered yet
+
+
+def test_an_end_without_an_output_is_refused_but_an_end_after_one_passes() -> None:
+    failure = check_answer(_journal(), [], None, ended=True)
+    assert failure is not None
+    assert failure.code == 571
+    assert "an End without an Output command" in failure.message
+    output = frame(pb.OutputCommandMessage(value=pb.Value(content=b"1")))
+    assert check_answer(_journal(), [output], None, ended=True) is None
+    # committed earlier (on an open stream, or by a function's own checkpoints)
+    assert check_answer(_journal(pb.OutputCommandMessage(value=pb.Value(content=b"1"))), [], None, ended=True) is None
+
+
+def test_a_command_reusing_a_completion_id_is_refused_before_anything_is_stored() -> None:
+    sleep = frame(pb.SleepCommandMessage(result_completion_id=1, wake_up_time=1))
+    failure = check_answer(_journal(), [sleep, sleep], AwaitPoint(completions=frozenset({1})))
+    assert failure is not None
+    assert failure.code == 571
+    assert "completion id 1, which another command was given already (new entry 1)" in failure.message
+    assert failure.related()["related_command_index"] == 2
+    # against the journal too, and a call's two ids against each other
+    assert check_answer(_journal(pb.SleepCommandMessage(result_completion_id=1)), [sleep], None) is not None
+    call = pb.CallCommandMessage(service_name="S", handler_name="h", invocation_id_notification_idx=2)
+    call.result_completion_id = 2
+    assert check_answer(_journal(), [frame(call)], None) is not None
+
+
+def test_state_and_promise_commands_only_where_restate_allows_them() -> None:
+    set_state = frame(pb.SetStateCommandMessage(key=b"k", value=pb.Value(content=b"1")))
+    get_state = frame(pb.GetEagerStateCommandMessage(key=b"k", void=pb.Void()))
+    promise = frame(pb.GetPromiseCommandMessage(key="p", result_completion_id=1))
+
+    def refused(entry: Frame, service_type: str, handler_type: str) -> str:
+        failure = check_answer(_journal(), [entry], None, service_type=service_type, handler_type=handler_type)
+        return failure.message if failure is not None else ""
+
+    assert "a SetState command from a plain service" in refused(set_state, "SERVICE", "")
+    assert "a GetEagerState command from a plain service" in refused(get_state, "SERVICE", "")
+    assert "a SetState command from a shared handler" in refused(set_state, "VIRTUAL_OBJECT", "SHARED")
+    assert "a SetState command from a shared handler" in refused(set_state, "WORKFLOW", "SHARED")
+    assert "a GetPromise command outside a workflow" in refused(promise, "VIRTUAL_OBJECT", "EXCLUSIVE")
+    assert refused(get_state, "VIRTUAL_OBJECT", "SHARED") == ""
+    assert refused(set_state, "VIRTUAL_OBJECT", "EXCLUSIVE") == ""
+    assert refused(set_state, "WORKFLOW", "WORKFLOW") == ""
+    assert refused(promise, "WORKFLOW", "SHARED") == ""
+    assert refused(set_state, "", "") == ""  # target not known: not checked
+
+
+def test_a_suspension_on_a_reserved_signal_index_is_refused() -> None:
+    for index in (0, 2, 16):
+        failure = check_answer(_journal(), [], AwaitPoint(signals=frozenset({index})))
+        assert failure is not None
+        assert f"a Suspension awaiting signal {index}, a reserved signal index" in failure.message
+    assert check_answer(_journal(), [], AwaitPoint(signals=frozenset({1}))) is None  # cancel
+    assert check_answer(_journal(), [], AwaitPoint(signals=frozenset({17}))) is None  # an awakeable
