@@ -406,6 +406,17 @@ class Store(Protocol):
     def clear_state(self, scope: str, key: str) -> None:
         """Delete every state entry of `scope/key`."""
 
+    def state_keys(self, scope: str, limit: int) -> list[str]:
+        """The keys of virtual object or workflow `scope` that have state, sorted, at most `limit`.
+
+        Complete: every key with a state entry is listed, whatever invocations are retained (the
+        `state` table of `POST /query` reads it). A key whose state was cleared, or whose workflow
+        items expired by TTL, may stay listed (DynamoDB keeps its listing item; SQLite lists only
+        keys with state rows): its state then reads empty. If more than `limit` keys are listed,
+        which `limit` come back is not specified: ask for one more than you can use to learn that
+        there are more. A workflow's listing goes with its items (`delete_keyed`).
+        """
+
     # one writer per object key: a lock and a queue in arrival order, on one item per key
     def take_key(self, scope: str, key: str, invocation_id: str) -> dict[bytes, bytes] | None:
         """Take the key for a just-created invocation if nobody holds it and nobody waits for it: one
@@ -447,7 +458,8 @@ class Store(Protocol):
         workflow retention."""
 
     def delete_keyed(self, scope: str, key: str) -> None:
-        """Delete every item of `scope/key` (state, promises, waiters): a workflow's retention ended."""
+        """Delete every item of `scope/key` (state, promises, waiters, its `state_keys` listing): a
+        workflow's retention ended."""
 
     # schedules (`control_plane.schedules`): one record per name
     def create_schedule(self, schedule: ScheduleRecord) -> None:

@@ -97,9 +97,10 @@ SWEEP_EVERY = Duration.minutes(1)
 
 TABLE_READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 TABLE_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
-RUN_PARTITIONS = ("INV#*", "TIMER#*", "OBJ#*", "CONFIG")
+RUN_PARTITIONS = ("INV#*", "TIMER#*", "OBJ#*", "SKEYS#*", "CONFIG")
 """Partition keys (`dynamodb:LeadingKeys`) running invocations write: invocations, timers, objects and
-workflows, and the table's shard count (recorded by its first user)."""
+workflows, the listing of keys with state (`SKEYS#{service}#{shard}`), and the table's shard count
+(recorded by its first user)."""
 SCHEDULE_PARTITION = "SCHED"
 """The partition of durable schedules, which the worker writes as it runs their ticks."""
 REGISTRY_PARTITIONS = ("DEP", "SVC", "CONFIG")

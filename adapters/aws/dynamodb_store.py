@@ -14,6 +14,7 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 | deployment | `DEP` | `DEP#{deployment_id}` | one per `DeploymentRecord` field |
 | service | `SVC` | `SVC#{name}` | one per `ServiceRecord` field |
 | object/workflow key | `OBJ#{scope}#{sha256(key)}` | `LOCK` `S#…` `P#…` `W#…` | see `store_keyed` |
+| keys with state | `SKEYS#{scope}#{shard}` | `{sha256(key)}` | `scope`, `key` (see `store_keyed`) |
 
 | index | hash key | range key | projects (INCLUDE) |
 | --- | --- | --- | --- |
@@ -23,7 +24,7 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 The record field `expires_at_s` is stored as `retained_until`; items written before it existed
 read it from `expires_at`.
 
-`{shard}` is `shard_of(invocation_id, shards)` (crc32 mod `shards`: the count recorded in the
+`{shard}` is `shard_of(invocation_id, shards)` (of the key for `SKEYS#`; crc32 mod `shards`: the count recorded in the
 table's `CONFIG` / `SHARDS` item by its first user, `Settings.store_shards` for a new table): an
 invocation's timers and index entries share its shard, and the writes of many invocations spread
 over `shards` keys. The status index's range key is the creation time, so

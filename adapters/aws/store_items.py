@@ -61,6 +61,10 @@ STATE_PREFIX = "S#"
 PROMISE_PREFIX = "P#"
 WAITER_PREFIX = "W#"
 LOCK_SK = "LOCK"
+STATE_KEYS_PREFIX = "SKEYS#"
+LISTED_ATTRIBUTE = "listed"
+"""Set on a key item once its key is in the service's listing (`state_keys_pk`): later state writes
+do not write the listing again."""
 SPILL_BYTES = 32 * 1024
 """A state value larger than this (bytes) is stored in its own item, not in the key item."""
 PAGE_PREFIX = "T#"
@@ -169,6 +173,21 @@ def keyed_pk(scope: str, key: str) -> str:
     partition key limit; the raw scope and key are attributes of every item of the partition.
     """
     return f"OBJ#{scope}#{_digest(key.encode())}"
+
+
+def state_keys_pk(scope: str, shard: int) -> str:
+    """A partition of the listing of `scope`'s keys that have state: `SKEYS#{scope}#{shard}`.
+
+    `shard` is `shard_of(key, shards)`, so first state writes of many keys spread over `shards`
+    partition keys, and a listing reads every shard.
+    """
+    return f"{STATE_KEYS_PREFIX}{scope}#{shard}"
+
+
+def state_keys_sk(key: str) -> str:
+    """The sort key of `key` in its service's listing: the sha256 hex of the key (a key of any length
+    fits; the raw key is an attribute)."""
+    return _digest(key.encode())
 
 
 def state_sk(state_key: bytes) -> str:
@@ -427,6 +446,11 @@ class LockItem(KeyedItem):
     the fixed ones."""
 
     holder = UnicodeAttribute(null=True)
+
+
+class StateKeyItem(KeyedItem):
+    """`SKEYS#{scope}#{shard}` / `{h(key)}`: `key` of `scope` has (or had) state. Put once per key,
+    by the first state write that finds its key item without `listed` (see `store_keyed`)."""
 
 
 class PromiseItem(KeyedItem):

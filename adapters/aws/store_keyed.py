@@ -14,6 +14,15 @@ hold the TTL attribute `expires_at` (epoch seconds). Item templates and key func
 | durable promise | `P#{sha256 hex of name}` | `name`, `value` (binary, optional), `failure` (JSON), `completed_by` |
 | promise waiter | `W#{sha256 hex of name}#{invocation_id}` | `name`, `invocation_id` |
 
+One more item per key lives outside the partition: the listing of the service's keys that have
+state (`state_keys`), `SKEYS#{scope}#{shard}` / `{sha256 hex of key}` with `scope` and `key`
+(`shard`: crc32 of the key mod the table's shard count, so no one partition key takes every key's
+first write). The first state write of a key puts it (one PutItem), then marks `LOCK` with
+`listed = true` (one UpdateItem; none when the write read `LOCK` first, as a paged or clearing one
+does: the mark rides on its write), so later writes see `listed` in what they read or get back
+(ALL_OLD) and write nothing more. A crash between the two leaves `LOCK` unmarked: the next state
+write lists the key again. Clearing the state keeps the listing; `delete_keyed` removes it.
+
 The key item carries the lock (`holder`, absent: free), the queue (`queued`, a string set of
 `{seq}#{invocation_id}`, absent: nobody waits; the head is the smallest) and the state: one map
 attribute `S#{sha256 hex of state key}` per entry, `{k: key, v: value}`, or `{k: key, r: SK}` for a
@@ -57,6 +66,7 @@ from pynamodb.pagination import ResultIterator
 from adapters.aws.store_items import (
     INLINE_AGAIN_BYTES,
     KEY_ITEM_STATE_BYTES,
+    LISTED_ATTRIBUTE,
     LOCK_SK,
     MAX_UPDATE_CLAUSES,
     PAGE_BYTES,
@@ -69,6 +79,7 @@ from adapters.aws.store_items import (
     LockItem,
     PromiseItem,
     StateItem,
+    StateKeyItem,
     TimerItem,
     WaiterItem,
     bind,
@@ -79,9 +90,12 @@ from adapters.aws.store_items import (
     promise_record,
     promise_sk,
     queue_entry,
+    shard_of,
     spill_sk,
     split_queue_entry,
     state_key_digest,
+    state_keys_pk,
+    state_keys_sk,
     state_sk,
     translated_write,
     waiter_sk,
@@ -226,6 +240,16 @@ class KeyedStore:
     _locks: type[LockItem]
     _promises: type[PromiseItem]
     _waiters: type[WaiterItem]
+    _listing: type[StateKeyItem]
+
+    @property
+    def shards(self) -> int:
+        """The table's shard count (`DynamoDBStore.shards`)."""
+        raise NotImplementedError
+
+    def _each_shard(self, read: Callable[[int], list[Any]]) -> list[list[Any]]:
+        """`read(shard)` for every shard (`DynamoDBStore._each_shard`)."""
+        raise NotImplementedError
 
     def _bind_keyed(self, meta: type, connection: TableConnection) -> None:
         """Bind the keyed item templates to the store's table and connection (see `store_items.bind`)."""
@@ -233,6 +257,7 @@ class KeyedStore:
         self._locks = bind(LockItem, meta, connection)
         self._promises = bind(PromiseItem, meta, connection)
         self._waiters = bind(WaiterItem, meta, connection)
+        self._listing = bind(StateKeyItem, meta, connection)
 
     def _drop(self, model: type[StateItem] | type[TimerItem], pk: str, sk: str) -> None:
         """Remove an item nothing refers to any more (a replaced large state value, a timer).
@@ -529,6 +554,13 @@ class KeyedStore:
         touched = {names[n.split(" ")[0]] for n in sets + removes if n.startswith("#s") or n.startswith("#c")}
         for ref in _refs(_entries_of({n: a for n, a in old.items() if n in touched})) - kept:
             self._drop(self._state, pk, ref)  # values stored apart that nothing refers to any more
+        if new_attributes and LISTED_ATTRIBUTE not in old:  # the key's first state: list it, then mark it
+            self._list_key(scope, key)
+            with contextlib.suppress(StoreConflict):  # the key item is gone (retention): nothing to mark
+                self._update_key(
+                    scope, key, "SET #listed = :listed", condition="attribute_exists(PK)",
+                    names={"#listed": LISTED_ATTRIBUTE}, values={":listed": {"BOOL": True}},
+                )  # fmt: skip
         after = {n: a for n, a in old.items() if n not in touched} | new_attributes
         return item_bytes(after) + len(pk) + 8
 
@@ -606,6 +638,11 @@ class KeyedStore:
             names: dict[str, str] = {"#pages": PAGES_ATTRIBUTE, "#sv": PAGED_ATTRIBUTE}
             values: dict[str, Any] = {}
             sets: list[str] = []
+            if entries and LISTED_ATTRIBUTE not in item:  # listed before the write that marks it
+                self._list_key(scope, key)
+                names["#listed"] = LISTED_ATTRIBUTE
+                values[":listed"] = {"BOOL": True}
+                sets.append("#listed = :listed")
             removes: list[str] = []
             rest: list[str] = []
             if back_inline:
@@ -662,9 +699,40 @@ class KeyedStore:
         """Remove every state entry of `scope/key` (one GetItem, then one UpdateItem if there was any;
         a paged state also reads and deletes its pages).
 
-        The lock and queue on the same item, and the other items of the partition, are kept.
+        The lock and queue on the same item, and the other items of the partition, are kept; so is
+        the key's listing (`state_keys` goes on listing it, its state reads empty).
         """
         self.apply_state(scope, key, {}, clear=True)
+
+    # --- the listing of a service's keys that have state -------------------------------------------
+
+    def _listing_item(self, scope: str, key: str) -> StateKeyItem:
+        return self._listing(state_keys_pk(scope, shard_of(key, self.shards)), state_keys_sk(key), scope=scope, key=key)
+
+    def _list_key(self, scope: str, key: str) -> None:
+        """Put `key`'s listing item `SKEYS#{scope}#{shard}` / `{h(key)}` (one PutItem; putting it again
+        changes nothing). Called before the key item is marked `listed`, so a crash in between
+        lists it again at the next state write, and a key with state is never left unlisted."""
+        self._listing_item(scope, key).save()
+
+    def state_keys(self, scope: str, limit: int) -> list[str]:
+        """The keys of `scope` listed as having state, sorted, at most `limit` (see `Store.state_keys`).
+
+        One strongly consistent query per shard `SKEYS#{scope}#{shard}` (run concurrently, each paged
+        and stopping at `limit` items), projected to the raw key. A key is listed by its first state
+        write (`apply_state`: one PutItem, and one UpdateItem marking the key item `listed` unless the
+        write read the key item first) and stays listed when its state is cleared; `delete_keyed`
+        removes the listing with the workflow's items.
+        """
+
+        def read(shard: int) -> list[str]:
+            args: dict[str, Any] = {"consistent_read": True, "limit": limit, "attributes_to_get": ["key"]}
+            items: ResultIterator[dict[str, Any]] = ResultIterator(
+                self._connection.query, (state_keys_pk(scope, shard),), args, limit=limit
+            )
+            return [raw["key"]["S"] for raw in items]
+
+        return sorted(k for keys in self._each_shard(read) for k in keys)[:limit]
 
     # --- lock and queue --------------------------------------------------------------------------
 
@@ -843,7 +911,9 @@ class KeyedStore:
             )
 
     def delete_keyed(self, scope: str, key: str) -> None:
-        """Delete every item of `scope/key`: a keys-only query, then one BatchWriteItem per 25 deletes.
+        """Delete every item of `scope/key`, and its listing item (`state_keys`): a keys-only query,
+        then one BatchWriteItem per 25 deletes (one, for the listing, if the partition is empty:
+        TTL may have taken the partition and left the listing).
 
         For a workflow whose retention ended, so that a new run with its id starts from nothing.
         Idempotent.
@@ -854,9 +924,8 @@ class KeyedStore:
         self._check_may_delete("delete_keyed")
         pk = keyed_pk(scope, key)
         sort_keys = self._sort_keys(scope, key)
-        if not sort_keys:
-            return
         model = self._state
         with model.batch_write() as batch:
             for sk in sort_keys:
                 batch.delete(model(pk, sk))
+            batch.delete(self._listing_item(scope, key))  # in the same batch: no request of its own

@@ -185,6 +185,15 @@ class KeyedTables:
         """Remove every state entry of `scope/key`, keeping its lock and queue."""
         self.apply_state(scope, key, {}, clear=True)
 
+    def state_keys(self, scope: str, limit: int) -> list[str]:
+        """The keys of `scope` with state rows, sorted, at most `limit`: `SELECT DISTINCT` over the
+        `state` table's primary key `(scope, key, state_key)`, so a cleared key is not listed."""
+        with self._read("state_keys") as db:
+            rows = db.execute(
+                "SELECT DISTINCT key FROM state WHERE scope = ? ORDER BY key LIMIT ?", (scope, limit)
+            ).fetchall()
+        return [row["key"] for row in rows]
+
     # --- lock and queue --------------------------------------------------------------------------
 
     def take_key(self, scope: str, key: str, invocation_id: str) -> dict[bytes, bytes] | None:

@@ -6,7 +6,7 @@
 2. Only that is read from the store, through its indexes: one `get_invocation` per id, else pages
    of `list_invocations` by status, service, handler and key, stopping at the limit when every filter
    on the scan is one the store applies; a journal per id (`load_invocation`), state per key
-   (`load_state`).
+   (`load_state`) of the keys named, else of every key with state (`state_keys`).
 3. The same query runs over what was read, so DataFusion applies every filter, join and
    aggregate itself: what the store skipped could never have matched.
 
@@ -123,7 +123,7 @@ class DataFusionQuery:
         """
         self._deadline.at = time.monotonic() + self.timeout_s
         word = _first_word(sql)
-        planner = self._context({name: schema.empty_table() for name, schema in TABLES.items()})
+        planner = self._context({name: schema.empty_table() for name, schema in TABLES.items()}, planning=True)
         try:
             frame = planner.sql_with_options(sql, _ONLY_QUERIES)  # nothing runs: DDL and DML are refused
             if word not in _QUERY_WORDS:
@@ -160,15 +160,24 @@ class DataFusionQuery:
                 writer.write_batch(batch)
         return QueryAnswer(sink.getvalue().to_pybytes(), ARROW_STREAM)
 
-    def _context(self, tables: dict[str, pa.Table]) -> SessionContext:
-        """A session over `tables`, its memory pool `memory_bytes`, no spilling, no recursive CTEs."""
+    def _context(self, tables: dict[str, pa.Table], *, planning: bool = False) -> SessionContext:
+        """A session over `tables`, its memory pool `memory_bytes`, no spilling, no recursive CTEs.
+
+        Tables are Arrow datasets, whose scans take a `LIMIT` (`pushdown` reads it from the plan),
+        except, to run a query (not `planning`), a table with no rows: a dataset of no batches is
+        planned as a scan of no partitions, which a sort refuses (`SanityCheckPlan …
+        UnknownPartitioning(0)`: `ORDER BY` over an empty table answered 400); one empty batch in
+        memory is not."""
         config = (
             SessionConfig().with_information_schema(True).set("datafusion.execution.enable_recursive_ctes", "false")
         )
         runtime = RuntimeEnvBuilder().with_greedy_memory_pool(self.memory_bytes).with_disk_manager_disabled()
         context = SessionContext(config, runtime)
         for name, table in tables.items():
-            context.register_dataset(name, ds.dataset(table))
+            if table.num_rows or planning:
+                context.register_dataset(name, ds.dataset(table))
+            else:
+                context.register_record_batches(name, [[pa.RecordBatch.from_pylist([], schema=table.schema)]])
         return context
 
     def _collect(self, frame: Any) -> list[pa.RecordBatch]:
@@ -382,8 +391,10 @@ class DataFusionQuery:
     def _keyed(self, table: str, needs: list[ScanNeed]) -> list[dict[str, Any]]:
         """Rows of `state`, `sys_keyed_service_status` or `sys_inbox` for the keys the scans name.
 
-        Keys are found from invocations (the store keeps no list of an object's keys): a key named
-        in the query is read directly; otherwise the keys of the service's retained invocations.
+        A key named in the query is read directly. Otherwise `state` reads the service's keys that
+        have state (`Store.state_keys`: complete, whatever invocations are retained), and
+        `sys_keyed_service_status` and `sys_inbox` the keys of the service's unfinished invocations
+        (only those hold or wait for a key).
         """
         keyed = {s.name for s in self.store.list_services() if s.ty != "SERVICE"}
         pairs: set[tuple[str, str]] = set()
@@ -397,10 +408,14 @@ class DataFusionQuery:
                     pairs |= {(r.service, r.key) for r in pending if keys is None or r.key in keys}
             elif keys is not None:
                 pairs |= {(s, k) for s in services for k in keys}
-            else:  # a key is held by an invocation that has not completed
-                statuses = _UNFINISHED if table == "sys_keyed_service_status" else None
+            elif table == "state":  # one more than the bound: enough to refuse a query over it
                 for service in sorted(services):
-                    pairs |= {(r.service, r.key) for r in self._every(statuses, service) if r.key}
+                    self._check_deadline()
+                    pairs |= {(service, k) for k in self.store.state_keys(service, self.max_rows + 1)}
+                    self._check_lookups(len(pairs), f"the {table} of {len(pairs)} objects")
+            else:  # a key is held by an invocation that has not completed
+                for service in sorted(services):
+                    pairs |= {(r.service, r.key) for r in self._every(_UNFINISHED, service) if r.key}
         self._check_lookups(len(pairs), f"the {table} of {len(pairs)} objects")
         out: list[dict[str, Any]] = []
         for service, key in sorted(pairs):

@@ -455,3 +455,90 @@ def test_invocation_service_type_handler_type_and_inbox_seq_round_trip(store: St
     assert store.get_invocation("inv_keyed") == expected
     store.update_invocation("inv_keyed", 1, handler_type="SHARED")
     assert store.get_invocation("inv_keyed") == dataclasses.replace(expected, handler_type="SHARED")
+
+
+# --- the listing of a service's keys that have state (`state_keys`) --------------------------------
+
+
+def test_state_keys_lists_every_key_with_state_sorted_and_bounded(store: Store) -> None:
+    for i, key in enumerate(KEYS):
+        put_state(store, SCOPE, key, b"which", str(i).encode())
+    put_state(store, "Counter/a", "b", b"which", b"scope")  # another service's key is not listed
+    assert store.take_key(SCOPE, "lock-only", "inv_1") == {}  # a key without state is not listed
+    store.enqueue(SCOPE, "queue-only", "0001", "inv_2")
+    store.apply_state(SCOPE, "removal-only", {b"never-set": None})
+
+    assert store.state_keys(SCOPE, 1000) == sorted(KEYS)
+    assert store.state_keys("Counter/a", 1000) == ["b"]
+    assert store.state_keys("Nobody", 1000) == []
+    some = store.state_keys(SCOPE, 2)
+    assert len(some) == 2 and some == sorted(some) and set(some) <= set(KEYS)
+
+
+def test_a_keys_first_state_write_lists_it_and_later_writes_cost_what_they_did(store: Store) -> None:
+    before = store.request_count
+    put_state(store, SCOPE, "new", b"a", b"1")
+    first = store.request_count - before
+    before = store.request_count
+    put_state(store, SCOPE, "new", b"b", b"2")
+    store.apply_state(SCOPE, "new", {b"a": None, b"c": b"3"}, clear=True)
+
+    assert store.request_count - before == (1 + 2 if as_dynamodb(store) else 2)  # clear reads first
+    assert first == (3 if as_dynamodb(store) else 1)  # UpdateItem, PutItem of the listing, UpdateItem `listed`
+    assert store.state_keys(SCOPE, 10) == ["new"]
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, object_pk("new"), "LOCK")["listed"] == {"BOOL": True}
+
+
+def test_a_key_whose_state_is_cleared_reads_empty_wherever_it_is_listed(store: Store) -> None:
+    put_state(store, SCOPE, "gone", b"a", b"1")
+    put_state(store, SCOPE, "kept", b"a", b"1")
+
+    store.clear_state(SCOPE, "gone")
+
+    listed = store.state_keys(SCOPE, 10)
+    assert listed == (["gone", "kept"] if as_dynamodb(store) else ["kept"])  # DynamoDB keeps the listing
+    assert {key: store.load_state(SCOPE, key) for key in listed} | {"gone": {}} == {"gone": {}, "kept": {b"a": b"1"}}
+
+
+def test_a_first_state_too_large_for_the_key_item_is_listed_too(store: Store) -> None:
+    values = {f"v{i:03d}".encode(): bytes([i % 256]) * 1_000 for i in range(450)}  # 450 KB: straight to pages
+
+    store.apply_state(SCOPE, "paged", values)
+
+    assert store.state_keys(SCOPE, 10) == ["paged"]
+    assert store.load_state(SCOPE, "paged") == values
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, object_pk("paged"), "LOCK")["listed"] == {"BOOL": True}
+
+
+def test_a_crash_before_the_key_is_listed_lists_it_when_the_write_is_applied_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if (dynamodb := as_dynamodb(store)) is None:
+        pytest.skip("SQLite lists keys from its state rows, in the write's own transaction")
+
+    def crash(scope: str, key: str) -> None:
+        raise RuntimeError("the process died here")
+
+    # GIVEN a first state write whose process dies after writing the state, before listing the key
+    with monkeypatch.context() as patched:
+        patched.setattr(dynamodb, "_list_key", crash)
+        with pytest.raises(RuntimeError):
+            put_state(store, SCOPE, "crashed", b"a", b"1")
+    assert store.load_state(SCOPE, "crashed") == {b"a": b"1"}
+    # WHEN the commit's effects are applied again (as after any crash)
+    put_state(store, SCOPE, "crashed", b"a", b"1")
+    # THEN the key is listed
+    assert store.state_keys(SCOPE, 10) == ["crashed"]
+
+
+def test_delete_keyed_removes_the_listing_with_the_workflows_items(store: Store) -> None:
+    store.apply_state("Signup", "w1", {b"k": b"v"})
+    store.apply_state("Signup", "w2", {b"k": b"kept"})
+
+    store.delete_keyed("Signup", "w1")
+
+    assert store.state_keys("Signup", 10) == ["w2"]
+    store.apply_state("Signup", "w1", {b"k": b"again"})  # a new run with the same id: listed again
+    assert store.state_keys("Signup", 10) == ["w1", "w2"]

@@ -51,8 +51,9 @@ STATUS_INDEX = "${Table.Arn}/index/by_status_v2"
 EXPIRY_INDEX = "${Table.Arn}/index/by_expiry"
 READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
-RUN_PARTITIONS = ["INV#*", "TIMER#*", "OBJ#*", "CONFIG"]
-"""What running invocations write: invocations, timers, objects and workflows, the shard count."""
+RUN_PARTITIONS = ["INV#*", "TIMER#*", "OBJ#*", "SKEYS#*", "CONFIG"]
+"""What running invocations write: invocations, timers, objects and workflows, the listing of keys
+with state, the shard count."""
 REGISTRY_PARTITIONS = ["DEP", "SVC", "CONFIG"]
 ADMIN_PARTITIONS = [*RUN_PARTITIONS, "SCHED"]
 """What the admin API's routes write besides deployments and services: kill, cancel, pause, resume,

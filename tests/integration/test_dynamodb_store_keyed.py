@@ -8,6 +8,7 @@ concurrent writers are tested in `tests/races/`.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from adapters.aws.dynamodb_store import DynamoDBStore
 from control_plane.keyed import Keys
 from control_plane.ports import StoreConflict, SystemClock
-from tests.helpers.dynamodb_items import client, h, object_pk, raw_item, raw_partition
+from tests.helpers.dynamodb_items import client, h, object_pk, partitions, raw_item, raw_partition
 from tests.helpers.records import KEYED_INVOCATION
 
 SCOPE = "Counter"
@@ -33,8 +34,25 @@ def test_small_state_lives_on_the_key_item_which_hashes_the_key_and_keeps_raw_at
         "key": {"S": "user/7"},
         f"S#{h(b'count')}": {"M": {"k": {"B": b"count"}, "v": {"B": b"\x00\x07"}}},
         "expires_at": {"N": "1900000000"},
+        "listed": {"BOOL": True},  # the key is in the listing of keys with state
     }
     assert sorted(raw_partition(store, object_pk("user/7"))) == ["LOCK"]
+    listing = f"SKEYS#Counter#{zlib.crc32(b'user/7') % store.shards}"
+    assert raw_partition(store, listing) == {
+        h("user/7"): {"PK": {"S": listing}, "SK": {"S": h("user/7")}, "scope": {"S": "Counter"}, "key": {"S": "user/7"}}
+    }
+
+
+def test_the_listing_of_keys_with_state_spreads_over_the_shards(store: DynamoDBStore) -> None:
+    keys = [f"user/{n}" for n in range(40)]
+    for key in keys:
+        store.apply_state(SCOPE, key, {b"count": b"1"})
+    before = store.request_count
+
+    assert store.state_keys(SCOPE, 100) == sorted(keys)
+    assert store.request_count - before == store.shards  # one query per shard
+    assert partitions(store, "SKEYS#") == {f"SKEYS#Counter#{zlib.crc32(k.encode()) % store.shards}" for k in keys}
+    assert len(partitions(store, "SKEYS#")) > store.shards // 2
 
 
 def test_invocation_without_the_keyed_attributes_reads_the_defaults(store: DynamoDBStore) -> None:
