@@ -189,6 +189,32 @@ def test_an_unreadable_invocation_row_is_named_and_the_others_are_listed(
     assert "cannot be read" in cli.stderr
 
 
+def test_a_query_over_an_unreadable_invocation_row_answers_the_others_and_logs_it_once_by_name(
+    dev: DevServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    made = [ids.new_invocation_id() for _ in range(4)]
+    for i, invocation_id in enumerate(made):
+        dev.store.create_invocation(
+            invocation(invocation_id, status="completed", completion="succeeded", created_at_ms=1_000 + i)
+        )
+    with sqlite3.connect(tmp_path / "data" / SQLITE_FILE) as raw:
+        raw.execute("UPDATE invocations SET record = '{not json' WHERE invocation_id = ?", (made[2],))
+
+    with caplog.at_level(logging.WARNING):
+        reply = httpx.post(
+            f"{dev.admin_url}/query",
+            json={"query": "SELECT id FROM sys_invocation ORDER BY created_at"},
+            headers={"accept": "application/json"},
+            timeout=30,
+        )
+    assert reply.status_code == 200, reply.text
+    assert [row["id"] for row in reply.json()["rows"]] == [made[0], made[1], made[3]]
+    named = [r.getMessage() for r in caplog.records if made[2] in r.getMessage()]
+    assert len(named) == 1  # one line, by the store
+    assert made[2] in named[0]
+    assert "cannot be read" in named[0]
+
+
 def test_an_unreadable_row_does_not_stop_the_retention_sweep_of_the_others(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / SQLITE_FILE)
     made = [ids.new_invocation_id() for _ in range(3)]

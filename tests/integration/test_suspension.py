@@ -263,7 +263,11 @@ def test_cancel_during_a_sleep_runs_the_compensation_once_and_answers_409(dev: D
 
 
 def test_kill_during_a_sleep_stops_it_with_no_further_handler_request(dev: DevServer, effects_file: Path) -> None:
-    sent = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=800).json()
+    # a sleep long enough that a slow, shared machine still kills during it (it was 800 ms: a CI run
+    # saw the sleep end before the kill, 409 "already completed")
+    sleep_ms = 3000
+    sent_at = time.monotonic()
+    sent = httpx.post(f"{dev.ingress_url}/Waits/booking/send", json=sleep_ms).json()
     invocation_id = sent["invocationId"]
     wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 10, "suspension")
     attempts = describe(dev, invocation_id)["attempts"]
@@ -271,7 +275,7 @@ def test_kill_during_a_sleep_stops_it_with_no_further_handler_request(dev: DevSe
     done = httpx.get(f"{dev.ingress_url}/restate/invocation/{invocation_id}/output")
     assert done.status_code == 409
     assert done.json()["message"] == "killed"
-    time.sleep(1.0)  # past the sleep's due time
+    time.sleep(max(0.0, sent_at + sleep_ms / 1000 + 0.3 - time.monotonic()))  # past the sleep's due time
     final = describe(dev, invocation_id)
     assert final["attempts"] == attempts
     assert [e["step"] for e in effects(effects_file, invocation_id)] == ["reserve"]
