@@ -154,8 +154,9 @@ def _failure_json(failure: Mapping[str, object] | None) -> dict[str, Any] | None
     if not failure:
         return None
     out = dict(failure)
-    if isinstance(out.get("at_ms"), int):
-        out["at"] = rfc3339(out["at_ms"])
+    at_ms = out.get("at_ms")
+    if isinstance(at_ms, int):
+        out["at"] = rfc3339(at_ms)
     return out
 
 

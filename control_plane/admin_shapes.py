@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from control_plane.durations import format_duration_ms
 from control_plane.ports import DeploymentRecord, ServiceRecord
+from control_plane.protocol import manifest_entries
 
 SERVICE_TYPES = {"SERVICE": "Service", "VIRTUAL_OBJECT": "VirtualObject", "WORKFLOW": "Workflow"}
 """Endpoint manifest service types -> the admin API's (`ServiceType` in restate-server's OpenAPI)."""
@@ -105,7 +106,7 @@ def service_json(service: ServiceRecord, config: Mapping[str, Mapping[str, Any]]
     out: dict[str, Any] = {
         "name": service.name,
         "ty": SERVICE_TYPES.get(service.ty, service.ty),
-        "handlers": [handler_json(service, h, public) for h in service.manifest.get("handlers", [])],
+        "handlers": [handler_json(service, h, public) for h in manifest_entries(service.manifest, "handlers")],
         "deployment_id": service.deployment_id,
         "revision": service.revision,
         "public": public,
@@ -124,7 +125,7 @@ def service_json(service: ServiceRecord, config: Mapping[str, Mapping[str, Any]]
         },
     }
     if service.manifest.get("metadata"):
-        out["metadata"] = dict(service.manifest["metadata"])
+        out["metadata"] = dict(cast(Mapping[str, str], service.manifest["metadata"]))
     if service.ty == "WORKFLOW":
         out["workflow_completion_retention"] = _ms(value("workflowCompletionRetention"))
     return out

@@ -198,26 +198,26 @@ def check_answer(
     """Refuse an answer that no SDK following the protocol sends, before anything of it is stored.
 
     `entries` are the answer's new entries in order (see `parse_answer`), `awaiting` its Suspension's
-    await point (None for End, or for entries committed on an open stream), `ended` True if the
-    answer ended with End; `service_type` and `handler_type` the invocation's target's (as in the
-    manifest: `SERVICE`, `VIRTUAL_OBJECT`, `WORKFLOW`; `EXCLUSIVE`, `SHARED`, `WORKFLOW`; "" if not
-    known, then what a command may do there is not checked). `journal` is the journal the attempt was sent, and the first `sent`
-    of `entries` the notifications sent with it beyond the journal (delivered in this attempt);
-    `suspension` the Suspension itself, for its V7 await tree (without it `awaiting` is any-of).
-    Refused (571, the deployment's side is untrusted input): a run completion for a completion id
+    await point (None for End, or for entries committed on an open stream), `ended` True if the answer
+    ended with End; `service_type` and `handler_type` the invocation's target's (as in the manifest:
+    `SERVICE`, `VIRTUAL_OBJECT`, `WORKFLOW`; `EXCLUSIVE`, `SHARED`, `WORKFLOW`; "" if not known, then
+    what a command may do there is not checked). `journal` is the journal the attempt was sent, and the
+    first `sent` of `entries` the notifications sent with it beyond the journal (delivered in this
+    attempt); `suspension` the Suspension itself, for its V7 await tree (without it `awaiting` is
+    any-of). Refused (571, the deployment's side is untrusted input): a run completion for a completion id
     that no Run command of the journal or the answer was given, or one already completed; a second
-    Output command; a command given a completion id the journal or the answer already gave another
-    (its notification would complete both); a command the target may not send, as restate-server
-    1.7.12 refuses it (its invoker's command preconditions): a state command (read or write) in a
-    plain service, a state write in a shared handler, a durable promise command outside a workflow;
-    a Suspension awaiting a reserved signal index (0, or 2 to 16: index 1 is cancel, awakeables
-    count from 17, and nothing sends the others); a Suspension that awaits nothing, or a completion id no command was given (it
-    could never be woken); a Suspension the notifications the attempt was sent already satisfy (the
-    SDK could have resumed: the runtime would re-invoke it at once, again and again); an End with no
-    Output command in the journal or the answer (the handler neither returned nor suspended: the
-    service protocol ends a stream with End only after Output). Each goes through the retry policy
-    like any failed attempt (backoff, then pause or kill). Returns the failure, or None if the
-    answer is fine.
+    Output command; a command given a completion id the journal or the answer already gave another (its
+    notification would complete both); a command the target may not send, as restate-server 1.7.12
+    refuses it (its invoker's command preconditions): a state command (read or write) in a plain
+    service, a state write in a shared handler, a durable promise command outside a workflow; a
+    Suspension awaiting a reserved signal index (0, or 2 to 16: index 1 is cancel, awakeables count from
+    17, and nothing sends the others); a Suspension that awaits nothing, or a completion id no command
+    was given (it could never be woken); a Suspension the notifications the attempt was sent already
+    satisfy (the SDK could have resumed: the runtime would re-invoke it at once, again and again); an
+    End with no Output command in the journal or the answer (the handler neither returned nor suspended:
+    the service protocol ends a stream with End only after Output). Each goes through the retry policy
+    like any failed attempt (backoff, then pause or kill). Returns the failure, or None if the answer is
+    fine.
     """
     runs, issued, outputs = set(journal.runs), set(journal.issued), journal.outputs
     completed = set(journal.completions)

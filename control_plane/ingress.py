@@ -471,10 +471,10 @@ class Ingress:
             if metadata_of(failure):
                 body["metadata"] = metadata_of(failure)
             return HttpResponse.json(body, error.status, headers)
-        body = record.output or b""
-        if body:
+        output = record.output or b""
+        if output:
             headers["content-type"] = record.output_content_type
-        return HttpResponse(200, body, headers)
+        return HttpResponse(200, output, headers)
 
 
 __all__ = [

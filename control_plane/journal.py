@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from control_plane.errors import ProtocolViolation
 from control_plane.ports import JournalBatch
@@ -82,7 +83,7 @@ class Journal:
                 self.sleeps[sleep.result_completion_id] = sleep.wake_up_time
                 continue
             if f.type in RUNTIME_COMPLETED:
-                self.derived[RUNTIME_COMPLETED[f.type].FromString(f.payload).result_completion_id] = f  # type: ignore[attr-defined]
+                self.derived[RUNTIME_COMPLETED[f.type].FromString(f.payload).result_completion_id] = f
                 continue
             if not is_notification(f.type):
                 continue
@@ -161,7 +162,7 @@ def completion_ids(f: Frame) -> list[int]:
     return out
 
 
-RUNTIME_COMPLETED = {
+RUNTIME_COMPLETED: dict[int, Any] = {  # Frame.type is a plain int; MessageType values hash alike
     MessageType.GetLazyState: pb.GetLazyStateCommandMessage,
     MessageType.GetLazyStateKeys: pb.GetLazyStateKeysCommandMessage,
     MessageType.GetPromise: pb.GetPromiseCommandMessage,

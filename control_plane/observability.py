@@ -19,7 +19,7 @@ import hashlib
 import re
 import secrets
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Protocol
@@ -60,7 +60,7 @@ class InMemoryMetrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counters: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+        self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
         self._observed: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
 
     def count(self, name: str, value: float = 1, **labels: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.ports import Clock, DeploymentRecord, HttpReply, Invoker, InvokerError, ServiceRecord, Store
-from control_plane.protocol import DISCOVERY_ACCEPT, manifest_version_of, negotiate, parse_manifest
+from control_plane.protocol import DISCOVERY_ACCEPT, manifest_entries, manifest_version_of, negotiate, parse_manifest
 from control_plane.request_identity import refusal_hint
 from control_plane.retry import RetryPolicy
 from control_plane.settings import Settings
@@ -365,9 +365,9 @@ class Registry:
     def resolve(self, service: str, handler: str) -> Target:
         """Resolve `service/handler` to a `Target`. Raises `NotFound` naming the service or handler."""
         record = self.service(service)
-        spec = next((h for h in record.manifest.get("handlers", []) if h.get("name") == handler), None)
+        spec = next((h for h in manifest_entries(record.manifest, "handlers") if h.get("name") == handler), None)
         if spec is None:
-            known = ", ".join(sorted(str(h.get("name")) for h in record.manifest.get("handlers", [])))
+            known = ", ".join(sorted(str(h.get("name")) for h in manifest_entries(record.manifest, "handlers")))
             raise NotFound(f"handler '{handler}' not found in service '{service}'; its handlers are: {known}")
         input_spec = spec.get("input") or {}
         output_spec = spec.get("output") or {}
@@ -402,8 +402,8 @@ class Registry:
         cached = self._pinned.get(key)  # computed from these very records: still right
         if cached is not None and cached[0] is deployment and cached[1] is registered:
             return cached[2]
-        spec = next((s for s in deployment.manifest.get("services", []) if s.get("name") == service), {})
-        handler_spec = next((h for h in spec.get("handlers", []) if h.get("name") == handler), {})
+        spec = next((s for s in manifest_entries(deployment.manifest, "services") if s.get("name") == service), {})
+        handler_spec = next((h for h in manifest_entries(spec, "handlers") if h.get("name") == handler), {})
         options = self._options(spec, handler_spec, registered.overrides if registered is not None else {})
         with self._lock:
             self._pinned[key] = (deployment, registered, options)
@@ -506,7 +506,7 @@ class Registry:
                 out[option] = {"value": record.overrides[option], "source": "admin override"}
             else:
                 out[option] = {"value": value, "source": settings_source.get(setting, "built-in")}
-            for handler in record.manifest.get("handlers", []):
+            for handler in manifest_entries(record.manifest, "handlers"):
                 if handler.get(option) is not None:
                     out[option].setdefault("handlers", {})[handler["name"]] = handler[option]
         return out

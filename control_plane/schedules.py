@@ -79,7 +79,7 @@ MAX_BODY_BYTES = 256 * 1024
 """The largest schedule `body` (bytes of its JSON text): the schedule record holds it, and the record
 must fit in one DynamoDB item (400 KB) on every store."""
 
-_CRON_NAMES = (
+_CRON_NAMES: tuple[frozenset[str], ...] = (
     frozenset(),
     frozenset(),
     frozenset(),

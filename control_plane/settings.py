@@ -219,7 +219,7 @@ class Settings:
             lambda name: f"{path}: [torpor.retry_policy] {name}",
         )
         if policy:
-            changes["retry_policy"] = replace(settings.retry_policy, **policy)
+            changes["retry_policy"] = replace(settings.retry_policy, **policy)  # type: ignore[arg-type]  # parsed to the fields' types
         for name, value in table.items():
             if name in _LIST_SETTINGS:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -27,7 +27,6 @@ from typing import Any
 
 from control_plane.ports import MAX_ITEM_BYTES, ItemTooLarge, PromiseRecord, StoreConflict
 
-
 KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys")
 
 

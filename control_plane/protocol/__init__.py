@@ -19,6 +19,7 @@ from control_plane.protocol.manifest import (
     Manifest,
     OutputPayload,
     Service,
+    manifest_entries,
     parse_manifest,
 )
 from control_plane.protocol.messages import (
@@ -78,6 +79,7 @@ __all__ = [
     "is_custom",
     "is_notification",
     "manifest_content_type",
+    "manifest_entries",
     "manifest_version_of",
     "message_type_of",
     "negotiate",

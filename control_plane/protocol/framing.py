@@ -76,7 +76,8 @@ class Frame:
         if cls is None:
             return None
         try:
-            return cls.FromString(self.payload)
+            message: Message = cls.FromString(self.payload)
+            return message
         except DecodeError as e:
             raise ProtocolViolation(
                 f"cannot parse {type_name(self.type)} message (type 0x{self.type:04X}, {len(self.payload)} bytes): {e}"

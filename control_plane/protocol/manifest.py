@@ -10,7 +10,8 @@ in milliseconds.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, ValidationError, model_validator
 
@@ -228,3 +229,11 @@ def parse_manifest(body: bytes, content_type: str) -> Manifest:
         return Manifest.model_validate(data)
     except ValidationError as e:
         raise BadRequest(f"invalid endpoint manifest v{version}: {_describe(e)}") from e
+
+
+def manifest_entries(manifest: Mapping[str, object], name: str) -> list[dict[str, Any]]:
+    """The list under `name` in a stored manifest (`services` of a deployment's, `handlers` of a
+    service's), as JSON objects; `[]` if it is missing. Stored manifests were validated by
+    `parse_manifest` when registered, so the shape is not checked again here."""
+    entries = manifest.get(name)
+    return cast(list[dict[str, Any]], entries) if isinstance(entries, list) else []

@@ -472,7 +472,9 @@ def test_state_keys_lists_every_key_with_state_sorted_and_bounded(store: Store) 
     assert store.state_keys("Counter/a", 1000) == ["b"]
     assert store.state_keys("Nobody", 1000) == []
     some = store.state_keys(SCOPE, 2)
-    assert len(some) == 2 and some == sorted(some) and set(some) <= set(KEYS)
+    assert len(some) == 2
+    assert some == sorted(some)
+    assert set(some) <= set(KEYS)
 
 
 def test_a_keys_first_state_write_lists_it_and_later_writes_cost_what_they_did(store: Store) -> None:

@@ -58,7 +58,7 @@ def test_state_without_a_key_lists_every_keys_state_after_its_invocations_are_pu
     prefix = unique("all")
     keys = [f"{prefix}-{n}" for n in range(3)]
     calls = []
-    for n, key in enumerate(keys + [f"{prefix}-cleared"]):
+    for n, key in enumerate([*keys, f"{prefix}-cleared"]):
         reply = httpx.post(f"{dev.ingress_url}/Counter/{key}/add", json=n + 1, timeout=30)
         assert reply.status_code == 200, reply.text
         calls.append(reply.headers["x-restate-id"])

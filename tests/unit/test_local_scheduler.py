@@ -200,7 +200,8 @@ def test_an_unreadable_record_is_logged_once_in_one_line_and_not_retried(
     assert recorder.count()["inv_broken"] == 2
     assert scheduler.pending_timers() == 0
     said = [r for r in caplog.records if "inv_broken" in r.getMessage()]
-    assert len(said) == 2 and all(r.exc_info is None and "cannot be read" in r.getMessage() for r in said), said
+    assert len(said) == 2, said
+    assert all(r.exc_info is None and "cannot be read" in r.getMessage() for r in said), said
 
 
 def test_wake_before_start_runs_on_start(recorder: Recorder) -> None:
