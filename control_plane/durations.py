@@ -1,12 +1,13 @@
 """Durations as people write them: `500ms`, `10s`, `1m30s`, `2h`, `1d`, ISO-8601 `PT10S`, or plain ms.
 
-Used by the ingress (`?delay=`) and the CLI flags, so both accept the same forms.
+Used by the ingress (`?delay=`) and the CLI flags, so both accept the same forms; and times as the
+APIs write them (`rfc3339`).
 """
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -68,3 +69,13 @@ def format_duration_ms(ms: int) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return " ".join(parts)
+
+
+def rfc3339(ms: int) -> str | None:
+    """`2026-11-30T17:01:37.123Z` for a time in ms since the epoch; None for 0."""
+    if not ms:
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):  # beyond what datetime holds (year 9999)
+        return f"@{ms}ms"

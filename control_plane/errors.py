@@ -1,7 +1,7 @@
 """Errors a user can see. One root, `TorporError`; each subclass carries its HTTP status.
 
 Ingress and admin render every `TorporError` as `{"code": <status>, "message": ...}` in one place
-(`control_plane.http.error_response`); messages name the fix where there is one.
+(`http_api.http.error_response`); messages name the fix where there is one.
 """
 
 from __future__ import annotations

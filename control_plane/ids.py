@@ -211,6 +211,11 @@ def new_deployment_id() -> str:
     return "dp_1" + _restate_encode(os.urandom(16), _UUID_CHARS)
 
 
+FIRST_AWAKEABLE_SIGNAL = 17
+"""Signal indexes 0..16 are reserved for built-in signals (1: cancel); awakeables use 17 and up
+(Restate service protocol V5+, signal ids)."""
+
+
 def awakeable_id(invocation_id: str, signal_index: int) -> str:
     """The awakeable id the SDK hands out for signal `signal_index` of `invocation_id` (V5+)."""
     raw = invocation_id_bytes(invocation_id) + struct.pack(">I", signal_index)

@@ -1,7 +1,8 @@
 """Wiring of the core: one `ControlPlane` per process, built from the four ports.
 
 Edges (`torpor dev`, Lambda entry points, tests) build the ports' adapters and hand them in; the core
-never builds an adapter itself.
+never builds an adapter itself. The HTTP APIs are outside the core: `http_api.HttpControlPlane` is
+this wiring with the ingress and admin routes on top.
 """
 
 from __future__ import annotations
@@ -9,9 +10,6 @@ from __future__ import annotations
 import logging
 import time
 
-from control_plane.admin import Admin
-from control_plane.admin_schedules import add_schedule_routes
-from control_plane.ingress import Ingress
 from control_plane.invocation import Engine, Outcome, far_future_ms
 from control_plane.observability import InMemoryMetrics, Metrics
 from control_plane.operations import FAN_OUT_BUDGET_S, kill_callees_of_wake_id
@@ -30,7 +28,7 @@ _SWEEP_GRACE_MS = 30_000  # a wake-up this late is taken as lost (its message ma
 
 
 class ControlPlane:
-    """The orchestrator: engine, registry, ingress and admin routes over the given ports."""
+    """The orchestrator: engine, registry, schedules and the sweeps over the given ports (no HTTP)."""
 
     def __init__(
         self,
@@ -51,12 +49,8 @@ class ControlPlane:
         self.metrics: Metrics = metrics or InMemoryMetrics()
         self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics)
         self.scheduler = scheduler
-        self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
-        self.ingress.router.allowed_origins = frozenset(self.settings.ui_origins)
-        self.admin = Admin(self.registry, store, self.engine)
         # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)
-        add_schedule_routes(self.admin.router, self.schedules)
 
     def advance(self, invocation_id: str) -> Outcome:
         """`Engine.advance`; what the work queue calls. A `schedule:{name}` id is a schedule's tick

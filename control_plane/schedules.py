@@ -29,10 +29,9 @@ from datetime import UTC, datetime
 from croniter import CroniterBadDateError, CroniterError, croniter
 
 from control_plane import ids
-from control_plane.durations import format_duration_ms, parse_duration_ms
+from control_plane.durations import format_duration_ms, parse_duration_ms, rfc3339
 from control_plane.errors import BadRequest, Conflict, NotFound
-from control_plane.http import rfc3339
-from control_plane.ingress import validate_input
+from control_plane.inputs import validate_input
 from control_plane.invocation import Engine
 from control_plane.ports import Clock, Scheduler, ScheduleRecord, ScheduleTrigger, Store, StoreConflict
 

@@ -1,9 +1,9 @@
 """The Lambda code of Torpor's functions, and of the example handler, as directories pip fills.
 
-| bundle | packages | requirements | Lambda runtime (arm64) | wheels (aarch64) |
-| --- | --- | --- | --- | --- |
-| `CONTROL_PLANE` | `control_plane/`, `adapters/` | `requirements.txt` | python3.13 (AL2023) | manylinux_2_28, 2014 |
-| `EXAMPLE_HANDLER` | `examples/` + both | `infra/example_handler/…` | python3.12 (AL2023) | manylinux_2_28 |
+- `CONTROL_PLANE`: `control_plane/`, `http_api/`, `adapters/`; `requirements.txt`; python3.13 on arm64
+  (AL2023); aarch64 wheels manylinux_2_28 or 2014.
+- `EXAMPLE_HANDLER`: `examples/`, `adapters/`, `control_plane/`; `infra/example_handler/…`; python3.12
+  on arm64 (AL2023); aarch64 wheels manylinux_2_28.
 
 The example handler runs on python3.12 because restate-sdk 1.3.0 publishes its arm64 wheels for
 glibc 2.28 only, newer than Amazon Linux 2 (glibc 2.26) has; python3.12 and python3.13 run on
@@ -126,7 +126,7 @@ class Bundle:
 
 CONTROL_PLANE = Bundle(
     name="control-plane",
-    packages=("control_plane", "adapters"),
+    packages=("control_plane", "http_api", "adapters"),
     requirements="requirements.txt",
     python_version="3.13",
     platforms=("manylinux_2_28_aarch64", "manylinux2014_aarch64"),

@@ -60,10 +60,10 @@ from adapters.invokers import RoutingInvoker, cloud_run_invoker
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment
 from control_plane.errors import Conflict, NotFound, TorporError
-from control_plane.http import HttpRequest, Router
 from control_plane.ports import Invoker, SystemClock
-from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
+from http_api import HttpControlPlane
+from http_api.http import HttpRequest, Router
 
 __all__ = [
     "INGRESS_AUTH_MODES",
@@ -88,7 +88,7 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Torp
 tracer = Tracer()
 copy_config_to_registered_loggers(source_logger=logger, include={"torpor"})  # the core's logs, as JSON
 
-_built: dict[bool, ControlPlane] = {}  # by `may_delete`: the ingress's, the others'
+_built: dict[bool, HttpControlPlane] = {}  # by `may_delete`: the ingress's, the others'
 _build_lock = threading.Lock()
 
 
@@ -103,7 +103,7 @@ def _required(environ: Mapping[str, str], name: str) -> str:
     return value
 
 
-def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete: bool = True) -> ControlPlane:
+def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete: bool = True) -> HttpControlPlane:
     """This container's `ControlPlane`, built on first use from `environ` (default `os.environ`).
 
     `may_delete=False` builds the ingress function's: its store never deletes an item
@@ -160,7 +160,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
                 dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
                 group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
             )
-        built = ControlPlane(
+        built = HttpControlPlane(
             store,
             invoker,
             scheduler,

@@ -1,6 +1,6 @@
 """Rich renderings of the admin API's JSON: deployments, services, handlers, invocations, journals.
 
-Every function takes the API's JSON (`control_plane/admin.py` shapes) and returns a rich
+Every function takes the API's JSON (`http_api/admin.py` shapes) and returns a rich
 renderable. Values from the API go into cells as `Text`, never as markup, so a value like
 `[bold]` is shown as written.
 """

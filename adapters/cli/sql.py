@@ -1,6 +1,6 @@
 """`torpor sql "SELECT …"`: SQL introspection through the admin API's `POST /query`.
 
-The query runs on the control plane (`control_plane/query.py`); the CLI asks for JSON rows and prints
+The query runs on the control plane (`http_api/query.py`); the CLI asks for JSON rows and prints
 them as a table (columns in the order of the query's first row that has them all), or as the API's
 JSON with `--json`. A bad query prints the engine's message and exits 1.
 """

@@ -1,4 +1,4 @@
-"""An ASGI bridge from a server (hypercorn) to a `control_plane.http.Router`.
+"""An ASGI bridge from a server (hypercorn) to a `http_api.http.Router`.
 
 The routes are blocking functions (they talk to DynamoDB and may wait for an invocation to
 finish), so each request runs `router.dispatch` on a worker thread of the app's own pool, sized for
@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from control_plane.http import HttpRequest, HttpResponse
+from http_api.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("torpor.asgi")
 
@@ -178,7 +178,7 @@ def asgi_app(
     worker pool). WebSocket connections are refused.
 
     Args:
-        router: The routes to serve (`ControlPlane.ingress.router` or `.admin.router`).
+        router: The routes to serve (`HttpControlPlane.ingress.router` or `.admin.router`).
         max_concurrency: Most requests dispatched at the same time; more wait for a free thread.
         max_body_bytes: A larger body is answered `413` `{"code", "message"}` as soon as its
             `content-length` or the bytes read so far exceed it; the rest is never read.

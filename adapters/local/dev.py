@@ -50,12 +50,12 @@ from adapters.local.sqlite_store import SQLiteStore
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
-from control_plane.http import Router
-from control_plane.ingress import CorsRouter
 from control_plane.ports import Invoker, StoreUnavailable
 from control_plane.request_identity import RequestSigner
-from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
+from http_api import HttpControlPlane
+from http_api.http import Router
+from http_api.ingress import CorsRouter
 
 if TYPE_CHECKING:  # imported when used: `python -m adapters.local.lambda_emulator` must not find it loaded
     from adapters.local.lambda_emulator import LambdaEmulatorProcess
@@ -226,7 +226,7 @@ class DevServer:
         self._scheduler: LocalScheduler | None = None
         self._sweeper: threading.Thread | None = None
         self._sweeping = threading.Event()
-        self._control_plane: ControlPlane | None = None
+        self._control_plane: HttpControlPlane | None = None
         self._ingress_url: str | None = None
         self._admin_url: str | None = None
         self._sockets: list[socket.socket] = []  # bound, not yet handed to hypercorn
@@ -274,7 +274,7 @@ class DevServer:
         return f"{self._dynamodb_endpoint} table {self.table} ({kind})"
 
     @property
-    def control_plane(self) -> ControlPlane:
+    def control_plane(self) -> HttpControlPlane:
         """The `ControlPlane` serving both APIs (after `start`)."""
         return self._require(self._control_plane)
 
@@ -421,7 +421,7 @@ class DevServer:
             signer=self.request_signer,
         )
         self._scheduler = LocalScheduler(workers=self.workers)
-        self._control_plane = ControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
+        self._control_plane = HttpControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         # POST /query; None without the `query` extra
         self._control_plane.admin.sql = sql_engine(self.store, self.settings)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from adapters.local.asgi import Dispatcher
-from control_plane.http import HttpRequest, HttpResponse
+from http_api.http import HttpRequest, HttpResponse
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

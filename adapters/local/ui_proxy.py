@@ -28,8 +28,8 @@ from hypercorn.config import Config
 from adapters.local.asgi import asgi_app
 from adapters.local.dev import DevServerError, browser_origins, http_url, listen_socket
 from adapters.local.guard import LocalGuard
-from control_plane import ui
-from control_plane.http import HttpRequest, HttpResponse
+from http_api import ui
+from http_api.http import HttpRequest, HttpResponse
 
 log = logging.getLogger("torpor.ui")
 

@@ -10,8 +10,8 @@ import importlib.util
 import threading
 
 from control_plane.ports import Store
-from control_plane.query import QueryAnswer, SqlEngine
 from control_plane.settings import Settings
+from http_api.query import QueryAnswer, SqlEngine
 
 
 def sql_engine(store: Store, settings: Settings | None = None) -> SqlEngine | None:

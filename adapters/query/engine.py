@@ -45,7 +45,7 @@ from adapters.query.pushdown import JoinOnId, ScanNeed, analyse
 from adapters.query.schema import TABLES
 from control_plane.errors import BadRequest
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, Store
-from control_plane.query import ARROW_STREAM, JSON, QueryAnswer
+from http_api.query import ARROW_STREAM, JSON, QueryAnswer
 
 MAX_READS = 100_000
 """The most invocation records one query may list from the store (`DataFusionQuery.max_reads`)."""
@@ -86,7 +86,7 @@ _STRING_LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
 class DataFusionQuery:
-    """`control_plane.query.SqlEngine` on DataFusion over a `Store` (see the module doc).
+    """`http_api.query.SqlEngine` on DataFusion over a `Store` (see the module doc).
 
     Args:
         store: where invocations, journals, state, services and deployments are read.

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from control_plane import ids
-from control_plane.admin import describe_frame, stored_times
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord
 from control_plane.protocol import MessageType, is_command, is_notification, type_name
+from http_api.admin import describe_frame, stored_times
 
 SERVICE_TYPES = {"SERVICE": "service", "VIRTUAL_OBJECT": "virtual_object", "WORKFLOW": "workflow"}
 """Restate's spelling of a service type in the introspection tables (`target_service_ty`, `sys_service.ty`)."""

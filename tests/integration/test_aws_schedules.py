@@ -22,11 +22,12 @@ from botocore.exceptions import ClientError
 from adapters.aws.schedules import EventBridgeSchedules, eventbridge_expression, eventbridge_schedule_name, tick_input
 from adapters.aws.timers import SCHEDULE_RETRY_POLICY, SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
-from control_plane.http import HttpRequest, rfc3339
+from control_plane.durations import rfc3339
 from control_plane.ports import ScheduleRecord
-from control_plane.runtime import ControlPlane
 from control_plane.schedules import Schedules
 from control_plane.settings import Settings
+from http_api import HttpControlPlane
+from http_api.http import HttpRequest
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, fresh_store
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/torpor-scheduler"
@@ -44,7 +45,7 @@ def client(service: str, endpoint: str) -> Any:
 
 @dataclass
 class Wiring:
-    cp: ControlPlane
+    cp: HttpControlPlane
     sqs: Any
     eventbridge: Any
     wake_scheduler: SqsScheduler
@@ -68,7 +69,7 @@ def aws(moto_endpoint: str, examples_url: str) -> Iterator[Wiring]:
         eventbridge, queue_arn=wake_scheduler.queue_arn, role_arn=ROLE_ARN, dead_letter_arn=arn(dlq_url), group=group
     )
     invoker = HttpInvoker()
-    cp = ControlPlane(
+    cp = HttpControlPlane(
         fresh_store(moto_endpoint),
         invoker,
         wake_scheduler,

@@ -22,10 +22,10 @@ import pytest
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from control_plane.held import Outcome
-from control_plane.http import HttpRequest
 from control_plane.ids import awakeable_id
-from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
+from http_api import HttpControlPlane
+from http_api.http import HttpRequest
 from tests.helpers.moto import DUMMY_AWS_ENV, fresh_store
 from tests.helpers.services import serve_examples
 
@@ -48,7 +48,7 @@ class QueueScheduler:
         with self._lock:
             self.queued.append((invocation_id, max(due_ms, 1)))
 
-    def deliver(self, worker: ControlPlane) -> list[Outcome]:
+    def deliver(self, worker: HttpControlPlane) -> list[Outcome]:
         outcomes = []
         while self.queued:
             with self._lock:
@@ -69,7 +69,7 @@ def examples_url() -> Iterator[str]:
 @contextmanager
 def two_planes(
     moto_endpoint: str, examples_url: str, settings: Settings
-) -> Iterator[tuple[ControlPlane, ControlPlane]]:
+) -> Iterator[tuple[HttpControlPlane, HttpControlPlane]]:
     """The worker's control plane and the ingress's (a store that may not delete) on one table, one
     `QueueScheduler` between them."""
     worker_store = fresh_store(moto_endpoint)
@@ -83,8 +83,8 @@ def two_planes(
     )
     scheduler = QueueScheduler()
     invokers = [HttpInvoker(), HttpInvoker()]
-    worker = ControlPlane(worker_store, invokers[0], scheduler, settings=settings)
-    ingress = ControlPlane(ingress_store, invokers[1], scheduler, settings=settings)
+    worker = HttpControlPlane(worker_store, invokers[0], scheduler, settings=settings)
+    ingress = HttpControlPlane(ingress_store, invokers[1], scheduler, settings=settings)
     worker.registry.register(examples_url)
     try:
         yield worker, ingress
@@ -94,13 +94,15 @@ def two_planes(
 
 
 @pytest.fixture
-def planes(moto_endpoint: str, examples_url: str) -> Iterator[tuple[ControlPlane, ControlPlane, QueueScheduler]]:
+def planes(
+    moto_endpoint: str, examples_url: str
+) -> Iterator[tuple[HttpControlPlane, HttpControlPlane, QueueScheduler]]:
     with two_planes(moto_endpoint, examples_url, Settings(inactivity_timeout_ms=10_000)) as (worker, ingress):
         yield worker, ingress, worker.scheduler  # type: ignore[misc]
 
 
 def test_an_awakeable_resolved_while_another_function_holds_the_lease_is_never_missed(
-    planes: tuple[ControlPlane, ControlPlane, QueueScheduler], monkeypatch: pytest.MonkeyPatch
+    planes: tuple[HttpControlPlane, HttpControlPlane, QueueScheduler], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker, ingress, scheduler = planes
     # GIVEN an invocation suspended on an awakeable
@@ -148,7 +150,7 @@ def test_an_awakeable_resolved_while_another_function_holds_the_lease_is_never_m
     assert (loaded_after.record.status, loaded_after.record.output) == ("completed", b'"got yes"'), holder_outcome
 
 
-def _post(plane: ControlPlane, path: str, value: str, **headers: str) -> tuple[int, object]:
+def _post(plane: HttpControlPlane, path: str, value: str, **headers: str) -> tuple[int, object]:
     headers = {"content-type": "application/json", **headers}
     request = HttpRequest("POST", path, headers=headers, body=json.dumps(value).encode())
     response = plane.ingress.router.dispatch(request)

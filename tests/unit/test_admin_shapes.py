@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.admin_shapes import payload_description, state_version
 from control_plane.durations import format_duration_ms, parse_duration_ms
+from http_api.admin_shapes import payload_description, state_version
 
 
 @pytest.mark.parametrize(

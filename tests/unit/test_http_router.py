@@ -1,4 +1,4 @@
-"""`control_plane.http.Router`: path parameters are percent-decoded as UTF-8, strictly."""
+"""`http_api.http.Router`: path parameters are percent-decoded as UTF-8, strictly."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from control_plane.http import HttpRequest, HttpResponse, Router
+from http_api.http import HttpRequest, HttpResponse, Router
 
 
 def echo_router() -> Router:

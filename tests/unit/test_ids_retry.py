@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from control_plane import ids
-from control_plane.admin import service_overrides
 from control_plane.durations import parse_duration_ms
 from control_plane.errors import BadRequest
 from control_plane.retry import RetryPolicy
+from http_api.admin import service_overrides
 
 # (invocation id, the awakeable id its handler got for signal 17), as restate-server 1.7.12 made them
 # on loopback: a service call, an idempotent call, and two calls of virtual object key "a"

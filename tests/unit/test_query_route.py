@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from control_plane.admin import Admin
-from control_plane.http import HttpRequest, HttpResponse
-from control_plane.query import ARROW_STREAM, JSON, QueryAnswer
+from http_api.admin import Admin
+from http_api.http import HttpRequest, HttpResponse
+from http_api.query import ARROW_STREAM, JSON, QueryAnswer
 
 
 class RecordingEngine:

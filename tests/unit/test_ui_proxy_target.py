@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from adapters.local.ui_proxy import UiProxy
-from control_plane.http import HttpRequest
+from http_api.http import HttpRequest
 
 ADMIN = "https://abc123.execute-api.eu-west-1.amazonaws.com/prod"
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from control_plane import ui
-from control_plane.admin import Admin
-from control_plane.http import HttpRequest, HttpResponse
-from control_plane.ingress import Ingress
+from http_api import ui
+from http_api.admin import Admin
+from http_api.http import HttpRequest, HttpResponse
+from http_api.ingress import Ingress
 
 
 def admin(**kwargs: Any) -> Admin:

@@ -343,7 +343,7 @@ _SCHEMAS["CreateScheduleRequest"] = _obj(
 
 
 def _schedule_paths() -> dict[str, Any]:
-    """Torpor's durable schedules (`control_plane.admin_schedules`)."""
+    """Torpor's durable schedules (`http_api.admin_schedules`)."""
     name = _path("name")
     return {
         "/schedules": {

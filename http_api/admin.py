@@ -14,14 +14,11 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
-from control_plane import admin_openapi, ids, ui
-from control_plane.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
-from control_plane.durations import parse_duration_ms
+from control_plane import ids
+from control_plane.durations import parse_duration_ms, rfc3339
 from control_plane.endpoints import parse_additional_headers, parse_metadata, parse_registration
 from control_plane.errors import BadRequest, Conflict, NotFound
-from control_plane.http import HttpRequest, HttpResponse, Router, rfc3339
-from control_plane.ids import awakeable_id
-from control_plane.ingress import FIRST_AWAKEABLE_SIGNAL
+from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.observability import InMemoryMetrics, cost_usd
@@ -37,8 +34,11 @@ from control_plane.ports import (
 )
 from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
-from control_plane.query import SqlEngine, serve_query
 from control_plane.registry import Registry, same_services
+from http_api import admin_openapi, ui
+from http_api.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
+from http_api.http import HttpRequest, HttpResponse, Router
+from http_api.query import SqlEngine, serve_query
 
 _PREVIEW_BYTES = 200
 
@@ -409,7 +409,7 @@ class Admin:
         )
 
     def openapi(self, request: HttpRequest) -> HttpResponse:
-        """This admin API described as an OpenAPI 3.1 document (`control_plane.admin_openapi`)."""
+        """This admin API described as an OpenAPI 3.1 document (`http_api.admin_openapi`)."""
         return HttpResponse.json(admin_openapi.document(_torpor_version()))
 
     def _service_json(self, record: ServiceRecord) -> dict[str, Any]:
@@ -707,7 +707,7 @@ class Admin:
         return HttpResponse(202)
 
     def query(self, request: HttpRequest) -> HttpResponse:
-        """`POST /query {"query": "SELECT …"}`: SQL over the introspection tables (`control_plane.query`).
+        """`POST /query {"query": "SELECT …"}`: SQL over the introspection tables (`http_api.query`).
 
         JSON rows with `accept: application/json`, else an Arrow IPC stream; 400 for a bad query,
         501 without the optional `query` extra."""

@@ -10,7 +10,7 @@ import hashlib
 from functools import cache
 from importlib.resources import files
 
-from control_plane.http import HttpRequest, HttpResponse
+from http_api.http import HttpRequest, HttpResponse
 
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",

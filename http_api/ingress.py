@@ -16,81 +16,26 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from control_plane.durations import parse_duration_ms
+from control_plane.durations import parse_duration_ms, rfc3339
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import metadata_of
-from control_plane.http import HttpRequest, HttpResponse, Router, error_response, parse_json, rfc3339
-from control_plane.ids import parse_awakeable_id
+from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, parse_awakeable_id
+from control_plane.inputs import validate_input
 from control_plane.invocation import JOURNAL_ENTRY_LIMIT_BYTES, Engine
 from control_plane.ports import MAX_TIMER_MS, InvocationRecord, ItemTooLarge, Store, StoreConflict, StoredNotification
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Target
 from control_plane.waiters import CompletionWaiters
+from http_api.http import HttpRequest, HttpResponse, Router, error_response
 
 _POLL_S = 0.5  # how often a waiting caller re-reads the store (the invocation may finish elsewhere)
 NOT_READY = 470  # Restate: the invocation has not completed yet
-FIRST_AWAKEABLE_SIGNAL = 17  # signal indexes 0..16 are reserved for built-in signals (service protocol)
 
 
 def _http_status(code: object) -> int:
     status = int(str(code)) if str(code).isdigit() else 500
     return status if 400 <= status <= 599 else 500
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")  # Python's json accepts NaN and Infinity; JSON does not
-
-
-def _media_type(content_type: str) -> tuple[str, str] | None:
-    """`(type, subtype)` of a content type, lower-case, parameters dropped; None without a `/`."""
-    kind, slash, sub = content_type.split(";")[0].strip().lower().partition("/")
-    return (kind.strip(), sub.strip()) if slash and kind.strip() and sub.strip() else None
-
-
-def content_type_matches(content_type: str, accepted: str) -> bool:
-    """Whether a request's `content_type` is one the handler's `accepted` type admits.
-
-    `accepted` is the manifest's input `contentType`, which may hold wildcards as in `accept`
-    (`*/*`, `text/*`). Parameters (`; charset=utf-8`) are ignored and type and subtype compare
-    case-insensitively (RFC 9110, section 8.3.1).
-    """
-    given, wanted = _media_type(content_type), _media_type(accepted)
-    if given is None or wanted is None:
-        return wanted == ("*", "*")
-    return wanted[0] in ("*", given[0]) and wanted[1] in ("*", given[1])
-
-
-def validate_input(target: Target, body: bytes, content_type: str | None = None) -> None:
-    """Check the request body and its `content-type` header against the handler's input description
-    (endpoint manifest: `input.contentType`, `input.required`).
-
-    The rules follow restate-server's ingress: a body needs a content type the handler accepts, and
-    a request without body needs no content type (unless the input is required). Torpor also admits
-    a content type without a body on a handler whose input is optional, and parses a JSON body.
-
-    Raises:
-        BadRequest: (400) a handler without input gets a body; a body comes without content type;
-            the content type is not the handler's (the message names both); a required input is
-            missing; a JSON handler gets a body that is not JSON or is nested too deeply.
-    """
-    where = f"handler '{target.service}/{target.handler}'"
-    if target.input_content_type is None:
-        if body.strip():
-            raise BadRequest(f"{where} takes no input, but the request has a body")
-        return
-    accepted = target.input_content_type
-    content_type = (content_type or "").strip()
-    if not content_type and body:
-        raise BadRequest(f"{where} takes '{accepted}': the request has a body but no content-type header")
-    if content_type and not content_type_matches(content_type, accepted):
-        raise BadRequest(f"content type '{content_type}' does not match the input of {where}, which takes '{accepted}'")
-    if not body:
-        if target.input_required:
-            raise BadRequest(f"{where} needs an input body")
-        return
-    if accepted.split(";")[0].strip().endswith("json"):
-        parse_json(body, f"the body for {where} (which takes JSON)", parse_constant=_reject_constant)
 
 
 _ATTEMPT_RESERVE_MS = 5_000  # see `Ingress.call`
@@ -482,7 +427,5 @@ __all__ = [
     "NOT_READY",
     "CorsRouter",
     "Ingress",
-    "content_type_matches",
     "error_response",
-    "validate_input",
 ]

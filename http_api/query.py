@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from control_plane.errors import BadRequest, TorporError
-from control_plane.http import HttpRequest, HttpResponse
+from http_api.http import HttpRequest, HttpResponse
 
 JSON = "application/json"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"

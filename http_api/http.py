@@ -1,6 +1,6 @@
 """A small request/response model for the ingress and admin APIs, shared by every edge.
 
-The routes in `control_plane.ingress` and `control_plane.admin` are plain functions
+The routes in `http_api.ingress` and `http_api.admin` are plain functions
 `(HttpRequest, **path_params) -> HttpResponse`; the local server (ASGI) and the Lambda entry points
 translate their own request shapes into `HttpRequest` and back. Errors are rendered in one place,
 `Router.dispatch`, as `{"code": <status>, "message": ...}`.
@@ -13,30 +13,13 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.ids import invocation_id_bytes
+from control_plane.inputs import parse_json
 
 log = logging.getLogger("torpor.http")
-
-
-def parse_json(data: bytes, what: str, **options: Any) -> Any:
-    """`data` parsed as JSON (`options` go to `json.loads`).
-
-    Raises:
-        BadRequest: (400) naming `what`, if `data` is not valid JSON (an error raised by a
-            `parse_constant` option included), or if it nests arrays and objects deeper than Python's
-            parser can follow (about 1000 levels, the recursion limit).
-    """
-    try:
-        return json.loads(data, **options)
-    except RecursionError as exc:
-        raise BadRequest(f"{what} is JSON nested too deeply to parse (at most about 1000 levels)") from exc
-    except ValueError as exc:
-        raise BadRequest(f"{what} is not valid JSON: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +73,6 @@ class HttpResponse:
             json.dumps(value, separators=(",", ":")).encode(),
             {"content-type": "application/json", **(headers or {})},
         )
-
-
-def rfc3339(ms: int) -> str | None:
-    """`2026-11-30T17:01:37.123Z` for a time in ms since the epoch; None for 0."""
-    if not ms:
-        return None
-    try:
-        return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (OverflowError, ValueError, OSError):  # beyond what datetime holds (year 9999)
-        return f"@{ms}ms"
 
 
 def error_response(error: TorporError, headers: Mapping[str, str] | None = None) -> HttpResponse:

@@ -18,8 +18,8 @@ above 256 KiB (`schedules.MAX_KEY_BYTES`, `MAX_BODY_BYTES`); 404 for an unknown 
 from __future__ import annotations
 
 from control_plane.errors import BadRequest
-from control_plane.http import HttpRequest, HttpResponse, Router
 from control_plane.schedules import Schedules, schedule_json
+from http_api.http import HttpRequest, HttpResponse, Router
 
 __all__ = ["add_schedule_routes"]
 
