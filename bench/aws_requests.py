@@ -5,14 +5,14 @@ their orchestration cost per million runs at list prices.
 
 Everything runs on this machine: DynamoDB, SQS and EventBridge Scheduler on a moto server, the
 example services on the local Lambda emulator (registered by ARN, invoked through boto3), the
-ingress and worker functions driven by `adapters.local.aws_functions.LocalFunctions` as API
+ingress and worker functions driven by `tests.helpers.aws_functions.LocalFunctions` as API
 Gateway and the SQS event source mapping would. Requests are counted where they are made:
 DynamoDB by the store (per operation), SQS and Scheduler by botocore hooks on the control plane's
 clients, handler invocations by the emulator's call log, control-plane function invocations and
 their duration by the harness. The polling that waits for a run to end uses its own store and is
 not counted.
 
-Prices are `control_plane.observability.PRICES_USD` (us-east-1 list prices, on demand) and DynamoDB
+Prices are `http_api.prices.PRICES_USD` (us-east-1 list prices, on demand) and DynamoDB
 units are estimated as `cost_usd` says; Lambda time at $0.0000133334 per GB-s (arm64), measured as
 the wall time of the control-plane functions in this process. Free tiers are ignored.
 """
@@ -34,10 +34,10 @@ from moto.server import ThreadedMotoServer
 
 from adapters.aws import lambda_app
 from adapters.aws.dynamodb_store import DynamoDBStore
-from adapters.local.aws_functions import LocalFunctions
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from bench.partitions import Meter, MeterProxy
-from control_plane.observability import PRICES_USD, cost_usd
+from http_api.prices import PRICES_USD, cost_usd
+from tests.helpers.aws_functions import LocalFunctions
 
 REGION = "us-east-1"
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"

@@ -12,7 +12,7 @@ due time, the control plane's clock moved there, as `tests/integration/test_aws_
 moves it); the worker re-delays the remaining minute through SQS, and SQS delivers that message a
 real minute later, when the moved clock is past the due time. Runs go one after the other (each
 about a minute), so no batch of the event source holds two runs' messages. Requests made on AWS's side are
-added by hand: the schedule's SendMessage to the queue. Prices: `control_plane.observability.PRICES_USD`.
+added by hand: the schedule's SendMessage to the queue. Prices: `http_api.prices.PRICES_USD`.
 DynamoDB is priced by its write and read units, metered at the wire by `bench.partitions`' proxy
 (1 write unit per started KB of the larger item image, index writes included, transactions twice;
 1 read unit per 4 KB read, half for eventually consistent reads).
@@ -56,7 +56,7 @@ import boto3
 from adapters.aws import lambda_app
 from bench.aws_requests import LAMBDA_GB_S, REGION, aws_on_this_machine, cost_per_million, per_run, snapshot
 from bench.common import load
-from control_plane.observability import PRICES_USD
+from http_api.prices import PRICES_USD
 
 SLEEP_MS = 3_600_000
 SCHEDULE_LEAD_MS = 60_000  # a schedule lands this long before the due time (adapters/aws/timers.py)

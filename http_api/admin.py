@@ -21,7 +21,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.observability import InMemoryMetrics, cost_usd
+from control_plane.observability import InMemoryMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
     INVOCATION_STATUSES,
@@ -38,6 +38,7 @@ from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
 from http_api.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
 from http_api.http import HttpRequest, HttpResponse, Router
+from http_api.prices import cost_usd
 from http_api.query import SqlEngine, serve_query
 
 _PREVIEW_BYTES = 200

@@ -28,8 +28,8 @@ from click.testing import CliRunner
 from adapters.aws import lambda_app
 from adapters.cli import client as cli_client
 from adapters.cli import main as cli_main
-from adapters.local.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
+from tests.helpers.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
 from tests.helpers.sigv4_gateway import SigV4Gateway

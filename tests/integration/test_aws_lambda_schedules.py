@@ -13,8 +13,8 @@ import boto3
 import pytest
 
 from adapters.aws import lambda_app
-from adapters.local.aws_functions import Context, LocalFunctions
 from control_plane.durations import rfc3339
+from tests.helpers.aws_functions import Context, LocalFunctions
 from tests.helpers.moto import REGION
 from tests.infra.facts import SAM_TEMPLATE, Facts
 from tests.integration.test_aws_lambda_functions import (  # noqa: F401  (`functions`: the fixture)

@@ -42,9 +42,9 @@ from google.auth import crypt, jwt
 import adapters.local.dev as dev_module
 from adapters.aws import lambda_app
 from adapters.gcp.cloud_run import CloudRunInvoker
-from adapters.local.aws_functions import LocalFunctions
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
+from tests.helpers.aws_functions import LocalFunctions
 from tests.helpers.moto import fresh_store, unique_table_name
 from tests.helpers.sigv4 import check_sigv4
 

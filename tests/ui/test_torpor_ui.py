@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from adapters.aws import lambda_app
-from adapters.local.aws_functions import Context, LocalFunctions
+from tests.helpers.aws_functions import Context, LocalFunctions
 from tests.helpers.moto import REGION, fresh_store, moto_server
 from tests.helpers.services import REPO_ROOT, serve_examples, stop_process
 from tests.helpers.sigv4 import check_sigv4

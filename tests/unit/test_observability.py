@@ -9,12 +9,12 @@ import threading
 from adapters.cli.local import _configure_logging
 from control_plane.observability import (
     InMemoryMetrics,
-    cost_usd,
     metered,
     record,
     trace_id_from,
     traceparent,
 )
+from http_api.prices import cost_usd
 
 
 def test_metrics_render_as_prometheus_text_with_labels_escaped() -> None:
