@@ -156,6 +156,7 @@ class InvocationRecord:
     idempotency_key: str = ""
     output_content_type: str = "application/json"
     doorbell: int = 0  # bumped by whoever stores a notification for this invocation (see `Store.ring`)
+    doorbell_read: int = 0  # the doorbell its last suspension was conditional on (`rung_since_suspended`)
     effects_applied_upto: int = 1  # journal index up to which committed entries' effects were applied
     execution_time_ms: int = 0  # a delayed invocation (status `scheduled`) starts at this time
     wake_up_at_ms: int = 0  # earliest timer the invocation waits for, 0 if none (for display)
@@ -372,7 +373,8 @@ class Store(Protocol):
 
     def ring(self, invocation_id: str) -> None:
         """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
-        notification and again after (`Effects.notify`).
+        notification and again after (`Effects.notify`), so a crash between the two leaves the
+        doorbell moved past the suspension's `doorbell_read` (`rung_since_suspended`: the sweep wakes it).
 
         A lease holder's suspension is conditional on the doorbell it read, so a notification
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone or
