@@ -7,8 +7,9 @@ beyond the journal, and what other invocations and the APIs deliver to it.
   the next `advance` re-applies them after a crash (`effects_applied_upto`).
 - Completions the lease holder derives (`pending`): due sleeps, results of completed callees,
   lazy state reads and promises; plus the notifications stored from outside, not yet journaled.
-- `notify`: delivering a notification (first per key wins, then the doorbell), and telling a
-  caller its callee's result.
+- `notify`: delivering a notification (ring, store with first per key winning, ring again: a crash
+  between any two leaves the doorbell past the suspension's `doorbell_read`, which the sweeps
+  wake), and telling a caller its callee's result (before the callee's completing write).
 
 Cancel, kill, pause, resume and purge (operations from outside) live in `control_plane.operations`.
 """

@@ -11,6 +11,10 @@ continues from, and effects are re-applied from the journal (each one is idempot
 Notifications that arrive from outside (an awakeable resolved, a cancel) are stored beside the
 journal and the invocation's doorbell is rung; the lease holder folds them into the journal in its
 next commit, and its suspension is conditional on the doorbell it read, so none is ever missed.
+The suspension also stores that doorbell (`doorbell_read`): a ring after it shows, and the sweeps
+wake an invocation rung since it suspended (`rung_since_suspended`), so a notifier that died before
+its wake-up loses none either. A completing invocation tells its callers before its completing
+write (`Engine.tell_callers`), so a crash between the two leaves one that tells them again.
 Sleep completions are not stored by timers at all: the lease holder derives them from the journal
 (a Sleep whose wake-up time has passed), so a timer is only a wake-up and may fire twice or late.
 

@@ -368,8 +368,8 @@ class Store(Protocol):
         """Store a notification for the invocation unless one with its key exists; True if stored."""
 
     def delete_notification(self, invocation_id: str, key: str) -> None:
-        """Remove the notification with `key` (one stored for an invocation that turned out not to
-        exist); removing one that is not there does nothing. Not called where `may_delete` is False."""
+        """Remove the notification with `key`; removing one that is not there does nothing. Not called
+        where `may_delete` is False (nor by `Effects.notify`, which rings before it stores)."""
 
     def ring(self, invocation_id: str) -> None:
         """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
