@@ -107,6 +107,7 @@ _ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside i
 JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
 """The largest encoded journal entry (or batch) one journal item holds: 393,216 bytes. A notification
 or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
+_COMPLETING_ROUNDS = 16  # completing writes tried while callers attach (`Engine._completing_write`)
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
 _LEAD_MIN_SLEEP_MS = 100  # shorter sleeps are armed at their due time (the suspension may not be stored yet)
 _EFFECTFUL = frozenset(
@@ -1046,8 +1047,9 @@ class Engine:
         Called BEFORE the completing write (`_complete`, `_fail_terminally`, the terminal branch of
         `_failed`, `Operations._finish_now`): a crash before the write leaves the invocation not
         completed, so it is recovered (or the operation retried) and tells again; after the write
-        every caller it knew of was told already. Callers attached between this and the completing
-        write are told after it (`_ended`, from the record that write read back)."""
+        every caller it knew of was told already. A worker's completing write fails if a caller
+        attached meanwhile (`_completing_write`); a kill's cannot, and tells such a caller after the
+        write (`_ended`, from the record the write read back)."""
         callers = set(record.callers)
         if record.caller_id:
             callers.add(f"{record.caller_id}/{record.caller_completion_id}")
@@ -1056,16 +1058,36 @@ class Engine:
             self.effects.tell_caller(record, caller_id, int(completion_id))
         return frozenset(callers)
 
-    def _tell_before_completing(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
-        """`tell_callers` of the invocation as `changes` will complete it. An invocation others can
-        attach to (an idempotency key's, a workflow's run) is read again first (one read), so the
-        callers attached while it ran are told before the write too."""
-        record = held.record
-        if record.idempotency_key or is_workflow_run(record):
-            current = self.store.get_invocation(record.invocation_id)
-            if current is not None and current.epoch == record.epoch:
-                record = replace(record, callers=current.callers)
-        return self.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
+    def _completing_write(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
+        """Tell the callers (`tell_callers`, of the invocation as `changes` complete it), then make
+        the completing write; returns the callers told (`_ended` tells any others).
+
+        An invocation others can attach to (an idempotency key's, a workflow's run) is read again
+        first (one read), and its completing write is conditional on the doorbell that read found:
+        an attach rings it (`Store.attach_caller`), so a caller attached after the read makes the
+        write fail, and the callers are read and told again before it is tried again (a
+        notification landing meanwhile does the same, harmlessly). So every caller is told before
+        the write, and a crash after it loses none.
+
+        Raises `StoreConflict` if the epoch moved on (or the doorbell kept moving, 16 times).
+        """
+        attachable = bool(held.record.idempotency_key) or is_workflow_run(held.record)
+        for _ in range(_COMPLETING_ROUNDS):
+            record, doorbell = held.record, None
+            if attachable:
+                current = self.store.get_invocation(record.invocation_id)
+                if current is None or current.epoch != record.epoch:
+                    raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
+                record, doorbell = replace(record, callers=current.callers), current.doorbell
+            told = self.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
+            try:
+                self._update(held, doorbell=doorbell, **changes)
+            except StoreConflict:
+                if doorbell is None:
+                    raise
+                continue  # rung since the read (a caller attached): read and tell again
+            return told
+        raise StoreConflict(f"{held.record.invocation_id}: its doorbell kept ringing while it completed")
 
     def _ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
         """After the invocation completed (`record` as the completing write left it): wake waiting
@@ -1125,9 +1147,8 @@ class Engine:
             "effects_applied_upto": len(held.journal),
             **self.retention.changes(held.record, now),
         }
-        told = self._tell_before_completing(held, changes)  # before the write: see `tell_callers`
         try:
-            self._update(held, **changes)
+            told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
             return Outcome.LEASE_LOST
         self.effects.drop_sleep_timers(held)
@@ -1180,9 +1201,8 @@ class Engine:
             changes["output"] = output.value.content
             changes["completion"] = "succeeded"
             changes["last_failure"] = None  # a failure of an earlier attempt is no news once it succeeded
-        told = self._tell_before_completing(held, changes)  # before the write: see `tell_callers`
         try:
-            self._update(held, **changes)
+            told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
             return Outcome.LEASE_LOST
         except ItemTooLarge:  # never retried forever: the caller sees why instead (callers told above keep
@@ -1254,8 +1274,7 @@ class Engine:
                     "wake_up_at_ms": 0,
                     **self.retention.changes(held.record, now),
                 }
-                told = self._tell_before_completing(held, ending)  # before the write: see `tell_callers`
-                self._update(held, **ending)
+                told = self._completing_write(held, ending)  # callers told before the write
                 self.effects.drop_sleep_timers(held)
                 deadline = time.monotonic() + KILL_BUDGET_S
                 if killed:

@@ -331,9 +331,13 @@ class Store(Protocol):
         """
 
     def attach_caller(self, invocation_id: str, caller: str) -> None:
-        """Add `caller` ("{caller_id}/{completion_id}") to the invocation's `callers`, unless it completed.
+        """Add `caller` ("{caller_id}/{completion_id}") to the invocation's `callers`, unless it completed,
+        and ring its doorbell in the same write.
 
-        One conditional write, so a caller either is told by the completion or sees it completed.
+        One conditional write, so a caller either is told by the completion or sees it completed. The
+        ring makes a completing write conditional on the doorbell fail (`Engine._completing_write`):
+        a caller attached after the completing invocation read its callers is told before that write
+        too, never only after it (a crash in between would lose it).
         Raises `StoreConflict` if the invocation completed or does not exist (nothing written).
         """
 

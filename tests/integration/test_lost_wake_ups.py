@@ -36,13 +36,23 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.local.dev import DevServer
+from control_plane.ports import StoredNotification
+from control_plane.protocol import frame
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.settings import Settings
+from tests.helpers.asgi import serve_asgi
 from tests.helpers.crashing_dev import CRASH_STATUS, crashing_dev_process
 from tests.helpers.dev import torpor_dev_process, unique, wait_completed, wait_for
 from tests.helpers.dynalite import dynalite_server
+from tests.helpers.fake_deployment import Answer, FakeDeployment
 from tests.helpers.moto import unique_table_name
+from tests.helpers.records import invocation
 from tests.helpers.services import serve_examples
 
 ADDS = 3
+OUTPUT = frame(pb.OutputCommandMessage(value=pb.Value(content=b'"done"')))
+END = frame(pb.EndMessage())
 RECOVERY_S = 30  # the dead process's lease (3 s inactivity + 1 s margin) expires well within this
 
 
@@ -179,3 +189,44 @@ def test_a_caller_learns_of_its_callee_s_kill_whatever_request_the_kill_died_aft
         described = wait_completed(admin, caller, RECOVERY_S)
         assert described["completion_result"] == "failure", described
         assert "killed" in described["completion_failure"]["message"], described
+
+
+def test_a_caller_attached_while_its_callee_completes_is_told_before_the_completing_write() -> None:
+    """An attach between the completing worker's read of its callers and its completing write rings
+    the callee, so that write fails and the caller is told before it is tried again: a crash right
+    after the write can lose no caller (in-process, SQLite; the attach is injected at that point)."""
+    fake = FakeDeployment({"done": lambda start, journal: Answer([OUTPUT, END])})
+    settings = Settings(inactivity_timeout_ms=60_000, lease_margin_ms=5_000, call_wait_ms=5_000)
+    with serve_asgi(fake) as url:
+        server = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings)
+        server.start()
+        try:
+            assert httpx.post(f"{server.admin_url}/deployments", json={"uri": url}, timeout=30).status_code == 201
+            store = server.control_plane.store
+            caller = invocation("inv_caller", service="Fake", handler="done", status="paused")  # never run
+            store.create_invocation(caller)
+            events: list[str] = []
+            original_update, original_put = store.update_invocation, store.put_notification
+
+            def update(invocation_id: str, epoch: int, **kwargs: Any) -> Any:
+                if kwargs.get("status") == "completed" and not events:
+                    events.append("attach")  # another caller attaches just before the write
+                    store.attach_caller(invocation_id, "inv_caller/5")
+                written = original_update(invocation_id, epoch, **kwargs)
+                events.append("completed")
+                return written
+
+            def put(invocation_id: str, notification: StoredNotification) -> bool:
+                events.append(f"told {invocation_id}")
+                return original_put(invocation_id, notification)
+
+            store.update_invocation = update  # type: ignore[method-assign]
+            store.put_notification = put  # type: ignore[method-assign]
+            reply = httpx.post(f"{server.ingress_url}/Fake/done", headers={"idempotency-key": unique("k")}, timeout=30)
+            assert reply.status_code == 200, reply.text
+            assert events.index("told inv_caller") < events.index("completed"), events
+            loaded = store.load_invocation("inv_caller")
+            assert loaded is not None
+            assert [n.key for n in loaded.notifications] == ["c5"]
+        finally:
+            server.stop()
