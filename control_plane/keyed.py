@@ -9,7 +9,9 @@
   nobody holds it and nobody waits (`take`); otherwise it waits `pending` in the key's queue until
   it is granted the key. It keeps the key across suspensions and releases it when it completes (or
   is cancelled or killed); the release tells whether anyone waits, and only then is the key handed
-  to the next in arrival order (`pump`). Its state writes are fenced by the key.
+  to the next in arrival order (`pump`). Its state writes are fenced by the key. A crash between
+  two of these writes is repaired by the sweeps, which put every `pending` invocation back in its
+  key's queue and pump each such key (`requeue`).
 - **Durable promises** (workflows): the first completion wins (`Store.complete_promise`); awaiting
   invocations register as waiters and are woken; their GetPromise completions are derived from the
   stored promise by their own lease holder, like sleeps.
