@@ -7,8 +7,9 @@ beyond the journal, and what other invocations and the APIs deliver to it.
   the next `advance` re-applies them after a crash (`effects_applied_upto`).
 - Completions the lease holder derives (`pending`): due sleeps, results of completed callees,
   lazy state reads and promises; plus the notifications stored from outside, not yet journaled.
-- `notify`: delivering a notification (first per key wins, then the doorbell), and telling a
-  caller its callee's result.
+- `notify`: delivering a notification (ring, store with first per key winning, ring again: a crash
+  between any two leaves the doorbell past the suspension's `doorbell_read`, which the sweeps
+  wake), and telling a caller its callee's result (before the callee's completing write).
 
 Cancel, kill, pause, resume and purge (operations from outside) live in `control_plane.operations`.
 """
@@ -323,38 +324,35 @@ class Effects:
         invocation has completed (nothing takes it any more: dropped, leaving nothing behind). Raises
         `NotFound` if the invocation does not exist, leaving nothing behind.
 
-        The notification is stored before the doorbell rings, so a lease holder that reads the bell
-        finds it; the ring is conditional on the invocation, and when it fails the notification this
-        call stored is deleted again (two writes; three when refused). A store that may not delete
-        (`Store.may_delete` False: the AWS ingress) rings first instead, so a refused notification
-        writes nothing, and rings again once the notification is stored: a holder in another process
-        that read the first ring before the notification landed then fails its suspension and
-        reloads, where the wake-up sent below, finding the lease held (`BUSY`), would be used up.
+        Ring, store, ring (three writes; one when refused, two for a duplicate), on every store:
+
+        - the first ring is conditional on the invocation, so a refused notification (completed, or
+          no such invocation) writes nothing;
+        - the ring after the notification is stored makes a lease holder that read the first ring
+          before the notification landed fail its suspension and reload (the wake-up sent below may
+          find the lease held, `BUSY`, and be used up);
+        - a crash between any two of the requests leaves the doorbell moved past the
+          `doorbell_read` of a suspension made before it: the sweeps wake such an invocation
+          (`rung_since_suspended`). One that read the first ring and then suspended without the
+          notification is rung again by whoever delivers it again (a recovered callee tells its
+          callers again; an effect is applied again; a client retries): the notification is
+          already stored then, and that delivery's first ring wakes it.
         """
         stored = StoredNotification(notification.key, notification.entry, self.clock.now_ms())
-        if self.store.may_delete:
-            first = self.store.put_notification(invocation_id, stored)
-            try:
+        try:
+            self.store.ring(invocation_id)
+        except StoreConflict:
+            return self._refused(invocation_id)
+        first = self.store.put_notification(invocation_id, stored)
+        if first:  # (a notification stored earlier under this key was rung by whoever stored it)
+            with contextlib.suppress(StoreConflict):  # completed or removed meanwhile: nobody is left to tell
                 self.store.ring(invocation_id)
-            except StoreConflict:
-                if first:  # ours alone: a notification stored earlier under this key is not ours to remove
-                    self.store.delete_notification(invocation_id, notification.key)
-                return self._refused(invocation_id)
-        else:
-            try:
-                self.store.ring(invocation_id)
-            except StoreConflict:
-                return self._refused(invocation_id)
-            first = self.store.put_notification(invocation_id, stored)
-            if first:  # (a notification stored earlier under this key was rung by whoever stored it)
-                with contextlib.suppress(StoreConflict):  # removed meanwhile: nobody is left to tell
-                    self.store.ring(invocation_id)
         self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)
         return first
 
     def _refused(self, invocation_id: str) -> bool:
-        """The ring of a notification failed: False (dropped) if the invocation has completed, as
+        """The first ring of a notification failed: False (dropped) if the invocation has completed, as
         nothing can take a notification any more; `NotFound` if it does not exist."""
         record = self.store.get_invocation(invocation_id)
         if record is not None and record.status == "completed":

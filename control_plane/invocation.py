@@ -11,6 +11,10 @@ continues from, and effects are re-applied from the journal (each one is idempot
 Notifications that arrive from outside (an awakeable resolved, a cancel) are stored beside the
 journal and the invocation's doorbell is rung; the lease holder folds them into the journal in its
 next commit, and its suspension is conditional on the doorbell it read, so none is ever missed.
+The suspension also stores that doorbell (`doorbell_read`): a ring after it shows, and the sweeps
+wake an invocation rung since it suspended (`rung_since_suspended`), so a notifier that died before
+its wake-up loses none either. A completing invocation tells its callers before its completing
+write (`Engine.tell_callers`), so a crash between the two leaves one that tells them again.
 Sleep completions are not stored by timers at all: the lease holder derives them from the journal
 (a Sleep whose wake-up time has passed), so a timer is only a wake-up and may fire twice or late.
 
@@ -92,7 +96,7 @@ from control_plane.retention import Retention
 from control_plane.settings import Settings
 from control_plane.waiters import CompletionWaiters
 
-__all__ = ["RUNNABLE", "AttemptAnswer", "AttemptFailure", "Engine", "Outcome", "parse_answer"]
+__all__ = ["RUNNABLE", "AttemptAnswer", "AttemptFailure", "Engine", "Outcome", "parse_answer", "rung_since_suspended"]
 
 log = logging.getLogger("torpor.invocation")
 
@@ -103,6 +107,7 @@ _ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside i
 JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
 """The largest encoded journal entry (or batch) one journal item holds: 393,216 bytes. A notification
 or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
+_COMPLETING_ROUNDS = 16  # completing writes tried while callers attach (`Engine._completing_write`)
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
 _LEAD_MIN_SLEEP_MS = 100  # shorter sleeps are armed at their due time (the suspension may not be stored yet)
 _EFFECTFUL = frozenset(
@@ -132,6 +137,18 @@ def _inbox_seq(now_ms: int, invocation_id: str) -> str:
     invocations in (calls and sends one handler made to one key, in the same millisecond, keep the
     order it made them in: Restate's ordering guarantee), then the id. Sorts as text."""
     return f"{now_ms:013d}{next(_ARRIVALS) % 1_000_000_000:09d}{invocation_id}"
+
+
+def rung_since_suspended(record: InvocationRecord) -> bool:
+    """True if a `suspended` invocation's doorbell was rung after it suspended, so the wake-up of
+    that notification may have been lost (the notifier died between its store requests): the
+    sweeps wake it (`ControlPlane.sweep`, `ControlPlane.sweep_due`). Its suspension stored the
+    doorbell value it was conditional on (`InvocationRecord.doorbell_read`); every notification
+    rings before it is stored and again after (`Effects.notify`), so a stored one always leaves the
+    doorbell past that value. False for any other status. Waking one with nothing new costs one
+    lease and one re-suspension. A record suspended by an older Torpor (no `doorbell_read`, read
+    as 0) whose doorbell ever rang is woken once, and then stores it."""
+    return record.status == "suspended" and record.doorbell != record.doorbell_read
 
 
 def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
@@ -1020,20 +1037,69 @@ class Engine:
 
     # --- endings ----------------------------------------------------------------------------------
 
-    def _ended(self, record: InvocationRecord) -> None:
+    def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Tell every caller of `record` (as it will be stored completed: its `output` or `failure`
+        set) its result: the invocation whose Call created it and those attached later (`callers`),
+        each a CallCompletion stored through `Effects.notify` (first per key wins, so telling again
+        changes nothing). Those in `told` ("{caller_id}/{completion_id}") are passed over. Returns
+        every caller `record` names, in that form.
+
+        Called BEFORE the completing write (`_complete`, `_fail_terminally`, the terminal branch of
+        `_failed`, `Operations._finish_now`): a crash before the write leaves the invocation not
+        completed, so it is recovered (or the operation retried) and tells again; after the write
+        every caller it knew of was told already. A worker's completing write fails if a caller
+        attached meanwhile (`_completing_write`); a kill's cannot, and tells such a caller after the
+        write (`_ended`, from the record the write read back)."""
+        callers = set(record.callers)
+        if record.caller_id:
+            callers.add(f"{record.caller_id}/{record.caller_completion_id}")
+        for caller in sorted(callers - told):
+            caller_id, _, completion_id = caller.rpartition("/")
+            self.effects.tell_caller(record, caller_id, int(completion_id))
+        return frozenset(callers)
+
+    def _completing_write(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
+        """Tell the callers (`tell_callers`, of the invocation as `changes` complete it), then make
+        the completing write; returns the callers told (`_ended` tells any others).
+
+        An invocation others can attach to (an idempotency key's, a workflow's run) is read again
+        first (one read), and its completing write is conditional on the doorbell that read found:
+        an attach rings it (`Store.attach_caller`), so a caller attached after the read makes the
+        write fail, and the callers are read and told again before it is tried again (a
+        notification landing meanwhile does the same, harmlessly). So every caller is told before
+        the write, and a crash after it loses none.
+
+        Raises `StoreConflict` if the epoch moved on (or the doorbell kept moving, 16 times).
+        """
+        attachable = bool(held.record.idempotency_key) or is_workflow_run(held.record)
+        for _ in range(_COMPLETING_ROUNDS):
+            record, doorbell = held.record, None
+            if attachable:
+                current = self.store.get_invocation(record.invocation_id)
+                if current is None or current.epoch != record.epoch:
+                    raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
+                record, doorbell = replace(record, callers=current.callers), current.doorbell
+            told = self.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
+            try:
+                self._update(held, doorbell=doorbell, **changes)
+            except StoreConflict:
+                if doorbell is None:
+                    raise
+                continue  # rung since the read (a caller attached): read and tell again
+            return told
+        raise StoreConflict(f"{held.record.invocation_id}: its doorbell kept ringing while it completed")
+
+    def _ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
         """After the invocation completed (`record` as the completing write left it): wake waiting
-        callers, hand its object key on, and start the retention of a workflow's state and promises.
+        callers, tell the callers not in `told` (attached after they were told, before the write),
+        hand its object key on, and start the retention of a workflow's state and promises.
         Its journal and record go when the sweep finds their retention ended (`retire`): the
         completing write put the invocation in the store's retention order, no timer is armed."""
         self.waiters.notify(record.invocation_id)
         outcome = "success" if record.failure is None else f"failure-{dict(record.failure).get('code', 500)}"
         self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
         log.info("%s completed: %s", record.invocation_id, outcome, extra=_log_fields(record))
-        if record.caller_id:
-            self.effects.tell_caller(record, record.caller_id, record.caller_completion_id)
-        for caller in sorted(record.callers):
-            caller_id, _, completion_id = caller.rpartition("/")
-            self.effects.tell_caller(record, caller_id, int(completion_id))
+        self.tell_callers(record, told)
         if is_exclusive(record):
             self.keys.release(record)
         if is_workflow_run(record):
@@ -1049,6 +1115,7 @@ class Engine:
             self._update(
                 held,
                 doorbell=held.record.doorbell,
+                doorbell_read=held.record.doorbell,  # a later ring shows, even if its wake-up is lost
                 status="suspended",
                 lease_until_ms=0,
                 next_retry_at_ms=0,
@@ -1067,25 +1134,25 @@ class Engine:
         """Complete the invocation with a failure that no retry can mend (e.g. 413: too large);
         `completion` is the kind stored with it (`failed`, or `cancelled` before it started)."""
         now = self.clock.now_ms()
+        changes: dict[str, object] = {
+            "status": "completed",
+            "failure": {"code": code, "message": message},
+            "completion": completion,
+            "lease_until_ms": 0,
+            "completed_at_ms": now,
+            "next_retry_at_ms": 0,
+            "waiting_on": None,
+            "wake_up_at_ms": 0,
+            "journal_length": len(held.journal),
+            "effects_applied_upto": len(held.journal),
+            **self.retention.changes(held.record, now),
+        }
         try:
-            self._update(
-                held,
-                status="completed",
-                failure={"code": code, "message": message},
-                completion=completion,
-                lease_until_ms=0,
-                completed_at_ms=now,
-                next_retry_at_ms=0,
-                waiting_on=None,
-                wake_up_at_ms=0,
-                journal_length=len(held.journal),
-                effects_applied_upto=len(held.journal),
-                **self.retention.changes(held.record, now),
-            )
+            told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
             return Outcome.LEASE_LOST
         self.effects.drop_sleep_timers(held)
-        self._ended(held.record)
+        self._ended(held.record, told)
         return Outcome.COMPLETED
 
     def _complete(self, held: Held) -> Outcome:
@@ -1135,17 +1202,18 @@ class Engine:
             changes["completion"] = "succeeded"
             changes["last_failure"] = None  # a failure of an earlier attempt is no news once it succeeded
         try:
-            self._update(held, **changes)
+            told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
             return Outcome.LEASE_LOST
-        except ItemTooLarge:  # never retried forever: the caller sees why instead
+        except ItemTooLarge:  # never retried forever: the caller sees why instead (callers told above keep
+            # the result they were told first: a CallCompletion's value fits, it is what the check above measured)
             message = (
                 f"the invocation's result and input ({len(held.record.input_entry)} bytes) do not fit in one "
                 f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
             )
             return self._fail_terminally(held, 413, message)
         self.effects.drop_sleep_timers(held)
-        self._ended(held.record)
+        self._ended(held.record, told)
         return Outcome.COMPLETED
 
     def _failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
@@ -1195,23 +1263,23 @@ class Engine:
         try:
             if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
                 killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
-                self._update(
-                    held,
+                ending: dict[str, object] = {
                     **common,
-                    status="completed",
-                    failure={"code": failure.code, "message": failure.message},
-                    completion="killed" if killed else "failed",
-                    completed_at_ms=now,
-                    next_retry_at_ms=0,
-                    waiting_on=None,
-                    wake_up_at_ms=0,
+                    "status": "completed",
+                    "failure": {"code": failure.code, "message": failure.message},
+                    "completion": "killed" if killed else "failed",
+                    "completed_at_ms": now,
+                    "next_retry_at_ms": 0,
+                    "waiting_on": None,
+                    "wake_up_at_ms": 0,
                     **self.retention.changes(held.record, now),
-                )
+                }
+                told = self._completing_write(held, ending)  # callers told before the write
                 self.effects.drop_sleep_timers(held)
                 deadline = time.monotonic() + KILL_BUDGET_S
                 if killed:
                     self.operations.kill_callees_behind(held, deadline)
-                self._ended(held.record)
+                self._ended(held.record, told)
                 if killed:
                     self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
                 return Outcome.COMPLETED

@@ -9,7 +9,9 @@
   nobody holds it and nobody waits (`take`); otherwise it waits `pending` in the key's queue until
   it is granted the key. It keeps the key across suspensions and releases it when it completes (or
   is cancelled or killed); the release tells whether anyone waits, and only then is the key handed
-  to the next in arrival order (`pump`). Its state writes are fenced by the key.
+  to the next in arrival order (`pump`). Its state writes are fenced by the key. A crash between
+  two of these writes is repaired by the sweeps, which put every `pending` invocation back in its
+  key's queue and pump each such key (`requeue`).
 - **Durable promises** (workflows): the first completion wins (`Store.complete_promise`); awaiting
   invocations register as waiters and are woken; their GetPromise completions are derived from the
   stored promise by their own lease holder, like sleeps.
@@ -76,6 +78,23 @@ class Keys:
         """Put a `pending` invocation in its key's queue and hand the key on if it is free."""
         self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
         self.pump(record.service, record.key)
+
+    def requeue(self, pending: Iterable[InvocationRecord]) -> int:
+        """The sweeps' repair of keys' queues: put every `pending` invocation back in its key's queue
+        (`Store.enqueue`, idempotent: one write each), then pump each key once. A crash between a
+        status write to `pending` and the enqueue (`Engine._wait_for_key`, `_advance`), or between
+        a key's release and its hand-over (`release`), leaves invocations that only this finds: all
+        of them, however many per key. An entry put back for an invocation granted meanwhile is
+        passed over by `pump` (it holds the key, or it completed). Returns how many keys were pumped."""
+        keys: dict[tuple[str, str], None] = {}
+        for record in pending:
+            if record.status != "pending":
+                continue
+            self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
+            keys[(record.service, record.key)] = None
+        for scope, key in keys:
+            self.pump(scope, key)
+        return len(keys)
 
     def pump(self, scope: str, key: str) -> None:
         """If nobody (alive) holds the key, give it to the earliest queued invocation and wake it.

@@ -11,12 +11,14 @@ the deadlock report. The admin API, the CLI and the web UI reach an invocation t
 
 Each goes through the store's conditional writes (`Store.update_unless_completed` moves the epoch,
 so a worker still holding the old lease cannot write after it) and the engine's completion path
-(`Engine._ended`: tell the callers, hand the object key on, expire a workflow's items).
+(`Engine.tell_callers` before the completing write, then `Engine._ended`: hand the object key on,
+expire a workflow's items).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -332,8 +334,12 @@ class Operations:
         """Complete with `failure` whoever holds the lease (the epoch moves on), then drop timers.
 
         `completion` is the kind stored with it (`cancelled`, `killed`). With `epoch`, only if the
-        invocation's epoch is still that (`StoreConflict` otherwise). `before_ended` runs after the
-        completing write, before callers are told and the object key is handed on (`_ended`).
+        invocation's epoch is still that (`StoreConflict` otherwise). Its callers are told before the
+        completing write (`Engine.tell_callers`): a crash between the two leaves it not completed, and
+        the operation, retried, tells them again (first per key wins); a crash after the write has told
+        them. Callers attached meanwhile are told after it (`Engine._ended`). When the write fails (it
+        completed on its own, or, with `epoch`, it started meanwhile), the callers keep what they were
+        told first. `before_ended` runs after the completing write, before the object key is handed on.
         """
         now = self.clock.now_ms()
         changes: dict[str, object] = {
@@ -347,6 +353,8 @@ class Operations:
             "wake_up_at_ms": 0,
             **self.engine.retention.changes(record, now),
         }
+        # the callers first (see `Engine.tell_callers`): a crash after the completing write has told them
+        told = self.engine.tell_callers(dataclasses.replace(record, **changes))  # type: ignore[arg-type]
         if epoch is None:
             ended = self._force(record.invocation_id, **changes)
         else:
@@ -365,4 +373,4 @@ class Operations:
             self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
         if before_ended is not None:
             before_ended()
-        self.engine._ended(ended or record)
+        self.engine._ended(ended or record, told)

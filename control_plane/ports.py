@@ -156,6 +156,7 @@ class InvocationRecord:
     idempotency_key: str = ""
     output_content_type: str = "application/json"
     doorbell: int = 0  # bumped by whoever stores a notification for this invocation (see `Store.ring`)
+    doorbell_read: int = 0  # the doorbell its last suspension was conditional on (`rung_since_suspended`)
     effects_applied_upto: int = 1  # journal index up to which committed entries' effects were applied
     execution_time_ms: int = 0  # a delayed invocation (status `scheduled`) starts at this time
     wake_up_at_ms: int = 0  # earliest timer the invocation waits for, 0 if none (for display)
@@ -330,9 +331,13 @@ class Store(Protocol):
         """
 
     def attach_caller(self, invocation_id: str, caller: str) -> None:
-        """Add `caller` ("{caller_id}/{completion_id}") to the invocation's `callers`, unless it completed.
+        """Add `caller` ("{caller_id}/{completion_id}") to the invocation's `callers`, unless it completed,
+        and ring its doorbell in the same write.
 
-        One conditional write, so a caller either is told by the completion or sees it completed.
+        One conditional write, so a caller either is told by the completion or sees it completed. The
+        ring makes a completing write conditional on the doorbell fail (`Engine._completing_write`):
+        a caller attached after the completing invocation read its callers is told before that write
+        too, never only after it (a crash in between would lose it).
         Raises `StoreConflict` if the invocation completed or does not exist (nothing written).
         """
 
@@ -367,12 +372,13 @@ class Store(Protocol):
         """Store a notification for the invocation unless one with its key exists; True if stored."""
 
     def delete_notification(self, invocation_id: str, key: str) -> None:
-        """Remove the notification with `key` (one stored for an invocation that turned out not to
-        exist); removing one that is not there does nothing. Not called where `may_delete` is False."""
+        """Remove the notification with `key`; removing one that is not there does nothing. Not called
+        where `may_delete` is False (nor by `Effects.notify`, which rings before it stores)."""
 
     def ring(self, invocation_id: str) -> None:
         """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
-        notification and again after (`Effects.notify`).
+        notification and again after (`Effects.notify`), so a crash between the two leaves the
+        doorbell moved past the suspension's `doorbell_read` (`rung_since_suspended`: the sweep wakes it).
 
         A lease holder's suspension is conditional on the doorbell it read, so a notification
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone or

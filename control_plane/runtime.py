@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from control_plane.invocation import Engine, Outcome, far_future_ms
+from control_plane.invocation import Engine, Outcome, far_future_ms, rung_since_suspended
 from control_plane.observability import InMemoryMetrics, Metrics
 from control_plane.operations import FAN_OUT_BUDGET_S, kill_callees_of_wake_id
 from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, SystemClock
@@ -103,10 +103,18 @@ class ControlPlane:
         """The periodic safety net where wake-ups are messages (the sweeper function on AWS).
 
         Cheaper than `sweep`: only timers overdue by more than `grace_ms` (their message was lost),
-        keys' queues whose hand-over was lost, and `ready`/`running` invocations whose lease expired, which
-        are woken through the scheduler; then, with what is left of `budget_ms`, the retention of
-        completed invocations, carried out here (`retire_due`). Both loops stop when the budget is
+        keys' queues whose hand-over was lost (every `pending` invocation unchanged for `grace_ms` is
+        put back in its key's queue, `Keys.requeue`), `ready`/`running` invocations whose lease
+        expired, and `suspended` ones rung since they suspended (`rung_since_suspended`: the
+        notifier may have died before its wake-up), which are woken through the scheduler; then,
+        with what is left of `budget_ms`, the retention of completed invocations, carried out here
+        (`retire_due`). Both loops stop when the budget is
         spent (the next sweep goes on). Returns how many timers, removals and wake-ups were handled.
+
+        Cost per sweep beyond the timers: one listing each of `pending`, `ready`/`running` and
+        `suspended` invocations (the status index, at most `_SWEEP_LIMIT` each, newest first), one
+        idempotent queue write per pending invocation and one pump per key, one wake-up per
+        invocation found stranded.
         """
         now = self.clock.now_ms()
         started = time.monotonic()
@@ -129,12 +137,14 @@ class ControlPlane:
                 if not schedule.paused and schedule.next_tick_ms <= now - grace_ms:
                     self.schedules.trigger.arm(schedule)
                     count += 1
-        keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
-        for record in keys.values():
-            self.engine.keys.enqueue(record)
-            count += 1
+        pending = self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)
+        count += self.engine.keys.requeue([r for r in pending if r.modified_at_ms <= now - grace_ms])
         for record in self.store.list_invocations(["ready", "running"], None, _SWEEP_LIMIT):
             if record.lease_until_ms <= now and record.modified_at_ms <= now - grace_ms:
+                self.scheduler.wake_now(record.invocation_id)
+                count += 1
+        for record in self.store.list_invocations(["suspended"], None, _SWEEP_LIMIT):
+            if rung_since_suspended(record):  # its wake-up may have been lost
                 self.scheduler.wake_now(record.invocation_id)
                 count += 1
         if count:
@@ -158,12 +168,19 @@ class ControlPlane:
     def sweep(self) -> int:
         """Re-arm every unfinished invocation after a start-up: the safety net for lost wake-ups.
 
-        Every stored timer is handed to the scheduler again (due ones fire at once). `ready` and
-        `running` invocations whose lease expired are woken now; a `running` one whose lease is
+        Every stored timer is handed to the scheduler again (due ones fire at once). Every `pending`
+        invocation is put back in its key's queue and each key pumped (`Keys.requeue`). A `suspended`
+        invocation rung since it suspended (`rung_since_suspended`: a notification's wake-up may
+        have been lost with the process that stored it) is woken now; one with nothing new suspends
+        again. `ready` and `running` invocations whose lease expired are woken now; a `running` one whose lease is
         still held (by a process that may have died) is woken when the lease expires. Completed
         invocations whose retention ended are removed (`retire_due`), last, so what a caller sees
         when the sweep returns is as fresh as it can be. Returns how many wake-ups were re-armed and
         invocations removed.
+
+        Cost: one listing of each status group (at most `_SWEEP_LIMIT` each: the suspended ones are
+        listed once, for their timers and their doorbells alike), one idempotent queue write per
+        pending invocation; `torpor dev` runs it at start-up and every minute.
         """
         now = self.clock.now_ms()
         count = 0
@@ -172,12 +189,13 @@ class ControlPlane:
             count += 1
         if not self.schedules.trigger.recurring:  # each schedule's next tick (a missed one runs once, now)
             count += self.schedules.arm_all()
-        keys = {(r.service, r.key): r for r in self.store.list_invocations(["pending"], None, _SWEEP_LIMIT)}
-        for record in keys.values():  # keys' queues whose hand-over was lost: enqueue again (idempotent), pump
-            self.engine.keys.enqueue(record)
-            count += 1
+        # keys' queues whose hand-over was lost: every pending invocation back in its queue (idempotent), pump
+        count += self.engine.keys.requeue(self.store.list_invocations(["pending"], None, _SWEEP_LIMIT))
         for record in self.store.list_invocations(["scheduled", "backing-off", "suspended"], None, _SWEEP_LIMIT):
-            if record.wake_up_at_ms:  # the status says when it wakes, whatever happened to its timer
+            if rung_since_suspended(record):  # rung after it suspended: its wake-up may have been lost
+                self.scheduler.wake_now(record.invocation_id)
+                count += 1
+            elif record.wake_up_at_ms:  # the status says when it wakes, whatever happened to its timer
                 self.scheduler.wake_at(record.invocation_id, record.wake_up_at_ms)
                 count += 1
         for record in self.store.list_invocations(["ready", "running"], None, _SWEEP_LIMIT):

@@ -536,8 +536,9 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
     def attach_caller(self, invocation_id: str, caller: str) -> None:
         """Add `caller` ("{caller_id}/{completion_id}") to the `callers` string set, unless completed.
 
-        One conditional UpdateItem (`ADD`, so a repeat changes nothing), if the record exists and its
-        status is not `completed`. Raises `StoreConflict` otherwise (nothing written).
+        One conditional UpdateItem (`ADD`, so a repeat changes nothing but the doorbell), which also
+        rings the doorbell (`ADD doorbell 1`, as `Store.attach_caller` says), if the record exists and
+        its status is not `completed`. Raises `StoreConflict` otherwise (nothing written).
         """
         model = self._invocations
         conflict = f"invocation {invocation_id} has completed or does not exist"
@@ -546,7 +547,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
             self._connection.update_item(
                 invocation_pk(invocation_id),
                 META_SK,
-                actions=[model.callers.add({caller})],
+                actions=[model.callers.add({caller}), model.doorbell.add(1)],
                 condition=item_exists(model) & not_completed(model),
             )
 

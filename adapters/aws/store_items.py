@@ -356,6 +356,7 @@ class InvocationItem(Item):
     idempotency_key = UnicodeAttribute(null=True)
     output_content_type = UnicodeAttribute(null=True)
     doorbell = IntAttribute(null=True)  # absent on items written before it existed: reads as 0
+    doorbell_read = IntAttribute(null=True)  # absent on items written before it existed: reads as 0
     effects_applied_upto = IntAttribute(null=True)
     execution_time_ms = IntAttribute(null=True)
     wake_up_at_ms = IntAttribute(null=True)

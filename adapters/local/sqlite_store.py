@@ -554,7 +554,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         return after
 
     def attach_caller(self, invocation_id: str, caller: str) -> None:
-        """Add `caller` ("{caller_id}/{completion_id}") to `callers` unless the invocation completed.
+        """Add `caller` ("{caller_id}/{completion_id}") to `callers` unless the invocation completed,
+        and ring its doorbell (`doorbell + 1`, same transaction), as `Store.attach_caller` says.
 
         Raises:
             StoreConflict: The invocation completed or does not exist (nothing written).
@@ -563,9 +564,9 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             row = self._get_row(db, invocation_id)
             if row is None or row["status"] == COMPLETED:
                 raise StoreConflict(f"invocation {invocation_id} has completed or does not exist")
-            callers = _record_of(row).callers | {caller}
+            record = _record_of(row)
             self._update(
-                db, row, {"callers": callers},
+                db, row, {"callers": record.callers | {caller}, "doorbell": record.doorbell + 1},
                 f"invocation {invocation_id}: too many callers attached to fit in its 400 KB metadata item",
             )  # fmt: skip
 

@@ -605,6 +605,21 @@ def test_attach_caller_adds_once_and_is_refused_once_completed(store: Store) -> 
     assert store.get_invocation("inv_callee").callers == {"inv_a/3", "inv_b/1"}  # type: ignore[union-attr]
 
 
+def test_attach_caller_rings_so_a_completing_write_conditional_on_the_doorbell_fails(store: Store) -> None:
+    store.create_invocation(invocation("inv_callee"))
+    read = store.get_invocation("inv_callee")
+    assert read is not None
+    store.attach_caller("inv_callee", "inv_a/3")  # after the completing worker read its callers
+    after = store.get_invocation("inv_callee")
+    assert after is not None
+    assert after.doorbell == read.doorbell + 1
+    with pytest.raises(StoreConflict):
+        store.update_invocation("inv_callee", 0, doorbell=read.doorbell, status="completed", output=b"42")
+    done = store.update_invocation("inv_callee", 0, doorbell=after.doorbell, returning=True, status="completed")
+    assert done is not None
+    assert done.callers == {"inv_a/3"}
+
+
 def test_update_returning_gives_the_record_after_the_write(store: Store) -> None:
     store.create_invocation(invocation("inv_r"))
     store.attach_caller("inv_r", "inv_a/1")

@@ -58,6 +58,7 @@ EVERY_FIELD = InvocationRecord(
     idempotency_key="idem-1",
     output_content_type="application/octet-stream",
     doorbell=4,
+    doorbell_read=3,
     effects_applied_upto=3,
     execution_time_ms=1_700_000_003_000,
     wake_up_at_ms=1_700_000_002_000,
