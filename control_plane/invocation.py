@@ -39,6 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 from urllib.parse import quote
 
 from control_plane import ids
@@ -357,7 +358,7 @@ class Engine:
         state = self.keys.take(record) if on_key else None
         if on_key and state is None:  # the key is held or others wait: queue up
             record = self._wait_for_key(record)
-        elif on_key and leased:  # read with the key: `drive` starts from it
+        elif on_key and leased and state is not None:  # read with the key: `drive` starts from it
             self._taken_state[record.invocation_id] = state
         if delayed:
             self.scheduler.wake_at(record.invocation_id, execution_time_ms)
@@ -952,10 +953,9 @@ class Engine:
         lease_left_ms = record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
         timeout_ms = max(1_000, min(options.inactivity_timeout_ms, lease_left_ms))
         headers.update(self._checkpoint_headers(held, timeout_ms))
-        labels = {"service": record.service, "handler": record.handler}
-        self.metrics.count("attempts", **labels)
+        self.metrics.count("attempts", service=record.service, handler=record.handler)
         if record.attempts == 0:
-            self.metrics.count("invocations_started", **labels)
+            self.metrics.count("invocations_started", service=record.service, handler=record.handler)
         log.debug("attempt %d of %s", record.attempts + 1, record.invocation_id, extra=_log_fields(held.record))
         return deployment, headers, body, timeout_ms
 
@@ -1249,7 +1249,7 @@ class Engine:
             extra=_log_fields(record, code=failure.code),
         )
         self.metrics.count("attempt_failures", service=record.service, handler=record.handler)
-        common: dict[str, object] = {
+        common: dict[str, Any] = {  # InvocationRecord fields (Store.update_invocation's **changes)
             "lease_until_ms": 0,
             "attempts": record.attempts,
             "retry_count": retry_count,

@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from google.protobuf.message import Message
+
 from control_plane.failures import stored_failure, wire_failure
 from control_plane.journal import Journal
 from control_plane.ports import Clock, InvocationRecord, PromiseRecord, Scheduler, Store, StoreConflict
@@ -246,7 +248,8 @@ class Keys:
 
     def _derive_one(
         self, record: InvocationRecord, completion_id: int, command: Frame, state: dict[bytes, bytes] | None
-    ) -> object | None:
+    ) -> Message | None:
+        """The completion of one open command that stored state or promises answer now, or None."""
         t = command.type
         if t == MessageType.GetLazyState:
             key = pb.GetLazyStateCommandMessage.FromString(command.payload).key
@@ -279,12 +282,14 @@ class Keys:
                 if t == MessageType.GetPromise
                 else pb.PeekPromiseCompletionNotificationMessage
             )
-            result = cls(completion_id=completion_id)
             if promise is None:
                 if t == MessageType.GetPromise:
                     return None  # not completed yet: wait (the completer wakes us)
-                result.void.SetInParent()
-            elif promise.failure is not None:
+                peeked = pb.PeekPromiseCompletionNotificationMessage(completion_id=completion_id)
+                peeked.void.SetInParent()  # peeked, not completed yet
+                return peeked
+            result = cls(completion_id=completion_id)
+            if promise.failure is not None:
                 result.failure.CopyFrom(wire_failure(promise.failure))
             else:
                 result.value.content = promise.value or b""

@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.held import Held
@@ -342,7 +342,7 @@ class Operations:
         told first. `before_ended` runs after the completing write, before the object key is handed on.
         """
         now = self.clock.now_ms()
-        changes: dict[str, object] = {
+        changes: dict[str, Any] = {  # InvocationRecord fields
             "status": "completed",
             "failure": dict(failure),
             "completion": completion,
@@ -354,7 +354,8 @@ class Operations:
             **self.engine.retention.changes(record, now),
         }
         # the callers first (see `Engine.tell_callers`): a crash after the completing write has told them
-        told = self.engine.tell_callers(dataclasses.replace(record, **changes))  # type: ignore[arg-type]
+        told = self.engine.tell_callers(dataclasses.replace(record, **changes))
+        ended: InvocationRecord | None
         if epoch is None:
             ended = self._force(record.invocation_id, **changes)
         else:

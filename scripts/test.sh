@@ -36,6 +36,9 @@ if ! command -v chromium >/dev/null 2>&1 && [ -z "${TORPOR_CHROMIUM:-}" ]; then
   step "installing chromium (apt-get) for the web UI's browser tests"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+# the core type-checks under mypy --strict (pyproject.toml [tool.mypy]): a type error fails the run
+step "type-checking the core (mypy, strict)"
+.venv/bin/python -m mypy
 step "running the tests (pytest $*)"
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
