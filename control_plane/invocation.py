@@ -39,7 +39,6 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 from urllib.parse import quote
 
 from control_plane import ids
@@ -58,6 +57,7 @@ from control_plane.attempt import (
     without_handled_cancel,
 )
 from control_plane.bidi import Streamed, stream_attempt
+from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
 from control_plane.effects import Effects
 from control_plane.errors import BadRequest, NotFound, TorporError
 from control_plane.failures import clip, stored_failure
@@ -1111,20 +1111,10 @@ class Engine:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
         assert held.awaiting is not None
         sleeps = [at for cid, at in held.journal.open_sleeps().items() if cid in held.awaiting.completions]
+        doorbell = held.record.doorbell
+        changes = suspension_changes(doorbell, held.awaiting.to_json(), sleeps, len(held.journal))
         try:
-            self._update(
-                held,
-                doorbell=held.record.doorbell,
-                doorbell_read=held.record.doorbell,  # a later ring shows, even if its wake-up is lost
-                status="suspended",
-                lease_until_ms=0,
-                next_retry_at_ms=0,
-                waiting_on=held.awaiting.to_json(),
-                wake_up_at_ms=min(sleeps, default=0),
-                failures_in_a_row=0,
-                journal_length=len(held.journal),
-                effects_applied_upto=len(held.journal),
-            )
+            self._update(held, doorbell=doorbell, **changes)
         except StoreConflict:
             return None if self._reload(held) else Outcome.LEASE_LOST
         self.metrics.count("suspensions", service=held.record.service, handler=held.record.handler)
@@ -1134,19 +1124,13 @@ class Engine:
         """Complete the invocation with a failure that no retry can mend (e.g. 413: too large);
         `completion` is the kind stored with it (`failed`, or `cancelled` before it started)."""
         now = self.clock.now_ms()
-        changes: dict[str, object] = {
-            "status": "completed",
-            "failure": {"code": code, "message": message},
-            "completion": completion,
-            "lease_until_ms": 0,
-            "completed_at_ms": now,
-            "next_retry_at_ms": 0,
-            "waiting_on": None,
-            "wake_up_at_ms": 0,
-            "journal_length": len(held.journal),
-            "effects_applied_upto": len(held.journal),
-            **self.retention.changes(held.record, now),
-        }
+        changes = completion_changes(
+            now,
+            completion,
+            self.retention.changes(held.record, now),
+            failure={"code": code, "message": message},
+            journal_length=len(held.journal),
+        )
         try:
             told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
@@ -1181,26 +1165,14 @@ class Engine:
             )
             return self._fail_terminally(held, 413, message)
         now = self.clock.now_ms()
-        changes: dict[str, object] = {
-            "status": "completed",
-            "lease_until_ms": 0,
-            "completed_at_ms": now,
-            "journal_length": len(held.journal),
-            "effects_applied_upto": len(held.journal),
-            "waiting_on": None,
-            "wake_up_at_ms": 0,
-            "next_retry_at_ms": 0,
-            "attempts": held.record.attempts,
-            **self.retention.changes(held.record, now),
-        }
-        if failure is not None:
-            changes["failure"] = failure
-            # a failure after the cancel signal reached the handler is its cancellation
-            changes["completion"] = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
+        retention, length = self.retention.changes(held.record, now), len(held.journal)
+        if failure is not None:  # a failure after the cancel signal reached the handler is its cancellation
+            completion = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
+            changes = completion_changes(now, completion, retention, failure=failure, journal_length=length)
         else:
-            changes["output"] = output.value.content
-            changes["completion"] = "succeeded"
-            changes["last_failure"] = None  # a failure of an earlier attempt is no news once it succeeded
+            value = output.value.content
+            changes = completion_changes(now, "succeeded", retention, output=value, journal_length=length)
+        changes["attempts"] = held.record.attempts
         try:
             told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
@@ -1229,17 +1201,9 @@ class Engine:
             options or self.registry.pinned_options(record.deployment_id, record.service, record.handler)
         ).retry_policy
         now = self.clock.now_ms()
-        journal_length = len(held.journal)
-        grew = journal_length > record.retry_at_length  # a new stored entry restarts the SDK's count
-        retry_count = 1 if grew else record.retry_count + 1
-        in_a_row = record.failures_in_a_row + 1  # the backoff grows however the journal did
-        last_failure = {
-            "code": failure.code,
-            "message": failure.message,
-            "at_ms": now,
-            "attempt": record.attempts,
-            **failure.related(),
-        }
+        decision = decide_failure(
+            record, len(held.journal), failure, policy, now, self.retention.changes(held.record, now)
+        )
         log.info(
             "attempt %d of %s failed: %s %s",
             record.attempts,
@@ -1249,32 +1213,10 @@ class Engine:
             extra=_log_fields(record, code=failure.code),
         )
         self.metrics.count("attempt_failures", service=record.service, handler=record.handler)
-        common: dict[str, Any] = {  # InvocationRecord fields (Store.update_invocation's **changes)
-            "lease_until_ms": 0,
-            "attempts": record.attempts,
-            "retry_count": retry_count,
-            "retry_at_length": journal_length,
-            "retry_since_ms": now if grew else record.retry_since_ms or now,
-            "failures_in_a_row": in_a_row,
-            "last_failure": last_failure,
-            "journal_length": journal_length,
-            "effects_applied_upto": journal_length,
-        }
         try:
-            if failure.behavior == pb.FAIL or (policy.exhausted(in_a_row) and policy.on_max_attempts == "kill"):
-                killed = failure.behavior != pb.FAIL  # as the kill API: its open callees are killed too
-                ending: dict[str, object] = {
-                    **common,
-                    "status": "completed",
-                    "failure": {"code": failure.code, "message": failure.message},
-                    "completion": "killed" if killed else "failed",
-                    "completed_at_ms": now,
-                    "next_retry_at_ms": 0,
-                    "waiting_on": None,
-                    "wake_up_at_ms": 0,
-                    **self.retention.changes(held.record, now),
-                }
-                told = self._completing_write(held, ending)  # callers told before the write
+            if decision.then in (AfterFailure.FAIL, AfterFailure.KILL):
+                killed = decision.then is AfterFailure.KILL  # as the kill API: its open callees are killed too
+                told = self._completing_write(held, decision.changes)  # callers told before the write
                 self.effects.drop_sleep_timers(held)
                 deadline = time.monotonic() + KILL_BUDGET_S
                 if killed:
@@ -1283,16 +1225,16 @@ class Engine:
                 if killed:
                     self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
                 return Outcome.COMPLETED
-            if failure.behavior == pb.PAUSE or policy.exhausted(in_a_row):
+            if decision.then is AfterFailure.PAUSE:
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked
-                self._update(held, doorbell=record.doorbell, **common, status="paused", next_retry_at_ms=0)
+                self._update(held, doorbell=record.doorbell, **decision.changes)
                 self.waiters.notify(record.invocation_id)
                 self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
                 return Outcome.PAUSED
-            due = now + policy.delay_ms(in_a_row, failure.next_retry_delay_ms)
+            due = decision.retry_at_ms
             self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
             held.timers.add(due)
-            self._update(held, **common, status="backing-off", next_retry_at_ms=due, wake_up_at_ms=due)
+            self._update(held, **decision.changes)
         except StoreConflict:
             if self._reload(held):  # the doorbell rang while pausing: deliver what arrived
                 try:

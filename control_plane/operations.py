@@ -22,8 +22,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from control_plane.decisions import completion_changes
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.held import Held
 from control_plane.journal import Journal
@@ -342,17 +343,7 @@ class Operations:
         told first. `before_ended` runs after the completing write, before the object key is handed on.
         """
         now = self.clock.now_ms()
-        changes: dict[str, Any] = {  # InvocationRecord fields
-            "status": "completed",
-            "failure": dict(failure),
-            "completion": completion,
-            "lease_until_ms": 0,
-            "completed_at_ms": now,
-            "next_retry_at_ms": 0,
-            "waiting_on": None,
-            "wake_up_at_ms": 0,
-            **self.engine.retention.changes(record, now),
-        }
+        changes = completion_changes(now, completion, self.engine.retention.changes(record, now), failure=failure)
         # the callers first (see `Engine.tell_callers`): a crash after the completing write has told them
         told = self.engine.tell_callers(dataclasses.replace(record, **changes))
         ended: InvocationRecord | None

@@ -1,0 +1,171 @@
+"""Pure decisions of the invocation engine: given what is loaded and what happened, what to write.
+
+Nothing here reads or writes a store, sends a request or reads a clock: each function takes the
+invocation's record, the event and `now_ms`, and returns values the engine then carries out (the
+journal first, conditionally, then each effect). So every rule here is tested without processes
+(tests/unit/test_decisions.py).
+
+- `completion_changes`: the fields of an invocation's completing write, whoever completes it (the
+  handler's Output, a terminal failure, the retry policy giving up, a cancel or a kill).
+- `decide_failure`: what a failed attempt leads to under the retry policy: back off, pause, fail or
+  kill (Restate's retry policy: exponential backoff, then `on_max_attempts`).
+- `suspension_changes`: the fields of a suspension (Restate service protocol, SuspensionMessage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from control_plane.attempt import AttemptFailure
+from control_plane.ports import InvocationRecord
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.retry import RetryPolicy
+
+Changes = dict[str, Any]
+"""Fields of `InvocationRecord` and their new values, as `Store.update_invocation` takes them."""
+
+
+def completion_changes(
+    now_ms: int,
+    completion: str,
+    retention: Mapping[str, int],
+    *,
+    output: bytes | None = None,
+    failure: Mapping[str, object] | None = None,
+    journal_length: int | None = None,
+) -> Changes:
+    """The fields every completing write sets: status `completed`, `completion` (`succeeded`,
+    `failed`, `cancelled`, `killed`), `completed_at_ms` = `now_ms`, no lease, no wake-up, no retry,
+    nothing awaited; the `retention` fields (`Retention.changes`: `expires_at_s`,
+    `journal_expires_at_ms`); and the result, `output` (bytes) or `failure` (`{"code", "message",
+    ...}`), exactly one of them. With `journal_length`, the journal's length and every effect applied
+    up to it (the engine completes only after applying them); a cancel or kill from outside leaves
+    both as stored. A success clears `last_failure` (an earlier attempt's failure is no news then).
+
+    Raises:
+        ValueError: neither or both of `output` and `failure` given.
+    """
+    if (output is None) == (failure is None):
+        raise ValueError("a completion has an output or a failure, exactly one")
+    changes: Changes = {
+        "status": "completed",
+        "completion": completion,
+        "completed_at_ms": now_ms,
+        "lease_until_ms": 0,
+        "next_retry_at_ms": 0,
+        "waiting_on": None,
+        "wake_up_at_ms": 0,
+        **retention,
+    }
+    if output is not None:
+        changes["output"] = output
+        changes["last_failure"] = None
+    else:
+        changes["failure"] = dict(failure or {})
+    if journal_length is not None:
+        changes["journal_length"] = journal_length
+        changes["effects_applied_upto"] = journal_length
+    return changes
+
+
+def suspension_changes(
+    doorbell: int, waiting_on: Mapping[str, object], sleeps_due_ms: list[int], journal_length: int
+) -> Changes:
+    """The fields of a suspension: status `suspended`, no lease, no retry; what it awaits
+    (`waiting_on`, `AwaitPoint.to_json`); `wake_up_at_ms`, the soonest of the awaited sleeps' due
+    times (`sleeps_due_ms`, ms since the epoch; 0 if it awaits none: only a notification wakes it);
+    the journal's length with every effect applied up to it; and `doorbell_read`, the doorbell the
+    suspension is conditional on, so a ring after it shows even if its wake-up is lost (the sweeps
+    wake what was rung since). A suspension ends a run of failures (`failures_in_a_row` 0)."""
+    return {
+        "doorbell_read": doorbell,
+        "status": "suspended",
+        "lease_until_ms": 0,
+        "next_retry_at_ms": 0,
+        "waiting_on": dict(waiting_on),
+        "wake_up_at_ms": min(sleeps_due_ms, default=0),
+        "failures_in_a_row": 0,
+        "journal_length": journal_length,
+        "effects_applied_upto": journal_length,
+    }
+
+
+class AfterFailure(StrEnum):
+    """What a failed attempt leads to (`decide_failure`)."""
+
+    BACK_OFF = "back-off"  # retried at `FailureDecision.retry_at_ms`
+    PAUSE = "pause"  # parked until resumed (the handler asked, or the policy's attempts ran out)
+    FAIL = "fail"  # completed with the failure (the handler said it is terminal)
+    KILL = "kill"  # completed as killed (the policy's attempts ran out, `on_max_attempts = kill`)
+
+
+@dataclass(frozen=True, slots=True)
+class FailureDecision:
+    """The decision on a failed attempt: `then`, the fields to write (`changes`, the completing
+    write's included for FAIL and KILL), and for BACK_OFF the due time of the retry (ms since the
+    epoch; its timer is written before `changes`, so a crash cannot lose it)."""
+
+    then: AfterFailure
+    changes: Changes
+    retry_at_ms: int = 0
+
+
+def decide_failure(
+    record: InvocationRecord,
+    journal_length: int,
+    failure: AttemptFailure,
+    policy: RetryPolicy,
+    now_ms: int,
+    retention: Mapping[str, int],
+) -> FailureDecision:
+    """Decide what the failed attempt `failure` of `record` (its journal now `journal_length`
+    entries long) leads to under `policy`, at `now_ms`.
+
+    Rules (Restate service protocol V7 ErrorMessage behaviour; Restate's retry policy):
+    - the handler's `FAIL` behaviour completes it with the failure;
+    - once `policy.max_attempts` failures came in a row, `on_max_attempts` decides: `kill`
+      completes it as killed, `pause` parks it;
+    - the handler's `PAUSE` behaviour parks it;
+    - otherwise it backs off `policy.delay_ms(failures in a row, the handler's next_retry_delay)`.
+    Failures in a row grow however the journal did (the backoff and the attempt limit count them);
+    `retry_count`, the SDK's count, restarts at 1 when the journal grew since the last failure.
+    `retention` is what `Retention.changes` gives for a completion now (used by FAIL and KILL).
+    """
+    grew = journal_length > record.retry_at_length
+    in_a_row = record.failures_in_a_row + 1
+    common: Changes = {
+        "lease_until_ms": 0,
+        "attempts": record.attempts,
+        "retry_count": 1 if grew else record.retry_count + 1,
+        "retry_at_length": journal_length,
+        "retry_since_ms": now_ms if grew else record.retry_since_ms or now_ms,
+        "failures_in_a_row": in_a_row,
+        "last_failure": {
+            "code": failure.code,
+            "message": failure.message,
+            "at_ms": now_ms,
+            "attempt": record.attempts,
+            **failure.related(),
+        },
+        "journal_length": journal_length,
+        "effects_applied_upto": journal_length,
+    }
+    exhausted = policy.exhausted(in_a_row)
+    if failure.behavior == pb.FAIL or (exhausted and policy.on_max_attempts == "kill"):
+        then = AfterFailure.FAIL if failure.behavior == pb.FAIL else AfterFailure.KILL
+        ending = completion_changes(
+            now_ms,
+            "failed" if then is AfterFailure.FAIL else "killed",
+            retention,
+            failure={"code": failure.code, "message": failure.message},
+        )
+        return FailureDecision(then, {**common, **ending})
+    if failure.behavior == pb.PAUSE or exhausted:
+        return FailureDecision(AfterFailure.PAUSE, {**common, "status": "paused", "next_retry_at_ms": 0})
+    due = now_ms + policy.delay_ms(in_a_row, failure.next_retry_delay_ms)
+    return FailureDecision(
+        AfterFailure.BACK_OFF, {**common, "status": "backing-off", "next_retry_at_ms": due, "wake_up_at_ms": due}, due
+    )

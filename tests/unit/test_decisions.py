@@ -1,0 +1,121 @@
+"""The engine's pure decisions (control_plane/decisions.py): a completing write's fields, and what a
+failed attempt leads to under the retry policy. No store, no process, no clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from control_plane.attempt import AttemptFailure
+from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.retry import RetryPolicy
+from tests.helpers.records import invocation
+
+NOW = 50_000
+RETENTION = {"expires_at_s": 9_999, "journal_expires_at_ms": 9_000_000}
+POLICY = RetryPolicy(initial_interval_ms=100, exponentiation_factor=2.0, max_interval_ms=1_000, max_attempts=5)
+
+
+def test_a_success_stores_the_output_clears_the_last_failure_and_leaves_nothing_to_wake() -> None:
+    changes = completion_changes(NOW, "succeeded", RETENTION, output=b'"hi"', journal_length=7)
+    assert changes == {
+        "status": "completed",
+        "completion": "succeeded",
+        "completed_at_ms": NOW,
+        "lease_until_ms": 0,
+        "next_retry_at_ms": 0,
+        "waiting_on": None,
+        "wake_up_at_ms": 0,
+        "output": b'"hi"',
+        "last_failure": None,
+        "journal_length": 7,
+        "effects_applied_upto": 7,
+        **RETENTION,
+    }
+
+
+def test_a_kill_from_outside_keeps_the_journal_length_and_the_last_failure_as_stored() -> None:
+    changes = completion_changes(NOW, "killed", RETENTION, failure={"code": 409, "message": "killed"})
+    assert changes["failure"] == {"code": 409, "message": "killed"}
+    assert "journal_length" not in changes
+    assert "effects_applied_upto" not in changes
+    assert "last_failure" not in changes
+    assert "output" not in changes
+
+
+@pytest.mark.parametrize("result", [{}, {"output": b"x", "failure": {"code": 500, "message": "m"}}])
+def test_a_completion_has_exactly_one_result(result: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        completion_changes(NOW, "failed", RETENTION, **result)  # type: ignore[arg-type]
+
+
+def test_a_retryable_failure_backs_off_exponentially_with_failures_in_a_row() -> None:
+    record = invocation(attempts=3, failures_in_a_row=2, retry_count=2, retry_at_length=4, retry_since_ms=10_000)
+    decision = decide_failure(record, 4, AttemptFailure(500, "boom"), POLICY, NOW, RETENTION)
+    assert decision.then is AfterFailure.BACK_OFF
+    assert decision.retry_at_ms == NOW + 400  # 100 ms x 2 x 2: the third failure in a row
+    assert decision.changes["status"] == "backing-off"
+    assert decision.changes["wake_up_at_ms"] == decision.retry_at_ms
+    assert decision.changes["failures_in_a_row"] == 3
+    assert decision.changes["retry_count"] == 3  # the journal did not grow: the SDK's count goes on
+    assert decision.changes["retry_since_ms"] == 10_000
+    assert decision.changes["last_failure"] == {"code": 500, "message": "boom", "at_ms": NOW, "attempt": 3}
+    assert decision.changes["lease_until_ms"] == 0
+
+
+def test_a_journal_that_grew_restarts_the_sdks_retry_count_but_not_the_backoff() -> None:
+    record = invocation(failures_in_a_row=2, retry_count=2, retry_at_length=4, retry_since_ms=10_000)
+    decision = decide_failure(record, 6, AttemptFailure(500, "boom"), POLICY, NOW, RETENTION)
+    assert decision.changes["retry_count"] == 1
+    assert decision.changes["retry_since_ms"] == NOW
+    assert decision.retry_at_ms == NOW + 400
+
+
+def test_the_handlers_next_retry_delay_overrides_the_policy_once() -> None:
+    failure = AttemptFailure(500, "later", next_retry_delay_ms=7_000)
+    assert decide_failure(invocation(), 1, failure, POLICY, NOW, RETENTION).retry_at_ms == NOW + 7_000
+
+
+def test_the_last_attempt_pauses_or_kills_as_the_policy_says() -> None:
+    record = invocation(failures_in_a_row=4)
+    paused = decide_failure(record, 1, AttemptFailure(500, "boom"), POLICY, NOW, RETENTION)
+    assert paused.then is AfterFailure.PAUSE
+    assert paused.changes["status"] == "paused"
+    assert paused.retry_at_ms == 0
+    kill_policy = RetryPolicy(max_attempts=5, on_max_attempts="kill")
+    killed = decide_failure(record, 1, AttemptFailure(500, "boom"), kill_policy, NOW, RETENTION)
+    assert killed.then is AfterFailure.KILL
+    assert killed.changes["status"] == "completed"
+    assert killed.changes["completion"] == "killed"
+    assert killed.changes["failure"] == {"code": 500, "message": "boom"}
+    assert killed.changes["expires_at_s"] == RETENTION["expires_at_s"]
+
+
+def test_the_handlers_behaviour_fails_or_pauses_at_once() -> None:
+    failed = decide_failure(invocation(), 2, AttemptFailure(400, "bad", behavior=pb.FAIL), POLICY, NOW, RETENTION)
+    assert failed.then is AfterFailure.FAIL
+    assert failed.changes["completion"] == "failed"
+    assert failed.changes["journal_length"] == 2
+    assert failed.changes["last_failure"]["code"] == 400
+    paused = decide_failure(invocation(), 2, AttemptFailure(500, "wait", behavior=pb.PAUSE), POLICY, NOW, RETENTION)
+    assert paused.then is AfterFailure.PAUSE
+
+
+def test_no_limit_means_it_never_stops_backing_off() -> None:
+    record = invocation(failures_in_a_row=10_000)
+    unlimited = RetryPolicy(max_attempts=0, max_interval_ms=60_000)
+    decision = decide_failure(record, 1, AttemptFailure(500, "boom"), unlimited, NOW, RETENTION)
+    assert decision.then is AfterFailure.BACK_OFF
+    assert decision.retry_at_ms == NOW + 60_000
+
+
+def test_a_suspension_records_the_doorbell_it_read_and_wakes_at_the_soonest_awaited_sleep() -> None:
+    waiting_on = {"completions": [1, 2], "signals": [], "named_signals": []}
+    changes = suspension_changes(7, waiting_on, [NOW + 900, NOW + 300], 5)
+    assert changes["doorbell_read"] == 7
+    assert changes["status"] == "suspended"
+    assert changes["wake_up_at_ms"] == NOW + 300
+    assert changes["waiting_on"] == waiting_on
+    assert changes["failures_in_a_row"] == 0
+    assert changes["effects_applied_upto"] == 5
+    assert suspension_changes(0, waiting_on, [], 5)["wake_up_at_ms"] == 0  # only a notification wakes it
