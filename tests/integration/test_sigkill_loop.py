@@ -1,0 +1,361 @@
+"""The SIGKILL loop (issue 22): `torpor dev` is killed with SIGKILL at random moments, again and again,
+while clients keep sending a mixed workload; after a last restart every invocation completes, none is
+lost, and every counter is exact. On SQLite (a file store) and on DynamoDB (dynalite over the wire).
+
+The workload (`TORPOR_SIGKILL_INVOCATIONS`, default 520) mixes one-way sends and request/response calls
+of `Counter/{key}/add` on a few contended keys, `Counter/{key}/add_after_sleep`, callers that call
+callees (`Calls/count_to`, which calls `Counter/{key}/add`; `Chain/a` → `b` → `c`, which sleeps) and
+sleeps (`Waits/sleep`). Every request carries an idempotency key, so a client that loses its answer to
+a kill sends it again, unchanged, to the next process and gets the same invocation id.
+
+A killer thread SIGKILLs the process `TORPOR_SIGKILL_KILLS` times (default 12) at moments drawn from
+`TORPOR_SIGKILL_SEED` (printed; default fixed), spread over the workload, and restarts it on the same
+store each time. One summary line is printed per store; a stuck invocation is described (status, what
+it waits for, pending notifications, doorbell, journal tail, its callees) so that a failure says which
+crash point left it behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers.dev import torpor_dev_process
+from tests.helpers.dynalite import dynalite_server
+from tests.helpers.services import serve_examples
+
+SEED = int(os.environ.get("TORPOR_SIGKILL_SEED", "22"))
+KILLS = int(os.environ.get("TORPOR_SIGKILL_KILLS", "12"))
+INVOCATIONS = int(os.environ.get("TORPOR_SIGKILL_INVOCATIONS", "520"))
+CLIENTS = 4
+KEYS = [f"k{i}" for i in range(4)]
+DRAIN_S = 120  # how long the last process gets to complete everything
+OP_DEADLINE_S = 90  # how long a client retries one request before it gives up on it
+
+
+@dataclass
+class Op:
+    """One request of the workload: where it goes, what it adds to which counter, and what came of it."""
+
+    index: int
+    method: str  # "send" or "call"
+    path: str  # after the ingress URL, e.g. /Counter/k1/add/send
+    body: Any
+    key: str = ""  # the counter it adds to ("" for none)
+    delta: int = 0
+    idempotency_key: str = ""
+    invocation_id: str | None = None
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def workload(rng: random.Random, count: int) -> list[Op]:
+    """`count` requests drawn from `rng`: counter adds (sent and called), callers, chains and sleeps."""
+    ops: list[Op] = []
+    for index in range(count):
+        key = rng.choice(KEYS)
+        roll = rng.random()
+        if roll < 0.30:
+            delta = rng.randint(1, 5)
+            op = Op(index, "send", f"/Counter/{key}/add/send", delta, key, delta)
+        elif roll < 0.45:
+            delta = rng.randint(1, 5)
+            op = Op(index, "call", f"/Counter/{key}/add", delta, key, delta)
+        elif roll < 0.60:
+            n = rng.randint(1, 3)
+            op = Op(index, "send", "/Calls/count_to/send", {"n": n, "key": key}, key, n)
+        elif roll < 0.65:
+            n = rng.randint(1, 3)
+            op = Op(index, "call", "/Calls/count_to", {"n": n, "key": key}, key, n)
+        elif roll < 0.72:
+            delta = rng.randint(1, 5)
+            body = {"ms": rng.randint(50, 300), "delta": delta}
+            op = Op(index, "send", f"/Counter/{key}/add_after_sleep/send", body, key, delta)
+        elif roll < 0.85:
+            op = Op(index, "send", "/Chain/a/send", rng.randint(50, 300))
+        else:
+            op = Op(index, "send", "/Waits/sleep/send", rng.randint(50, 300))
+        op.idempotency_key = f"sigloop-{SEED}-{index}"
+        ops.append(op)
+    return ops
+
+
+class RestartingTorpor:
+    """`torpor dev` on one store, in a subprocess that `kill` SIGKILLs and `start` starts again.
+
+    Clients read `ingress` through `wait_up`, which blocks while no process answers.
+    """
+
+    def __init__(self, store_args: list[str]) -> None:
+        self.store_args = store_args
+        self.ingress = ""
+        self.admin = ""
+        self.started_at = 0.0
+        self.kills = 0
+        self._up = threading.Event()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._context: AbstractContextManager[tuple[str, str, subprocess.Popen[bytes]]] | None = None
+
+    def start(self) -> None:
+        """Start a new process on the store (3 s inactivity timeout, 1 s lease margin, 3 s call wait)."""
+        self._context = torpor_dev_process(*self.store_args, "--call-wait", "3s")
+        self.ingress, self.admin, self._process = self._context.__enter__()
+        self.started_at = time.monotonic()
+        self._up.set()
+
+    def kill(self) -> None:
+        """SIGKILL the process: no clean-up, whatever it was doing."""
+        assert self._process is not None
+        assert self._context is not None
+        self._up.clear()
+        self._process.send_signal(signal.SIGKILL)
+        self._process.wait(10)
+        self._context.__exit__(None, None, None)
+        self.kills += 1
+
+    def stop(self) -> None:
+        """Stop the process if it runs (SIGTERM, by `torpor_dev_process`)."""
+        self._up.clear()
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+            self._context = None
+
+    def wait_up(self, timeout_s: float) -> str:
+        """The ingress URL of the running process, waiting up to `timeout_s` for one ("" if none)."""
+        return self.ingress if self._up.wait(timeout_s) else ""
+
+
+def send_until_answered(torpor: RestartingTorpor, op: Op, client: httpx.Client) -> None:
+    """Send `op` until an answer names its invocation (again with the same idempotency key after a
+    connection error or a 5xx); sets `op.invocation_id`, or records why not in `op.errors`."""
+    deadline = time.monotonic() + OP_DEADLINE_S
+    while time.monotonic() < deadline:
+        ingress = torpor.wait_up(1)
+        if not ingress:
+            continue
+        op.attempts += 1
+        try:
+            reply = client.post(
+                f"{ingress}{op.path}", json=op.body, headers={"idempotency-key": op.idempotency_key}, timeout=15
+            )
+        except httpx.TransportError as exc:
+            op.errors.append(type(exc).__name__)
+            time.sleep(0.05)
+            continue
+        if reply.status_code in (200, 202) and reply.headers.get("x-restate-id"):
+            op.invocation_id = reply.headers["x-restate-id"]
+            return
+        op.errors.append(f"{reply.status_code} {reply.text[:200]}")
+        if reply.status_code < 500:
+            return  # a refusal, not a crash: the test reports it
+        time.sleep(0.05)
+
+
+def kill_loop(torpor: RestartingTorpor, rng: random.Random, progress: Callable[[], int], stop: threading.Event) -> None:
+    """SIGKILL and restart `torpor` `KILLS` times: each kill once the workload has passed a threshold
+    drawn from `rng` and the process has been up for a random 0.2-1.5 s (so some kills hit start-up
+    sweeps), then at a random extra delay."""
+    thresholds = sorted(rng.uniform(0.02, 0.95) * INVOCATIONS for _ in range(KILLS))
+    plan = [(threshold, rng.uniform(0.2, 1.5), rng.uniform(0.0, 0.4)) for threshold in thresholds]
+    for threshold, uptime_s, delay_s in plan:
+        while progress() < threshold and not stop.is_set():
+            time.sleep(0.01)
+        time.sleep(max(0.0, torpor.started_at + uptime_s - time.monotonic()) + delay_s)
+        torpor.kill()
+        torpor.start()
+
+
+def admin_get(admin: str, invocation_id: str) -> dict[str, Any] | None:
+    """`GET /invocations/{id}`: the description, `{}` for a 404, None if the admin API did not answer."""
+    try:
+        reply = httpx.get(f"{admin}/invocations/{invocation_id}", timeout=10)
+    except httpx.TransportError:
+        return None
+    if reply.status_code == 404:
+        return {}
+    assert reply.status_code == 200, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def callees(described: dict[str, Any]) -> list[str]:
+    """The ids of the invocations an invocation's journal called or sent."""
+    return [e["invocation_id"] for e in described.get("journal", []) if e.get("invocation_id")]
+
+
+def drain(admin: str, watched: set[str], deadline_s: float) -> dict[str, dict[str, Any]]:
+    """Wait until every watched invocation (and every callee their journals name) completed, up to
+    `deadline_s`, reading each by id (the admin API's list may lag); the last description of each
+    (`{}` for one the admin API does not know)."""
+    described: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + deadline_s
+    while True:
+        for invocation_id in sorted(watched):
+            if described.get(invocation_id, {}).get("status") == "completed":
+                continue
+            fresh = admin_get(admin, invocation_id)
+            if fresh is not None:
+                described[invocation_id] = fresh
+                if fresh.get("status") == "completed":
+                    watched.update(callees(fresh))
+        open_ = [i for i in watched if described.get(i, {}).get("status") != "completed"]
+        if not open_ or time.monotonic() >= deadline:
+            return {i: described.get(i, {"status": "unread"}) for i in watched}
+        time.sleep(0.5)
+
+
+def diagnose(admin: str, invocation_id: str, body: dict[str, Any], doorbell: Callable[[str], object]) -> str:
+    """One stuck invocation, readably: status, what it waits for, its pending notifications, its
+    doorbell, the tail of its journal and the state of each callee it names."""
+    lines = [
+        f"STUCK {invocation_id} {body.get('target')} status={body.get('status')} attempts={body.get('attempts')} "
+        f"doorbell={doorbell(invocation_id)} waiting_on={body.get('waiting_on')} "
+        f"wake_up_at={body.get('wake_up_at')} next_retry_at={body.get('next_retry_at')} "
+        f"last_failure={body.get('last_failure')} waiting_for_key_holder={body.get('waiting_for_key_holder')}",
+        f"  pending_notifications={body.get('pending_notifications')}",
+    ]
+    for entry in body.get("journal", [])[-6:]:
+        lines.append(f"  journal {entry}")
+    for callee in callees(body):
+        other = admin_get(admin, callee) or {}
+        lines.append(
+            f"  callee {callee} {other.get('target')} status={other.get('status')} "
+            f"completion={other.get('completion_kind')} completed_at={other.get('completed_at')}"
+        )
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def store_for(kind: str, tmp_path: Path) -> Iterator[tuple[list[str], Callable[[str], object]]]:
+    """`torpor dev`'s store arguments for `kind` (a SQLite file, or a table on a fresh dynalite) and a
+    function that reads an invocation's doorbell straight from that store (for diagnosis)."""
+    if kind == "sqlite":
+        from adapters.local.sqlite_store import SQLiteStore
+
+        data_dir = tmp_path / "data"
+
+        def sqlite_doorbell(invocation_id: str) -> object:
+            record = SQLiteStore(str(data_dir / "torpor.sqlite3")).get_invocation(invocation_id)
+            return record.doorbell if record else None
+
+        yield ["--data-dir", str(data_dir)], sqlite_doorbell
+    else:
+        from adapters.aws.dynamodb_store import DynamoDBStore
+
+        with dynalite_server() as endpoint:
+
+            def dynamodb_doorbell(invocation_id: str) -> object:
+                store = DynamoDBStore("sigloop", region="us-east-1", endpoint_url=endpoint)
+                record = store.get_invocation(invocation_id)
+                return record.doorbell if record else None
+
+            yield ["--dynamodb-endpoint", endpoint, "--table", "sigloop"], dynamodb_doorbell
+
+
+@pytest.mark.timeout(DRAIN_S + 240)
+@pytest.mark.parametrize("kind", ["sqlite", "dynalite"])
+def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind: str, tmp_path: Path) -> None:
+    print(
+        f"sigkill loop [{kind}]: TORPOR_SIGKILL_SEED={SEED} TORPOR_SIGKILL_KILLS={KILLS} "
+        f"TORPOR_SIGKILL_INVOCATIONS={INVOCATIONS}"
+    )
+    rng = random.Random(SEED)
+    ops = workload(rng, INVOCATIONS)
+    expected: Counter[str] = Counter()
+    for op in ops:
+        if op.key:
+            expected[op.key] += op.delta
+    with (
+        serve_examples() as (services_url, _services),
+        store_for(kind, tmp_path) as (store_args, doorbell),
+    ):
+        torpor = RestartingTorpor(store_args)
+        torpor.start()
+        try:
+            registered = httpx.post(f"{torpor.admin}/deployments", json={"uri": services_url}, timeout=30)
+            assert registered.status_code == 201, registered.text
+            started = time.monotonic()
+
+            # GIVEN clients sending the workload while a killer SIGKILLs torpor dev again and again
+            next_op = iter(ops)
+            taken = threading.Lock()
+            answered = [0]
+            stop = threading.Event()
+
+            def client() -> None:
+                with httpx.Client() as http:
+                    while not stop.is_set():
+                        with taken:
+                            op = next(next_op, None)
+                        if op is None:
+                            return
+                        send_until_answered(torpor, op, http)
+                        with taken:
+                            answered[0] += 1
+
+            clients = [threading.Thread(target=client, name=f"client-{i}") for i in range(CLIENTS)]
+            killer = threading.Thread(
+                target=kill_loop, args=(torpor, rng, lambda: answered[0], stop), name="killer", daemon=True
+            )
+            for thread in [*clients, killer]:
+                thread.start()
+            for thread in clients:
+                thread.join(OP_DEADLINE_S * 3)
+            killer.join(120)
+            stop.set()
+            assert not killer.is_alive(), "the killer did not finish its kills"
+            sent_s = time.monotonic() - started
+
+            # WHEN the last process (started after the last kill) runs on
+            ids = {op.invocation_id for op in ops if op.invocation_id}
+            described = drain(torpor.admin, set(ids), DRAIN_S)
+            seconds = time.monotonic() - started
+
+            # THEN nothing is lost, nothing is stuck, nothing failed, and every counter is exact
+            unanswered = [op for op in ops if not op.invocation_id]
+            lost = sorted(i for i, body in described.items() if not body) + [f"op{op.index}" for op in unanswered]
+            stuck = sorted(i for i, body in described.items() if body and body.get("status") != "completed")
+            failed = sorted(
+                i
+                for i, body in described.items()
+                if body.get("status") == "completed" and body.get("completion_result") != "success"
+            )
+            counters: dict[str, int] = {}
+            for key in KEYS:
+                reply = httpx.post(f"{torpor.ingress}/Counter/{key}/get", timeout=30)
+                assert reply.status_code == 200, reply.text
+                counters[key] = reply.json()
+            exact = counters == {key: expected[key] for key in KEYS}
+            by_status: defaultdict[str, int] = defaultdict(int)
+            for i in stuck:
+                by_status[f"{described[i].get('target')}:{described[i].get('status')}"] += 1
+            retried = sum(1 for op in ops if op.attempts > 1)
+            print(
+                f"sigkill loop [{kind}]: seed={SEED} invocations={len(ops)} (+{len(described) - len(ids)} callees) "
+                f"kills={torpor.kills} seconds={seconds:.1f} (sending {sent_s:.1f}) retried_requests={retried} "
+                f"stuck={len(stuck)} lost={len(lost)} failed={len(failed)} counters_exact={exact} "
+                f"counters={counters} expected={dict(sorted(expected.items()))} stuck_by_target={dict(by_status)}"
+            )
+            for invocation_id in stuck:
+                print(diagnose(torpor.admin, invocation_id, described[invocation_id], doorbell))
+            for op in unanswered:
+                print(f"UNANSWERED op{op.index} {op.method} {op.path} attempts={op.attempts} errors={op.errors[-5:]}")
+            for invocation_id in failed:
+                print(f"FAILED {invocation_id} {described[invocation_id].get('completion_failure')}")
+            assert (len(stuck), len(lost), len(failed), exact) == (0, 0, 0, True)
+        finally:
+            torpor.stop()
