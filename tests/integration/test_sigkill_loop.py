@@ -44,6 +44,7 @@ INVOCATIONS = int(os.environ.get("TORPOR_SIGKILL_INVOCATIONS", "520"))
 CLIENTS = 4
 KEYS = [f"k{i}" for i in range(4)]
 DRAIN_S = 120  # how long the last process gets to complete everything
+STALL_S = 20  # how long the drain waits while nothing moves (a crashed attempt's lease ends after 4 s)
 OP_DEADLINE_S = 90  # how long a client retries one request before it gives up on it
 
 
@@ -106,6 +107,8 @@ class RestartingTorpor:
         self.admin = ""
         self.started_at = 0.0
         self.kills = 0
+        self.down_s = 0.0  # time without a process answering, from each kill to the next start's /health
+        self._killed_at: float | None = None
         self._up = threading.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._context: AbstractContextManager[tuple[str, str, subprocess.Popen[bytes]]] | None = None
@@ -115,6 +118,8 @@ class RestartingTorpor:
         self._context = torpor_dev_process(*self.store_args, "--call-wait", "3s")
         self.ingress, self.admin, self._process = self._context.__enter__()
         self.started_at = time.monotonic()
+        if self._killed_at is not None:
+            self.down_s += self.started_at - self._killed_at
         self._up.set()
 
     def kill(self) -> None:
@@ -123,6 +128,7 @@ class RestartingTorpor:
         assert self._context is not None
         self._up.clear()
         self._process.send_signal(signal.SIGKILL)
+        self._killed_at = time.monotonic()
         self._process.wait(10)
         self._context.__exit__(None, None, None)
         self.kills += 1
@@ -139,11 +145,11 @@ class RestartingTorpor:
         return self.ingress if self._up.wait(timeout_s) else ""
 
 
-def send_until_answered(torpor: RestartingTorpor, op: Op, client: httpx.Client) -> None:
+def send_until_answered(torpor: RestartingTorpor, op: Op, client: httpx.Client, give_up: Callable[[], bool]) -> None:
     """Send `op` until an answer names its invocation (again with the same idempotency key after a
     connection error or a 5xx); sets `op.invocation_id`, or records why not in `op.errors`."""
     deadline = time.monotonic() + OP_DEADLINE_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not give_up():
         ingress = torpor.wait_up(1)
         if not ingress:
             continue
@@ -165,18 +171,24 @@ def send_until_answered(torpor: RestartingTorpor, op: Op, client: httpx.Client) 
         time.sleep(0.05)
 
 
-def kill_loop(torpor: RestartingTorpor, rng: random.Random, progress: Callable[[], int], stop: threading.Event) -> None:
+def kill_loop(
+    torpor: RestartingTorpor, rng: random.Random, progress: Callable[[], int], failed: list[BaseException]
+) -> None:
     """SIGKILL and restart `torpor` `KILLS` times: each kill once the workload has passed a threshold
     drawn from `rng` and the process has been up for a random 0.2-1.5 s (so some kills hit start-up
-    sweeps), then at a random extra delay."""
+    sweeps), then at a random extra delay. An error (a process that does not come up) goes to `failed`."""
     thresholds = sorted(rng.uniform(0.02, 0.95) * INVOCATIONS for _ in range(KILLS))
     plan = [(threshold, rng.uniform(0.2, 1.5), rng.uniform(0.0, 0.4)) for threshold in thresholds]
-    for threshold, uptime_s, delay_s in plan:
-        while progress() < threshold and not stop.is_set():
-            time.sleep(0.01)
-        time.sleep(max(0.0, torpor.started_at + uptime_s - time.monotonic()) + delay_s)
-        torpor.kill()
-        torpor.start()
+    try:
+        for threshold, uptime_s, delay_s in plan:
+            while progress() < threshold:
+                time.sleep(0.01)
+            time.sleep(max(0.0, torpor.started_at + uptime_s - time.monotonic()) + delay_s)
+            torpor.kill()
+            torpor.start()
+    except BaseException as exc:
+        failed.append(exc)
+        raise
 
 
 def admin_get(admin: str, invocation_id: str) -> dict[str, Any] | None:
@@ -197,12 +209,15 @@ def callees(described: dict[str, Any]) -> list[str]:
     return [e["invocation_id"] for e in described.get("journal", []) if e.get("invocation_id")]
 
 
-def drain(admin: str, watched: set[str], deadline_s: float) -> dict[str, dict[str, Any]]:
+def drain(admin: str, watched: set[str], deadline_s: float, stall_s: float) -> dict[str, dict[str, Any]]:
     """Wait until every watched invocation (and every callee their journals name) completed, up to
-    `deadline_s`, reading each by id (the admin API's list may lag); the last description of each
-    (`{}` for one the admin API does not know)."""
+    `deadline_s`, or until none has changed for `stall_s` (stuck: lease take-overs and retries come
+    sooner); each is read by id (the admin API's list may lag). The last description of each (`{}`
+    for one the admin API does not know)."""
     described: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + deadline_s
+    last_seen: object = None
+    changed_at = time.monotonic()
     while True:
         for invocation_id in sorted(watched):
             if described.get(invocation_id, {}).get("status") == "completed":
@@ -213,7 +228,12 @@ def drain(admin: str, watched: set[str], deadline_s: float) -> dict[str, dict[st
                 if fresh.get("status") == "completed":
                     watched.update(callees(fresh))
         open_ = [i for i in watched if described.get(i, {}).get("status") != "completed"]
-        if not open_ or time.monotonic() >= deadline:
+        seen = sorted(
+            (i, described.get(i, {}).get("modified_at"), described.get(i, {}).get("journal_length")) for i in open_
+        )
+        if seen != last_seen or any(described.get(i, {}).get("next_retry_at") for i in open_):
+            last_seen, changed_at = seen, time.monotonic()  # (one waiting for a retry is not stuck yet)
+        if not open_ or time.monotonic() >= min(deadline, changed_at + stall_s):
             return {i: described.get(i, {"status": "unread"}) for i in watched}
         time.sleep(0.5)
 
@@ -256,7 +276,7 @@ def store_for(kind: str, tmp_path: Path) -> Iterator[tuple[list[str], Callable[[
     else:
         from adapters.aws.dynamodb_store import DynamoDBStore
 
-        with dynalite_server() as endpoint:
+        with dynalite_server(survive_aborts=True) as endpoint:
 
             def dynamodb_doorbell(invocation_id: str) -> object:
                 store = DynamoDBStore("sigloop", region="us-east-1", endpoint_url=endpoint)
@@ -294,35 +314,35 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
             next_op = iter(ops)
             taken = threading.Lock()
             answered = [0]
-            stop = threading.Event()
+            killer_failed: list[BaseException] = []
 
             def client() -> None:
                 with httpx.Client() as http:
-                    while not stop.is_set():
+                    while not killer_failed:
                         with taken:
                             op = next(next_op, None)
                         if op is None:
                             return
-                        send_until_answered(torpor, op, http)
+                        send_until_answered(torpor, op, http, lambda: bool(killer_failed))
                         with taken:
                             answered[0] += 1
 
             clients = [threading.Thread(target=client, name=f"client-{i}") for i in range(CLIENTS)]
             killer = threading.Thread(
-                target=kill_loop, args=(torpor, rng, lambda: answered[0], stop), name="killer", daemon=True
+                target=kill_loop, args=(torpor, rng, lambda: answered[0], killer_failed), name="killer", daemon=True
             )
             for thread in [*clients, killer]:
                 thread.start()
             for thread in clients:
                 thread.join(OP_DEADLINE_S * 3)
             killer.join(120)
-            stop.set()
+            assert not killer_failed, f"a restart failed: {killer_failed[0]!r}"
             assert not killer.is_alive(), "the killer did not finish its kills"
             sent_s = time.monotonic() - started
 
             # WHEN the last process (started after the last kill) runs on
             ids = {op.invocation_id for op in ops if op.invocation_id}
-            described = drain(torpor.admin, set(ids), DRAIN_S)
+            described = drain(torpor.admin, set(ids), DRAIN_S, STALL_S)
             seconds = time.monotonic() - started
 
             # THEN nothing is lost, nothing is stuck, nothing failed, and every counter is exact
@@ -346,7 +366,8 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
             retried = sum(1 for op in ops if op.attempts > 1)
             print(
                 f"sigkill loop [{kind}]: seed={SEED} invocations={len(ops)} (+{len(described) - len(ids)} callees) "
-                f"kills={torpor.kills} seconds={seconds:.1f} (sending {sent_s:.1f}) retried_requests={retried} "
+                f"kills={torpor.kills} seconds={seconds:.1f} (sending {sent_s:.1f}, down {torpor.down_s:.1f}) "
+                f"retried_requests={retried} "
                 f"stuck={len(stuck)} lost={len(lost)} failed={len(failed)} counters_exact={exact} "
                 f"counters={counters} expected={dict(sorted(expected.items()))} stuck_by_target={dict(by_status)}"
             )
