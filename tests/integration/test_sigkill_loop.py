@@ -210,7 +210,8 @@ def callees(described: dict[str, Any]) -> list[str]:
 
 
 def drain(admin: str, watched: set[str], deadline_s: float, stall_s: float) -> dict[str, dict[str, Any]]:
-    """Wait until every watched invocation (and every callee their journals name) completed, up to
+    """Wait until every watched invocation (and every callee their journals name, so a stuck callee
+    shows as stuck too) completed, up to
     `deadline_s`, or until none has changed for `stall_s` (stuck: lease take-overs and retries come
     sooner); each is read by id (the admin API's list may lag). The last description of each (`{}`
     for one the admin API does not know)."""
@@ -225,8 +226,7 @@ def drain(admin: str, watched: set[str], deadline_s: float, stall_s: float) -> d
             fresh = admin_get(admin, invocation_id)
             if fresh is not None:
                 described[invocation_id] = fresh
-                if fresh.get("status") == "completed":
-                    watched.update(callees(fresh))
+                watched.update(callees(fresh))
         open_ = [i for i in watched if described.get(i, {}).get("status") != "completed"]
         seen = sorted(
             (i, described.get(i, {}).get("modified_at"), described.get(i, {}).get("journal_length")) for i in open_
@@ -236,6 +236,21 @@ def drain(admin: str, watched: set[str], deadline_s: float, stall_s: float) -> d
         if not open_ or time.monotonic() >= min(deadline, changed_at + stall_s):
             return {i: described.get(i, {"status": "unread"}) for i in watched}
         time.sleep(0.5)
+
+
+def completed_adds(described: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Per counter key, the sum of the deltas of the completed `Counter/{key}/add` and `add_after_sleep`
+    invocations: what the counter holds if each ran exactly once (stuck ones aside)."""
+    sums = dict.fromkeys(KEYS, 0)
+    for body in described.values():
+        if body.get("status") != "completed" or body.get("target_service_name") != "Counter":
+            continue
+        value = body["journal"][0]["value"]
+        if body.get("target_handler_name") == "add":
+            sums[body["target_service_key"]] += int(value)
+        elif body.get("target_handler_name") == "add_after_sleep":
+            sums[body["target_service_key"]] += int(value["delta"])
+    return sums
 
 
 def diagnose(admin: str, invocation_id: str, body: dict[str, Any], doorbell: Callable[[str], object]) -> str:
@@ -360,6 +375,7 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
                 assert reply.status_code == 200, reply.text
                 counters[key] = reply.json()
             exact = counters == {key: expected[key] for key in KEYS}
+            applied = completed_adds(described)  # what the completed adds (sent, called, callees) add up to
             by_status: defaultdict[str, int] = defaultdict(int)
             for i in stuck:
                 by_status[f"{described[i].get('target')}:{described[i].get('status')}"] += 1
@@ -369,7 +385,8 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
                 f"kills={torpor.kills} seconds={seconds:.1f} (sending {sent_s:.1f}, down {torpor.down_s:.1f}) "
                 f"retried_requests={retried} "
                 f"stuck={len(stuck)} lost={len(lost)} failed={len(failed)} counters_exact={exact} "
-                f"counters={counters} expected={dict(sorted(expected.items()))} stuck_by_target={dict(by_status)}"
+                f"counters={counters} expected={dict(sorted(expected.items()))} "
+                f"counters_equal_completed_adds={counters == applied} stuck_by_target={dict(by_status)}"
             )
             for invocation_id in stuck:
                 print(diagnose(torpor.admin, invocation_id, described[invocation_id], doorbell))
@@ -377,6 +394,6 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
                 print(f"UNANSWERED op{op.index} {op.method} {op.path} attempts={op.attempts} errors={op.errors[-5:]}")
             for invocation_id in failed:
                 print(f"FAILED {invocation_id} {described[invocation_id].get('completion_failure')}")
-            assert (len(stuck), len(lost), len(failed), exact) == (0, 0, 0, True)
+            assert (len(stuck), len(lost), len(failed), exact, counters == applied) == (0, 0, 0, True, True)
         finally:
             torpor.stop()
