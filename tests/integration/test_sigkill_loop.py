@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,7 @@ class RestartingTorpor:
         self.kills = 0
         self.down_s = 0.0  # time without a process answering, from each kill to the next start's /health
         self._killed_at: float | None = None
+        self.kill_times: list[float] = []  # wall-clock time of each kill, to tell where a stuck one was cut off
         self._up = threading.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._context: AbstractContextManager[tuple[str, str, subprocess.Popen[bytes]]] | None = None
@@ -129,6 +131,7 @@ class RestartingTorpor:
         self._up.clear()
         self._process.send_signal(signal.SIGKILL)
         self._killed_at = time.monotonic()
+        self.kill_times.append(time.time())
         self._process.wait(10)
         self._context.__exit__(None, None, None)
         self.kills += 1
@@ -253,15 +256,34 @@ def completed_adds(described: dict[str, dict[str, Any]]) -> dict[str, int]:
     return sums
 
 
-def diagnose(admin: str, invocation_id: str, body: dict[str, Any], doorbell: Callable[[str], object]) -> str:
+def _epoch_s(rfc3339: str | None) -> float:
+    """Seconds since the epoch of an admin API time (`2026-12-07T00:14:36.192Z`); 0 for none."""
+    if not rfc3339:
+        return 0.0
+    return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+def diagnose(
+    admin: str, invocation_id: str, body: dict[str, Any], doorbell: Callable[[str], object], kill_times: list[float]
+) -> str:
     """One stuck invocation, readably: status, what it waits for, its pending notifications, its
-    doorbell, the tail of its journal and the state of each callee it names."""
+    doorbell, the tail of its journal, the state of each callee it names, and the first kill after
+    the last write it shows (where the process that should have woken it was cut off)."""
+    writes = [e.get("stored_at") for e in [*body.get("journal", []), *body.get("pending_notifications", [])]]
+    last_write = max([_epoch_s(w) for w in writes] + [_epoch_s(body.get("modified_at"))])
+
+    def first_kill_after(at: float) -> str:
+        kills_after = [k for k in kill_times if k >= at - 0.05]
+        return f"+{(kills_after[0] - at) * 1000:.0f} ms" if kills_after else "none"
+
     lines = [
         f"STUCK {invocation_id} {body.get('target')} status={body.get('status')} attempts={body.get('attempts')} "
         f"doorbell={doorbell(invocation_id)} waiting_on={body.get('waiting_on')} "
         f"wake_up_at={body.get('wake_up_at')} next_retry_at={body.get('next_retry_at')} "
         f"last_failure={body.get('last_failure')} waiting_for_key_holder={body.get('waiting_for_key_holder')}",
         f"  pending_notifications={body.get('pending_notifications')}",
+        f"  first kill after its last write ({datetime.fromtimestamp(last_write, UTC).isoformat()}): "
+        f"{first_kill_after(last_write)}",
     ]
     for entry in body.get("journal", [])[-6:]:
         lines.append(f"  journal {entry}")
@@ -269,7 +291,8 @@ def diagnose(admin: str, invocation_id: str, body: dict[str, Any], doorbell: Cal
         other = admin_get(admin, callee) or {}
         lines.append(
             f"  callee {callee} {other.get('target')} status={other.get('status')} "
-            f"completion={other.get('completion_kind')} completed_at={other.get('completed_at')}"
+            f"completion={other.get('completion_kind')} completed_at={other.get('completed_at')} "
+            f"first kill after it completed: {first_kill_after(_epoch_s(other.get('completed_at')))}"
         )
     return "\n".join(lines)
 
@@ -389,7 +412,7 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
                 f"counters_equal_completed_adds={counters == applied} stuck_by_target={dict(by_status)}"
             )
             for invocation_id in stuck:
-                print(diagnose(torpor.admin, invocation_id, described[invocation_id], doorbell))
+                print(diagnose(torpor.admin, invocation_id, described[invocation_id], doorbell, torpor.kill_times))
             for op in unanswered:
                 print(f"UNANSWERED op{op.index} {op.method} {op.path} attempts={op.attempts} errors={op.errors[-5:]}")
             for invocation_id in failed:
