@@ -273,6 +273,8 @@ def diagnose(
     last_write = max([_epoch_s(w) for w in writes] + [_epoch_s(body.get("modified_at"))])
 
     def first_kill_after(at: float) -> str:
+        if not at:
+            return "-"
         kills_after = [k for k in kill_times if k >= at - 0.05]
         return f"+{(kills_after[0] - at) * 1000:.0f} ms" if kills_after else "none"
 
