@@ -221,7 +221,7 @@ def drain(admin: str, watched: set[str], deadline_s: float, stall_s: float) -> d
     described: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + deadline_s
     last_seen: object = None
-    changed_at = time.monotonic()
+    changed_at = next_report = time.monotonic()
     while True:
         for invocation_id in sorted(watched):
             if described.get(invocation_id, {}).get("status") == "completed":
@@ -236,6 +236,10 @@ def drain(admin: str, watched: set[str], deadline_s: float, stall_s: float) -> d
         )
         if seen != last_seen or any(described.get(i, {}).get("next_retry_at") for i in open_):
             last_seen, changed_at = seen, time.monotonic()  # (one waiting for a retry is not stuck yet)
+        if time.monotonic() >= next_report:  # how the drain goes, for a slow or stuck run
+            statuses = Counter(str(described.get(i, {}).get("status")) for i in open_)
+            print(f"drain: {len(open_)} open of {len(watched)}: {dict(statuses)}")
+            next_report = time.monotonic() + 5
         if not open_ or time.monotonic() >= min(deadline, changed_at + stall_s):
             return {i: described.get(i, {"status": "unread"}) for i in watched}
         time.sleep(0.5)
