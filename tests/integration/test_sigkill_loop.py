@@ -294,12 +294,45 @@ def _epoch_s(rfc3339: str | None) -> float:
     return datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
+def stuck_kind(body: dict[str, Any], bell: object, callee_bodies: list[dict[str, Any]]) -> str:
+    """Which crash point most likely left an invocation stuck, from what the store shows:
+
+    - `callee-stuck`: it waits for a callee that is stuck itself;
+    - `result-not-stored`: its callee completed, but no CallCompletion was stored for it (a kill
+      between the callee's completing write and telling its caller);
+    - `stored-not-rung`: the CallCompletion is pending, its doorbell was not rung for it (a kill
+      between storing the notification and ringing);
+    - `rung-not-woken`: stored and rung after it suspended, but no process woke it (a kill before the
+      in-process wake-up; no sweep looks at suspended invocations);
+    - `pending-key-free` / `pending-behind-holder`: an exclusive call waiting in its key's queue
+      while nobody holds the key (a kill between releasing the key and handing it on) or behind one;
+    - `other`.
+    """
+    status = body.get("status")
+    if status == "pending":
+        return "pending-behind-holder" if body.get("waiting_for_key_holder") else "pending-key-free"
+    if status != "suspended":
+        return "other"
+    awaited = set((body.get("waiting_on") or {}).get("completions", []))
+    pending = [n for n in body.get("pending_notifications", []) if n.get("completion_id") in awaited]
+    if pending:
+        delivered = sum(1 for e in body.get("journal", []) if e.get("type") == "CallCompletion")
+        rung = isinstance(bell, int) and bell >= delivered + len(body.get("pending_notifications", []))
+        return "rung-not-woken" if rung else "stored-not-rung"
+    if callee_bodies and callee_bodies[-1].get("status") == "completed":
+        return "result-not-stored"
+    if callee_bodies:
+        return "callee-stuck"
+    return "other"
+
+
 def diagnose(
     admin: str, invocation_id: str, body: dict[str, Any], doorbell: Callable[[str], object], kill_times: list[float]
-) -> str:
-    """One stuck invocation, readably: status, what it waits for, its pending notifications, its
-    doorbell, the tail of its journal, the state of each callee it names, and the first kill after
-    the last write it shows (where the process that should have woken it was cut off)."""
+) -> tuple[str, str]:
+    """One stuck invocation: its `stuck_kind`, and readably its status, what it waits for, its
+    pending notifications, its doorbell, the tail of its journal, the state of each callee it names,
+    and the first kill after the last write it shows (where the process that should have woken it
+    was cut off)."""
     writes = [e.get("stored_at") for e in [*body.get("journal", []), *body.get("pending_notifications", [])]]
     last_write = max([_epoch_s(w) for w in writes] + [_epoch_s(body.get("modified_at"))])
 
@@ -309,9 +342,12 @@ def diagnose(
         kills_after = [k for k in kill_times if k >= at - 0.05]
         return f"+{(kills_after[0] - at) * 1000:.0f} ms" if kills_after else "none"
 
+    bell = doorbell(invocation_id)
+    callee_bodies = [admin_get(admin, callee) or {} for callee in callees(body)]
+    kind = stuck_kind(body, bell, callee_bodies)
     lines = [
-        f"STUCK {invocation_id} {body.get('target')} status={body.get('status')} attempts={body.get('attempts')} "
-        f"doorbell={doorbell(invocation_id)} waiting_on={body.get('waiting_on')} "
+        f"STUCK {kind} {invocation_id} {body.get('target')} status={body.get('status')} "
+        f"attempts={body.get('attempts')} doorbell={bell} waiting_on={body.get('waiting_on')} "
         f"wake_up_at={body.get('wake_up_at')} next_retry_at={body.get('next_retry_at')} "
         f"last_failure={body.get('last_failure')} waiting_for_key_holder={body.get('waiting_for_key_holder')}",
         f"  pending_notifications={body.get('pending_notifications')}",
@@ -320,14 +356,13 @@ def diagnose(
     ]
     for entry in body.get("journal", [])[-6:]:
         lines.append(f"  journal {entry}")
-    for callee in callees(body):
-        other = admin_get(admin, callee) or {}
+    for callee, other in zip(callees(body), callee_bodies, strict=True):
         lines.append(
             f"  callee {callee} {other.get('target')} status={other.get('status')} "
             f"completion={other.get('completion_kind')} completed_at={other.get('completed_at')} "
             f"first kill after it completed: {first_kill_after(_epoch_s(other.get('completed_at')))}"
         )
-    return "\n".join(lines)
+    return kind, "\n".join(lines)
 
 
 @contextlib.contextmanager
@@ -445,8 +480,15 @@ def test_sigkill_loop_loses_nothing_leaves_nothing_stuck_and_counts_exactly(kind
                 f"counters={counters} expected={dict(sorted(expected.items()))} "
                 f"counters_equal_completed_adds={counters == applied} stuck_by_target={dict(by_status)}"
             )
+            kinds: Counter[str] = Counter()
             for invocation_id in stuck:
-                print(diagnose(torpor.admin, invocation_id, described[invocation_id], doorbell, torpor.kill_times))
+                kind_of, text = diagnose(
+                    torpor.admin, invocation_id, described[invocation_id], doorbell, torpor.kill_times
+                )
+                kinds[kind_of] += 1
+                print(text)
+            if stuck:
+                print(f"sigkill loop [{kind}]: stuck by kind: {dict(sorted(kinds.items()))}")
             for op in unanswered:
                 print(f"UNANSWERED op{op.index} {op.method} {op.path} attempts={op.attempts} errors={op.errors[-5:]}")
             for invocation_id in failed:
