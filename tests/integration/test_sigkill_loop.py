@@ -10,9 +10,18 @@ a kill sends it again, unchanged, to the next process and gets the same invocati
 
 A killer thread SIGKILLs the process `TORPOR_SIGKILL_KILLS` times (default 12) at moments drawn from
 `TORPOR_SIGKILL_SEED` (printed; default fixed), spread over the workload, and restarts it on the same
-store each time. One summary line is printed per store; a stuck invocation is described (status, what
-it waits for, pending notifications, doorbell, journal tail, its callees) so that a failure says which
-crash point left it behind.
+store each time. dynalite runs through `tests/helpers/dynalite_survive_aborts.js`: plain dynalite
+exits when a killed client aborts a request mid-body.
+
+The checks do not depend on timing: after the last restart every invocation (and every callee named
+in a journal) must complete within 120 s, each read by id where the admin list does not show it
+completed (0 stuck, 0 lost: a 404 or a request that never got an id), none may fail, and each counter
+must equal the sum of the deltas sent (and, when it does not, the sum of its completed adds tells
+whether an add was applied twice or only left stuck). One summary line is printed per store
+(`pytest -s` shows it on success); a stuck invocation is described (status, what it waits for, pending
+notifications, doorbell, journal tail, its callees, the first kill after its last write) and
+classified by the crash point that most likely left it behind (`stuck_kind`). Another seed:
+`TORPOR_SIGKILL_SEED=7 pytest -s tests/integration/test_sigkill_loop.py`.
 """
 
 from __future__ import annotations
