@@ -21,6 +21,7 @@ from tests.helpers.moto import DUMMY_AWS_ENV
 from tests.helpers.services import REPO_ROOT, free_port
 
 DEFAULT_CLI = REPO_ROOT / ".cache" / "dynalite" / "node_modules" / "dynalite" / "cli.js"
+SURVIVE_ABORTS = Path(__file__).with_name("dynalite_survive_aborts.js")
 
 
 def dynalite_cli() -> Path:
@@ -35,12 +36,17 @@ def dynalite_cli() -> Path:
 
 
 @contextmanager
-def dynalite_server() -> Iterator[str]:
-    """Run dynalite on a free loopback port with a temporary data directory; yields its URL."""
+def dynalite_server(*, survive_aborts: bool = False) -> Iterator[str]:
+    """Run dynalite on a free loopback port with a temporary data directory; yields its URL.
+
+    `survive_aborts`: run it through `dynalite_survive_aborts.js`, which keeps the server up when a
+    client dies mid-request (plain dynalite exits: a test that SIGKILLs its clients needs this).
+    """
     data_dir = tempfile.mkdtemp(prefix="torpor-dynalite-")
     port = free_port()
+    wrapper = [str(SURVIVE_ABORTS)] if survive_aborts else []
     process = subprocess.Popen(
-        ["node", str(dynalite_cli()), "--port", str(port), "--path", data_dir, "--createTableMs", "0",
+        ["node", *wrapper, str(dynalite_cli()), "--port", str(port), "--path", data_dir, "--createTableMs", "0",
          "--deleteTableMs", "0", "--updateTableMs", "0"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
@@ -59,6 +65,7 @@ def dynalite_server() -> Iterator[str]:
                     raise
                 time.sleep(0.05)
         yield url
+        assert process.poll() is None, f"dynalite exited with status {process.returncode} (its stderr is above)"
     finally:
         process.terminate()
         process.wait(10)
