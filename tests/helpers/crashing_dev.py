@@ -27,14 +27,11 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
-import httpx
-
-from tests.helpers.dev import wait_for
-from tests.helpers.services import REPO_ROOT, free_port
+from tests.helpers.dev import torpor_dev_process
 
 CRASH_ENV = "TORPOR_TEST_CRASH_AT"
 CRASH_STATUS = 137
@@ -142,37 +139,13 @@ def install(spec: str) -> None:
     Effects.tell_caller = _wrap(Effects.tell_caller, None, "tell", wanted, n)  # type: ignore[method-assign]
 
 
-@contextmanager
-def crashing_dev_process(crash_at: str, *store_args: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+def crashing_dev_process(
+    crash_at: str, *store_args: str
+) -> AbstractContextManager[tuple[str, str, subprocess.Popen[bytes]]]:
     """`torpor dev STORE_ARGS` (3 s inactivity timeout, 1 s lease margin, as `torpor_dev_process`)
     that exits with status 137 at `crash_at` (`POINT:N`, see the module doc):
     `(ingress URL, admin URL, process)`. Terminated on exit if it is still running."""
-    ingress_port, admin_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "tests.helpers.crashing_dev", "dev", *store_args,
-            "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
-            "--inactivity-timeout", "3s", "--lease-margin", "1s",
-        ],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), CRASH_ENV: crash_at},
-    )  # fmt: skip
-    admin = f"http://127.0.0.1:{admin_port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{admin}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            assert process.poll() is None, "the crashing torpor dev exited before it answered /health"
-            return False
-
-    try:
-        wait_for(healthy, 60, "the crashing torpor dev to answer /health")
-        yield f"http://127.0.0.1:{ingress_port}", admin, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(15)
+    return torpor_dev_process(*store_args, module="tests.helpers.crashing_dev", env={CRASH_ENV: crash_at})
 
 
 if __name__ == "__main__":

@@ -70,19 +70,22 @@ def dev_with_examples(moto_endpoint: str, examples_url: str, settings: Settings)
 
 
 @contextmanager
-def torpor_dev_process(*store_args: str) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
+def torpor_dev_process(
+    *store_args: str, module: str = "adapters.cli", env: dict[str, str] | None = None
+) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """`torpor dev STORE_ARGS` in a subprocess on free ports, with a 3 s inactivity timeout and a 1 s
     lease margin (so a crashed attempt is taken over quickly): `(ingress URL, admin URL, process)`.
-    Terminated on exit unless the test killed it."""
+    `module` is what runs the CLI (`python -m MODULE`; a wrapper such as `tests.helpers.crashing_dev`),
+    with `env` added to the environment. Terminated on exit unless the test killed it."""
     ingress_port, admin_port = free_port(), free_port()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "adapters.cli", "dev", *store_args,
+            sys.executable, "-m", module, "dev", *store_args,
             "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
             "--inactivity-timeout", "3s", "--lease-margin", "1s",
         ],
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
     )  # fmt: skip
     admin = f"http://127.0.0.1:{admin_port}"
 
@@ -90,7 +93,7 @@ def torpor_dev_process(*store_args: str) -> Iterator[tuple[str, str, subprocess.
         try:
             return httpx.get(f"{admin}/health", timeout=1).status_code == 200
         except httpx.HTTPError:
-            assert process.poll() is None, "torpor dev exited early"
+            assert process.poll() is None, "torpor dev exited before it answered /health"
             return False
 
     try:
