@@ -18,21 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import wire_failure
 from control_plane.held import Held
+from control_plane.hooks import EngineHooks
 from control_plane.journal import notification_key
 from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
 from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
 from control_plane.ports import InvocationRecord, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
-
-if TYPE_CHECKING:
-    from control_plane.invocation import Engine
 
 log = logging.getLogger("torpor.invocation")
 
@@ -71,11 +68,11 @@ class Effects:
     """What an `Engine`'s committed entries do beyond the invocation's journal, and the
     notifications that reach an invocation from outside (see the module doc).
 
-    Works with the engine's store, registry, scheduler and clock, and with the engine itself to
-    create callees (`Engine.create`) and arm timers (`Engine._arm`).
+    Works with the engine's store, registry, scheduler and clock, and calls back into the engine
+    through `control_plane.hooks.EngineHooks` to create callees (`create`) and arm timers (`arm`).
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineHooks) -> None:
         self.engine = engine
         self.store = engine.store
         self.clock = engine.clock
@@ -176,7 +173,7 @@ class Effects:
             if entry.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
-                    self.engine._arm(parent, sleep.wake_up_time, held)
+                    self.engine.arm(parent, sleep.wake_up_time, held)
             elif entry.type in (MessageType.OneWayCall, MessageType.Call):
                 if callees and callees % EPOCH_CHECK_EVERY == 0:
                     self._check_epoch(held)

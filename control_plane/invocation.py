@@ -546,7 +546,7 @@ class Engine:
         return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
     def _wait_for_sleep(self, held: Held, now: int) -> bool:
-        """Woken up to the scheduler's `sleep_lead_ms` before a sleep is due (see `_arm`): wait for it
+        """Woken up to the scheduler's `sleep_lead_ms` before a sleep is due (see `arm`): wait for it
         in-process, lease and journal in hand. True if a sleep is due now."""
         lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
         soonest = min(held.journal.open_sleeps().values(), default=0)
@@ -557,7 +557,7 @@ class Engine:
 
     def sleep_timer_dues(self, wake_up_ms: int) -> set[int]:
         """Where a timer for a sleep waking at `wake_up_ms` may be recorded: there, or the scheduler's
-        `sleep_lead_ms` earlier (`_arm`); what deleting the sleep's timer deletes."""
+        `sleep_lead_ms` earlier (`arm`); what deleting the sleep's timer deletes."""
         lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
         return {min(due, MAX_TIMER_MS) for due in (wake_up_ms, wake_up_ms - lead_ms) if due > 0}
 
@@ -573,7 +573,7 @@ class Engine:
             held.timers.add(min(soonest, MAX_TIMER_MS))
             self.scheduler.wake_at(held.record.invocation_id, soonest)
 
-    def _arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
+    def arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
         """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.
 
         A sleep of at least `_LEAD_MIN_SLEEP_MS` is armed the scheduler's `sleep_lead_ms` early: the
@@ -1049,7 +1049,7 @@ class Engine:
         completed, so it is recovered (or the operation retried) and tells again; after the write
         every caller it knew of was told already. A worker's completing write fails if a caller
         attached meanwhile (`_completing_write`); a kill's cannot, and tells such a caller after the
-        write (`_ended`, from the record the write read back)."""
+        write (`ended`, from the record the write read back)."""
         callers = set(record.callers)
         if record.caller_id:
             callers.add(f"{record.caller_id}/{record.caller_completion_id}")
@@ -1060,7 +1060,7 @@ class Engine:
 
     def _completing_write(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
         """Tell the callers (`tell_callers`, of the invocation as `changes` complete it), then make
-        the completing write; returns the callers told (`_ended` tells any others).
+        the completing write; returns the callers told (`ended` tells any others).
 
         An invocation others can attach to (an idempotency key's, a workflow's run) is read again
         first (one read), and its completing write is conditional on the doorbell that read found:
@@ -1089,7 +1089,7 @@ class Engine:
             return told
         raise StoreConflict(f"{held.record.invocation_id}: its doorbell kept ringing while it completed")
 
-    def _ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
+    def ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
         """After the invocation completed (`record` as the completing write left it): wake waiting
         callers, tell the callers not in `told` (attached after they were told, before the write),
         hand its object key on, and start the retention of a workflow's state and promises.
@@ -1136,7 +1136,7 @@ class Engine:
         except StoreConflict:
             return Outcome.LEASE_LOST
         self.effects.drop_sleep_timers(held)
-        self._ended(held.record, told)
+        self.ended(held.record, told)
         return Outcome.COMPLETED
 
     def _complete(self, held: Held) -> Outcome:
@@ -1185,7 +1185,7 @@ class Engine:
             )
             return self._fail_terminally(held, 413, message)
         self.effects.drop_sleep_timers(held)
-        self._ended(held.record, told)
+        self.ended(held.record, told)
         return Outcome.COMPLETED
 
     def _failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
@@ -1221,7 +1221,7 @@ class Engine:
                 deadline = time.monotonic() + KILL_BUDGET_S
                 if killed:
                     self.operations.kill_callees_behind(held, deadline)
-                self._ended(held.record, told)
+                self.ended(held.record, told)
                 if killed:
                     self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
                 return Outcome.COMPLETED

@@ -11,8 +11,8 @@ the deadlock report. The admin API, the CLI and the web UI reach an invocation t
 
 Each goes through the store's conditional writes (`Store.update_unless_completed` moves the epoch,
 so a worker still holding the old lease cannot write after it) and the engine's completion path
-(`Engine.tell_callers` before the completing write, then `Engine._ended`: hand the object key on,
-expire a workflow's items).
+(`Engine.tell_callers` before the completing write, then `Engine.ended`: hand the object key on,
+expire a workflow's items), called through `control_plane.hooks.EngineHooks`.
 """
 
 from __future__ import annotations
@@ -22,19 +22,16 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from control_plane.decisions import completion_changes
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.held import Held
+from control_plane.hooks import EngineHooks
 from control_plane.journal import Journal
 from control_plane.keyed import is_exclusive
 from control_plane.ports import MAX_TIMER_MS, InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
-
-if TYPE_CHECKING:
-    from control_plane.invocation import Engine
 
 log = logging.getLogger("torpor.invocation")
 
@@ -89,7 +86,7 @@ class Operations:
     status (completed, or not paused for `resume`).
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineHooks) -> None:
         self.engine = engine
         self.store = engine.store
         self.clock = engine.clock
@@ -338,7 +335,7 @@ class Operations:
         invocation's epoch is still that (`StoreConflict` otherwise). Its callers are told before the
         completing write (`Engine.tell_callers`): a crash between the two leaves it not completed, and
         the operation, retried, tells them again (first per key wins); a crash after the write has told
-        them. Callers attached meanwhile are told after it (`Engine._ended`). When the write fails (it
+        them. Callers attached meanwhile are told after it (`Engine.ended`). When the write fails (it
         completed on its own, or, with `epoch`, it started meanwhile), the callers keep what they were
         told first. `before_ended` runs after the completing write, before the object key is handed on.
         """
@@ -365,4 +362,4 @@ class Operations:
             self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
         if before_ended is not None:
             before_ended()
-        self.engine._ended(ended or record, told)
+        self.engine.ended(ended or record, told)

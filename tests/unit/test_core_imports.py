@@ -29,3 +29,43 @@ def test_the_core_imports_nothing_built_on_it_nor_any_aws_library() -> None:
     }
     assert sorted(offending) == []
     assert (CORE / "invocation.py").exists()  # the walk saw the core
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _edges(path: Path, modules: set[str]) -> set[str]:
+    """The core's modules `path` imports; `from package import submodule` is an edge to the submodule."""
+    edges: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            edges.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                edges.add(submodule if submodule in modules else node.module)
+    return edges & modules
+
+
+def test_the_cores_modules_import_each_other_without_a_cycle() -> None:
+    modules = {_module(path): path for path in CORE.rglob("*.py")}
+    graph = {name: _edges(path, set(modules)) - {name} for name, path in modules.items()}
+    done: set[str] = set()
+
+    def cycle_from(name: str, trail: list[str]) -> list[str] | None:
+        if name in trail:
+            return [*trail[trail.index(name) :], name]
+        if name in done:
+            return None
+        for imported in sorted(graph[name]):
+            found = cycle_from(imported, [*trail, name])
+            if found:
+                return found
+        done.add(name)
+        return None
+
+    cycles = [c for name in sorted(graph) if (c := cycle_from(name, []))]
+    assert cycles == []
+    assert "control_plane.effects" in graph["control_plane.invocation"]  # the graph has edges
