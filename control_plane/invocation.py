@@ -91,7 +91,7 @@ from control_plane.protocol import (
     is_custom,
 )
 from control_plane.protocol import protocol_pb2 as pb
-from control_plane.registry import HandlerOptions, Registry
+from control_plane.registry import HandlerOptions, Registry, Target
 from control_plane.request_identity import refusal_hint
 from control_plane.retention import Retention
 from control_plane.settings import Settings
@@ -298,37 +298,25 @@ class Engine:
         leased = leased and not delayed
         invocation_id = invocation_id or ids.new_invocation_id(key)
         on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
-        input_headers = [
-            pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
-        ]
-        input_command = pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body))
-        record = InvocationRecord(
-            invocation_id=invocation_id,
-            service=service,
-            handler=handler,
-            key=key,
-            deployment_id=deployment.deployment_id,
-            protocol_version=self.registry.protocol_version(deployment),
-            status="running" if leased else "scheduled" if delayed else "ready",
-            input_entry=encode_frames([frame(input_command)]),
-            created_at_ms=now,
-            modified_at_ms=now,
-            epoch=1 if leased else 0,
-            lease_until_ms=now + self._lease_ms(target.options) if leased else 0,
-            random_seed=random.getrandbits(63),
+        record = self._new_record(
+            invocation_id,
+            target,
+            deployment.deployment_id,
+            service,
+            handler,
+            key,
+            body,
+            headers,
+            now=now,
+            leased=leased,
+            delayed=delayed,
+            on_key=on_key,
+            execution_time_ms=execution_time_ms,
             idempotency_key=idempotency_key,
-            output_content_type=target.output_content_type,
-            execution_time_ms=execution_time_ms if delayed else 0,
-            wake_up_at_ms=execution_time_ms if delayed else 0,
-            service_type=service_type,
-            handler_type=handler_type,
-            # on a key: its place in the queue, and until a later write clears it, the mark that it
-            # may not hold the key yet (a crash between creating it and taking the key: `_advance`)
-            inbox_seq=_inbox_seq(now, invocation_id) if on_key else "",
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
-            trace_id=trace_id or trace_id_from(headers),
-            requests=dict(self.store.creation_requests(delayed=delayed, on_key=on_key)) or None,
+            trace_id=trace_id,
+            protocol_version=self.registry.protocol_version(deployment),
         )
         if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
             raise ItemTooLarge(
@@ -365,6 +353,66 @@ class Engine:
         elif not leased and record.status == "ready":
             self.scheduler.wake_now(record.invocation_id)
         return record
+
+    def _new_record(
+        self,
+        invocation_id: str,
+        target: Target,
+        deployment_id: str,
+        service: str,
+        handler: str,
+        key: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        now: int,
+        leased: bool,
+        delayed: bool,
+        on_key: bool,
+        execution_time_ms: int,
+        idempotency_key: str,
+        caller_id: str,
+        caller_completion_id: int,
+        trace_id: str,
+        protocol_version: int,
+    ) -> InvocationRecord:
+        """The record `create` stores (nothing written here): its Input command (`body`, and
+        `headers` less the dropped ones), status `running` (`leased`, epoch 1), `scheduled`
+        (`delayed`, woken at `execution_time_ms`) or `ready`, its place in its key's queue
+        (`on_key`), its caller and its trace."""
+        handler_type = target.handler_type or ("EXCLUSIVE" if target.service_type == "VIRTUAL_OBJECT" else "")
+        input_headers = [
+            pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
+        ]
+        input_command = pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body))
+        return InvocationRecord(
+            invocation_id=invocation_id,
+            service=service,
+            handler=handler,
+            key=key,
+            deployment_id=deployment_id,
+            protocol_version=protocol_version,
+            status="running" if leased else "scheduled" if delayed else "ready",
+            input_entry=encode_frames([frame(input_command)]),
+            created_at_ms=now,
+            modified_at_ms=now,
+            epoch=1 if leased else 0,
+            lease_until_ms=now + self._lease_ms(target.options) if leased else 0,
+            random_seed=random.getrandbits(63),
+            idempotency_key=idempotency_key,
+            output_content_type=target.output_content_type,
+            execution_time_ms=execution_time_ms if delayed else 0,
+            wake_up_at_ms=execution_time_ms if delayed else 0,
+            service_type=target.service_type,
+            handler_type=handler_type,
+            # on a key: its place in the queue, and until a later write clears it, the mark that it
+            # may not hold the key yet (a crash between creating it and taking the key: `_advance`)
+            inbox_seq=_inbox_seq(now, invocation_id) if on_key else "",
+            caller_id=caller_id,
+            caller_completion_id=caller_completion_id,
+            trace_id=trace_id or trace_id_from(headers),
+            requests=dict(self.store.creation_requests(delayed=delayed, on_key=on_key)) or None,
+        )
 
     def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
         """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""

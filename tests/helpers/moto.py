@@ -7,6 +7,7 @@ tests share the server, not its state.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,25 +59,39 @@ def moto_server(*, serial: bool = False) -> Iterator[str]:
     `serial=True` serves one request at a time, as `torpor dev`'s embedded server does (atomic item
     writes; only for DynamoDB: an SQS long poll would hold every other request up).
 
-    Sets `DUMMY_AWS_ENV` in `os.environ` while it runs and restores the previous values after.
+    Sets `DUMMY_AWS_ENV` in `os.environ` while any moto server runs and restores the previous values
+    when the last one stops: servers may stop in any order (a module's server started before the
+    session's and stopped while the session's still runs must not take its credentials away).
 
     Yields:
         The endpoint URL, e.g. `http://127.0.0.1:54321`.
     """
-    saved = {name: os.environ.get(name) for name in DUMMY_AWS_ENV}
-    os.environ.update(DUMMY_AWS_ENV)
+    with _ENV_LOCK:
+        if not _RUNNING:
+            _SAVED_ENV.update({name: os.environ.get(name) for name in DUMMY_AWS_ENV})
+            os.environ.update(DUMMY_AWS_ENV)
+        _RUNNING.append(None)
     server = (_SerialMotoServer if serial else _MotoServer)(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
     try:
+        server.start()
         host, port = server.get_host_and_port()
         yield f"http://{host}:{port}"
     finally:
         server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        with _ENV_LOCK:
+            _RUNNING.pop()
+            if not _RUNNING:
+                for name, value in _SAVED_ENV.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+                _SAVED_ENV.clear()
+
+
+_ENV_LOCK = threading.Lock()
+_RUNNING: list[None] = []  # one per moto server running in this process
+_SAVED_ENV: dict[str, str | None] = {}  # the environment's values before the first one started
 
 
 def unique_table_name(prefix: str = "torpor-test") -> str:
