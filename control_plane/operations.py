@@ -280,8 +280,10 @@ class Operations:
             "lease_until_ms": 0,
         }
         waits_for_key = is_exclusive(record) and self.store.lock_holder(record.service, record.key) != invocation_id
-        if waits_for_key:  # paused before it held its object key: back in the key's queue
-            changes.update(status="pending", inbox_seq=f"{self.clock.now_ms():013d}{invocation_id}")
+        if waits_for_key:  # paused before it held its object key: back in the key's queue, in its old place
+            # if it had one (its entry stays in the queue while it is paused: a new one would be left
+            # behind once it completes; found by the simulator, seed 317)
+            changes.update(status="pending", inbox_seq=record.inbox_seq or f"{self.clock.now_ms():013d}{invocation_id}")
         if deployment_id:
             deployment = self.registry.deployment(deployment_id)
             changes["deployment_id"] = deployment.deployment_id
