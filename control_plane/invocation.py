@@ -1170,7 +1170,17 @@ class Engine:
 
     def _fail_terminally(self, held: Held, code: int, message: str, completion: str = "failed") -> Outcome:
         """Complete the invocation with a failure that no retry can mend (e.g. 413: too large);
-        `completion` is the kind stored with it (`failed`, or `cancelled` before it started)."""
+        `completion` is the kind stored with it (`failed`, or `cancelled` before it started).
+
+        Committed entries whose effects are not known applied (a OneWayCall committed in an earlier
+        batch of the answer whose next batch is too large) are applied first, as in `_complete`: a
+        completed invocation is never advanced again, so what it committed would never happen. If
+        that fails the exception propagates and the attempt fails (`_run_guarded`)."""
+        if held.effects_known_upto() < len(held.journal):
+            try:
+                self.effects.apply(held, held.effects_known_upto())
+            except StoreConflict:  # it lost its key, or its epoch moved: killed meanwhile
+                return Outcome.LEASE_LOST
         now = self.clock.now_ms()
         changes = completion_changes(
             now,
