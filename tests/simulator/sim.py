@@ -1,0 +1,571 @@
+"""A deterministic simulator of Torpor: one process, a virtual clock, faults chosen by a seed.
+
+`run_scenario(seed)` builds a fresh in-memory SQLite store, a `ControlPlane` over it with a
+virtual `Clock` and `Scheduler` and the in-process deployment of `tests.simulator.sdk`, submits
+a workload chosen by the seed (services with runs, sleeps and calls; a virtual object's counter
+on contended keys, called directly, from other handlers and by delayed sends; idempotency keys,
+some requests sent twice), and runs it in virtual-time order while injecting faults:
+
+- a crash at a chosen store call (`SimulatedCrash` unwinds the engine; a NEW `ControlPlane` over
+  the same store continues after a start-up `sweep`; the in-process wake-ups are lost);
+- a concurrent executor at a chosen store call: the clock jumps past the lease, and a second
+  `ControlPlane` advances the same invocation before the first one's call goes on;
+- failed effect writes (state writes, callee creations, timers) raising a transient error;
+- wake-ups dropped, duplicated, delivered late or early (a dropped one is recovered by the
+  periodic `sweep_due`/`sweep`).
+
+After the run it checks invariants and returns the violations (`Scenario.violations`).
+`MUTANTS` break the engine on purpose, to show the checks can fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import json
+import logging
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.local.sqlite_store import SQLiteStore
+from control_plane.effects import Effects
+from control_plane.held import Held
+from control_plane.ports import INVOCATION_STATUSES, StoreConflict
+from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.runtime import ControlPlane
+from control_plane.settings import Settings
+from tests.simulator.sdk import DEPLOYMENT_URL, Ctx, SimDeployment
+
+START_MS = 1_800_000_000_000
+_SWEEP_DUE_EVERY_MS = 60_000
+_SWEEP_EVERY_MS = 300_000
+_HORIZON_MS = 6 * 3600 * 1000  # a scenario not done by then has stuck invocations
+_MAX_STEPS = 20_000
+_EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "put_notification"})
+
+MUTANTS = ("skip-fence", "ignore-effect-failure")
+"""Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
+record writes; an effect whose write failed after its commit is dropped (counted as applied)."""
+
+
+class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
+    """The process dies here: a BaseException, so no `except Exception` in the engine catches it."""
+
+
+class SimulatedWriteFailure(RuntimeError):
+    """A transient store failure of one effect write (throttling, a network blip): nothing written."""
+
+
+class VirtualClock:
+    """The `Clock` port on virtual time, moved only by the simulation loop."""
+
+    def __init__(self, now_ms: int = START_MS) -> None:
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        """The virtual time, ms since the epoch."""
+        return self.now
+
+
+@dataclass(order=True)
+class _Event:
+    due_ms: int
+    seq: int
+    kind: str = field(compare=False)  # "now" | "timer" | "submit" | "sweep" | "sweep_due" | "startup"
+    target: Any = field(compare=False, default=None)
+    arg: int = field(compare=False, default=0)
+
+
+class VirtualScheduler:
+    """The `Scheduler` port as a heap of wake-ups in virtual time; the seed's `rng` may drop,
+    duplicate, delay or advance each one (`p_drop`, `p_dup`, `p_late`, `p_early`)."""
+
+    def __init__(self, clock: VirtualClock, rng: random.Random, faults: bool) -> None:
+        self.clock = clock
+        self.rng = rng
+        self.heap: list[_Event] = []
+        self.seq = itertools.count()
+        self.faults = faults
+        self.p_drop, self.p_dup, self.p_late, self.p_early = (
+            (rng.choice([0, 0.03, 0.1]), rng.choice([0, 0.1]), rng.choice([0, 0.2]), rng.choice([0, 0.1]))
+            if faults
+            else (0, 0, 0, 0)
+        )
+        self.enabled = True
+
+    def push(self, due_ms: int, kind: str, target: Any = None, arg: int = 0) -> None:
+        """Add an event (no faults)."""
+        heapq.heappush(self.heap, _Event(due_ms, next(self.seq), kind, target, arg))
+
+    def _wake(self, kind: str, invocation_id: str, due_ms: int) -> None:
+        if self.enabled and self.rng.random() < self.p_drop:
+            return
+        at = due_ms
+        if self.enabled and self.rng.random() < self.p_late:
+            at += self.rng.randint(1, 20_000)
+        if self.enabled and kind == "timer" and self.rng.random() < self.p_early:
+            at -= self.rng.randint(1, 5_000)
+        self.push(max(at, self.clock.now), kind, invocation_id, due_ms)
+        if self.enabled and self.rng.random() < self.p_dup:
+            self.push(max(at, self.clock.now) + self.rng.randint(0, 3_000), kind, invocation_id, due_ms)
+
+    def wake_now(self, invocation_id: str) -> None:
+        """Advance `invocation_id` as soon as the loop gets to it."""
+        self._wake("now", invocation_id, self.clock.now)
+
+    def wake_at(self, invocation_id: str, due_ms: int) -> None:
+        """Deliver a timer for `due_ms` (`ControlPlane.on_timer`)."""
+        self._wake("timer", invocation_id, due_ms)
+
+    def forget_wake_ups(self) -> None:
+        """A crash: every in-process wake-up is lost (client requests and sweeps stay)."""
+        self.heap = [e for e in self.heap if e.kind not in ("now", "timer")]
+        heapq.heapify(self.heap)
+
+
+class SimStore:
+    """The store of a scenario: the SQLite store, with faults at chosen call numbers, a log of the
+    run results committed (`committed_runs`), and the `skip-fence` mutant."""
+
+    def __init__(self, inner: SQLiteStore, sim: Scenario) -> None:
+        self._inner = inner
+        self._sim = sim
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._sim.before_store_call(name)
+            if name == "update_invocation" and self._sim.mutant == "skip-fence":
+                current = self._inner.get_invocation(args[0])
+                if current is not None:
+                    args = (args[0], current.epoch, *args[2:])
+            result = value(*args, **kwargs)
+            if name == "append_batch":
+                self._sim.committed(args[0], args[1])
+            return result
+
+        return call
+
+
+# --- the workload: services, handlers and the reference model -------------------------------------
+
+
+def _counter_add(ctx: Ctx) -> bytes:
+    delta = int(ctx.input)
+    before = int(ctx.get(b"n") or b"0")
+    ctx.run("audit", lambda: b"ok")
+    ctx.set(b"n", str(before + delta).encode())
+    return str(before + delta).encode()
+
+
+def _echo(ctx: Ctx) -> bytes:
+    text = ctx.input
+    return ctx.run("shout", lambda: text.upper())
+
+
+def _flow(ctx: Ctx) -> bytes:
+    parts: list[str] = []
+    for i, step in enumerate(json.loads(ctx.input)):
+        op = step[0]
+        if op == "run":
+            parts.append(ctx.run(f"r{i}", lambda tag=step[1]: tag.encode()).decode())
+        elif op == "sleep":
+            ctx.sleep(f"z{i}", step[1])
+            parts.append("z")
+        elif op == "call":
+            parts.append(ctx.call("Echo", "echo", step[1].encode(), name=f"c{i}").decode())
+        elif op == "add":
+            ctx.call("Counter", "add", str(step[2]).encode(), key=step[1], name=f"a{i}")
+            parts.append("+")
+        elif op == "send":
+            ctx.send("Counter", "add", str(step[2]).encode(), key=step[1], delay_ms=step[3], name=f"s{i}")
+            parts.append("s")
+    return "|".join(parts).encode()
+
+
+SERVICES = {
+    "Counter": ("VIRTUAL_OBJECT", {"add": _counter_add}),
+    "Echo": ("SERVICE", {"echo": _echo}),
+    "Flow": ("SERVICE", {"main": _flow}),
+}
+
+
+def expected_flow(steps: list[list[Any]]) -> bytes:
+    """The reference model of `Flow/main`: its output for `steps`."""
+    parts = []
+    for step in steps:
+        parts.append(
+            {"run": lambda s: s[1], "sleep": lambda s: "z", "call": lambda s: s[1].upper(), "add": lambda s: "+"}.get(
+                step[0], lambda s: "s"
+            )(step)
+        )
+    return "|".join(parts).encode()
+
+
+@dataclass
+class Request:
+    """One client request: target, body, idempotency key, when it is sent; what the model expects."""
+
+    service: str
+    handler: str
+    key: str
+    body: bytes
+    idempotency_key: str
+    at_ms: int
+    expected: bytes | None  # None: not checked by value (a counter's output depends on the order)
+    adds: list[tuple[str, int]]  # (key, delta) it adds to counters, directly or through calls and sends
+    invocation_id: str = ""
+
+
+def workload(rng: random.Random) -> list[Request]:
+    """The requests of a scenario, chosen by `rng`."""
+    keys = ["a", "b"][: rng.randint(1, 2)]
+    requests: list[Request] = []
+    for i in range(rng.randint(3, 8)):
+        at = START_MS + rng.randint(0, 20_000)
+        if rng.random() < 0.4:
+            delta = rng.randint(1, 9)
+            key = rng.choice(keys)
+            requests.append(Request("Counter", "add", key, str(delta).encode(), f"r{i}", at, None, [(key, delta)]))
+            continue
+        steps: list[list[Any]] = []
+        adds = []
+        for j in range(rng.randint(1, 5)):
+            op = rng.choice(["run", "run", "sleep", "call", "add", "send"])
+            if op == "run":
+                steps.append(["run", f"v{i}.{j}"])
+            elif op == "sleep":
+                steps.append(["sleep", rng.choice([10, 1_000, 60_000, 600_000])])
+            elif op == "call":
+                steps.append(["call", f"hi{i}.{j}"])
+            else:
+                key, delta = rng.choice(keys), rng.randint(1, 9)
+                adds.append((key, delta))
+                steps.append(["add", key, delta] if op == "add" else ["send", key, delta, rng.choice([0, 5_000])])
+        requests.append(
+            Request("Flow", "main", "", json.dumps(steps).encode(), f"r{i}", at, expected_flow(steps), adds)
+        )
+    return requests
+
+
+# --- one scenario ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _mutant_effects(mutant: str | None) -> Iterator[None]:
+    """Install the `ignore-effect-failure` mutant on `Effects.apply` for the block."""
+    if mutant != "ignore-effect-failure":
+        yield
+        return
+    original = Effects.apply
+
+    def apply(self: Effects, held: Held, start: int) -> None:
+        try:
+            original(self, held, start)
+        except StoreConflict:
+            raise
+        except Exception:  # noqa: BLE001  # the mutant: a failed effect write is dropped, counted as applied
+            held.applied_upto = len(held.journal)
+
+    Effects.apply = apply  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Effects.apply = original  # type: ignore[method-assign]
+
+
+class Scenario:
+    """One seed's run: build, drive, check. `violations` lists what went wrong, for people."""
+
+    def __init__(self, seed: int, mutant: str | None = None) -> None:
+        self.seed = seed
+        self.mutant = mutant
+        self.rng = random.Random(seed)
+        self.violations: list[str] = []
+        self.clock = VirtualClock()
+        faults = self.rng.random() < 0.9  # a tenth of the seeds run without faults (the reference run)
+        self.scheduler = VirtualScheduler(self.clock, self.rng, faults)
+        self.calls = 0  # store calls made while faults are armed
+        self.effect_writes = 0
+        self.crash_at = (
+            set(self.rng.sample(range(1, self.rng.choice([300, 1000])), self.rng.choice([0, 1, 2, 3])))
+            if faults
+            else set()
+        )
+        self.race_at = (
+            set(self.rng.sample(range(1, self.rng.choice([300, 1000])), self.rng.choice([0, 1, 2])))
+            if faults
+            else set()
+        )
+        self.fail_effect_at = set(self.rng.sample(range(1, 40), self.rng.choice([0, 1, 2]))) if faults else set()
+        self.armed = False  # faults only while the loop drives the control plane
+        self.current = ""  # the invocation the loop is advancing (what a concurrent executor takes)
+        self.crashes = 0
+        self.races = 0
+        self.committed_runs: set[tuple[str, int]] = set()
+        self.run_executions: dict[tuple[str, int], int] = {}
+        self.raw = SQLiteStore(":memory:")  # what the checks read, without faults
+        self.store = SimStore(self.raw, self)
+        self.deployment = SimDeployment(SERVICES, self.clock, self.on_run)
+        self.settings = Settings()
+        self.plane = self.new_plane()
+
+    def new_plane(self) -> ControlPlane:
+        """A control plane as a (re)started process builds it, over the scenario's store."""
+        return ControlPlane(self.store, self.deployment, self.scheduler, clock=self.clock, settings=self.settings)  # type: ignore[arg-type]
+
+    # --- hooks ---
+
+    def before_store_call(self, name: str) -> None:
+        """Called before every store call: the fault points."""
+        if not self.armed:
+            return
+        self.calls += 1
+        if self.calls in self.crash_at:
+            self.crashes += 1
+            raise SimulatedCrash(f"crash before store call {self.calls} ({name})")
+        if name in _EFFECT_WRITES and self.current:
+            self.effect_writes += 1
+            if self.effect_writes in self.fail_effect_at:
+                raise SimulatedWriteFailure(f"{name} failed (effect write {self.effect_writes})")
+        if self.calls in self.race_at and self.current:
+            self.concurrent_executor(self.current)
+
+    def concurrent_executor(self, invocation_id: str) -> None:
+        """Another process takes over `invocation_id` now: its lease expires (the clock jumps past
+        it) and a second control plane advances it, without faults, before this call goes on."""
+        self.races += 1
+        self.armed = False
+        try:
+            self.clock.now += self.settings.lease_ms + 1
+            other = self.new_plane()
+            other.advance(invocation_id)
+        finally:
+            self.armed = True
+
+    def committed(self, invocation_id: str, batch: Any) -> None:
+        """A journal batch was stored: remember the run results in it."""
+        for f in decode_frames(batch.entries):
+            if f.type == MessageType.RunCompletion:
+                cid = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
+                self.committed_runs.add((invocation_id, cid))
+
+    def on_run(self, invocation_id: str, completion_id: int, name: str) -> None:
+        """A run's closure executed: never after its result was committed."""
+        key = (invocation_id, completion_id)
+        self.run_executions[key] = self.run_executions.get(key, 0) + 1
+        if key in self.committed_runs:
+            self.violate(
+                f"run {name!r} (completion {completion_id}) of {invocation_id} executed after its result was committed"
+            )
+
+    def violate(self, what: str) -> None:
+        """Record a violation (once per text)."""
+        if what not in self.violations:
+            self.violations.append(what)
+
+    # --- driving ---
+
+    def step(self, event: _Event) -> None:
+        """Carry out one event of the heap."""
+        self.current = event.target if event.kind in ("now", "timer") else ""
+        if event.kind == "now":
+            self.plane.advance(event.target)
+        elif event.kind == "timer":
+            self.plane.on_timer(event.target, event.arg)
+        elif event.kind == "submit":
+            self.submit(event.target)
+        elif event.kind == "sweep_due":
+            self.plane.sweep_due()
+            self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")
+        elif event.kind == "sweep":
+            self.plane.sweep()
+            self.scheduler.push(self.clock.now + _SWEEP_EVERY_MS, "sweep")
+        elif event.kind == "startup":
+            self.plane.sweep()
+
+    def submit(self, request: Request) -> None:
+        """The client sends `request` (with its idempotency key; again after a crash)."""
+        try:
+            record = self.plane.engine.create(
+                request.service,
+                request.handler,
+                request.body,
+                {},
+                key=request.key,
+                leased=False,
+                idempotency_key=request.idempotency_key,
+            )
+            request.invocation_id = record.invocation_id
+        except StoreConflict:  # sent before: the same invocation
+            request.invocation_id = self.plane.engine.idempotent_invocation_id(
+                request.service, request.handler, request.key, request.idempotency_key
+            )
+
+    def done(self, requests: list[Request]) -> bool:
+        """True when every request was accepted and its invocation completed."""
+        for request in requests:
+            if not request.invocation_id:
+                return False
+            record = self.raw.get_invocation(request.invocation_id)
+            if record is None or record.status != "completed":
+                return False
+        return not self.raw.list_invocations([s for s in INVOCATION_STATUSES if s != "completed"], None, 1)
+
+    def drive(self, until_ms: int, requests: list[Request] | None = None) -> None:
+        """Pop events in virtual-time order until `until_ms`, or until `requests` are all done."""
+        steps = 0
+        while self.scheduler.heap and steps < _MAX_STEPS:
+            event = heapq.heappop(self.scheduler.heap)
+            if event.due_ms > until_ms:
+                heapq.heappush(self.scheduler.heap, event)
+                return
+            self.clock.now = max(self.clock.now, event.due_ms)
+            steps += 1
+            try:
+                self.step(event)
+            except SimulatedWriteFailure:  # outside an attempt: the worker logs it; the client sends again
+                if event.kind == "submit":
+                    self.scheduler.push(self.clock.now + 1_000, "submit", event.target)
+            except SimulatedCrash:
+                if event.kind == "submit":  # the client saw no answer: it sends again
+                    self.scheduler.push(self.clock.now + 1_000, "submit", event.target)
+                self.scheduler.forget_wake_ups()
+                self.plane = self.new_plane()
+                self.scheduler.push(self.clock.now + 1, "startup")
+            if requests is not None and (steps % 20 == 0 or event.kind == "sweep_due") and self.done(requests):
+                return
+
+    def run(self) -> list[str]:
+        """The whole scenario: workload, driving with faults, then the checks. Returns the violations."""
+        with _mutant_effects(self.mutant):
+            self.plane.registry.register(DEPLOYMENT_URL)
+            requests = workload(self.rng)
+            for request in requests:
+                self.scheduler.push(request.at_ms, "submit", request)
+                if self.rng.random() < 0.15:  # the client sends it twice
+                    self.scheduler.push(request.at_ms + self.rng.randint(0, 30_000), "submit", request)
+            self.scheduler.push(START_MS + _SWEEP_DUE_EVERY_MS, "sweep_due")
+            self.scheduler.push(START_MS + _SWEEP_EVERY_MS, "sweep")
+            self.armed = True
+            self.drive(START_MS + _HORIZON_MS, requests)
+            self.armed = False
+            self.scheduler.enabled = False  # no more faults: the checks and the retention phase
+            self.check(requests)
+            self.check_after_retention(requests)
+        return self.violations
+
+    # --- invariants ---
+
+    def check(self, requests: list[Request]) -> None:
+        """Every accepted invocation completed with the model's output; counters exact; journals
+        without a completion id given or completed twice; every object key released."""
+        counters: dict[str, int] = {}
+        for request in requests:
+            for key, delta in request.adds:
+                counters[key] = counters.get(key, 0) + delta
+            if not request.invocation_id:
+                self.violate(f"request {request.idempotency_key} was never accepted")
+                continue
+            record = self.store.get_invocation(request.invocation_id)
+            if record is None:
+                self.violate(f"{request.invocation_id} ({request.service}) is gone")
+                continue
+            if record.status != "completed":
+                failure = (record.last_failure or {}).get("message", "")
+                self.violate(
+                    f"{request.invocation_id} ({request.service}) did not complete: {record.status}"
+                    + (f", last failure: {failure}" if failure else "")
+                )
+                continue
+            if record.completion != "succeeded":
+                self.violate(f"{request.invocation_id} ({request.service}) ended {record.completion}: {record.failure}")
+            elif request.expected is not None and record.output != request.expected:
+                self.violate(f"{request.invocation_id} output {record.output!r}, the model says {request.expected!r}")
+        if any(v for v in self.violations if "did not complete" in v or "never accepted" in v):
+            return  # counters and keys are not settled yet: the stuck invocation says why
+        for key, total in sorted(counters.items()):
+            state = self.store.load_state("Counter", key)
+            got = int(state.get(b"n", b"0"))
+            if got != total:
+                self.violate(f"Counter/{key} holds {got}, the model says {total} (a state write lost or doubled)")
+        for key in ("a", "b"):
+            holder, queued = self.store.key_status("Counter", key)
+            if holder is not None or queued is not None:
+                self.violate(f"Counter/{key} is left held by {holder} / queued {queued}")
+        for record in self.store.list_invocations(None, None, 10_000):
+            self.check_journal(record.invocation_id)
+            if record.status != "completed":
+                self.violate(f"{record.invocation_id} ({record.service}) left {record.status}")
+
+    def check_journal(self, invocation_id: str) -> None:
+        """Each completion id is given once and completed once in the journal."""
+        loaded = self.store.load_invocation(invocation_id)
+        if loaded is None:
+            return
+        given: set[int] = set()
+        completed: set[int] = set()
+        for batch in loaded.batches:
+            for f in decode_frames(batch.entries):
+                message = f.decode()
+                if is_command(f.type):
+                    for name in ("result_completion_id", "invocation_id_notification_idx"):
+                        cid = getattr(message, name, 0)
+                        if cid:
+                            if cid in given:
+                                self.violate(f"{invocation_id}: completion id {cid} given twice in its journal")
+                            given.add(cid)
+                elif is_notification(f.type) and f.type != MessageType.Signal:
+                    cid = message.completion_id  # type: ignore[attr-defined]
+                    if cid in completed:
+                        self.violate(f"{invocation_id}: completion {cid} committed twice in its journal")
+                    completed.add(cid)
+
+    def check_after_retention(self, requests: list[Request]) -> None:
+        """After the retention of completed invocations (and the sweeps): nothing left for them."""
+        completed = {r.invocation_id for r in requests if r.invocation_id}
+        completed |= {r.invocation_id for r in self.store.list_invocations(["completed"], None, 10_000)}
+        self.clock.now += self.settings.completed_retention_ms + 3_600_000
+        self.scheduler.push(self.clock.now, "sweep_due")
+        self.scheduler.push(self.clock.now, "sweep")
+        self.drive(self.clock.now + 120_000)
+        for due_ms, invocation_id in self.store.due_timers(10**13 - 1, 10_000):
+            if invocation_id in completed:
+                self.violate(
+                    f"a timer at {due_ms} is left for completed invocation {invocation_id} after its retention"
+                )
+        for invocation_id in sorted(completed):
+            if self.store.get_invocation(invocation_id) is not None:
+                self.violate(f"{invocation_id} is still stored after its retention")
+
+
+def run_scenario(seed: int, mutant: str | None = None) -> Scenario:
+    """Run the scenario of `seed` (with `mutant`, one of `MUTANTS`, installed) and return it."""
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # the engine logs the faults it meets; the report says what matters
+    scenario = Scenario(seed, mutant)
+    try:
+        scenario.run()
+    except Exception as exc:  # noqa: BLE001  # an exception out of the engine's ports is a finding too
+        scenario.violate(f"the simulation raised {type(exc).__name__}: {exc}")
+    finally:
+        scenario.raw.close()
+        logging.disable(disabled)
+    return scenario
+
+
+def simulate(seeds: Callable[[], Iterator[int]] | list[int], mutant: str | None = None) -> list[Scenario]:
+    """Run several seeds; returns the scenarios with violations."""
+    failed = []
+    for seed in seeds() if callable(seeds) else seeds:
+        scenario = run_scenario(seed, mutant)
+        if scenario.violations:
+            failed.append(scenario)
+    return failed
