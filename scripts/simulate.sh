@@ -7,4 +7,4 @@
 # Exits 1 if a scenario has a violation. Needs the .venv of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m tests.simulator "$@"
+PYTHONHASHSEED=0 exec .venv/bin/python -m tests.simulator "$@"

@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="how many seeds to run")
     parser.add_argument("--seed", type=int, default=None, help="the (first) seed")
     parser.add_argument("--mutant", choices=MUTANTS, default=None, help="install a deliberate bug")
+    parser.add_argument("--trace", action="store_true", help="print what each scenario did, in order")
     parser.add_argument("--first", action="store_true", help="stop at the first scenario with a violation")
     args = parser.parse_args(argv)
     first = args.seed or 0
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(first, first + count):
         scenario = run_scenario(seed, args.mutant)
         scenarios += 1
+        if args.trace:
+            print("\n".join(scenario.trace))
         crashes += scenario.crashes
         races += scenario.races
         if scenario.violations:

@@ -46,8 +46,11 @@ class _Mismatch(Exception):
 class Ctx:
     """What a simulated handler sees: replaying context over one attempt's journal."""
 
-    def __init__(self, invocation_id: str, start: pb.StartMessage, entries: list[Frame], deployment: SimDeployment):
+    def __init__(
+        self, invocation_id: str, start: pb.StartMessage, entries: list[Frame], deployment: SimDeployment, epoch: int
+    ) -> None:
         self.invocation_id = invocation_id
+        self.epoch = epoch
         self.key = start.key
         self.state = {e.key: e.value for e in start.state_map}
         self.journaled = [f for f in entries if is_command(f.type)][1:]  # without Input
@@ -92,7 +95,7 @@ class Ctx:
         self._command(pb.RunCommandMessage(result_completion_id=cid, name=name), name)
         if cid not in self.notes:
             value = action()
-            self.deployment.on_run(self.invocation_id, cid, name)
+            self.deployment.on_run(self.invocation_id, cid, name, self.epoch)
             self.new.append(frame(pb.ProposeRunCompletionMessage(result_completion_id=cid, value=value)))
             raise _Suspend(cid)  # request/response mode: wait for the committed completion
         note = self.notes[cid]
@@ -165,7 +168,8 @@ class SimDeployment:
     Args:
         services: `{service name: (service type, {handler name: handler function})}`.
         clock: the virtual clock (sleep and delayed-send times).
-        on_run: called as `(invocation_id, completion_id, name)` each time a run's closure executes.
+        on_run: called as `(invocation_id, completion_id, name, epoch)` each time a run's closure
+            executes, `epoch` being the attempt's (its `x-torpor-epoch` header).
         before_answer: called with the invocation id before each attempt's answer is returned (a
             fault hook: a concurrent executor may act there).
     """
@@ -174,7 +178,7 @@ class SimDeployment:
         self,
         services: Mapping[str, tuple[str, Mapping[str, Handler]]],
         clock: Any,
-        on_run: Callable[[str, int, str], None],
+        on_run: Callable[[str, int, str, int], None],
         before_answer: Callable[[str], None] | None = None,
     ) -> None:
         self.services = services
@@ -212,7 +216,7 @@ class SimDeployment:
         frames = decode_frames(body)
         start = frames[0].decode()
         assert isinstance(start, pb.StartMessage)
-        ctx = Ctx(start.debug_id, start, frames[1:], self)
+        ctx = Ctx(start.debug_id, start, frames[1:], self, int(headers.get("x-torpor-epoch", "0")))
         try:
             output = self.services[service][1][handler](ctx)
             answer = [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())]

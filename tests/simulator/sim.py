@@ -47,6 +47,8 @@ _HORIZON_MS = 6 * 3600 * 1000  # a scenario not done by then has stuck invocatio
 _MAX_STEPS = 20_000
 _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "put_notification"})
 
+_RECORD_WRITES = frozenset({"update_invocation", "update_unless_completed", "acquire_lease", "attach_caller"})
+
 MUTANTS = ("skip-fence", "ignore-effect-failure")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
 record writes; an effect whose write failed after its commit is dropped (counted as applied)."""
@@ -96,6 +98,7 @@ class VirtualScheduler:
             else (0, 0, 0, 0)
         )
         self.enabled = True
+        self.duplicates_left = 5  # duplicates of duplicates would compound (each BUSY delivery re-arms)
 
     def push(self, due_ms: int, kind: str, target: Any = None, arg: int = 0) -> None:
         """Add an event (no faults)."""
@@ -110,7 +113,8 @@ class VirtualScheduler:
         if self.enabled and kind == "timer" and self.rng.random() < self.p_early:
             at -= self.rng.randint(1, 5_000)
         self.push(max(at, self.clock.now), kind, invocation_id, due_ms)
-        if self.enabled and self.rng.random() < self.p_dup:
+        if self.enabled and self.duplicates_left and self.rng.random() < self.p_dup:
+            self.duplicates_left -= 1
             self.push(max(at, self.clock.now) + self.rng.randint(0, 3_000), kind, invocation_id, due_ms)
 
     def wake_now(self, invocation_id: str) -> None:
@@ -146,9 +150,21 @@ class SimStore:
                 current = self._inner.get_invocation(args[0])
                 if current is not None:
                     args = (args[0], current.epoch, *args[2:])
+            before = self._inner.get_invocation(args[0]) if name in _RECORD_WRITES else None
             result = value(*args, **kwargs)
             if name == "append_batch":
                 self._sim.committed(args[0], args[1])
+            if before is not None and before.status == "completed":
+                after = self._inner.get_invocation(args[0])
+                if after is not None and (after.status, after.output, after.completion) != (
+                    before.status,
+                    before.output,
+                    before.completion,
+                ):
+                    self._sim.violate(
+                        f"{args[0]} completed ({before.completion}), then {name} made it {after.status} "
+                        f"({after.completion or 'no completion'}): a completion must be final"
+                    )
             return result
 
         return call
@@ -311,6 +327,9 @@ class Scenario:
         self.races = 0
         self.committed_runs: set[tuple[str, int]] = set()
         self.run_executions: dict[tuple[str, int], int] = {}
+        self.trace: list[str] = []  # what happened, in order, for `--trace`
+        self.zombie_runs = 0  # runs executed again by an executor whose lease was taken over
+        self.lazy_keys = 0  # keys left held by a completed invocation (released by the next arrival)
         self.raw = SQLiteStore(":memory:")  # what the checks read, without faults
         self.store = SimStore(self.raw, self)
         self.deployment = SimDeployment(SERVICES, self.clock, self.on_run)
@@ -330,10 +349,12 @@ class Scenario:
         self.calls += 1
         if self.calls in self.crash_at:
             self.crashes += 1
+            self.note(f"CRASH before store call {self.calls} ({name})")
             raise SimulatedCrash(f"crash before store call {self.calls} ({name})")
         if name in _EFFECT_WRITES and self.current:
             self.effect_writes += 1
             if self.effect_writes in self.fail_effect_at:
+                self.note(f"FAIL effect write {name} (store call {self.calls})")
                 raise SimulatedWriteFailure(f"{name} failed (effect write {self.effect_writes})")
         if self.calls in self.race_at and self.current:
             self.concurrent_executor(self.current)
@@ -342,6 +363,7 @@ class Scenario:
         """Another process takes over `invocation_id` now: its lease expires (the clock jumps past
         it) and a second control plane advances it, without faults, before this call goes on."""
         self.races += 1
+        self.note(f"RACE: another executor advances {invocation_id} (store call {self.calls})")
         self.armed = False
         try:
             self.clock.now += self.settings.lease_ms + 1
@@ -357,14 +379,25 @@ class Scenario:
                 cid = pb.RunCompletionNotificationMessage.FromString(f.payload).completion_id
                 self.committed_runs.add((invocation_id, cid))
 
-    def on_run(self, invocation_id: str, completion_id: int, name: str) -> None:
-        """A run's closure executed: never after its result was committed."""
+    def on_run(self, invocation_id: str, completion_id: int, name: str, epoch: int) -> None:
+        """A run's closure executed in an attempt of `epoch`: never after its result was committed,
+        unless by a zombie (an executor whose lease expired and was taken over: `zombie_runs`)."""
         key = (invocation_id, completion_id)
         self.run_executions[key] = self.run_executions.get(key, 0) + 1
-        if key in self.committed_runs:
-            self.violate(
-                f"run {name!r} (completion {completion_id}) of {invocation_id} executed after its result was committed"
-            )
+        if key not in self.committed_runs:
+            return
+        current = self.raw.get_invocation(invocation_id)
+        if current is not None and current.epoch != epoch:
+            self.zombie_runs += 1  # the lease is gone: its commit will be refused
+            return
+        self.violate(
+            f"run {name!r} (completion {completion_id}) of {invocation_id} executed again by the lease holder "
+            f"(epoch {epoch}) after its result was committed"
+        )
+
+    def note(self, what: str) -> None:
+        """Add a line to the trace, with the virtual time (s since the start)."""
+        self.trace.append(f"{(self.clock.now - START_MS) / 1000:10.3f} {what}")
 
     def violate(self, what: str) -> None:
         """Record a violation (once per text)."""
@@ -377,22 +410,30 @@ class Scenario:
         """Carry out one event of the heap."""
         self.current = event.target if event.kind in ("now", "timer") else ""
         if event.kind == "now":
-            self.plane.advance(event.target)
+            self.note(f"advance {event.target}")
+            self.note(f"  -> {self.plane.advance(event.target)}")
         elif event.kind == "timer":
-            self.plane.on_timer(event.target, event.arg)
+            self.note(f"timer {event.target} due {(event.arg - START_MS) / 1000}")
+            self.note(f"  -> {self.plane.on_timer(event.target, event.arg)}")
         elif event.kind == "submit":
             self.submit(event.target)
         elif event.kind == "sweep_due":
+            self.note("sweep_due")
+            self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")  # first: it may crash
             self.plane.sweep_due()
-            self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")
         elif event.kind == "sweep":
-            self.plane.sweep()
+            self.note("sweep")
             self.scheduler.push(self.clock.now + _SWEEP_EVERY_MS, "sweep")
+            self.plane.sweep()
         elif event.kind == "startup":
+            self.note("start-up sweep of a new process")
             self.plane.sweep()
 
     def submit(self, request: Request) -> None:
         """The client sends `request` (with its idempotency key; again after a crash)."""
+        self.note(
+            f"submit {request.service}/{request.key}/{request.handler} {request.body!r} {request.idempotency_key}"
+        )
         try:
             record = self.plane.engine.create(
                 request.service,
@@ -404,13 +445,17 @@ class Scenario:
                 idempotency_key=request.idempotency_key,
             )
             request.invocation_id = record.invocation_id
+            self.note(f"  -> {record.invocation_id}")
         except StoreConflict:  # sent before: the same invocation
             request.invocation_id = self.plane.engine.idempotent_invocation_id(
                 request.service, request.handler, request.key, request.idempotency_key
             )
 
     def done(self, requests: list[Request]) -> bool:
-        """True when every request was accepted and its invocation completed."""
+        """True when every request was accepted and its invocation completed, no invocation is left
+        unfinished and the client sends nothing more."""
+        if any(e.kind == "submit" for e in self.scheduler.heap):
+            return False
         for request in requests:
             if not request.invocation_id:
                 return False
@@ -422,7 +467,10 @@ class Scenario:
     def drive(self, until_ms: int, requests: list[Request] | None = None) -> None:
         """Pop events in virtual-time order until `until_ms`, or until `requests` are all done."""
         steps = 0
-        while self.scheduler.heap and steps < _MAX_STEPS:
+        while self.scheduler.heap:
+            if steps >= _MAX_STEPS:
+                self.violate(f"the scenario did not settle within {_MAX_STEPS} events (a storm of wake-ups)")
+                return
             event = heapq.heappop(self.scheduler.heap)
             if event.due_ms > until_ms:
                 heapq.heappush(self.scheduler.heap, event)
@@ -457,6 +505,8 @@ class Scenario:
             self.armed = True
             self.drive(START_MS + _HORIZON_MS, requests)
             self.armed = False
+            self.scheduler.heap = [e for e in self.scheduler.heap if e.kind != "submit"]  # the client gave up
+            heapq.heapify(self.scheduler.heap)
             self.scheduler.enabled = False  # no more faults: the checks and the retention phase
             self.check(requests)
             self.check_after_retention(requests)
@@ -474,7 +524,7 @@ class Scenario:
             if not request.invocation_id:
                 self.violate(f"request {request.idempotency_key} was never accepted")
                 continue
-            record = self.store.get_invocation(request.invocation_id)
+            record = self.raw.get_invocation(request.invocation_id)
             if record is None:
                 self.violate(f"{request.invocation_id} ({request.service}) is gone")
                 continue
@@ -492,22 +542,25 @@ class Scenario:
         if any(v for v in self.violations if "did not complete" in v or "never accepted" in v):
             return  # counters and keys are not settled yet: the stuck invocation says why
         for key, total in sorted(counters.items()):
-            state = self.store.load_state("Counter", key)
+            state = self.raw.load_state("Counter", key)
             got = int(state.get(b"n", b"0"))
             if got != total:
                 self.violate(f"Counter/{key} holds {got}, the model says {total} (a state write lost or doubled)")
         for key in ("a", "b"):
-            holder, queued = self.store.key_status("Counter", key)
-            if holder is not None or queued is not None:
+            holder, queued = self.raw.key_status("Counter", key)
+            record = self.raw.get_invocation(holder) if holder else None
+            if holder is not None and (record is None or record.status == "completed") and queued is None:
+                self.lazy_keys += 1  # a release lost in a crash: the next arrival's pump releases it
+            elif holder is not None or queued is not None:
                 self.violate(f"Counter/{key} is left held by {holder} / queued {queued}")
-        for record in self.store.list_invocations(None, None, 10_000):
+        for record in self.raw.list_invocations(None, None, 10_000):
             self.check_journal(record.invocation_id)
             if record.status != "completed":
                 self.violate(f"{record.invocation_id} ({record.service}) left {record.status}")
 
     def check_journal(self, invocation_id: str) -> None:
         """Each completion id is given once and completed once in the journal."""
-        loaded = self.store.load_invocation(invocation_id)
+        loaded = self.raw.load_invocation(invocation_id)
         if loaded is None:
             return
         given: set[int] = set()
@@ -531,18 +584,18 @@ class Scenario:
     def check_after_retention(self, requests: list[Request]) -> None:
         """After the retention of completed invocations (and the sweeps): nothing left for them."""
         completed = {r.invocation_id for r in requests if r.invocation_id}
-        completed |= {r.invocation_id for r in self.store.list_invocations(["completed"], None, 10_000)}
+        completed |= {r.invocation_id for r in self.raw.list_invocations(["completed"], None, 10_000)}
         self.clock.now += self.settings.completed_retention_ms + 3_600_000
         self.scheduler.push(self.clock.now, "sweep_due")
         self.scheduler.push(self.clock.now, "sweep")
         self.drive(self.clock.now + 120_000)
-        for due_ms, invocation_id in self.store.due_timers(10**13 - 1, 10_000):
+        for due_ms, invocation_id in self.raw.due_timers(10**13 - 1, 10_000):
             if invocation_id in completed:
                 self.violate(
                     f"a timer at {due_ms} is left for completed invocation {invocation_id} after its retention"
                 )
         for invocation_id in sorted(completed):
-            if self.store.get_invocation(invocation_id) is not None:
+            if self.raw.get_invocation(invocation_id) is not None:
                 self.violate(f"{invocation_id} is still stored after its retention")
 
 

@@ -9,7 +9,7 @@ import pytest
 from tests.simulator.__main__ import main
 from tests.simulator.sim import MUTANTS, run_scenario
 
-SEEDS = range(200)
+SEEDS = range(150)
 
 
 def test_every_seed_keeps_every_invariant() -> None:
@@ -38,7 +38,7 @@ def test_each_mutant_is_caught_within_2000_seeds(mutant: str) -> None:
 def test_the_command_line_prints_the_count_and_the_seed_of_each_violation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--seeds", "3"]) == 0
     assert capsys.readouterr().out.startswith("3 scenarios, 0 violations")
-    assert main(["--seed", "131", "--mutant", "skip-fence"]) == 1
+    assert main(["--seed", "149", "--mutant", "skip-fence"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("seed 131: ")
+    assert out.startswith("seed 149: ")
     assert "1 scenarios, 1 violations (mutant skip-fence)" in out
