@@ -9,10 +9,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import multiprocessing
 import sys
 import time
+from collections.abc import Iterator
 
-from tests.simulator.sim import MUTANTS, run_scenario
+from tests.simulator.sim import MUTANTS, Scenario, run_scenario
+
+
+def _run(seed: int, mutant: str | None) -> Scenario:
+    """`run_scenario` in a worker process, returned without its store (which cannot be pickled)."""
+    scenario = run_scenario(seed, mutant)
+    del scenario.raw, scenario.store, scenario.plane, scenario.deployment, scenario.scheduler
+    return scenario
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="how many seeds to run")
     parser.add_argument("--seed", type=int, default=None, help="the (first) seed")
     parser.add_argument("--mutant", choices=MUTANTS, default=None, help="install a deliberate bug")
+    parser.add_argument("--jobs", type=int, default=1, help="processes to run seeds in (each seed stays exact)")
     parser.add_argument("--trace", action="store_true", help="print what each scenario did, in order")
     parser.add_argument("--first", action="store_true", help="stop at the first scenario with a violation")
     args = parser.parse_args(argv)
@@ -28,19 +40,26 @@ def main(argv: list[str] | None = None) -> int:
     count = args.seeds if args.seeds is not None else (1 if args.seed is not None else 100)
     started = time.monotonic()
     scenarios = violations = crashes = races = 0
-    for seed in range(first, first + count):
-        scenario = run_scenario(seed, args.mutant)
-        scenarios += 1
-        if args.trace:
-            print("\n".join(scenario.trace))
-        crashes += scenario.crashes
-        races += scenario.races
-        if scenario.violations:
-            violations += len(scenario.violations)
-            for what in scenario.violations:
-                print(f"seed {seed}: {what}")
-            if args.first:
-                break
+    seeds = range(first, first + count)
+    with contextlib.ExitStack() as stack:
+        if args.jobs > 1:
+            pool = stack.enter_context(multiprocessing.get_context("fork").Pool(args.jobs))
+            results: Iterator[Scenario] = pool.imap(functools.partial(_run, mutant=args.mutant), seeds, chunksize=8)
+        else:
+            results = (run_scenario(seed, args.mutant) for seed in seeds)
+        for scenario in results:
+            scenarios += 1
+            seed = scenario.seed
+            if args.trace:
+                print("\n".join(scenario.trace))
+            crashes += scenario.crashes
+            races += scenario.races
+            if scenario.violations:
+                violations += len(scenario.violations)
+                for what in scenario.violations:
+                    print(f"seed {seed}: {what}")
+                if args.first:
+                    break
     elapsed = time.monotonic() - started
     mutant = f" (mutant {args.mutant})" if args.mutant else ""
     print(

@@ -39,6 +39,10 @@ class _Suspend(Exception):
         self.completion_id = completion_id
 
 
+class _Cancelled(Exception):
+    """Raised at the first await not completed before the cancel signal (signal 1) arrived."""
+
+
 class _Mismatch(Exception):
     """The handler's command differs from the journaled one at the same index (non-determinism)."""
 
@@ -56,10 +60,16 @@ class Ctx:
         self.journaled = [f for f in entries if is_command(f.type)][1:]  # without Input
         self.input = pb.InputCommandMessage.FromString(entries[0].payload).value.content
         self.notes: dict[int, Any] = {}
-        for f in entries:
-            if is_notification(f.type) and f.type != MessageType.Signal:
+        self.arrived: dict[int, int] = {}  # completion id -> position among the entries
+        self.cancelled_at: int | None = None  # position of the cancel signal, if it arrived
+        for position, f in enumerate(entries):
+            if f.type == MessageType.Signal:
+                if pb.SignalNotificationMessage.FromString(f.payload).idx == 1 and self.cancelled_at is None:
+                    self.cancelled_at = position
+            elif is_notification(f.type):
                 message = f.decode()
                 self.notes[message.completion_id] = message  # type: ignore[attr-defined]
+                self.arrived[message.completion_id] = position  # type: ignore[attr-defined]
         self.index = 0  # commands seen so far (journaled or new)
         self.next_id = 1
         self.new: list[Frame] = []
@@ -84,7 +94,15 @@ class Ctx:
         self.next_id += n
         return out
 
+    def _cancelled_before(self, completion_id: int) -> bool:
+        """True if the cancel signal came before `completion_id`'s completion (or without it)."""
+        if self.cancelled_at is None:
+            return False
+        return completion_id not in self.arrived or self.arrived[completion_id] > self.cancelled_at
+
     def _await(self, completion_id: int) -> Any:
+        if self._cancelled_before(completion_id):
+            raise _Cancelled
         if completion_id in self.notes:
             return self.notes[completion_id]
         raise _Suspend(completion_id)
@@ -93,6 +111,8 @@ class Ctx:
         """A durable side effect: executed only if its result is not journaled."""
         (cid,) = self._ids(1)
         self._command(pb.RunCommandMessage(result_completion_id=cid, name=name), name)
+        if self._cancelled_before(cid):
+            raise _Cancelled
         if cid not in self.notes:
             value = action()
             self.deployment.on_run(self.invocation_id, cid, name, self.epoch)
@@ -220,6 +240,9 @@ class SimDeployment:
         try:
             output = self.services[service][1][handler](ctx)
             answer = [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())]
+        except _Cancelled:
+            failure = pb.Failure(code=409, message="cancelled")
+            answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
         except _Suspend as suspend:
             answer = [*ctx.new, frame(pb.SuspensionMessage(waiting_completions=[suspend.completion_id]))]
         except _Mismatch as exc:

@@ -32,8 +32,9 @@ from typing import Any
 
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane.effects import Effects
+from control_plane.errors import Conflict, NotFound
 from control_plane.held import Held
-from control_plane.ports import INVOCATION_STATUSES, StoreConflict
+from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.runtime import ControlPlane
@@ -238,6 +239,8 @@ class Request:
     expected: bytes | None  # None: not checked by value (a counter's output depends on the order)
     adds: list[tuple[str, int]]  # (key, delta) it adds to counters, directly or through calls and sends
     invocation_id: str = ""
+    op: tuple[str, int] | None = None  # ("kill" | "cancel" | "pause", when): what the client does to it
+    ops_done: list[str] = field(default_factory=list)  # the operations sent (they may have taken effect)
 
 
 def workload(rng: random.Random) -> list[Request]:
@@ -268,7 +271,19 @@ def workload(rng: random.Random) -> list[Request]:
         requests.append(
             Request("Flow", "main", "", json.dumps(steps).encode(), f"r{i}", at, expected_flow(steps), adds)
         )
+    for request in requests:
+        if rng.random() < 0.15:
+            request.op = (rng.choice(["kill", "cancel", "pause"]), request.at_ms + rng.randint(0, 120_000))
     return requests
+
+
+_ENDS = {"kill": "killed", "cancel": "cancelled"}  # how an operation may end an invocation
+
+
+def _delta(record: InvocationRecord) -> int:
+    """The delta a `Counter/add` invocation was asked to add (its input)."""
+    (entry,) = decode_frames(record.input_entry)
+    return int(pb.InputCommandMessage.FromString(entry.payload).value.content)
 
 
 # --- one scenario ---------------------------------------------------------------------------------
@@ -417,6 +432,8 @@ class Scenario:
             self.note(f"  -> {self.plane.on_timer(event.target, event.arg)}")
         elif event.kind == "submit":
             self.submit(event.target)
+        elif event.kind == "op":
+            self.operate(*event.target)
         elif event.kind == "sweep_due":
             self.note("sweep_due")
             self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")  # first: it may crash
@@ -451,10 +468,31 @@ class Scenario:
                 request.service, request.handler, request.key, request.idempotency_key
             )
 
+    def operate(self, request: Request, op: str) -> None:
+        """The client kills, cancels, pauses or resumes `request`'s invocation (again after a crash)."""
+        if not request.invocation_id:  # not accepted yet: later
+            self.scheduler.push(self.clock.now + 5_000, "op", (request, op))
+            return
+        self.note(f"{op} {request.invocation_id}")
+        operations = self.plane.engine.operations
+        request.ops_done.append(op)  # sent: it may take effect even if this process dies before it answers
+        try:
+            if op == "kill":
+                operations.kill(request.invocation_id)
+            elif op == "cancel":
+                operations.cancel(request.invocation_id)
+            elif op == "pause":
+                operations.pause(request.invocation_id)
+                self.scheduler.push(self.clock.now + self.rng.randint(1_000, 60_000), "op", (request, "resume"))
+            else:
+                operations.resume(request.invocation_id)
+        except (NotFound, Conflict) as exc:  # completed already (or not paused any more)
+            self.note(f"  -> {type(exc).__name__}")
+
     def done(self, requests: list[Request]) -> bool:
         """True when every request was accepted and its invocation completed, no invocation is left
         unfinished and the client sends nothing more."""
-        if any(e.kind == "submit" for e in self.scheduler.heap):
+        if any(e.kind in ("submit", "op") for e in self.scheduler.heap):
             return False
         for request in requests:
             if not request.invocation_id:
@@ -480,11 +518,11 @@ class Scenario:
             try:
                 self.step(event)
             except SimulatedWriteFailure:  # outside an attempt: the worker logs it; the client sends again
-                if event.kind == "submit":
-                    self.scheduler.push(self.clock.now + 1_000, "submit", event.target)
+                if event.kind in ("submit", "op"):
+                    self.scheduler.push(self.clock.now + 1_000, event.kind, event.target)
             except SimulatedCrash:
-                if event.kind == "submit":  # the client saw no answer: it sends again
-                    self.scheduler.push(self.clock.now + 1_000, "submit", event.target)
+                if event.kind in ("submit", "op"):  # the client saw no answer: it sends again
+                    self.scheduler.push(self.clock.now + 1_000, event.kind, event.target)
                 self.scheduler.forget_wake_ups()
                 self.plane = self.new_plane()
                 self.scheduler.push(self.clock.now + 1, "startup")
@@ -498,6 +536,8 @@ class Scenario:
             requests = workload(self.rng)
             for request in requests:
                 self.scheduler.push(request.at_ms, "submit", request)
+                if request.op is not None:
+                    self.scheduler.push(request.op[1], "op", (request, request.op[0]))
                 if self.rng.random() < 0.15:  # the client sends it twice
                     self.scheduler.push(request.at_ms + self.rng.randint(0, 30_000), "submit", request)
             self.scheduler.push(START_MS + _SWEEP_DUE_EVERY_MS, "sweep_due")
@@ -505,7 +545,7 @@ class Scenario:
             self.armed = True
             self.drive(START_MS + _HORIZON_MS, requests)
             self.armed = False
-            self.scheduler.heap = [e for e in self.scheduler.heap if e.kind != "submit"]  # the client gave up
+            self.scheduler.heap = [e for e in self.scheduler.heap if e.kind not in ("submit", "op")]  # gave up
             heapq.heapify(self.scheduler.heap)
             self.scheduler.enabled = False  # no more faults: the checks and the retention phase
             self.check(requests)
@@ -535,17 +575,21 @@ class Scenario:
                     + (f", last failure: {failure}" if failure else "")
                 )
                 continue
-            if record.completion != "succeeded":
-                self.violate(f"{request.invocation_id} ({request.service}) ended {record.completion}: {record.failure}")
-            elif request.expected is not None and record.output != request.expected:
+            allowed = {"succeeded"} | {_ENDS[op] for op in request.ops_done if op in _ENDS}
+            if record.completion not in allowed:
+                self.violate(
+                    f"{request.invocation_id} ({request.service}) ended {record.completion}: {record.failure}"
+                    f" (the model allows {'/'.join(sorted(allowed))})"
+                )
+            elif (
+                record.completion == "succeeded" and request.expected is not None and record.output != request.expected
+            ):
                 self.violate(f"{request.invocation_id} output {record.output!r}, the model says {request.expected!r}")
         if any(v for v in self.violations if "did not complete" in v or "never accepted" in v):
             return  # counters and keys are not settled yet: the stuck invocation says why
-        for key, total in sorted(counters.items()):
-            state = self.raw.load_state("Counter", key)
-            got = int(state.get(b"n", b"0"))
-            if got != total:
-                self.violate(f"Counter/{key} holds {got}, the model says {total} (a state write lost or doubled)")
+        ended_early = any(op in _ENDS for r in requests for op in r.ops_done)
+        for key in sorted(set(counters) | {"a", "b"}):
+            self.check_counter(key, None if ended_early else counters.get(key, 0))
         for key in ("a", "b"):
             holder, queued = self.raw.key_status("Counter", key)
             record = self.raw.get_invocation(holder) if holder else None
@@ -557,6 +601,28 @@ class Scenario:
             self.check_journal(record.invocation_id)
             if record.status != "completed":
                 self.violate(f"{record.invocation_id} ({record.service}) left {record.status}")
+
+    def check_counter(self, key: str, total: int | None) -> None:
+        """Counter `key` holds `total` (the model's, when nothing was killed or cancelled), and its
+        adds were serializable: the succeeded ones, in the order of their outputs, each add their
+        delta to the one before. A killed add may or may not have written (bounds only then)."""
+        got = int(self.raw.load_state("Counter", key).get(b"n", b"0"))
+        if total is not None and got != total:
+            self.violate(f"Counter/{key} holds {got}, the model says {total} (a state write lost or doubled)")
+        adds = [r for r in self.raw.list_invocations(["completed"], "Counter", 10_000) if r.key == key]
+        succeeded = sorted((int(r.output or b"0"), _delta(r)) for r in adds if r.completion == "succeeded")
+        killed = sum(_delta(r) for r in adds if r.completion == "killed")
+        low = sum(delta for _, delta in succeeded)
+        if not low <= got <= low + killed:
+            self.violate(f"Counter/{key} holds {got}, its succeeded adds make {low} (+ up to {killed} killed)")
+        if killed:
+            return
+        previous = 0
+        for output, delta in succeeded:
+            if output != previous + delta:
+                self.violate(f"Counter/{key}: an add of {delta} answered {output} after {previous} (not serializable)")
+                return
+            previous = output
 
     def check_journal(self, invocation_id: str) -> None:
         """Each completion id is given once and completed once in the journal."""

@@ -38,7 +38,17 @@ def test_each_mutant_is_caught_within_2000_seeds(mutant: str) -> None:
 def test_the_command_line_prints_the_count_and_the_seed_of_each_violation(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--seeds", "3"]) == 0
     assert capsys.readouterr().out.startswith("3 scenarios, 0 violations")
-    assert main(["--seed", "149", "--mutant", "skip-fence"]) == 1
+    assert main(["--seeds", "2000", "--mutant", "skip-fence", "--first"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("seed 149: ")
-    assert "1 scenarios, 1 violations (mutant skip-fence)" in out
+    assert out.startswith("seed ")
+    assert " scenarios, 1 violations (mutant skip-fence)" in out
+
+
+@pytest.mark.xfail(
+    reason="seed 317: an invocation paused while it waited in its object key's queue, then resumed, is "
+    "queued a second time (Operations.resume enqueues it under a new seq; the entry it had stays); once it "
+    "completes, one entry is left in the key's queue for it (released only by the next arrival's pump)",
+    strict=True,
+)
+def test_a_resumed_invocation_leaves_nothing_in_its_key_queue() -> None:
+    assert run_scenario(317).violations == []
