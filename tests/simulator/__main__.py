@@ -2,8 +2,9 @@
 `N scenarios, K violations` and, for each violation, the seed that reproduces it exactly.
 
 `--seed S` alone runs that one seed; with `--seeds N` the seeds S .. S+N-1 (default S = 0).
-`--mutant NAME` installs a deliberate bug (`MUTANTS`); `--first` stops at the first violation
-(how many seeds it took to catch a mutant). Exits 1 if any scenario has a violation.
+`--mutant NAME` installs a deliberate bug (`MUTANTS`); a seed that has violations without it too
+is not counted for it. `--first` stops at the first violation (how many seeds it took to catch a
+mutant). Exits 1 if any scenario has a violation.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(scenario.trace))
             crashes += scenario.crashes
             races += scenario.races
+            if scenario.violations and args.mutant and run_scenario(seed).violations:
+                print(f"seed {seed}: violations without the mutant too (a finding of its own): not counted")
+                continue
             if scenario.violations:
                 violations += len(scenario.violations)
                 for what in scenario.violations:

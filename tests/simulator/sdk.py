@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from control_plane import ids
 from control_plane.ports import HttpReply, InvokerError
 from control_plane.protocol import (
     Frame,
@@ -33,10 +34,17 @@ DEPLOYMENT_URL = "http://sim.invalid"
 
 
 class _Suspend(Exception):
-    """Raised inside a handler at the first await whose completion is not there yet."""
+    """Raised inside a handler at the first await whose completion (or signal) is not there yet."""
 
-    def __init__(self, completion_id: int) -> None:
+    def __init__(self, completion_id: int = 0, signal: int = 0) -> None:
         self.completion_id = completion_id
+        self.signal = signal
+
+    def message(self) -> pb.SuspensionMessage:
+        """The Suspension awaiting it."""
+        if self.signal:
+            return pb.SuspensionMessage(waiting_signals=[self.signal])
+        return pb.SuspensionMessage(waiting_completions=[self.completion_id])
 
 
 class _Cancelled(Exception):
@@ -62,10 +70,15 @@ class Ctx:
         self.notes: dict[int, Any] = {}
         self.arrived: dict[int, int] = {}  # completion id -> position among the entries
         self.cancelled_at: int | None = None  # position of the cancel signal, if it arrived
+        self.signals: dict[int, tuple[pb.SignalNotificationMessage, int]] = {}  # awakeables: idx -> (it, position)
+        self.next_signal = 17  # awakeables' signal indexes start above the reserved ones
         for position, f in enumerate(entries):
             if f.type == MessageType.Signal:
-                if pb.SignalNotificationMessage.FromString(f.payload).idx == 1 and self.cancelled_at is None:
+                signal = pb.SignalNotificationMessage.FromString(f.payload)
+                if signal.idx == 1 and self.cancelled_at is None:
                     self.cancelled_at = position
+                elif signal.idx > 16:
+                    self.signals.setdefault(signal.idx, (signal, position))
             elif is_notification(f.type):
                 message = f.decode()
                 self.notes[message.completion_id] = message  # type: ignore[attr-defined]
@@ -163,6 +176,25 @@ class Ctx:
         )
         self._command(message, name)
 
+    def awakeable(self) -> tuple[str, int]:
+        """A new awakeable: `(its id, its signal index)`."""
+        index = self.next_signal
+        self.next_signal += 1
+        return ids.awakeable_id(self.invocation_id, index), index
+
+    def await_signal(self, index: int) -> bytes:
+        """Wait for awakeable `index` to be resolved; returns its value."""
+        if self.cancelled_at is not None and (index not in self.signals or self.signals[index][1] > self.cancelled_at):
+            raise _Cancelled
+        if index not in self.signals:
+            raise _Suspend(signal=index)
+        return bytes(self.signals[index][0].value.content)
+
+    def complete_awakeable(self, awakeable_id: str, value: bytes) -> None:
+        """Resolve an awakeable (another invocation's) with `value`."""
+        message = pb.CompleteAwakeableCommandMessage(awakeable_id=awakeable_id, value=pb.Value(content=value))
+        self._command(message, "")
+
     def get(self, name: bytes) -> bytes | None:
         """An eager state read of a virtual object's key."""
         message = pb.GetEagerStateCommandMessage(key=name, name="")
@@ -244,7 +276,7 @@ class SimDeployment:
             failure = pb.Failure(code=409, message="cancelled")
             answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
         except _Suspend as suspend:
-            answer = [*ctx.new, frame(pb.SuspensionMessage(waiting_completions=[suspend.completion_id]))]
+            answer = [*ctx.new, frame(suspend.message())]
         except _Mismatch as exc:
             answer = [frame(pb.ErrorMessage(code=570, message=str(exc)))]
         if self.before_answer is not None:

@@ -204,13 +204,26 @@ def _flow(ctx: Ctx) -> bytes:
         elif op == "send":
             ctx.send("Counter", "add", str(step[2]).encode(), key=step[1], delay_ms=step[3], name=f"s{i}")
             parts.append("s")
+        elif op == "awake":  # an awakeable another invocation resolves
+            awakeable_id, index = ctx.awakeable()
+            ctx.send("Resolver", "resolve", json.dumps([awakeable_id, step[1]]).encode(), name=f"w{i}")
+            parts.append(ctx.await_signal(index).decode())
+        elif op == "big":  # a run result over the item-size limit: the invocation fails with 413
+            ctx.run(f"b{i}", lambda: b"x" * 400_000)
     return "|".join(parts).encode()
+
+
+def _resolve(ctx: Ctx) -> bytes:
+    awakeable_id, text = json.loads(ctx.input)
+    ctx.complete_awakeable(awakeable_id, text.upper().encode())
+    return b"ok"
 
 
 SERVICES = {
     "Counter": ("VIRTUAL_OBJECT", {"add": _counter_add}),
     "Echo": ("SERVICE", {"echo": _echo}),
     "Flow": ("SERVICE", {"main": _flow}),
+    "Resolver": ("SERVICE", {"resolve": _resolve}),
 }
 
 
@@ -219,9 +232,13 @@ def expected_flow(steps: list[list[Any]]) -> bytes:
     parts = []
     for step in steps:
         parts.append(
-            {"run": lambda s: s[1], "sleep": lambda s: "z", "call": lambda s: s[1].upper(), "add": lambda s: "+"}.get(
-                step[0], lambda s: "s"
-            )(step)
+            {
+                "run": lambda s: s[1],
+                "sleep": lambda s: "z",
+                "call": lambda s: s[1].upper(),
+                "add": lambda s: "+",
+                "awake": lambda s: s[1].upper(),
+            }.get(step[0], lambda s: "s")(step)
         )
     return "|".join(parts).encode()
 
@@ -239,6 +256,7 @@ class Request:
     expected: bytes | None  # None: not checked by value (a counter's output depends on the order)
     adds: list[tuple[str, int]]  # (key, delta) it adds to counters, directly or through calls and sends
     invocation_id: str = ""
+    too_large: bool = False  # a run result over the item-size limit: it must fail with 413
     op: tuple[str, int] | None = None  # ("kill" | "cancel" | "pause", when): what the client does to it
     ops_done: list[str] = field(default_factory=list)  # the operations sent (they may have taken effect)
 
@@ -257,9 +275,11 @@ def workload(rng: random.Random) -> list[Request]:
         steps: list[list[Any]] = []
         adds = []
         for j in range(rng.randint(1, 5)):
-            op = rng.choice(["run", "run", "sleep", "call", "add", "send"])
+            op = rng.choice(["run", "run", "sleep", "call", "add", "send", "awake"])
             if op == "run":
                 steps.append(["run", f"v{i}.{j}"])
+            elif op == "awake":
+                steps.append(["awake", f"w{i}.{j}"])
             elif op == "sleep":
                 steps.append(["sleep", rng.choice([10, 1_000, 60_000, 600_000])])
             elif op == "call":
@@ -268,12 +288,21 @@ def workload(rng: random.Random) -> list[Request]:
                 key, delta = rng.choice(keys), rng.randint(1, 9)
                 adds.append((key, delta))
                 steps.append(["add", key, delta] if op == "add" else ["send", key, delta, rng.choice([0, 5_000])])
-        requests.append(
-            Request("Flow", "main", "", json.dumps(steps).encode(), f"r{i}", at, expected_flow(steps), adds)
-        )
+        big = rng.random() < 0.03
+        if big:  # what comes after it never runs
+            position = rng.randint(0, len(steps))
+            steps.insert(position, ["big"])
+            adds = [(s[1], s[2]) for s in steps[:position] if s[0] in ("add", "send")]
+        body = json.dumps(steps).encode()
+        request = Request("Flow", "main", "", body, f"r{i}", at, expected_flow(steps), adds, too_large=big)
+        requests.append(request)
     for request in requests:
         if rng.random() < 0.15:
-            request.op = (rng.choice(["kill", "cancel", "pause"]), request.at_ms + rng.randint(0, 120_000))
+            soon = rng.random() < 0.5  # while it runs or waits for its key, or any time later
+            request.op = (
+                rng.choice(["kill", "cancel", "pause"]),
+                request.at_ms + rng.randint(0, 2_000 if soon else 120_000),
+            )
     return requests
 
 
@@ -575,7 +604,8 @@ class Scenario:
                     + (f", last failure: {failure}" if failure else "")
                 )
                 continue
-            allowed = {"succeeded"} | {_ENDS[op] for op in request.ops_done if op in _ENDS}
+            allowed = {"failed" if request.too_large else "succeeded"}
+            allowed |= {_ENDS[op] for op in request.ops_done if op in _ENDS}
             if record.completion not in allowed:
                 self.violate(
                     f"{request.invocation_id} ({request.service}) ended {record.completion}: {record.failure}"
@@ -625,15 +655,26 @@ class Scenario:
             previous = output
 
     def check_journal(self, invocation_id: str) -> None:
-        """Each completion id is given once and completed once in the journal."""
+        """Each completion id is given once and completed once in the journal; the callee of every
+        committed call and one-way call exists (a committed effect was carried out)."""
         loaded = self.raw.load_invocation(invocation_id)
         if loaded is None:
             return
         given: set[int] = set()
         completed: set[int] = set()
-        for batch in loaded.batches:
-            for f in decode_frames(batch.entries):
+        index = 0  # journal index (entry 0 is the Input command)
+        for batch in sorted(loaded.batches, key=lambda b: b.start_index):
+            for index, f in enumerate(decode_frames(batch.entries), start=batch.start_index):
                 message = f.decode()
+                if f.type in (MessageType.Call, MessageType.OneWayCall):
+                    callee = self.plane.engine.effects._callee_of(invocation_id, index, message)  # type: ignore[arg-type]
+                    killed = loaded.record.completion == "killed"  # a kill drops effects not yet carried out
+                    if not killed and self.raw.get_invocation(callee) is None:
+                        self.violate(
+                            f"{invocation_id} ({loaded.record.completion or loaded.record.status}): its journal "
+                            f"commits a {MessageType(f.type).name} to {message.service_name}/{message.handler_name} "  # type: ignore[attr-defined]
+                            f"at entry {index} whose callee {callee} was never created (a committed effect dropped)"
+                        )
                 if is_command(f.type):
                     for name in ("result_completion_id", "invocation_id_notification_idx"):
                         cid = getattr(message, name, 0)
