@@ -195,6 +195,24 @@ class Ctx:
         message = pb.CompleteAwakeableCommandMessage(awakeable_id=awakeable_id, value=pb.Value(content=value))
         self._command(message, "")
 
+    def promise(self, name: str) -> bytes:
+        """Wait for the workflow's durable promise `name`; returns its value."""
+        (cid,) = self._ids(1)
+        self._command(pb.GetPromiseCommandMessage(key=name, result_completion_id=cid), "")
+        note = self._await(cid)
+        if note.WhichOneof("result") == "failure":
+            raise RuntimeError(f"promise {name} failed: {note.failure.message}")
+        return bytes(note.value.content)
+
+    def resolve_promise(self, name: str, value: bytes) -> bool:
+        """Complete the workflow's durable promise `name`; False if it was completed already."""
+        (cid,) = self._ids(1)
+        message = pb.CompletePromiseCommandMessage(
+            key=name, completion_value=pb.Value(content=value), result_completion_id=cid
+        )
+        self._command(message, "")
+        return self._await(cid).WhichOneof("result") != "failure"
+
     def get(self, name: bytes) -> bytes | None:
         """An eager state read of a virtual object's key."""
         message = pb.GetEagerStateCommandMessage(key=name, name="")
@@ -218,7 +236,8 @@ class SimDeployment:
     """The `Invoker` of the simulator: discovery of `services` and attempts played in-process.
 
     Args:
-        services: `{service name: (service type, {handler name: handler function})}`.
+        services: `{service name: (service type, {handler name: handler function})}`; a handler
+            function's `handler_type` attribute, if any, is its `ty` in the manifest (`SHARED`...).
         clock: the virtual clock (sleep and delayed-send times).
         on_run: called as `(invocation_id, completion_id, name, epoch)` each time a run's closure
             executes, `epoch` being the attempt's (its `x-torpor-epoch` header).
@@ -245,7 +264,15 @@ class SimDeployment:
             "minProtocolVersion": 5,
             "maxProtocolVersion": 7,
             "services": [
-                {"name": name, "ty": ty, "handlers": [{"name": h, "input": {}, "output": {}} for h in handlers]}
+                {
+                    "name": name,
+                    "ty": ty,
+                    "handlers": [
+                        {"name": h, "input": {}, "output": {}}
+                        | ({"ty": f.handler_type} if hasattr(f, "handler_type") else {})  # type: ignore[attr-defined]
+                        for h, f in handlers.items()
+                    ],
+                }
                 for name, (ty, handlers) in self.services.items()
             ],
         }

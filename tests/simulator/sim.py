@@ -219,7 +219,20 @@ def _resolve(ctx: Ctx) -> bytes:
     return b"ok"
 
 
+def _workflow_run(ctx: Ctx) -> bytes:
+    value = ctx.promise("p")
+    return ctx.run("wf", lambda: value.upper())
+
+
+def _workflow_signal(ctx: Ctx) -> bytes:
+    return b"ok" if ctx.resolve_promise("p", ctx.input) else b"late"
+
+
+_workflow_run.handler_type = "WORKFLOW"  # type: ignore[attr-defined]
+_workflow_signal.handler_type = "SHARED"  # type: ignore[attr-defined]
+
 SERVICES = {
+    "Wf": ("WORKFLOW", {"run": _workflow_run, "signal": _workflow_signal}),
     "Counter": ("VIRTUAL_OBJECT", {"add": _counter_add}),
     "Echo": ("SERVICE", {"echo": _echo}),
     "Flow": ("SERVICE", {"main": _flow}),
@@ -296,8 +309,13 @@ def workload(rng: random.Random) -> list[Request]:
         body = json.dumps(steps).encode()
         request = Request("Flow", "main", "", body, f"r{i}", at, expected_flow(steps), adds, too_large=big)
         requests.append(request)
+    for n in range(rng.choice([0, 0, 1, 2])):  # workflows: the run waits for a promise a signal completes
+        text = f"p{n}"
+        run_at, signal_at = START_MS + rng.randint(0, 20_000), START_MS + rng.randint(0, 40_000)
+        requests.append(Request("Wf", "run", f"w{n}", b"", f"wr{n}", run_at, text.upper().encode(), []))
+        requests.append(Request("Wf", "signal", f"w{n}", text.encode(), f"ws{n}", signal_at, b"ok", []))
     for request in requests:
-        if rng.random() < 0.15:
+        if rng.random() < 0.15 and request.handler != "signal":  # a signal that never ran would leave its run waiting
             soon = rng.random() < 0.5  # while it runs or waits for its key, or any time later
             request.op = (
                 rng.choice(["kill", "cancel", "pause"]),
@@ -493,9 +511,13 @@ class Scenario:
             request.invocation_id = record.invocation_id
             self.note(f"  -> {record.invocation_id}")
         except StoreConflict:  # sent before: the same invocation
-            request.invocation_id = self.plane.engine.idempotent_invocation_id(
-                request.service, request.handler, request.key, request.idempotency_key
-            )
+            engine = self.plane.engine
+            if request.service == "Wf" and request.handler == "run":
+                request.invocation_id = engine.workflow_run_id(request.service, request.key)
+            else:
+                request.invocation_id = engine.idempotent_invocation_id(
+                    request.service, request.handler, request.key, request.idempotency_key
+                )
 
     def operate(self, request: Request, op: str) -> None:
         """The client kills, cancels, pauses or resumes `request`'s invocation (again after a crash)."""
@@ -701,6 +723,10 @@ class Scenario:
                 self.violate(
                     f"a timer at {due_ms} is left for completed invocation {invocation_id} after its retention"
                 )
+        for key in ("a", "b"):
+            _, queued = self.raw.key_status("Counter", key)
+            if queued is not None and queued[1] in completed:
+                self.violate(f"Counter/{key}'s queue keeps an entry for {queued[1]} after its retention")
         for invocation_id in sorted(completed):
             if self.raw.get_invocation(invocation_id) is not None:
                 self.violate(f"{invocation_id} is still stored after its retention")
