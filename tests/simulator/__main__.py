@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     first = args.seed or 0
     count = args.seeds if args.seeds is not None else (1 if args.seed is not None else 100)
     started = time.monotonic()
-    scenarios = violations = crashes = races = 0
+    scenarios = violations = failed = crashes = races = zombies = 0
     seeds = range(first, first + count)
     with contextlib.ExitStack() as stack:
         if args.jobs > 1:
@@ -55,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(scenario.trace))
             crashes += scenario.crashes
             races += scenario.races
+            zombies += scenario.zombie_runs
             if scenario.violations and args.mutant and run_scenario(seed).violations:
                 print(f"seed {seed}: violations without the mutant too (a finding of its own): not counted")
                 continue
             if scenario.violations:
+                failed += 1
                 violations += len(scenario.violations)
                 for what in scenario.violations:
                     print(f"seed {seed}: {what}")
@@ -67,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     mutant = f" (mutant {args.mutant})" if args.mutant else ""
     print(
-        f"{scenarios} scenarios, {violations} violations{mutant}; "
-        f"{crashes} crashes, {races} concurrent executors injected; {elapsed:.1f} s"
+        f"{scenarios} scenarios, {violations} violations{mutant} (in {failed} scenarios); {crashes} crashes and "
+        f"{races} concurrent executors injected, {zombies} runs executed again by executors that had lost their "
+        f"lease; {elapsed:.1f} s"
     )
     return 1 if violations else 0
 
