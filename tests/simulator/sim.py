@@ -2,20 +2,26 @@
 
 `run_scenario(seed)` builds a fresh in-memory SQLite store, a `ControlPlane` over it with a
 virtual `Clock` and `Scheduler` and the in-process deployment of `tests.simulator.sdk`, submits
-a workload chosen by the seed (services with runs, sleeps and calls; a virtual object's counter
-on contended keys, called directly, from other handlers and by delayed sends; idempotency keys,
-some requests sent twice), and runs it in virtual-time order while injecting faults:
+a workload chosen by the seed, and runs it in virtual-time order. The workload: `Flow/main`
+requests whose steps are runs, sleeps, calls (`Echo`), calls and delayed sends to a virtual
+object's counter on one or two contended keys (`Counter/add`), awakeables resolved by another
+invocation (`Resolver`) and a run result over the item-size limit; direct `Counter/add` requests;
+workflows whose run awaits a durable promise a shared handler completes. Every request has an
+idempotency key; some are sent twice; some are killed, cancelled or paused (then resumed). Faults:
 
-- a crash at a chosen store call (`SimulatedCrash` unwinds the engine; a NEW `ControlPlane` over
-  the same store continues after a start-up `sweep`; the in-process wake-ups are lost);
+- a crash before a chosen store call (`SimulatedCrash` unwinds the engine; a NEW `ControlPlane`
+  over the same store continues after a start-up `sweep`; the in-process wake-ups are lost; the
+  client sends again what got no answer);
 - a concurrent executor at a chosen store call: the clock jumps past the lease, and a second
   `ControlPlane` advances the same invocation before the first one's call goes on;
-- failed effect writes (state writes, callee creations, timers) raising a transient error;
+- failed effect writes (state writes, callee creations, timers, notifications): a transient error;
 - wake-ups dropped, duplicated, delivered late or early (a dropped one is recovered by the
   periodic `sweep_due`/`sweep`).
 
-After the run it checks invariants and returns the violations (`Scenario.violations`).
-`MUTANTS` break the engine on purpose, to show the checks can fail.
+Then it checks invariants (`Scenario.check`, `check_counter`, `check_journal`,
+`check_after_retention`, and as it goes: `on_run`, the completion-is-final check of `SimStore`)
+and returns the violations (`Scenario.violations`). `MUTANTS` break the engine on purpose, to
+show that the checks can fail. `python -m tests.simulator` (scripts/simulate.sh) runs many seeds.
 """
 
 from __future__ import annotations
