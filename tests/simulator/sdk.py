@@ -1,0 +1,315 @@
+"""An in-process deployment for the simulator: handlers written as small Python functions over a
+`Ctx`, played against the service protocol as an SDK does in request/response mode.
+
+Each attempt decodes Start + journal, runs the handler from the top: commands already journaled
+are replayed (they must match in type and name, in order), notifications present resolve awaits;
+new commands are emitted up to the first await that is not complete, then a Suspension awaiting
+it, or Output + End when the handler returns. `ctx.run` executes its closure only when its result
+is not in the journal, and reports every execution to `SimDeployment.on_run` (the checker's
+side-effect log).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from control_plane import ids
+from control_plane.ports import HttpReply, InvokerError
+from control_plane.protocol import (
+    Frame,
+    MessageType,
+    decode_frames,
+    encode_frames,
+    frame,
+    invocation_content_type,
+    is_command,
+    is_notification,
+)
+from control_plane.protocol import protocol_pb2 as pb
+
+DEPLOYMENT_URL = "http://sim.invalid"
+"""The endpoint the simulated deployment is registered at (never reached over a network)."""
+
+
+class _Suspend(Exception):
+    """Raised inside a handler at the first await whose completion (or signal) is not there yet."""
+
+    def __init__(self, completion_id: int = 0, signal: int = 0) -> None:
+        self.completion_id = completion_id
+        self.signal = signal
+
+    def message(self) -> pb.SuspensionMessage:
+        """The Suspension awaiting it."""
+        if self.signal:
+            return pb.SuspensionMessage(waiting_signals=[self.signal])
+        return pb.SuspensionMessage(waiting_completions=[self.completion_id])
+
+
+class _Cancelled(Exception):
+    """Raised at the first await not completed before the cancel signal (signal 1) arrived."""
+
+
+class _Mismatch(Exception):
+    """The handler's command differs from the journaled one at the same index (non-determinism)."""
+
+
+class Ctx:
+    """What a simulated handler sees: replaying context over one attempt's journal."""
+
+    def __init__(
+        self, invocation_id: str, start: pb.StartMessage, entries: list[Frame], deployment: SimDeployment, epoch: int
+    ) -> None:
+        self.invocation_id = invocation_id
+        self.epoch = epoch
+        self.key = start.key
+        self.state = {e.key: e.value for e in start.state_map}
+        self.journaled = [f for f in entries if is_command(f.type)][1:]  # without Input
+        self.input = pb.InputCommandMessage.FromString(entries[0].payload).value.content
+        self.notes: dict[int, Any] = {}
+        self.arrived: dict[int, int] = {}  # completion id -> position among the entries
+        self.cancelled_at: int | None = None  # position of the cancel signal, if it arrived
+        self.signals: dict[int, tuple[pb.SignalNotificationMessage, int]] = {}  # awakeables: idx -> (it, position)
+        self.next_signal = 17  # awakeables' signal indexes start above the reserved ones
+        for position, f in enumerate(entries):
+            if f.type == MessageType.Signal:
+                signal = pb.SignalNotificationMessage.FromString(f.payload)
+                if signal.idx == 1 and self.cancelled_at is None:
+                    self.cancelled_at = position
+                elif signal.idx > 16:
+                    self.signals.setdefault(signal.idx, (signal, position))
+            elif is_notification(f.type):
+                message = f.decode()
+                self.notes[message.completion_id] = message  # type: ignore[attr-defined]
+                self.arrived[message.completion_id] = position  # type: ignore[attr-defined]
+        self.index = 0  # commands seen so far (journaled or new)
+        self.next_id = 1
+        self.new: list[Frame] = []
+        self.deployment = deployment
+
+    def _command(self, message: Any, name: str) -> Any:
+        """Replay or emit one command; returns the journaled message when it was journaled."""
+        mine = frame(message)
+        if self.index < len(self.journaled):
+            recorded = self.journaled[self.index]
+            self.index += 1
+            decoded = recorded.decode()
+            if recorded.type != mine.type or getattr(decoded, "name", "") != name:
+                raise _Mismatch(f"command {self.index}: journaled {recorded.type:#06x}, handler sent {mine.type:#06x}")
+            return decoded
+        self.index += 1
+        self.new.append(mine)
+        return message
+
+    def _ids(self, n: int) -> list[int]:
+        out = list(range(self.next_id, self.next_id + n))
+        self.next_id += n
+        return out
+
+    def _cancelled_before(self, completion_id: int) -> bool:
+        """True if the cancel signal came before `completion_id`'s completion (or without it)."""
+        if self.cancelled_at is None:
+            return False
+        return completion_id not in self.arrived or self.arrived[completion_id] > self.cancelled_at
+
+    def _await(self, completion_id: int) -> Any:
+        if self._cancelled_before(completion_id):
+            raise _Cancelled
+        if completion_id in self.notes:
+            return self.notes[completion_id]
+        raise _Suspend(completion_id)
+
+    def run(self, name: str, action: Callable[[], bytes]) -> bytes:
+        """A durable side effect: executed only if its result is not journaled."""
+        (cid,) = self._ids(1)
+        self._command(pb.RunCommandMessage(result_completion_id=cid, name=name), name)
+        if self._cancelled_before(cid):
+            raise _Cancelled
+        if cid not in self.notes:
+            value = action()
+            self.deployment.on_run(self.invocation_id, cid, name, self.epoch)
+            self.new.append(frame(pb.ProposeRunCompletionMessage(result_completion_id=cid, value=value)))
+            raise _Suspend(cid)  # request/response mode: wait for the committed completion
+        note = self.notes[cid]
+        return bytes(note.value.content)
+
+    def sleep(self, name: str, ms: int) -> None:
+        """A durable timer of `ms` from the first time it runs."""
+        (cid,) = self._ids(1)
+        wake = self.deployment.clock.now_ms() + ms
+        self._command(pb.SleepCommandMessage(wake_up_time=wake, result_completion_id=cid, name=name), name)
+        self._await(cid)
+
+    def call(self, service: str, handler: str, payload: bytes, key: str = "", name: str = "") -> bytes:
+        """A request-response call; returns the callee's output."""
+        id_cid, cid = self._ids(2)
+        message = pb.CallCommandMessage(
+            service_name=service,
+            handler_name=handler,
+            parameter=payload,
+            key=key,
+            invocation_id_notification_idx=id_cid,
+            result_completion_id=cid,
+            name=name,
+        )
+        self._command(message, name)
+        note = self._await(cid)
+        if note.WhichOneof("result") == "failure":
+            raise RuntimeError(f"call failed: {note.failure.message}")
+        return bytes(note.value.content)
+
+    def send(
+        self, service: str, handler: str, payload: bytes, key: str = "", delay_ms: int = 0, name: str = ""
+    ) -> None:
+        """A one-way call, delayed by `delay_ms` if positive."""
+        (id_cid,) = self._ids(1)
+        at = self.deployment.clock.now_ms() + delay_ms if delay_ms else 0
+        message = pb.OneWayCallCommandMessage(
+            service_name=service,
+            handler_name=handler,
+            parameter=payload,
+            key=key,
+            invoke_time=at,
+            invocation_id_notification_idx=id_cid,
+            name=name,
+        )
+        self._command(message, name)
+
+    def awakeable(self) -> tuple[str, int]:
+        """A new awakeable: `(its id, its signal index)`."""
+        index = self.next_signal
+        self.next_signal += 1
+        return ids.awakeable_id(self.invocation_id, index), index
+
+    def await_signal(self, index: int) -> bytes:
+        """Wait for awakeable `index` to be resolved; returns its value."""
+        if self.cancelled_at is not None and (index not in self.signals or self.signals[index][1] > self.cancelled_at):
+            raise _Cancelled
+        if index not in self.signals:
+            raise _Suspend(signal=index)
+        return bytes(self.signals[index][0].value.content)
+
+    def complete_awakeable(self, awakeable_id: str, value: bytes) -> None:
+        """Resolve an awakeable (another invocation's) with `value`."""
+        message = pb.CompleteAwakeableCommandMessage(awakeable_id=awakeable_id, value=pb.Value(content=value))
+        self._command(message, "")
+
+    def promise(self, name: str) -> bytes:
+        """Wait for the workflow's durable promise `name`; returns its value."""
+        (cid,) = self._ids(1)
+        self._command(pb.GetPromiseCommandMessage(key=name, result_completion_id=cid), "")
+        note = self._await(cid)
+        if note.WhichOneof("result") == "failure":
+            raise RuntimeError(f"promise {name} failed: {note.failure.message}")
+        return bytes(note.value.content)
+
+    def resolve_promise(self, name: str, value: bytes) -> bool:
+        """Complete the workflow's durable promise `name`; False if it was completed already."""
+        (cid,) = self._ids(1)
+        message = pb.CompletePromiseCommandMessage(
+            key=name, completion_value=pb.Value(content=value), result_completion_id=cid
+        )
+        self._command(message, "")
+        return self._await(cid).WhichOneof("result") != "failure"
+
+    def get(self, name: bytes) -> bytes | None:
+        """An eager state read of a virtual object's key."""
+        message = pb.GetEagerStateCommandMessage(key=name, name="")
+        if name in self.state:
+            message.value.content = self.state[name]
+        else:
+            message.void.SetInParent()
+        got = self._command(message, "")
+        return bytes(got.value.content) if got.WhichOneof("result") == "value" else None
+
+    def set(self, name: bytes, value: bytes) -> None:
+        """Write a state entry of the virtual object's key."""
+        self._command(pb.SetStateCommandMessage(key=name, value=pb.Value(content=value)), "")
+        self.state[name] = value
+
+
+Handler = Callable[[Ctx], bytes]
+
+
+class SimDeployment:
+    """The `Invoker` of the simulator: discovery of `services` and attempts played in-process.
+
+    Args:
+        services: `{service name: (service type, {handler name: handler function})}`; a handler
+            function's `handler_type` attribute, if any, is its `ty` in the manifest (`SHARED`...).
+        clock: the virtual clock (sleep and delayed-send times).
+        on_run: called as `(invocation_id, completion_id, name, epoch)` each time a run's closure
+            executes, `epoch` being the attempt's (its `x-torpor-epoch` header).
+        before_answer: called with the invocation id before each attempt's answer is returned (a
+            fault hook: a concurrent executor may act there).
+    """
+
+    def __init__(
+        self,
+        services: Mapping[str, tuple[str, Mapping[str, Handler]]],
+        clock: Any,
+        on_run: Callable[[str, int, str, int], None],
+        before_answer: Callable[[str], None] | None = None,
+    ) -> None:
+        self.services = services
+        self.clock = clock
+        self.on_run = on_run
+        self.before_answer = before_answer
+
+    def manifest(self) -> dict[str, Any]:
+        """The endpoint manifest (v3) of the simulated services."""
+        return {
+            "protocolMode": "REQUEST_RESPONSE",
+            "minProtocolVersion": 5,
+            "maxProtocolVersion": 7,
+            "services": [
+                {
+                    "name": name,
+                    "ty": ty,
+                    "handlers": [
+                        {"name": h, "input": {}, "output": {}}
+                        | ({"ty": f.handler_type} if hasattr(f, "handler_type") else {})  # type: ignore[attr-defined]
+                        for h, f in handlers.items()
+                    ],
+                }
+                for name, (ty, handlers) in self.services.items()
+            ],
+        }
+
+    def request(
+        self,
+        endpoint: str,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        timeout_s: float,
+        auth: Mapping[str, object] | None = None,
+    ) -> HttpReply:
+        """Answer discovery or one attempt (see the module doc)."""
+        if method == "GET" and path.endswith("/discover"):
+            content = json.dumps(self.manifest()).encode()
+            return HttpReply(200, {"content-type": "application/vnd.restate.endpointmanifest.v3+json"}, content)
+        _, _, service, handler = path.split("/")
+        frames = decode_frames(body)
+        start = frames[0].decode()
+        assert isinstance(start, pb.StartMessage)
+        ctx = Ctx(start.debug_id, start, frames[1:], self, int(headers.get("x-torpor-epoch", "0")))
+        try:
+            output = self.services[service][1][handler](ctx)
+            answer = [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())]
+        except _Cancelled:
+            failure = pb.Failure(code=409, message="cancelled")
+            answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
+        except _Suspend as suspend:
+            answer = [*ctx.new, frame(suspend.message())]
+        except _Mismatch as exc:
+            answer = [frame(pb.ErrorMessage(code=570, message=str(exc)))]
+        if self.before_answer is not None:
+            self.before_answer(start.debug_id)
+        content_type = headers.get("content-type") or invocation_content_type(7)
+        return HttpReply(200, {"content-type": content_type}, encode_frames(answer))
+
+
+__all__ = ["DEPLOYMENT_URL", "Ctx", "Handler", "InvokerError", "SimDeployment"]
