@@ -39,6 +39,12 @@ fi
 # the core type-checks under mypy --strict (pyproject.toml [tool.mypy]): a type error fails the run
 step "type-checking the core (mypy, strict)"
 .venv/bin/python -m mypy
+# the whole suite (no test paths, -k or node ids given): the deterministic simulator over 2,000 seeds
+# (tests/simulator; 0 violations, or the run fails naming each seed); TORPOR_SIMULATOR_SEEDS changes the count
+if ! printf '%s\n' "$@" | grep -qE '^(tests|-k|.*::)'; then
+  step "running the deterministic simulator (scripts/simulate.sh --seeds ${TORPOR_SIMULATOR_SEEDS:-2000})"
+  scripts/simulate.sh --seeds "${TORPOR_SIMULATOR_SEEDS:-2000}" --jobs 2
+fi
 step "running the tests (pytest $*)"
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
