@@ -87,13 +87,19 @@ class Keys:
         status write to `pending` and the enqueue (`Engine._wait_for_key`, `_advance`), or between
         a key's release and its hand-over (`release`), leaves invocations that only this finds: all
         of them, however many per key. An entry put back for an invocation granted meanwhile is
-        passed over by `pump` (it holds the key, or it completed). Returns how many keys were pumped."""
-        keys: dict[tuple[str, str], None] = {}
+        passed over by `pump` (it holds the key, or it completed). An invocation that holds its key
+        already (granted, then a crash before it was told: `pump` tells it) is not queued again: its
+        entry would outlive it, as nothing takes it out once it runs (found by the simulator, seed
+        7842). One read of the key's holder per key. Returns how many keys were pumped."""
+        keys: dict[tuple[str, str], str | None] = {}
         for record in pending:
             if record.status != "pending":
                 continue
-            self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
-            keys[(record.service, record.key)] = None
+            scope_key = (record.service, record.key)
+            if scope_key not in keys:
+                keys[scope_key] = self.store.lock_holder(record.service, record.key)
+            if keys[scope_key] != record.invocation_id:
+                self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
         for scope, key in keys:
             self.pump(scope, key)
         return len(keys)

@@ -17,15 +17,11 @@ FOUND = {
     317: "an invocation paused while it waited in its key's queue and resumed was queued a second time; a crash "
     "in the hand-over left the extra entry (fixed: Operations.resume keeps its place; the workload has changed "
     "since, so this seed replays another scenario; tests/integration/test_objects.py covers the case)",
+    7842: "a delayed exclusive send was granted its key, then a crash came before it was told; the sweep put it "
+    "back in the key's queue though it held the key, and the entry outlived it (fixed: Keys.requeue does not "
+    "queue again an invocation that holds its key)",
 }
 """Seeds that found real bugs, fixed since: each keeps every invariant (`test_seeds_that_found_bugs`)."""
-
-OPEN = {
-    7842: "three crashes around a delayed exclusive send's entry into its key's queue (8.041-8.043 s) leave, "
-    "once it completed and its retention ended, one entry for it in Counter/a's queue (the key free): a leak "
-    "cleaned by the next arrival's pump, no invocation stuck; not fixed yet",
-}
-"""Seeds that found a bug not fixed yet (`test_open_findings`, strict xfail: it fails once fixed)."""
 
 
 def test_every_seed_keeps_every_invariant() -> None:
@@ -36,18 +32,6 @@ def test_every_seed_keeps_every_invariant() -> None:
 @pytest.mark.parametrize("seed", sorted(FOUND))
 def test_seeds_that_found_bugs(seed: int) -> None:
     """A seed that found a bug keeps every invariant now that the bug is fixed."""
-    assert run_scenario(seed).violations == []
-
-
-@pytest.mark.parametrize(
-    "seed",
-    [
-        pytest.param(seed, marks=pytest.mark.xfail(reason=f"seed {seed}: {why}", strict=True))
-        for seed, why in OPEN.items()
-    ],
-)
-def test_open_findings(seed: int) -> None:
-    """A seed that found a bug not fixed yet: its violations are still there (strict xfail)."""
     assert run_scenario(seed).violations == []
 
 
