@@ -39,6 +39,17 @@ def dev(examples_url: str) -> Iterator[DevServer]:
         yield server
 
 
+def _dynamodb(dev: DevServer) -> Any:
+    """A boto3 DynamoDB client on the test's moto server (dummy credentials), to read items as stored."""
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=dev.dynamodb_endpoint,
+        region_name=REGION,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
 def parallel(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
     results: list[httpx.Response | None] = [None] * len(calls)
 
@@ -260,13 +271,7 @@ def test_workflow_state_and_promises_get_the_retention_ttl(dev: DevServer) -> No
     wf = unique("ttl")
     httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="T", timeout=30)
     httpx.post(f"{dev.ingress_url}/Signup/{wf}/run", json="t@example.com", timeout=30)
-    items = boto3.client(
-        "dynamodb",
-        endpoint_url=dev.dynamodb_endpoint,
-        region_name=REGION,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    ).query(
+    items = _dynamodb(dev).query(
         TableName=dev.table,
         KeyConditionExpression="PK = :pk",
         ExpressionAttributeValues={":pk": {"S": f"OBJ#Signup#{hashlib.sha256(wf.encode()).hexdigest()}"}},
@@ -277,13 +282,7 @@ def test_workflow_state_and_promises_get_the_retention_ttl(dev: DevServer) -> No
 
 
 def _workflow_items(dev: DevServer, wf: str) -> list[dict[str, Any]]:
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=dev.dynamodb_endpoint,
-        region_name=REGION,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    ).query(
+    return _dynamodb(dev).query(
         TableName=dev.table,
         KeyConditionExpression="PK = :pk",
         ExpressionAttributeValues={":pk": {"S": f"OBJ#Signup#{hashlib.sha256(wf.encode()).hexdigest()}"}},
@@ -421,13 +420,7 @@ def test_a_call_paused_while_it_waits_for_its_key_and_resumed_keeps_one_place_in
     assert httpx.patch(f"{dev.admin_url}/invocations/{waiting}/resume").status_code == 202
     assert describe(dev, waiting)["status"] == "pending"
     # THEN it holds one place in the key's queue (before the fix a second entry, under a new seq)
-    lock = boto3.client(
-        "dynamodb",
-        endpoint_url=dev.dynamodb_endpoint,
-        region_name=REGION,
-        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
-    ).get_item(
+    lock = _dynamodb(dev).get_item(
         TableName=dev.table,
         Key={"PK": {"S": f"OBJ#Counter#{hashlib.sha256(key.encode()).hexdigest()}"}, "SK": {"S": "LOCK"}},
     )["Item"]
