@@ -324,22 +324,7 @@ class Engine:
                 f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds (a DynamoDB item's 400 KB, less room "
                 "for its other attributes); send a smaller body"
             )
-        due = min(execution_time_ms, MAX_TIMER_MS)
-        if delayed:  # the timer first: a crash in between leaves a timer for nothing, never the reverse
-            self.store.put_timer(due, record.invocation_id)
-        try:
-            try:
-                self.store.create_invocation(record)
-            except StoreConflict:
-                if not self.retention.drop_if_expired(invocation_id):  # its retention ended: the id is free again
-                    raise
-                self.store.create_invocation(record)
-        except (StoreConflict, ItemTooLarge):
-            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing,
-                existing = self.store.get_invocation(record.invocation_id)
-                if existing is None or existing.execution_time_ms != execution_time_ms:
-                    self.store.delete_timer(due, record.invocation_id)  # unless it is the existing one's own
-            raise
+        self._store_new(record, delayed, execution_time_ms)
         if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
             self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
         self.metrics.count("invocations_created", service=service, handler=handler)
@@ -353,6 +338,30 @@ class Engine:
         elif not leased and record.status == "ready":
             self.scheduler.wake_now(record.invocation_id)
         return record
+
+    def _store_new(self, record: InvocationRecord, delayed: bool, execution_time_ms: int) -> None:
+        """Store a new invocation `record`, with the timer of a `delayed` one (due at
+        `execution_time_ms`, ms since the epoch) written first: a crash in between leaves a timer for
+        nothing, never the reverse. An id whose retention ended is free again (removed, then created).
+
+        Raises `StoreConflict` if the id exists (its timer is deleted again unless it is the existing
+        invocation's own), `ItemTooLarge` if the record does not fit in an item."""
+        due = min(execution_time_ms, MAX_TIMER_MS)
+        if delayed:
+            self.store.put_timer(due, record.invocation_id)
+        try:
+            try:
+                self.store.create_invocation(record)
+            except StoreConflict:
+                if not self.retention.drop_if_expired(record.invocation_id):  # its retention ended: free again
+                    raise
+                self.store.create_invocation(record)
+        except (StoreConflict, ItemTooLarge):
+            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing,
+                existing = self.store.get_invocation(record.invocation_id)
+                if existing is None or existing.execution_time_ms != execution_time_ms:
+                    self.store.delete_timer(due, record.invocation_id)  # unless it is the existing one's own
+            raise
 
     def _new_record(
         self,
@@ -666,21 +675,9 @@ class Engine:
                 if suspended is not None:
                     return suspended
                 continue  # a notification arrived meanwhile: look again
-            now = self.clock.now_ms()
-            stopping = self.stopping.is_set()
-            if stopping or (deadline_ms is not None and now >= deadline_ms and attempted):
-                try:
-                    self._update(held, lease_until_ms=0, effects_applied_upto=len(held.journal))
-                except StoreConflict:
-                    return Outcome.LEASE_LOST
-                if not stopping:  # when stopping, the next process's start-up sweep resumes it
-                    self.scheduler.wake_now(record.invocation_id)
-                return Outcome.HANDED_OFF
-            if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
-                try:
-                    self._update(held, lease_until_ms=now + self._lease_ms(options))
-                except StoreConflict:
-                    return Outcome.LEASE_LOST
+            handed = self._hand_off_or_renew(held, options, deadline_ms, attempted)
+            if handed is not None:
+                return handed
             attempted = True
             if self._bidi(held):
                 streamed = self._stream(held, options, pending)
@@ -726,6 +723,30 @@ class Engine:
             if result.ended:
                 return self._complete(held)
             held.awaiting = awaiting
+
+    def _hand_off_or_renew(
+        self, held: Held, options: HandlerOptions, deadline_ms: int | None, attempted: bool
+    ) -> Outcome | None:
+        """Before an attempt: release the lease if this process stops, or if `deadline_ms` (ms since
+        the epoch) passed after at least one attempt (`HANDED_OFF`: woken again now, or by the next
+        process's start-up sweep); else extend the lease if less than an attempt's worth is left
+        (`LEASE_LOST` if the epoch moved on). None: go on with the attempt."""
+        now = self.clock.now_ms()
+        stopping = self.stopping.is_set()
+        if stopping or (deadline_ms is not None and now >= deadline_ms and attempted):
+            try:
+                self._update(held, lease_until_ms=0, effects_applied_upto=len(held.journal))
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            if not stopping:  # when stopping, the next process's start-up sweep resumes it
+                self.scheduler.wake_now(held.record.invocation_id)
+            return Outcome.HANDED_OFF
+        if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
+            try:
+                self._update(held, lease_until_ms=now + self._lease_ms(options))
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+        return None
 
     def _commit_and_apply(self, held: Held, entries: list[Frame]) -> Outcome | bool:
         """`_commit`, then carry out the committed entries' effects if the lease is still ours.
