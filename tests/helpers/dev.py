@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ import httpx
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
 from tests.helpers.moto import unique_table_name
-from tests.helpers.services import REPO_ROOT, free_port
+from tests.helpers.services import REPO_ROOT
 
 
 def describe(dev: DevServer, invocation_id: str) -> dict[str, Any]:
@@ -69,36 +71,56 @@ def dev_with_examples(moto_endpoint: str, examples_url: str, settings: Settings)
         server.stop()
 
 
+_LISTENING = re.compile(r"torpor dev: ingress (http://\S+), admin (http://\S+) ")
+
+
 @contextmanager
 def torpor_dev_process(
     *store_args: str, module: str = "adapters.cli", env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
-    """`torpor dev STORE_ARGS` in a subprocess on free ports, with a 3 s inactivity timeout and a 1 s
-    lease margin (so a crashed attempt is taken over quickly): `(ingress URL, admin URL, process)`.
+    """`torpor dev STORE_ARGS` in a subprocess with a 3 s inactivity timeout and a 1 s lease margin
+    (so a crashed attempt is taken over quickly): `(ingress URL, admin URL, process)`.
+
+    Both ports are 0 (the process binds free ones and logs them), so no other process can take a
+    port between its choice and the bind. Its stderr is copied to this process's stderr.
     `module` is what runs the CLI (`python -m MODULE`; a wrapper such as `tests.helpers.crashing_dev`),
     with `env` added to the environment. Terminated on exit unless the test killed it."""
-    ingress_port, admin_port = free_port(), free_port()
     process = subprocess.Popen(
         [
             sys.executable, "-m", module, "dev", *store_args,
-            "--ingress-port", str(ingress_port), "--admin-port", str(admin_port),
+            "--ingress-port", "0", "--admin-port", "0",
             "--inactivity-timeout", "3s", "--lease-margin", "1s",
         ],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
+        stderr=subprocess.PIPE,
     )  # fmt: skip
-    admin = f"http://127.0.0.1:{admin_port}"
+    urls: list[tuple[str, str]] = []
+
+    def copy_stderr() -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            line = raw.decode(errors="replace")
+            sys.stderr.write(line)
+            if not urls and (match := _LISTENING.search(line)):
+                urls.append((match[1], match[2]))
+
+    threading.Thread(target=copy_stderr, name="torpor-dev-stderr", daemon=True).start()
 
     def healthy() -> bool:
+        if not urls:
+            assert process.poll() is None, "torpor dev exited before it listened"
+            return False
         try:
-            return httpx.get(f"{admin}/health", timeout=1).status_code == 200
+            return httpx.get(f"{urls[0][1]}/health", timeout=1).status_code == 200
         except httpx.HTTPError:
             assert process.poll() is None, "torpor dev exited before it answered /health"
             return False
 
     try:
         wait_for(healthy, 60, "torpor dev to answer /health")
-        yield f"http://127.0.0.1:{ingress_port}", admin, process
+        ingress, admin = urls[0]
+        yield ingress, admin, process
     finally:
         if process.poll() is None:
             process.terminate()
