@@ -2,12 +2,13 @@
 
 The wrapper relies on private names of the SDK (its module doc lists them), so each release in
 `TESTED_SDK_VERSIONS` gets a virtualenv of its own, `.cache/restate-sdk-venvs/py3.X-restate-sdk-V/`
-(git-ignored; created once, about 10 s each, then reused): `restate-sdk[serde]==V` and what pip
-brings with it, this interpreter's site-packages after them for Torpor's own dependencies. There
-`tests/helpers/sdk_probe.py` loads the wrapper as Lambda does and drives a handler of two `ctx.run`s
-(sync and async) and a sleep: both runs are committed in the function, the SDK suspends on the sleep,
-the second Invoke ends the handler. The same probe with the run task's name broken shows the runs
-left to the orchestrator, so the test can tell. An SDK outside `SUPPORTED_SDK` is refused in one line.
+(git-ignored; built once, 10 to 25 s each from the local package mirror, then reused: the file then
+runs in about 15 s) holding `restate-sdk[serde]==V` and what pip brings with it; this interpreter's
+site-packages come after them, for Torpor's own dependencies. There `tests/helpers/sdk_probe.py`
+loads the wrapper as Lambda does and drives a handler of two `ctx.run`s (sync and async) and a
+sleep: both runs are committed in the function, the SDK suspends on the sleep, the second Invoke
+ends the handler. The same probe with the run task's name broken shows the runs left to the
+orchestrator, so the test can tell. An SDK outside `SUPPORTED_SDK` is refused in one line.
 """
 
 from __future__ import annotations
