@@ -121,7 +121,7 @@ _RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"  # private to res
 _ENDINGS = frozenset({MessageType.End, MessageType.Suspension, MessageType.Error})
 
 SUPPORTED_SDK = ">=1.2,<1.4"
-"""The restate-sdk versions this wrapper runs with (pip specifier; pyproject.toml's `examples` extra)."""
+"""The restate-sdk versions this wrapper runs with (pip specifier; pyproject.toml's `checkpoints` extra)."""
 _SUPPORTED_SDK_RANGE = ((1, 2), (1, 4))  # SUPPORTED_SDK as (major, minor) bounds: low included, high not
 TESTED_SDK_VERSIONS = ("1.2.0", "1.3.0")
 """The releases tests/integration/test_checkpoints_sdk_versions.py drives the wrapper with."""

@@ -21,11 +21,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from adapters.aws.checkpoints import SUPPORTED_SDK, TESTED_SDK_VERSIONS, UnsupportedSDK, check_sdk_version
 
@@ -111,6 +114,24 @@ def test_the_probe_tells_when_the_run_task_is_not_found(version: str, tmp_path: 
     assert first["committed_length"] is None
     assert first["stored"] == ["Input"]
     assert first["answer"][-2:] == ["ProposeRunCompletion", "Suspension"]
+
+
+def test_pyproject_declares_the_supported_range_and_pins_inside_it() -> None:
+    """The `checkpoints` extra is what users install; the pinned extras (the example handler's
+    bundle, the tests) and every tested release lie in it."""
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    sdk = {
+        extra: next(r for r in map(Requirement, requirements) if r.name == "restate-sdk")
+        for extra, requirements in extras.items()
+        if any(Requirement(r).name == "restate-sdk" for r in requirements)
+    }
+    assert sdk["checkpoints"].specifier == SpecifierSet(SUPPORTED_SDK)
+    for extra in ("examples", "test"):
+        [pin] = sdk[extra].specifier
+        assert pin.operator == "==", (extra, pin)
+        assert pin.version in sdk["checkpoints"].specifier, (extra, pin)
+        check_sdk_version(pin.version, env={})
+    assert all(v in sdk["checkpoints"].specifier for v in TESTED_SDK_VERSIONS)
 
 
 @pytest.mark.parametrize("version", ["1.2.0", "1.2.7", "1.3.0", "1.3.12rc1"])
