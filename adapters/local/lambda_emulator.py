@@ -526,8 +526,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--timeout must be above 0 and at most {DEFAULT_TIMEOUT_S:.0f} seconds (Lambda's range)")
     try:
         _with_checkpoints(functions)
-    except ImportError as exc:  # adapters.aws.checkpoints.UnsupportedSDK: its one line says what to do
-        sys.stderr.write(f"{exc}\n")
+    except ImportError as exc:
+        if type(exc).__name__ != "UnsupportedSDK":  # adapters.aws.checkpoints' (its import failed)
+            raise
+        sys.stderr.write(f"{exc}\n")  # one line that says what to do
         return 2
     app = EmulatorApp(functions, region=args.region, workers=args.workers, timeout_s=args.timeout)
     server = make_server(args.host, args.port, app, threaded=True)
