@@ -2,14 +2,16 @@
 restate-sdk this interpreter has, and print what happened as one JSON line
 (tests/integration/test_checkpoints_sdk_versions.py runs it in one virtualenv per SDK version).
 
-`python -m tests.helpers.sdk_probe STORE.sqlite [--pause-ms MS] [--break-run-detection]` plays
+`python -m tests.helpers.sdk_probe STORE.sqlite [--pause-ms MS] [--protocol-version V]
+[--break-run-detection]` plays
 both the Lambda runtime and the orchestrator, on a fresh invocation of `Probe/two_runs_and_a_sleep`
 in the SQLite store `STORE.sqlite`:
 
 1. loads the wrapper as Lambda does (`AWS_LAMBDA_FUNCTION_NAME` set, `TORPOR_APP` naming this
    module's `app`, `TORPOR_SQLITE` the store), so `restate.app(...)` returns the SDK's Lambda handler;
 2. discovery through the wrapper (request/response), for the SDK's highest protocol version Torpor
-   speaks;
+   speaks, unless `--protocol-version` names one (V5/V6: the wrapper feeds each committed run's
+   RunCompletion back; V7: a ProposeRunCompletionAck);
 3. Invoke 1 with the journal [Input]: a sync run and an async run, each `pause_ms` long, should be
    committed by the wrapper itself, then the SDK suspends on the sleep;
 4. stores the commands the answer carries (the Sleep), as the orchestrator does, and Invoke 2 with
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("store")
     parser.add_argument("--pause-ms", type=int, default=200)
+    parser.add_argument("--protocol-version", type=int, default=None)
     parser.add_argument("--break-run-detection", action="store_true")
     args = parser.parse_args(argv)
     os.environ.update(
@@ -98,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         _Context(),
     )
     manifest = json.loads(base64.b64decode(discovery["body"]))
-    version = min(int(manifest["maxProtocolVersion"]), versions.MAX_VERSION)
+    lowest, highest = int(manifest["minProtocolVersion"]), int(manifest["maxProtocolVersion"])
+    version = args.protocol_version or min(highest, versions.MAX_VERSION)
+    if not lowest <= version <= highest:
+        parser.error(f"the SDK speaks protocol versions {lowest} to {highest}, not {version}")
 
     store = SQLiteStore(args.store)
     now = int(time.time() * 1000)

@@ -3,12 +3,13 @@
 The wrapper relies on private names of the SDK (its module doc lists them), so each release in
 `TESTED_SDK_VERSIONS` gets a virtualenv of its own, `.cache/restate-sdk-venvs/py3.X-restate-sdk-V/`
 (git-ignored; built once, 10 to 25 s each from the local package mirror, then reused: the file then
-runs in about 15 s) holding `restate-sdk[serde]==V` and what pip brings with it; this interpreter's
+runs in about 30 s) holding `restate-sdk[serde]==V` and what pip brings with it; this interpreter's
 site-packages come after them, for Torpor's own dependencies. There `tests/helpers/sdk_probe.py`
-loads the wrapper as Lambda does and drives a handler of two `ctx.run`s (sync and async) and a
-sleep: both runs are committed in the function, the SDK suspends on the sleep, the second Invoke
-ends the handler. The same probe with the run task's name broken shows the runs left to the
-orchestrator, so the test can tell. An SDK outside `SUPPORTED_SDK` is refused in one line.
+loads the wrapper as Lambda does and drives, on service protocol V5, V6 and V7, a handler of two
+`ctx.run`s (sync and async) and a sleep: both runs are committed in the function, the SDK suspends
+on the sleep, the second Invoke ends the handler. The same probe with the run task's name broken
+shows the runs left to the orchestrator, so the test can tell. An SDK outside `SUPPORTED_SDK` is
+refused in one line.
 """
 
 from __future__ import annotations
@@ -84,11 +85,15 @@ def probe(python: Path, store: Path, *args: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("protocol", [5, 6, 7])  # V5/V6: the wrapper acks with a RunCompletion; V7: an ack
 @pytest.mark.parametrize("version", TESTED_SDK_VERSIONS)
-def test_the_wrapper_commits_runs_and_suspends_with_each_supported_sdk(version: str, tmp_path: Path) -> None:
+def test_the_wrapper_commits_runs_and_suspends_with_each_supported_sdk(
+    version: str, protocol: int, tmp_path: Path
+) -> None:
     python = sdk_python(version)
-    report = probe(python, tmp_path / "store.sqlite")
+    report = probe(python, tmp_path / "store.sqlite", "--protocol-version", str(protocol))
     assert report["sdk_version"] == version
+    assert report["protocol_version"] == protocol
     assert report["restate_file"].startswith(str(python.parent.parent))  # that venv's SDK, not this one's
     assert report["discovery_status"] == 200
     first = report["first"]
