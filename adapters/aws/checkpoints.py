@@ -23,15 +23,32 @@ instead, the way restate-server drives a deployment over a bidirectional HTTP/2 
    commit, with `x-torpor-journal-length: N` (the journal's length after its commits). The
    orchestrator re-reads the journal and carries on exactly as after a request/response attempt.
 
-The SDK's code this relies on (restate-sdk 0.x Python, `restate/server.py`, `server_context.py`):
-`process_invocation_to_completion` reads the body until the Start and the known entries are there,
-then runs the handler; `ServerInvocationContext.create_poll_or_cancel_coroutine` reads more body
-(`DoProgressWaitExternalProgress`) while a run's result is awaited, and the VM suspends only once the
-input is closed; `leave()` waits for the input to close before it ends the response. A `ctx.run`
-executes in a task whose coroutine is `create_poll_or_cancel_coroutine.<locals>.wrapper`: while one is
-pending the handler is not stuck. Should a later SDK name it differently, the body closes as soon as
-nothing else happens, and a run that was executing is proposed and committed by the orchestrator, as
-in request/response mode: one Invoke more, never a step run twice.
+Supported SDK: restate-sdk (Python) `SUPPORTED_SDK` (>=1.2,<1.4), each of `TESTED_SDK_VERSIONS`
+driven end to end by tests/integration/test_checkpoints_sdk_versions.py. The SDK offers no public hook
+for the two things this needs, so it relies on these private names and behaviours of
+`restate/aws_lambda.py`, `server.py` and `server_context.py` (identical in 1.2.0 and 1.3.0):
+
+- finding the ASGI app (`asgi_app_of`): on Lambda (`AWS_LAMBDA_FUNCTION_NAME` set) `restate.app(...)`
+  returns `wrap_asgi_as_lambda_handler(asgi_app).<locals>.lambda_handler`, read here through its
+  closure cell `asgi_app`; elsewhere it returns `asgi_app(endpoint).<locals>.app` itself (a function
+  named `app` of 3 arguments). Neither object exposes the app, and `Endpoint.app()` wraps it the same way;
+- knowing a run is in flight (`_runs_executing`): a `ctx.run` closure executes in a task whose coroutine
+  is `create_poll_or_cancel_coroutine.<locals>.wrapper` (`_RUN_TASK`; a sync closure awaits the
+  loop's default executor from it). The SDK's own signal, `restate.run_completed`, goes to its private
+  `ReceiveChannel`; on the wire the SDK sends a Run command before the closure starts but nothing while
+  it executes (1.3.0 sends AwaitingOn after the proposal, `executing_side_effects` false), and a Run
+  command also precedes a run that is never awaited, so the frames alone cannot tell;
+- streaming: `process_invocation_to_completion` reads the body until the Start and the known entries are
+  there, then runs the handler; `create_poll_or_cancel_coroutine` reads more body
+  (`DoProgressWaitExternalProgress`) while a run's result is awaited, and the VM suspends only once the
+  input is closed; `leave()` waits for the input to close before it ends the response.
+
+Another SDK version is refused when this module is imported (`UnsupportedSDK`, one line, no stack
+trace: on Lambda an `ImportError` is reported as `Runtime.ImportModuleError`), unless
+`TORPOR_ALLOW_UNTESTED_SDK=1`: then, should the run task be named differently, the body closes as soon
+as nothing else happens, and a run that was executing is proposed and committed by the orchestrator, as
+in request/response mode: one Invoke more, never a step run twice; should the app not be found,
+`load_app` says so.
 
 Only what the orchestrator's commit would do nothing more with is committed here: Run commands, run
 results and custom entries (and, in the first commit, the notifications the request delivered). Any
@@ -42,6 +59,7 @@ body closes, the SDK suspends, and the orchestrator commits and applies them.
 Configuration (environment of the function):
 
 - `TORPOR_APP`: `module:attr` of the user's `restate.app(...)` (for `handler`);
+- `TORPOR_ALLOW_UNTESTED_SDK=1`: run with a restate-sdk outside `SUPPORTED_SDK` (a warning, not an error);
 - the store to commit to: `TORPOR_TABLE` (DynamoDB table, in `AWS_REGION`; `TORPOR_DYNAMODB_ENDPOINT`
   for another endpoint, e.g. moto) or `TORPOR_SQLITE` (the dev store's SQLite file). Without either,
   the function answers in request/response mode, as the SDK's own Lambda handler does.
@@ -61,8 +79,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import importlib
+import importlib.metadata
 import logging
 import os
+import re
 import struct
 import threading
 import time
@@ -97,10 +117,58 @@ FENCE_EVERY_MS = 1_000
 before a commit only once this long has passed since the last check (ms): a kill or a cancel reaches
 a function that runs many quick steps within about this long, without a second write per step."""
 _SETTLE_ROUNDS = 50  # event-loop turns with nothing happening before the SDK counts as waiting
-_RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"
+_RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"  # private to restate-sdk (module doc)
 _ENDINGS = frozenset({MessageType.End, MessageType.Suspension, MessageType.Error})
 
+SUPPORTED_SDK = ">=1.2,<1.4"
+"""The restate-sdk versions this wrapper runs with (pip specifier; pyproject.toml's `checkpoints` extra)."""
+_SUPPORTED_SDK_RANGE = ((1, 2), (1, 4))  # SUPPORTED_SDK as (major, minor) bounds: low included, high not
+TESTED_SDK_VERSIONS = ("1.2.0", "1.3.0")
+"""The releases tests/integration/test_checkpoints_sdk_versions.py drives the wrapper with."""
+ALLOW_UNTESTED_SDK_ENV = "TORPOR_ALLOW_UNTESTED_SDK"
+
 ASGIApp = Callable[..., Any]
+
+
+class UnsupportedSDK(ImportError):
+    """The installed restate-sdk is outside `SUPPORTED_SDK`. An `ImportError`, so that the Lambda
+    runtime reports it as `Runtime.ImportModuleError` with this one-line message and no stack trace."""
+
+
+def check_sdk_version(version: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """Refuse a restate-sdk outside `SUPPORTED_SDK` (the private names this module relies on are known
+    for those releases only; module doc).
+
+    Args:
+        version: The version to check; None: the installed distribution `restate-sdk`'s.
+        env: The environment (`TORPOR_ALLOW_UNTESTED_SDK=1` turns the error into a warning); None: os.environ.
+
+    Returns:
+        The version checked, or None if restate-sdk is not installed (nothing to check: importing the
+        user's app fails on its own).
+
+    Raises:
+        UnsupportedSDK: a version outside `SUPPORTED_SDK`, or one that is not `MAJOR.MINOR...`.
+    """
+    env = os.environ if env is None else env
+    if version is None:
+        try:
+            version = importlib.metadata.version("restate-sdk")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    match = re.match(r"(\d+)\.(\d+)", version)
+    low, high = _SUPPORTED_SDK_RANGE
+    if match is not None and low <= (int(match[1]), int(match[2])) < high:
+        return version
+    message = (
+        f"restate-sdk {version} is installed, but Torpor's Lambda checkpoint wrapper (adapters.aws.checkpoints) "
+        f"supports restate-sdk{SUPPORTED_SDK} (tested: {', '.join(TESTED_SDK_VERSIONS)}): install "
+        f"'restate-sdk[serde]{SUPPORTED_SDK}', or set {ALLOW_UNTESTED_SDK_ENV}=1 to try this one"
+    )
+    if env.get(ALLOW_UNTESTED_SDK_ENV, "") not in ("", "0"):
+        log.warning("%s (%s is set: going on)", message.partition(": install")[0], ALLOW_UNTESTED_SDK_ENV)
+        return version
+    raise UnsupportedSDK(message)
 
 
 def asgi_app_of(target: object) -> ASGIApp | None:
@@ -453,6 +521,8 @@ def load_app(target: str) -> ASGIApp:
 
 _handler: Checkpoints | None = None
 _handler_lock = threading.Lock()
+
+check_sdk_version()  # at import: on Lambda, at the function's init (UnsupportedSDK)
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:

@@ -524,7 +524,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if not 0 < args.timeout <= DEFAULT_TIMEOUT_S:
         parser.error(f"--timeout must be above 0 and at most {DEFAULT_TIMEOUT_S:.0f} seconds (Lambda's range)")
-    _with_checkpoints(functions)
+    try:
+        _with_checkpoints(functions)
+    except ImportError as exc:
+        if type(exc).__name__ != "UnsupportedSDK":  # adapters.aws.checkpoints' (its import failed)
+            raise
+        sys.stderr.write(f"{exc}\n")  # one line that says what to do
+        return 2
     app = EmulatorApp(functions, region=args.region, workers=args.workers, timeout_s=args.timeout)
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
@@ -550,7 +556,14 @@ def _with_checkpoints(functions: dict[str, LambdaHandler]) -> None:
     """With a store named in the environment (`TORPOR_SQLITE`, or `TORPOR_TABLE` and
     `TORPOR_DYNAMODB_ENDPOINT`), run every restate-sdk app among `functions` through Torpor's
     in-process checkpoints (`adapters.aws.checkpoints`), as a function deployed with the handler
-    `adapters.aws.checkpoints.handler` runs on AWS; other functions are left as they are."""
+    `adapters.aws.checkpoints.handler` runs on AWS; other functions are left as they are.
+
+    Raises:
+        adapters.aws.checkpoints.UnsupportedSDK: (an ImportError) a store is named and the installed
+            restate-sdk is outside the wrapper's `SUPPORTED_SDK`.
+    """
+    if not (os.environ.get("TORPOR_SQLITE") or os.environ.get("TORPOR_TABLE")):
+        return  # no store: request/response, and no restate-sdk version to check
     from adapters.aws.checkpoints import Checkpoints, asgi_app_of, store_from_environment
 
     store = store_from_environment()
