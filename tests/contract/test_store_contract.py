@@ -797,7 +797,7 @@ def test_the_sweep_removes_the_journal_then_the_record_at_their_retention_withou
 
     now = 1_800_000_000_000
     clock = _Clock(now)
-    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=clock)  # type: ignore[arg-type]
+    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=clock, facts=store.facts)  # type: ignore[arg-type, attr-defined]
     short, long = ids_in_distinct_shards(store, 2)
     completed_with_journal(store, short, journal_expires_at_ms=now + 1_000, expires_at_s=(now + 5_000) // 1000)
     completed_with_journal(store, long, journal_expires_at_ms=now + 60_000, expires_at_s=(now + 90_000) // 1000)
@@ -883,7 +883,7 @@ def test_remove_journal_needs_the_journal_retention_it_was_found_with(store: Sto
 def test_the_sweep_does_not_remove_a_record_its_index_entry_no_longer_describes(store: Store) -> None:
     from control_plane.runtime import ControlPlane
 
-    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=_Clock(10_000))  # type: ignore[arg-type]
+    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=_Clock(10_000), facts=store.facts)  # type: ignore[arg-type, attr-defined]
     completed_with_journal(store, "inv_r", journal_expires_at_ms=1_000, expires_at_s=5)
     stale = RetentionDue("inv_r", 4_000, 0, 4)  # an older run under this id
 
