@@ -43,7 +43,7 @@ from typing import Any
 
 from adapters.local.dev import DevServer
 from bench.common import CACHE, STORES, cpu_seconds, hey, load, store, summary
-from control_plane.ports import Store
+from control_plane.ports import InvocationStore, KeyStore, RegistryStore, ScheduleStore, Store, TimerStore
 from control_plane.settings import Settings
 from tests.helpers.moto import DUMMY_AWS_ENV, unique_table_name
 from tests.helpers.services import serve_examples
@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if dynamodb is None:  # SQLite: every port method, the outermost call only
                 nested = threading.local()
-                for name in [n for n in vars(Store) if not n.startswith("_") and callable(getattr(dev.store, n, None))]:
+                families = (Store, InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore)
+                port = sorted({n for family in families for n in vars(family) if not n.startswith("_")})
+                for name in [n for n in port if callable(getattr(dev.store, n, None))]:
                     setattr(dev.store, name, meter.wrap("store", getattr(dev.store, name), nested))
             else:
                 connection: Any = dev.store._connection.connection  # every DynamoDB request goes through dispatch

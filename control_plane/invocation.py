@@ -72,6 +72,7 @@ from control_plane.ports import (
     AnswerTooLarge,
     Clock,
     DeploymentRecord,
+    FixedFacts,
     InvocationRecord,
     InvokerError,
     ItemTooLarge,
@@ -79,6 +80,7 @@ from control_plane.ports import (
     Scheduler,
     Store,
     StoreConflict,
+    StoreFacts,
     StoreUnavailable,
 )
 from control_plane.protocol import (
@@ -196,6 +198,7 @@ class Engine:
         settings: runtime defaults.
         waiters: in-process notification of completions, for callers waiting on a result.
         metrics: where invocations, attempts, suspensions, latencies are counted (none by default).
+        facts: facts about the store's deployment (`StoreFacts`; by default `FixedFacts()`).
     """
 
     def __init__(
@@ -207,8 +210,10 @@ class Engine:
         settings: Settings,
         waiters: CompletionWaiters,
         metrics: Metrics | None = None,
+        facts: StoreFacts | None = None,
     ) -> None:
         self.store = store
+        self.facts: StoreFacts = facts if facts is not None else FixedFacts()
         self.metrics: Metrics = metrics or NoMetrics()
         self.registry = registry
         self.scheduler = scheduler
@@ -218,7 +223,7 @@ class Engine:
         self.stopping = threading.Event()
         self._knocked: set[str] = set()  # invocations with news for a lease holder in this process (`knock`)
         self.keys = Keys(store, scheduler, clock)
-        self.retention = Retention(store, registry, clock, settings, scheduler)  # when a completed one goes
+        self.retention = Retention(store, registry, clock, settings, scheduler, self.facts)  # when a completed one goes
         self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
         self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
         # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
@@ -234,9 +239,9 @@ class Engine:
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
         """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
         16-byte id an earlier Torpor gave it if that run is still stored (one store read, only in a
-        store first used before the id change: `Store.holds_short_ids`): a run created before the
+        store first used before the id change: `StoreFacts.holds_short_ids`): a run created before the
         change keeps deduplicating. No new run gets a 16-byte id."""
-        if self.store.holds_short_ids:
+        if self.facts.holds_short_ids:
             legacy = ids.legacy_workflow_run_id(workflow, workflow_id)
             if self.store.get_invocation(legacy) is not None:
                 return legacy
@@ -246,7 +251,7 @@ class Engine:
         """The id of the request to `service/handler` (of `key`) with `idempotency_key`
         (`ids.idempotent_invocation_id`), or the 16-byte id an earlier Torpor gave it while that
         invocation is still stored (one store read), as `workflow_run_id`."""
-        if self.store.holds_short_ids:
+        if self.facts.holds_short_ids:
             legacy = ids.legacy_idempotent_invocation_id(service, handler, key, idempotency_key)
             if self.store.get_invocation(legacy) is not None:
                 return legacy
@@ -420,7 +425,7 @@ class Engine:
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
             trace_id=trace_id or trace_id_from(headers),
-            requests=dict(self.store.creation_requests(delayed=delayed, on_key=on_key)) or None,
+            requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
 
     def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
@@ -595,7 +600,7 @@ class Engine:
             if record is not None and record.status not in ("completed", "pending", "paused"):
                 self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
                 return
-            if record is not None and self.store.may_delete and self.retention.expired(record):
+            if record is not None and self.facts.may_delete and self.retention.expired(record):
                 self.retention.remove(record)
         self.store.delete_timer(due_ms, invocation_id)
 

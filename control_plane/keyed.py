@@ -21,12 +21,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Protocol
 
 from google.protobuf.message import Message
 
 from control_plane.failures import stored_failure, wire_failure
 from control_plane.journal import Journal
-from control_plane.ports import Clock, InvocationRecord, PromiseRecord, Scheduler, Store, StoreConflict
+from control_plane.ports import (
+    Clock,
+    InvocationRecord,
+    InvocationStore,
+    KeyStore,
+    PromiseRecord,
+    Scheduler,
+    StoreConflict,
+)
 from control_plane.protocol import Frame, MessageType, frame
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -61,10 +70,15 @@ def _completed_by(record: InvocationRecord, completion_id: int) -> str:
     return f"{record.invocation_id}:{completion_id}"
 
 
+class KeyedStore(KeyStore, InvocationStore, Protocol):
+    """The families `Keys` uses: keys (locks, queues, state, promises), and invocations (the one
+    granted a key is told so, a promise's waiters are rung)."""
+
+
 class Keys:
     """Locks, the keys' queues, state and promises of keyed services, over the store."""
 
-    def __init__(self, store: Store, scheduler: Scheduler, clock: Clock) -> None:
+    def __init__(self, store: KeyedStore, scheduler: Scheduler, clock: Clock) -> None:
         self.store = store
         self.scheduler = scheduler
         self.clock = clock

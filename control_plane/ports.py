@@ -1,9 +1,13 @@
 """The interfaces the core needs from the outside world: `Store`, `Invoker`, `Scheduler`, `Clock`.
 
 `control_plane/` talks only to these; `adapters/` implements them (DynamoDB through pynamodb, HTTP
-and Lambda invokers, local and AWS timers). Records here are plain frozen dataclasses; the store maps
-them to items. All times are integers in milliseconds since the UNIX epoch (`*_ms`), durations are ms
-unless the name says otherwise.
+and Lambda invokers, local and AWS timers). `Store` is cut by family, the cut both store adapters
+make: `InvocationStore` (invocations and journals), `KeyStore` (state, lock, queue, promises),
+`TimerStore`, `RegistryStore` (deployments, services), `ScheduleStore`; facts about a deployment
+that are not storage (IAM permissions, an id migration, billing) are `StoreFacts`.
+
+Records here are plain frozen dataclasses; the store maps them to items. All times are integers in
+milliseconds since the UNIX epoch (`*_ms`), durations are ms unless the name says otherwise.
 """
 
 from __future__ import annotations
@@ -268,14 +272,14 @@ SCHEDULE_FIELDS = ("paused", "next_tick_ms", "last_tick_ms", "last_invocation_id
 # --- ports ---------------------------------------------------------------------------------------
 
 
-class Store(Protocol):
-    """Durable storage of deployments, services, invocations and journals (DynamoDB in production).
+class StoreFacts(Protocol):
+    """Facts about where and how a store runs, not storage: the IAM permissions of this process's
+    role, an id-format migration of its table, the AWS requests (billing) a write costs.
 
-    Every write that changes an invocation is conditional; a lost condition raises `StoreConflict`.
+    The wiring hands them to `ControlPlane` beside the store (`DynamoDBStore.facts`,
+    `SQLiteStore.facts`; `FixedFacts` where they are known in advance); the core reads them from
+    there (`Engine.facts`), never from the store.
     """
-
-    def ensure_schema(self) -> None:
-        """Create the table if it is missing (idempotent)."""
 
     @property
     def holds_short_ids(self) -> bool:
@@ -295,26 +299,41 @@ class Store(Protocol):
         holds its own files (SQLite)."""
         ...
 
-    # deployments and services
-    def put_deployment(self, deployment: DeploymentRecord) -> None: ...
-    def get_deployment(self, deployment_id: str) -> DeploymentRecord | None: ...
-    def list_deployments(self) -> list[DeploymentRecord]: ...
-    def delete_deployment(self, deployment_id: str) -> None: ...
-    def put_service(self, service: ServiceRecord) -> None: ...
-    def get_service(self, name: str) -> ServiceRecord | None: ...
-    def list_services(self) -> list[ServiceRecord]: ...
-    def delete_service(self, name: str) -> None: ...
-
-    # invocations
-    def create_invocation(self, invocation: InvocationRecord) -> None:
-        """Put a new invocation; `StoreConflict` if the id exists already."""
-
     def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
         """The AWS requests creating an invocation costs, by kind (`observability.record` names), for
         its `requests` field, written with it (the meter cannot count a write before it is made):
         the record, a delayed start's timer, taking an object key. Empty for a store that makes none.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class FixedFacts:
+    """`StoreFacts` known in advance. The defaults are those of a store whose files are this
+    process's own (it may delete), first used with 24-byte ids, that costs no AWS requests: an
+    in-memory SQLite store of a test or of the simulator."""
+
+    may_delete: bool = True
+    holds_short_ids: bool = False
+
+    def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
+        """None: no AWS requests (`StoreFacts.creation_requests`)."""
+        return {}
+
+
+class InvocationStore(Protocol):
+    """Invocations and their journals: the record and its lease, journal batches, notifications and
+    the doorbell, the listing, and the retention order of completed ones.
+
+    Every write that changes an invocation is conditional; a lost condition raises `StoreConflict`.
+    DynamoDB: the partition `INV#{invocation_id}` (`META` record, `J#` batches, `N#` notifications)
+    with the indexes `by_status_v2` (listing) and `by_expiry` (retention),
+    `adapters/aws/dynamodb_store.py`. SQLite: tables `invocations`, `batches` and `notifications`,
+    `adapters/local/sqlite_store.py`.
+    """
+
+    def create_invocation(self, invocation: InvocationRecord) -> None:
+        """Put a new invocation; `StoreConflict` if the id exists already."""
 
     def get_invocation(self, invocation_id: str) -> InvocationRecord | None: ...
 
@@ -373,7 +392,7 @@ class Store(Protocol):
 
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Remove the notification with `key`; removing one that is not there does nothing. Not called
-        where `may_delete` is False (nor by `Effects.notify`, which rings before it stores)."""
+        where `StoreFacts.may_delete` is False (nor by `Effects.notify`, which rings before it stores)."""
 
     def ring(self, invocation_id: str) -> None:
         """Bump the invocation's `doorbell` (an add, conditional on the invocation), before storing a
@@ -384,6 +403,49 @@ class Store(Protocol):
         stored while it worked is never missed. Raises `StoreConflict` if the invocation is gone or
         has completed (nothing can take a notification then; nothing is written).
         """
+
+    # retention of completed invocations
+    def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
+        """Completed invocations whose journal or record retention ended at or before `until_ms`,
+        earliest first; at most `limit`. Found without a timer per invocation."""
+
+    def remove_journal(self, due: RetentionDue) -> bool:
+        """Remove the journal (batches, notifications) of `due`, if its journal retention is still
+        `due.journal_expires_at_ms`: one conditional write on the record, then the deletes. False if
+        the condition failed (nothing removed)."""
+
+    def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
+        """Store a journal batch at `batch.start_index`; `StoreConflict` if that index is taken.
+
+        This single conditional write is what makes a commit happen at most once: two attempts that
+        answered the same journal prefix both aim at the same index, and only one can win.
+        """
+
+    def list_invocations(
+        self,
+        statuses: Iterable[str] | None = None,
+        service: str | None = None,
+        limit: int = 100,
+        *,
+        handler: str | None = None,
+        key: str | None = None,
+        before: tuple[int, str] | None = None,
+        completion: str | None = None,
+    ) -> list[InvocationRecord]:
+        """Invocations, newest first by creation, filtered by status, service, handler, key and
+        completion kind (`InvocationRecord.completion`); a page of at most `limit`, older than
+        `before` = `(created_at_ms, invocation_id)` of the previous page's last."""
+
+
+class KeyStore(Protocol):
+    """Keys of virtual objects and workflows: state, the lock and queue of one writer per key,
+    durable promises and their waiters, and the expiry and removal of a key's items.
+
+    DynamoDB: the partition `OBJ#{scope}#{sha256(key)}` (`LOCK` key item with holder, queue and a
+    small state; `S#` values stored apart, `T#` state pages, `P#` promises, `W#` waiters) and the
+    listing `SKEYS#{scope}#{shard}`, `adapters/aws/store_keyed.py`. SQLite: tables `object_keys`,
+    `queue`, `state`, `promises` and `promise_waiters`, `adapters/local/sqlite_keyed.py`.
+    """
 
     # keyed state of virtual objects and workflows (`scope` is the service name, `key` the object key
     # or workflow id; any UTF-8 string, stored hashed in item keys and verbatim in attributes)
@@ -467,7 +529,47 @@ class Store(Protocol):
         """Delete every item of `scope/key` (state, promises, waiters, its `state_keys` listing): a
         workflow's retention ended."""
 
-    # schedules (`control_plane.schedules`): one record per name
+
+class TimerStore(Protocol):
+    """Timers: one record per (due time, invocation), visible and recoverable (the sweeps re-arm them).
+
+    DynamoDB: partitions `TIMER#{shard}` (`{due_ms:013d}#{invocation_id}`),
+    `adapters/aws/dynamodb_store.py`. SQLite: table `timers`, `adapters/local/sqlite_store.py`.
+    """
+
+    def put_timer(self, due_ms: int, invocation_id: str) -> None: ...
+
+    def delete_timer(self, due_ms: int, invocation_id: str) -> None: ...
+
+    def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """`(due_ms, invocation_id)` of timers due at or before `until_ms`, earliest first."""
+
+
+class RegistryStore(Protocol):
+    """Deployments and services, one record each (`control_plane.registry`).
+
+    DynamoDB: partitions `DEP` (`DEP#{deployment_id}`) and `SVC` (`SVC#{name}`),
+    `adapters/aws/store_registry.py`. SQLite: tables `deployments` and `services`,
+    `adapters/local/sqlite_registry.py`.
+    """
+
+    def put_deployment(self, deployment: DeploymentRecord) -> None: ...
+    def get_deployment(self, deployment_id: str) -> DeploymentRecord | None: ...
+    def list_deployments(self) -> list[DeploymentRecord]: ...
+    def delete_deployment(self, deployment_id: str) -> None: ...
+    def put_service(self, service: ServiceRecord) -> None: ...
+    def get_service(self, name: str) -> ServiceRecord | None: ...
+    def list_services(self) -> list[ServiceRecord]: ...
+    def delete_service(self, name: str) -> None: ...
+
+
+class ScheduleStore(Protocol):
+    """Durable schedules, one record per name (`control_plane.schedules`).
+
+    DynamoDB: partition `SCHED` (`SCHED#{name}`), `adapters/aws/store_schedules.py`. SQLite: table
+    `schedules`, `adapters/local/sqlite_schedules.py`.
+    """
+
     def create_schedule(self, schedule: ScheduleRecord) -> None:
         """Store a new schedule; `StoreConflict` if one with its name exists (nothing written)."""
 
@@ -497,45 +599,17 @@ class Store(Protocol):
     def delete_schedule(self, name: str) -> None:
         """Remove the schedule `name`; removing an unknown name does nothing."""
 
-    # timers: one record per (due time, invocation), visible and recoverable
-    def put_timer(self, due_ms: int, invocation_id: str) -> None: ...
 
-    def delete_timer(self, due_ms: int, invocation_id: str) -> None: ...
+class Store(InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore, Protocol):
+    """Durable storage of everything: the union of the families (DynamoDB in production: one table;
+    `torpor dev`: one SQLite file). Where code needs one family only, it takes that family.
 
-    def due_timers(self, until_ms: int, limit: int = 1000) -> list[tuple[int, str]]:
-        """`(due_ms, invocation_id)` of timers due at or before `until_ms`, earliest first."""
+    Facts about a deployment (may this process delete, may the table hold 16-byte ids, what a write
+    costs) are not storage: `StoreFacts`.
+    """
 
-    # retention of completed invocations
-    def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
-        """Completed invocations whose journal or record retention ended at or before `until_ms`,
-        earliest first; at most `limit`. Found without a timer per invocation."""
-
-    def remove_journal(self, due: RetentionDue) -> bool:
-        """Remove the journal (batches, notifications) of `due`, if its journal retention is still
-        `due.journal_expires_at_ms`: one conditional write on the record, then the deletes. False if
-        the condition failed (nothing removed)."""
-
-    def append_batch(self, invocation_id: str, batch: JournalBatch) -> None:
-        """Store a journal batch at `batch.start_index`; `StoreConflict` if that index is taken.
-
-        This single conditional write is what makes a commit happen at most once: two attempts that
-        answered the same journal prefix both aim at the same index, and only one can win.
-        """
-
-    def list_invocations(
-        self,
-        statuses: Iterable[str] | None = None,
-        service: str | None = None,
-        limit: int = 100,
-        *,
-        handler: str | None = None,
-        key: str | None = None,
-        before: tuple[int, str] | None = None,
-        completion: str | None = None,
-    ) -> list[InvocationRecord]:
-        """Invocations, newest first by creation, filtered by status, service, handler, key and
-        completion kind (`InvocationRecord.completion`); a page of at most `limit`, older than
-        `before` = `(created_at_ms, invocation_id)` of the previous page's last."""
+    def ensure_schema(self) -> None:
+        """Create the table (DynamoDB) or tables (SQLite) if they are missing (idempotent)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,20 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.ports import Clock, DeploymentRecord, HttpReply, Invoker, InvokerError, ServiceRecord, Store
+from control_plane.ports import (
+    Clock,
+    DeploymentRecord,
+    HttpReply,
+    InvocationStore,
+    Invoker,
+    InvokerError,
+    RegistryStore,
+    ServiceRecord,
+)
 from control_plane.protocol import DISCOVERY_ACCEPT, manifest_entries, manifest_version_of, negotiate, parse_manifest
 from control_plane.request_identity import refusal_hint
 from control_plane.retry import RetryPolicy
@@ -87,6 +96,11 @@ def same_services(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return _services_signature(a) == _services_signature(b)
 
 
+class RegistryReads(RegistryStore, InvocationStore, Protocol):
+    """The families the registry uses: deployments and services, and the invocations listing (a
+    deployment that unfinished invocations are pinned to is not removed without `force`)."""
+
+
 class Registry:
     """Registers deployments and resolves targets. Caches store reads for 2 s (records rarely change).
 
@@ -97,7 +111,7 @@ class Registry:
         settings: Torpor's defaults, the last level of option precedence.
     """
 
-    def __init__(self, store: Store, invoker: Invoker, clock: Clock, settings: Settings) -> None:
+    def __init__(self, store: RegistryReads, invoker: Invoker, clock: Clock, settings: Settings) -> None:
         self.store = store
         self.invoker = invoker
         self.clock = clock

@@ -12,9 +12,18 @@ are Restate's: journal, idempotency and workflow retention each 24 h (service op
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from control_plane.keyed import is_workflow_run
-from control_plane.ports import Clock, InvocationRecord, RetentionDue, Scheduler, Store
+from control_plane.ports import (
+    Clock,
+    InvocationRecord,
+    InvocationStore,
+    KeyStore,
+    RetentionDue,
+    Scheduler,
+    StoreFacts,
+)
 from control_plane.registry import Registry
 from control_plane.settings import Settings
 
@@ -24,13 +33,34 @@ HAND_OFF_WAIT_MS = 5_000
 _HAND_OFF_POLL_S = 0.05
 
 
+class RetainedStore(InvocationStore, KeyStore, Protocol):
+    """The families retention reads and removes from: invocations (their retention order, journals
+    and records) and keys (a workflow run's state and promises go with it)."""
+
+
 class Retention:
-    """Retention times of completed invocations, and their removal (see the module doc)."""
+    """Retention times of completed invocations, and their removal (see the module doc).
+
+    Args:
+        store: Where completed invocations and a workflow's keyed items are.
+        registry: The services' retention options.
+        clock: Wall clock (ms).
+        settings: Torpor's default retention.
+        scheduler: Wakes the worker to remove what this process may not (`drop_if_expired`).
+        facts: Whether this process may delete (`StoreFacts.may_delete`).
+    """
 
     def __init__(
-        self, store: Store, registry: Registry, clock: Clock, settings: Settings, scheduler: Scheduler
+        self,
+        store: RetainedStore,
+        registry: Registry,
+        clock: Clock,
+        settings: Settings,
+        scheduler: Scheduler,
+        facts: StoreFacts,
     ) -> None:
         self.store = store
+        self.facts = facts
         self.registry = registry
         self.clock = clock
         self.settings = settings
@@ -80,7 +110,7 @@ class Retention:
         """Delete a completed invocation whose retention has ended but which the sweep has not removed
         yet, so its id can be used again; True if it was removed (or is gone).
 
-        Where the store may not delete (`Store.may_delete` False: the AWS ingress) the worker removes
+        Where the store may not delete (`StoreFacts.may_delete` False: the AWS ingress) the worker removes
         it: a timer due now wakes it there (`Engine.timer_done` removes what `expired` says), and
         this waits up to `HAND_OFF_WAIT_MS`, reading the record every 50 ms. False if it is still
         there then: the request is answered as the old invocation's, as until the sweep removes it.
@@ -88,7 +118,7 @@ class Retention:
         record = self.store.get_invocation(invocation_id)
         if record is None or not self.expired(record):
             return False
-        if self.store.may_delete:
+        if self.facts.may_delete:
             self.remove(record)
             return True
         self.scheduler.wake_at(invocation_id, record.expires_at_s * 1000)

@@ -13,7 +13,7 @@ import time
 from control_plane.invocation import Engine, Outcome, far_future_ms, rung_since_suspended
 from control_plane.observability import InMemoryMetrics, Metrics
 from control_plane.operations import FAN_OUT_BUDGET_S, kill_callees_of_wake_id
-from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, SystemClock
+from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, StoreFacts, SystemClock
 from control_plane.registry import Registry
 from control_plane.schedules import Schedules, TimerTrigger, schedule_of_wake_id
 from control_plane.settings import Settings
@@ -28,7 +28,21 @@ _SWEEP_GRACE_MS = 30_000  # a wake-up this late is taken as lost (its message ma
 
 
 class ControlPlane:
-    """The orchestrator: engine, registry, schedules and the sweeps over the given ports (no HTTP)."""
+    """The orchestrator: engine, registry, schedules and the sweeps over the given ports (no HTTP).
+
+    Args:
+        store: Durable storage, every family (`Store`).
+        invoker: Reaches deployments.
+        scheduler: Wakes invocations now or at a due time.
+        clock: Wall clock (ms); `SystemClock` by default.
+        settings: Runtime defaults; `Settings()` by default.
+        metrics: Where counts and latencies go; `InMemoryMetrics` by default.
+        schedule_trigger: Delivers schedules' ticks; timers on `scheduler` by default.
+        facts: Facts about the store's deployment (`StoreFacts`: may this process delete, may the
+            table hold 16-byte ids, what creating an invocation costs), from the adapter beside the
+            store (`DynamoDBStore.facts`, `SQLiteStore.facts`); `FixedFacts()` by default, right
+            for a fresh store whose files are this process's own only.
+    """
 
     def __init__(
         self,
@@ -40,6 +54,7 @@ class ControlPlane:
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
+        facts: StoreFacts | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -47,7 +62,9 @@ class ControlPlane:
         self.waiters = CompletionWaiters()
         self.registry = Registry(store, invoker, self.clock, self.settings)
         self.metrics: Metrics = metrics or InMemoryMetrics()
-        self.engine = Engine(store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics)
+        self.engine = Engine(
+            store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics, facts
+        )
         self.scheduler = scheduler
         # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)

@@ -33,7 +33,7 @@ from control_plane.durations import format_duration_ms, parse_duration_ms, rfc33
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.inputs import validate_input
 from control_plane.invocation import Engine
-from control_plane.ports import Clock, Scheduler, ScheduleRecord, ScheduleTrigger, Store, StoreConflict
+from control_plane.ports import Clock, Scheduler, ScheduleRecord, ScheduleStore, ScheduleTrigger, StoreConflict
 
 log = logging.getLogger("torpor.schedules")
 
@@ -253,13 +253,13 @@ class Schedules:
     """Create, list, pause, resume, delete and tick schedules (the admin API's `/schedules`).
 
     Args:
-        store: Where schedules are kept (`Store.create_schedule` and the rest).
+        store: Where schedules are kept (`ScheduleStore`).
         engine: Creates the invocations the ticks send (and resolves targets).
         trigger: Delivers the ticks (`ScheduleTrigger`).
         clock: Wall clock, ms since the UNIX epoch.
     """
 
-    def __init__(self, store: Store, engine: Engine, trigger: ScheduleTrigger, clock: Clock) -> None:
+    def __init__(self, store: ScheduleStore, engine: Engine, trigger: ScheduleTrigger, clock: Clock) -> None:
         self.store = store
         self.engine = engine
         self.trigger = trigger

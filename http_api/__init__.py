@@ -9,7 +9,7 @@ the Lambda entry points) serve `.ingress.router` and `.admin.router`.
 from __future__ import annotations
 
 from control_plane.observability import Metrics
-from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store
+from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, StoreFacts
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 from http_api.admin import Admin
@@ -31,6 +31,7 @@ class HttpControlPlane(ControlPlane):
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
+        facts: StoreFacts | None = None,
     ) -> None:
         super().__init__(
             store,
@@ -40,6 +41,7 @@ class HttpControlPlane(ControlPlane):
             settings=settings,
             metrics=metrics,
             schedule_trigger=schedule_trigger,
+            facts=facts,
         )
         self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
         self.ingress.router.allowed_origins = frozenset(self.settings.ui_origins)

@@ -22,7 +22,14 @@ from control_plane.failures import metadata_of
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, parse_awakeable_id
 from control_plane.inputs import validate_input
 from control_plane.invocation import JOURNAL_ENTRY_LIMIT_BYTES, Engine
-from control_plane.ports import MAX_TIMER_MS, InvocationRecord, ItemTooLarge, Store, StoreConflict, StoredNotification
+from control_plane.ports import (
+    MAX_TIMER_MS,
+    InvocationRecord,
+    InvocationStore,
+    ItemTooLarge,
+    StoreConflict,
+    StoredNotification,
+)
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Target
@@ -90,7 +97,7 @@ class CorsRouter(Router):
 class Ingress:
     """Ingress routes over the engine. `call_wait_ms` bounds how long a call waits (then 202)."""
 
-    def __init__(self, engine: Engine, store: Store, waiters: CompletionWaiters, call_wait_ms: int) -> None:
+    def __init__(self, engine: Engine, store: InvocationStore, waiters: CompletionWaiters, call_wait_ms: int) -> None:
         self.engine = engine
         self.store = store
         self.waiters = waiters

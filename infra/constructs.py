@@ -140,7 +140,7 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
     Every function reads items (`GetItem`, `BatchGetItem`, `Query` on the table). The ingress runs
     attempts and creates invocations, so it puts and updates items in `RUN_PARTITIONS`, and never
     deletes (its store expires what it drops and hands the removal of an expired invocation to the
-    worker: `Store.may_delete`). The worker also deletes, with `BatchWriteItem` for a whole partition,
+    worker: `StoreFacts.may_delete`). The worker also deletes, with `BatchWriteItem` for a whole partition,
     in the same partitions; the sweeper does the same and also queries both indexes (overdue work,
     retention). The admin API writes what its routes write: any write in `ADMIN_PARTITIONS`
     (kill, cancel, pause, resume, purge, state, schedules) and puts and deletes of deployments and

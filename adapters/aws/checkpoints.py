@@ -97,7 +97,7 @@ from control_plane.attempt import (
     FENCED_HEADER,
     JOURNAL_LENGTH_HEADER,
 )
-from control_plane.ports import MAX_ITEM_BYTES, JournalBatch, Store, StoreConflict
+from control_plane.ports import MAX_ITEM_BYTES, InvocationStore, JournalBatch, Store, StoreConflict
 from control_plane.protocol import Frame, MessageType, encode_frames, frame, is_custom
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -226,11 +226,12 @@ class Checkpoints:
 
     Args:
         app: The user's restate-sdk ASGI app (`asgi_app_of(restate.app(...))`).
-        store: Where commits go; None: every request goes to the SDK in request/response mode.
+        store: Where commits go (journal batches and the record: `InvocationStore`); None: every
+            request goes to the SDK in request/response mode.
         now_ms: The wall clock, epoch milliseconds.
     """
 
-    def __init__(self, app: ASGIApp, store: Store | None, *, now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, app: ASGIApp, store: InvocationStore | None, *, now_ms: Callable[[], int] | None = None) -> None:
         self.app = app
         self.store = store
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))

@@ -113,9 +113,9 @@ from adapters.aws.store_items import (
     timers_pk,
     translated_write,
 )
-from adapters.aws.store_keyed import KeyedStore
-from adapters.aws.store_registry import RegistryStore
-from adapters.aws.store_schedules import ScheduleItem, ScheduleStore
+from adapters.aws.store_keyed import DynamoKeyed
+from adapters.aws.store_registry import DynamoRegistry
+from adapters.aws.store_schedules import DynamoSchedules, ScheduleItem
 from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
 from control_plane.ports import (
@@ -128,7 +128,7 @@ from control_plane.ports import (
     StoredNotification,
 )
 
-__all__ = ["DynamoDBStore", "ItemTooLarge"]
+__all__ = ["DynamoDBFacts", "DynamoDBStore", "ItemTooLarge"]
 
 _MAX_POOL_CONNECTIONS = 64  # one per concurrent advance or HTTP request (botocore's default is 10)
 _LIST_SLACK = 10  # index entries read beyond a page's limit, per status and shard (see list_invocations)
@@ -170,19 +170,59 @@ def _checked_due(due_ms: int) -> int:
     return due_ms
 
 
+class DynamoDBFacts:
+    """`control_plane.ports.StoreFacts` of a `DynamoDBStore` (its `facts`): what its deployment
+    allows and costs, not storage.
+
+    Args:
+        store: The store whose table and credentials these facts describe.
+    """
+
+    def __init__(self, store: DynamoDBStore) -> None:
+        self._store = store
+
+    @property
+    def may_delete(self) -> bool:
+        """As the store was built (`DynamoDBStore(may_delete=...)`): False in the AWS ingress, whose
+        role has no `dynamodb:DeleteItem` or `BatchWriteItem` (`StoreFacts.may_delete`)."""
+        return self._store._may_delete
+
+    @property
+    def holds_short_ids(self) -> bool:
+        """True unless the table's `CONFIG` / `SHARDS` item says it was first used with 24-byte
+        invocation ids (`ids: 24`, recorded with the shard count by its first user; see
+        `DynamoDBStore.shards`, read once per store): a table from before may hold 16-byte ids
+        (`StoreFacts.holds_short_ids`)."""
+        _ = self._store.shards
+        return self._store._short_ids
+
+    def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
+        """The DynamoDB requests of creating an invocation: its record (PutItem META), a delayed
+        start's timer (PutItem), taking its object key (UpdateItem)."""
+        return {
+            "dynamodb PutItem META": 1,
+            **({"dynamodb PutItem": 1} if delayed else {}),
+            **({"dynamodb UpdateItem": 1} if on_key else {}),
+        }
+
+
 # --- the store -----------------------------------------------------------------------------------
 
 
-class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
+class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
     """`control_plane.ports.Store` on one DynamoDB table (see the module docstring for the layout).
 
     Every read of an invocation, deployment, service or timer is strongly consistent;
     `list_invocations` is not (it reads the GSI). Every write that changes an invocation is
     a single conditional write; a lost condition raises `StoreConflict` (`put_notification` answers
-    False instead), an item above 400 KB raises `ItemTooLarge`. Deployments and services come from
-    `RegistryStore`, keyed state, locks, inboxes and promises from `KeyedStore`.
+    False instead), an item above 400 KB raises `ItemTooLarge`. The port's families: invocations
+    and journals (`InvocationStore`) and timers (`TimerStore`) are here; deployments and services
+    (`RegistryStore`) come from `DynamoRegistry`, keyed state, locks, queues and promises
+    (`KeyStore`) from `DynamoKeyed`, schedules (`ScheduleStore`) from `DynamoSchedules`.
 
     Attributes:
+        facts: What the core needs to know of this store that is not storage (`DynamoDBFacts`):
+            hand it to `ControlPlane(facts=...)` with the store.
         table_name: The table, as given.
         region: Its AWS region, as given.
         endpoint_url: The endpoint, as given (None: AWS).
@@ -200,7 +240,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         may_delete: False for a function whose role has no `dynamodb:DeleteItem` or
             `BatchWriteItem` (the AWS ingress): timers and replaced large state values then expire
             (their TTL set to now) instead of being deleted, and removing an invocation or a
-            workflow's items raises `PermissionError` (see `Store.may_delete`).
+            workflow's items raises `PermissionError` (see `StoreFacts.may_delete`).
 
     Raises:
         ValueError: `shards` is below 1.
@@ -225,7 +265,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         self._wanted_shards = shards
         self._may_delete = may_delete
         self._shards: int | None = None
-        self._short_ids = True  # until the table's CONFIG record is read (`holds_short_ids`)
+        self._short_ids = True  # until the table's CONFIG record is read (`DynamoDBFacts.holds_short_ids`)
         self._shards_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
@@ -262,6 +302,7 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
         self._timers = bind(TimerItem, meta, self._connection)
         self._schedules = bind(ScheduleItem, meta, self._connection)
         self._bind_keyed(meta, self._connection)
+        self.facts = DynamoDBFacts(self)
 
     def __repr__(self) -> str:
         return f"DynamoDBStore(table_name={self.table_name!r}, endpoint_url={self.endpoint_url!r})"
@@ -280,19 +321,6 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
             if self._shards is None:
                 self._shards = self._recorded_shards()
             return self._shards
-
-    @property
-    def holds_short_ids(self) -> bool:
-        """True unless the table's `CONFIG` / `SHARDS` item says it was first used with 24-byte
-        invocation ids (`ids: 24`, recorded with the shard count by its first user; see `shards`):
-        a table from before may hold 16-byte ids (`Store.holds_short_ids`)."""
-        _ = self.shards
-        return self._short_ids
-
-    @property
-    def may_delete(self) -> bool:
-        """As given (`Store.may_delete`)."""
-        return self._may_delete
 
     def _recorded_shards(self) -> int:
         for _ in range(3):
@@ -427,15 +455,6 @@ class DynamoDBStore(KeyedStore, RegistryStore, ScheduleStore):
             log.info("the DynamoDB endpoint %s cannot enable TTL; items will not expire", self.endpoint_url)
 
     # --- invocations -----------------------------------------------------------------------------
-
-    def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
-        """The DynamoDB requests of creating an invocation: its record (PutItem META), a delayed
-        start's timer (PutItem), taking its object key (UpdateItem)."""
-        return {
-            "dynamodb PutItem META": 1,
-            **({"dynamodb PutItem": 1} if delayed else {}),
-            **({"dynamodb UpdateItem": 1} if on_key else {}),
-        }
 
     def create_invocation(self, invocation: InvocationRecord) -> None:
         """Put a new invocation's metadata item, if no invocation with its id exists.

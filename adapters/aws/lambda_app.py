@@ -10,7 +10,7 @@
 
 Each container builds one `ControlPlane` (`build_control_plane`) on first use, from the environment
 (the ingress's on a store that may not delete items, as its role has no `dynamodb:DeleteItem`: what
-it would remove it expires or hands to the worker, `Store.may_delete`):
+it would remove it expires or hands to the worker, `StoreFacts.may_delete`):
 `TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
 Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
 `TORPOR_SCHEDULE_GROUP`; `TORPOR_INGRESS_URL` (the admin function: the web UI's playground posts
@@ -168,6 +168,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             settings=settings,
             metrics=EmfMetrics(metrics),
             schedule_trigger=schedule_trigger,
+            facts=store.facts,  # may it delete, may the table hold 16-byte ids, what a write costs
         )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         built.admin.sql = sql_engine(store, settings)  # POST /query; None (501) unless the bundle has the `query` extra

@@ -389,7 +389,7 @@ class NotificationItem(Item):
 
 class TimerItem(Item):
     """`TIMER#{shard}` / `{due_ms:013d}#{invocation_id}`: wake the invocation at `due_ms`; a TTL once
-    dropped by a function that may not delete items (`KeyedStore._drop`)."""
+    dropped by a function that may not delete items (`DynamoKeyed._drop`)."""
 
     due_ms = IntAttribute()
     invocation_id = UnicodeAttribute()

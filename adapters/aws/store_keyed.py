@@ -221,8 +221,8 @@ class _Paged(Exception):
     """The key item's state is in pages: the write takes the paged path (`_apply_paged`)."""
 
 
-class KeyedStore:
-    """The `Store` methods for virtual objects and workflows; `DynamoDBStore` binds the item classes.
+class DynamoKeyed:
+    """`control_plane.ports.KeyStore` (virtual objects and workflows); `DynamoDBStore` binds the item classes.
 
     Attributes:
         _connection: The store's counting table connection.

@@ -21,8 +21,8 @@ from adapters.aws.store_items import (
 from control_plane.ports import DeploymentRecord, ServiceRecord
 
 
-class RegistryStore:
-    """The `Store` methods for deployments and services; `DynamoDBStore` binds the two item classes.
+class DynamoRegistry:
+    """`control_plane.ports.RegistryStore` (deployments and services); `DynamoDBStore` binds the two item classes.
 
     Attributes:
         _deployments: The store's bound `DeploymentItem`.

@@ -58,8 +58,8 @@ def schedule_record(item: ScheduleItem) -> ScheduleRecord:
     )
 
 
-class ScheduleStore:
-    """The `Store` methods for schedules; `DynamoDBStore` binds `_schedules`.
+class DynamoSchedules:
+    """`control_plane.ports.ScheduleStore` (schedules); `DynamoDBStore` binds `_schedules`.
 
     Attributes:
         _schedules: The store's bound `ScheduleItem`.
@@ -148,4 +148,4 @@ class ScheduleStore:
         self._schedules(SCHEDULES_PK, schedule_sk(name)).delete()
 
 
-__all__ = ["SCHEDULES_PK", "ScheduleItem", "ScheduleStore", "StoreConflict", "schedule_record", "schedule_sk"]
+__all__ = ["SCHEDULES_PK", "DynamoSchedules", "ScheduleItem", "StoreConflict", "schedule_record", "schedule_sk"]

@@ -421,7 +421,9 @@ class DevServer:
             signer=self.request_signer,
         )
         self._scheduler = LocalScheduler(workers=self.workers)
-        self._control_plane = HttpControlPlane(self.store, self._invoker, self._scheduler, settings=self.settings)
+        self._control_plane = HttpControlPlane(
+            self.store, self._invoker, self._scheduler, settings=self.settings, facts=self.store.facts
+        )
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         # POST /query; None without the `query` extra
         self._control_plane.admin.sql = sql_engine(self.store, self.settings)

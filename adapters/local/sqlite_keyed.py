@@ -58,7 +58,7 @@ def _value_size(value: object) -> int:
 
 
 class KeyedTables:
-    """The `Store` methods for virtual objects and workflows; `SQLiteStore` provides `_write`/`_read`."""
+    """`control_plane.ports.KeyStore` (virtual objects and workflows); `SQLiteStore` provides `_write`/`_read`."""
 
     KEYED_SCHEMA = """
     CREATE TABLE IF NOT EXISTS object_keys (

@@ -16,7 +16,7 @@ from control_plane.ports import MAX_ITEM_BYTES, DeploymentRecord, ItemTooLarge, 
 
 
 class RegistryTables:
-    """The `Store` methods for deployments and services; `SQLiteStore` provides `_write`/`_read`."""
+    """`control_plane.ports.RegistryStore` (deployments and services); `SQLiteStore` provides `_write`/`_read`."""
 
     REGISTRY_SCHEMA = """
     CREATE TABLE IF NOT EXISTS deployments (deployment_id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;

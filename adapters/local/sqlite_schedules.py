@@ -15,7 +15,7 @@ from control_plane.ports import SCHEDULE_FIELDS, ScheduleRecord, StoreConflict
 
 
 class ScheduleTables:
-    """The `Store` methods for schedules; `SQLiteStore` provides `_write`/`_read`."""
+    """`control_plane.ports.ScheduleStore` (schedules); `SQLiteStore` provides `_write`/`_read`."""
 
     SCHEDULES_SCHEMA = """
     CREATE TABLE IF NOT EXISTS schedules (name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;

@@ -76,7 +76,7 @@ from control_plane.ports import (
     UnreadableRecord,
 )
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteFacts", "SQLiteStore"]
 
 log = logging.getLogger(__name__)
 
@@ -244,16 +244,46 @@ def _fits(record: InvocationRecord, encoded: str) -> bool:
     return item_size({field: getattr(record, field) for field in _FIELDS}) <= MAX_ITEM_BYTES
 
 
+class SQLiteFacts:
+    """`control_plane.ports.StoreFacts` of a `SQLiteStore` (its `facts`): its file is this process's
+    own, so it may delete; it costs no AWS requests; a file from an earlier Torpor may hold 16-byte ids.
+
+    Args:
+        store: The store whose file these facts describe.
+    """
+
+    may_delete = True
+    """Always: the store's file is this process's own (`StoreFacts.may_delete`)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    @property
+    def holds_short_ids(self) -> bool:
+        """True for a file first written before Torpor's ids took restate-server's 24-byte shape
+        (its `meta` table says so): it may hold 16-byte ids (`StoreFacts.holds_short_ids`)."""
+        return self._store._holds_short_ids()
+
+    def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
+        """None: a local file costs no AWS requests (`StoreFacts.creation_requests`)."""
+        return {}
+
+
 class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
     """`control_plane.ports.Store` on one SQLite database (see the module docstring for the tables).
 
     Every read is consistent (there is one copy); every write that changes an invocation is one
     `BEGIN IMMEDIATE` transaction that checks its condition first; a lost condition raises
     `StoreConflict` (`put_notification` answers False instead), an item above 400 KB raises
-    `ItemTooLarge`, with the messages of `DynamoDBStore`.
+    `ItemTooLarge`, with the messages of `DynamoDBStore`. The port's families: invocations and
+    journals (`InvocationStore`) and timers (`TimerStore`) are here; keyed state, locks, queues and
+    promises (`KeyStore`) come from `KeyedTables`, deployments and services (`RegistryStore`) from
+    `RegistryTables`, schedules (`ScheduleStore`) from `ScheduleTables`.
 
     Attributes:
         path: The database file, or ":memory:".
+        facts: What the core needs to know of this store that is not storage (`SQLiteFacts`): hand
+            it to `ControlPlane(facts=...)` with the store.
 
     Args:
         path: The database file (created with its directory if missing), or ":memory:" for a
@@ -283,6 +313,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         self._request_counts: dict[str, int] = {}
         self._schema_ready = False
         self._short_ids = False
+        self.facts = SQLiteFacts(self)
 
     def __repr__(self) -> str:
         return f"SQLiteStore(path={self.path!r})"
@@ -417,7 +448,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             raise sqlite3.DatabaseError(
                 f"{self.path} was written by a newer Torpor (schema {version}; this one knows {SCHEMA_VERSION})"
             )
-        # a file from before the `meta` table may hold 16-byte invocation ids (`holds_short_ids`)
+        # a file from before the `meta` table may hold 16-byte invocation ids (`SQLiteFacts.holds_short_ids`)
         from_before = "invocations" in tables and "meta" not in tables
         self._db.executescript(SCHEMA + self.KEYED_SCHEMA + self.REGISTRY_SCHEMA + self.SCHEDULES_SCHEMA + META_SCHEMA)
         if from_before:
@@ -429,15 +460,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._schema_ready = True
 
-    @property
-    def may_delete(self) -> bool:
-        """Always True: the store's file is this process's own (`Store.may_delete`)."""
-        return True
-
-    @property
-    def holds_short_ids(self) -> bool:
-        """True for a file first written before Torpor's ids took restate-server's 24-byte shape
-        (its `meta` table says so): it may hold 16-byte ids (`Store.holds_short_ids`)."""
+    def _holds_short_ids(self) -> bool:
+        """`SQLiteFacts.holds_short_ids`: the file's `meta` table says so."""
         with self._lock:
             self._ensure_tables()
             return self._short_ids
@@ -471,10 +495,6 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             "SELECT * FROM invocations WHERE invocation_id = ?", (invocation_id,)
         ).fetchone()
         return row
-
-    def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
-        """None: a local file costs no AWS requests (see `Store.creation_requests`)."""
-        return {}
 
     def create_invocation(self, invocation: InvocationRecord) -> None:
         """Insert a new invocation, if no invocation with its id exists.

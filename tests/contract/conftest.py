@@ -1,5 +1,11 @@
 """The contract suite: every test here runs against each `Store` adapter (DynamoDB on moto, SQLite).
 
+One file per family of the port (`control_plane.ports`), so each adapter proves each family:
+`test_invocation_store_contract.py` (`InvocationStore`), `test_key_store_contract.py` (`KeyStore`),
+`test_timer_store_contract.py` (`TimerStore`), `test_registry_store_contract.py` (`RegistryStore`),
+`test_schedule_store_contract.py` (`ScheduleStore`); `test_store_families.py` checks the cut, that
+each adapter has each family's methods, and the facts each store gives beside itself (`StoreFacts`).
+
 Tests that check DynamoDB's item layout, request counts or index keys live in
 `tests/integration/test_dynamodb_store*.py`; what every store must do lives here, so the adapters
 cannot drift apart.

@@ -11,11 +11,16 @@ from pathlib import Path
 import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
+from adapters.aws.store_items import shard_of
 from adapters.local.sqlite_store import SQLiteStore
+from tests.helpers.dynamodb_items import as_dynamodb
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
 
 Store = DynamoDBStore | SQLiteStore
 """Either store adapter, as tests annotate it."""
+
+DEFAULT_SHARDS = 16
+"""The shard count `ids_in_distinct_shards` assumes of a store that has none (SQLite)."""
 
 STORE_KINDS = ("dynamodb", "sqlite")
 """The stores every contract test runs on: DynamoDB (on moto, or dynalite for races) and SQLite."""
@@ -71,3 +76,20 @@ def dev_store_options(request: pytest.FixtureRequest, directory: Path) -> dict[s
     if request.param == "dynamodb":
         return {"dynamodb_endpoint": request.getfixturevalue("dynalite_endpoint"), "table": unique_table_name()}
     return {"data_dir": directory / f"sqlite-{unique_table_name()}"}
+
+
+def queries_per_scan(store: Store) -> int:
+    """Requests one read over every shard makes: DynamoDB queries each shard, SQLite makes one call."""
+    dynamodb = as_dynamodb(store)
+    return 1 if dynamodb is None else dynamodb.shards
+
+
+def ids_in_distinct_shards(store: Store, count: int) -> list[str]:
+    """`count` invocation ids, each in a DynamoDB shard of its own (so a test spans shards for sure)."""
+    shards = getattr(store, "shards", DEFAULT_SHARDS)
+    found: dict[int, str] = {}
+    n = 0
+    while len(found) < count:
+        found.setdefault(shard_of(f"inv_s{n}", shards), f"inv_s{n}")
+        n += 1
+    return list(found.values())

@@ -69,12 +69,14 @@ def aws(moto_endpoint: str, examples_url: str) -> Iterator[Wiring]:
         eventbridge, queue_arn=wake_scheduler.queue_arn, role_arn=ROLE_ARN, dead_letter_arn=arn(dlq_url), group=group
     )
     invoker = HttpInvoker()
+    store = fresh_store(moto_endpoint)
     cp = HttpControlPlane(
-        fresh_store(moto_endpoint),
+        store,
         invoker,
         wake_scheduler,
         settings=Settings(inactivity_timeout_ms=10_000),
         schedule_trigger=trigger,
+        facts=store.facts,
     )
     cp.registry.register(examples_url)
     yield Wiring(cp, sqs, eventbridge, wake_scheduler, queue_url, arn(queue_url), arn(dlq_url), group)

@@ -34,7 +34,7 @@ def wiring(moto_endpoint: str, examples_url: str) -> Iterator[tuple[ControlPlane
     scheduler = SqsScheduler(sqs, queue_url)
     store: DynamoDBStore = fresh_store(moto_endpoint)
     invoker = HttpInvoker()
-    cp = ControlPlane(store, invoker, scheduler, settings=Settings(inactivity_timeout_ms=10_000))
+    cp = ControlPlane(store, invoker, scheduler, settings=Settings(inactivity_timeout_ms=10_000), facts=store.facts)
     cp.registry.register(examples_url)
     yield cp, scheduler, sqs, queue_url
     invoker.close()

@@ -1,9 +1,10 @@
 """`DynamoDBStore` against a real moto server over HTTP: what is DynamoDB's own, item layout, index
 keys, TTL, shards and request counts.
 
-What every store does (conditions, orderings, errors) is the contract suite,
-`tests/contract/test_store_contract.py`, which runs on DynamoDB and SQLite alike; races between
-concurrent writers are in `tests/races/` (moto can let two conditional writers both win).
+What every store does (conditions, orderings, errors) is the contract suite, `tests/contract/`
+(`test_invocation_store_contract.py` and a file per other family of the port), which runs on
+DynamoDB and SQLite alike; races between concurrent writers are in `tests/races/` (moto can let two
+conditional writers both win).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Item keys are checked against sha256 digests computed here, and items are read back with a plain
 boto3 client as an independent witness. What every store does with keyed state, locks, queues and
-promises is the contract suite, `tests/contract/test_store_keyed_contract.py` (DynamoDB and SQLite);
+promises is the contract suite, `tests/contract/test_key_store_contract.py` (DynamoDB and SQLite);
 concurrent writers are tested in `tests/races/`.
 """
 

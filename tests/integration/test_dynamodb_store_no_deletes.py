@@ -39,7 +39,7 @@ def _deletes(store: DynamoDBStore) -> dict[str, int]:
 
 
 def test_a_dropped_timer_expires_instead_of_being_deleted(store: DynamoDBStore, ingress_store: DynamoDBStore) -> None:
-    assert (store.may_delete, ingress_store.may_delete) == (True, False)
+    assert (store.facts.may_delete, ingress_store.facts.may_delete) == (True, False)
     due = int(time.time() * 1000) + 3_600_000
     ingress_store.put_timer(due, "inv_sleeper")
     key = (timers_pk(shard_of("inv_sleeper", ingress_store.shards)), timer_sk(due, "inv_sleeper"))

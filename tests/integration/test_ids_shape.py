@@ -48,7 +48,7 @@ def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
     try:
         reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
         assert reply.status_code == 201, reply.text
-        assert server.store.holds_short_ids
+        assert server.store.facts.holds_short_ids
         yield server
     finally:
         server.stop()
@@ -57,21 +57,21 @@ def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
 def test_a_store_first_used_with_24_byte_ids_never_looks_for_16_byte_ones(moto_endpoint: str, tmp_path: Path) -> None:
     fresh = DynamoDBStore(unique_table_name(), endpoint_url=moto_endpoint, shards=1)
     fresh.ensure_schema()
-    assert not fresh.holds_short_ids
-    assert not DynamoDBStore(fresh.table_name, endpoint_url=moto_endpoint).holds_short_ids  # another process
-    assert DynamoDBStore(table_of_an_earlier_torpor(moto_endpoint), endpoint_url=moto_endpoint).holds_short_ids
+    assert not fresh.facts.holds_short_ids
+    assert not DynamoDBStore(fresh.table_name, endpoint_url=moto_endpoint).facts.holds_short_ids  # another process
+    assert DynamoDBStore(table_of_an_earlier_torpor(moto_endpoint), endpoint_url=moto_endpoint).facts.holds_short_ids
     new_file = SQLiteStore(tmp_path / "new.sqlite3")
-    assert not new_file.holds_short_ids
+    assert not new_file.facts.holds_short_ids
     new_file.close()
-    assert not SQLiteStore(tmp_path / "new.sqlite3").holds_short_ids
+    assert not SQLiteStore(tmp_path / "new.sqlite3").facts.holds_short_ids
     earlier = tmp_path / "earlier.sqlite3"
     first = SQLiteStore(earlier)
     first.ensure_schema()
     first.close()
     with sqlite3.connect(earlier) as db:  # as an earlier Torpor left it: its tables, no `meta`
         db.execute("DROP TABLE meta")
-    assert SQLiteStore(earlier).holds_short_ids
-    assert SQLiteStore(earlier).holds_short_ids  # and it stays so once the file has a `meta` table
+    assert SQLiteStore(earlier).facts.holds_short_ids
+    assert SQLiteStore(earlier).facts.holds_short_ids  # and it stays so once the file has a `meta` table
 
 
 def awakeable_of(effects_file: Path, invocation_id: str) -> str:

@@ -83,8 +83,8 @@ def two_planes(
     )
     scheduler = QueueScheduler()
     invokers = [HttpInvoker(), HttpInvoker()]
-    worker = HttpControlPlane(worker_store, invokers[0], scheduler, settings=settings)
-    ingress = HttpControlPlane(ingress_store, invokers[1], scheduler, settings=settings)
+    worker = HttpControlPlane(worker_store, invokers[0], scheduler, settings=settings, facts=worker_store.facts)
+    ingress = HttpControlPlane(ingress_store, invokers[1], scheduler, settings=settings, facts=ingress_store.facts)
     worker.registry.register(examples_url)
     try:
         yield worker, ingress

@@ -80,4 +80,4 @@ def test_another_programs_sqlite_file_or_a_newer_torpors_is_refused_at_start(tmp
 
 
 def test_the_sqlite_store_costs_no_aws_requests() -> None:
-    assert SQLiteStore().creation_requests(delayed=True, on_key=True) == {}  # describe shows no AWS cost
+    assert SQLiteStore().facts.creation_requests(delayed=True, on_key=True) == {}  # describe shows no AWS cost

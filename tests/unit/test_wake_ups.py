@@ -16,7 +16,7 @@ from adapters.local.sqlite_store import SQLiteStore
 from control_plane.effects import Effects
 from control_plane.errors import NotFound
 from control_plane.invocation import rung_since_suspended
-from control_plane.ports import StoreConflict, StoredNotification
+from control_plane.ports import FixedFacts, StoreConflict, StoredNotification
 from control_plane.runtime import ControlPlane
 from tests.helpers.records import invocation
 
@@ -53,7 +53,6 @@ class RecordingStore:
         self.status = status
         self.calls: list[str] = []
         self.stored: set[str] = set()
-        self.may_delete = True
 
     def ring(self, invocation_id: str) -> None:
         self.calls.append("ring")
@@ -74,9 +73,10 @@ class RecordingStore:
         return None if self.status is None else invocation(invocation_id, status=self.status)
 
 
-def _effects(store: RecordingStore) -> Effects:
+def _effects(store: RecordingStore, *, may_delete: bool = True) -> Effects:
     engine = SimpleNamespace(
         store=store,
+        facts=FixedFacts(may_delete=may_delete),
         clock=FixedClock(1_000),
         scheduler=RecordingScheduler(),
         registry=None,
@@ -111,8 +111,7 @@ def test_only_a_suspended_invocation_rung_since_it_suspended_was_rung_since_susp
 @pytest.mark.parametrize("may_delete", [True, False])
 def test_a_notification_rings_stores_and_rings_again_on_every_store(may_delete: bool) -> None:
     store = RecordingStore()
-    store.may_delete = may_delete
-    assert _effects(store).notify("inv_1", NOTE) is True
+    assert _effects(store, may_delete=may_delete).notify("inv_1", NOTE) is True
     assert store.calls == ["ring", "put_notification", "ring"]
 
 
@@ -142,7 +141,7 @@ def test_the_sweeps_wake_every_suspended_invocation_rung_since_it_suspended() ->
     store.create_invocation(invocation("inv_quiet", status="suspended", doorbell=5, doorbell_read=5))
     store.create_invocation(invocation("inv_sleeps", status="suspended", wake_up_at_ms=9_000))
     scheduler = RecordingScheduler()
-    plane = ControlPlane(store, None, scheduler, clock=FixedClock(100_000))  # type: ignore[arg-type]
+    plane = ControlPlane(store, None, scheduler, clock=FixedClock(100_000), facts=store.facts)  # type: ignore[arg-type]
 
     plane.sweep()
     assert scheduler.now == ["inv_rung"]

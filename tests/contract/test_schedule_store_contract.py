@@ -1,4 +1,4 @@
-"""Schedules in every `Store` (DynamoDB on moto, SQLite): create once, list by name, update, delete."""
+"""The `ScheduleStore` contract, on DynamoDB (moto) and SQLite: create once, list by name, update, delete."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The keyed half of the `Store` contract: state, lock, queue, promises, run on DynamoDB (moto) and SQLite.
+"""The `KeyStore` contract: state, lock, queue, promises and a key's expiry and removal, run on
+DynamoDB (moto) and SQLite.
 
 The same assertions for every store; DynamoDB's item layout (hashed item keys, the key item's
 attributes, TTL) and request counts are also checked on DynamoDB (`as_dynamodb`), with a plain boto3
@@ -544,3 +545,14 @@ def test_delete_keyed_removes_the_listing_with_the_workflows_items(store: Store)
     assert store.state_keys("Signup", 10) == ["w2"]
     store.apply_state("Signup", "w1", {b"k": b"again"})  # a new run with the same id: listed again
     assert store.state_keys("Signup", 10) == ["w1", "w2"]
+
+
+def test_delete_keyed_removes_every_item_of_one_key_only(store: Store) -> None:
+    store.apply_state("Signup", "w1", {b"k": b"v"})
+    assert store.take_key("Signup", "w1", "inv_x") == {b"k": b"v"}
+    store.apply_state("Signup", "w2", {b"k": b"kept"})
+    store.delete_keyed("Signup", "w1")
+    assert store.load_state("Signup", "w1") == {}
+    assert store.lock_holder("Signup", "w1") is None
+    assert store.load_state("Signup", "w2") == {b"k": b"kept"}
+    store.delete_keyed("Signup", "w1")

@@ -1,10 +1,12 @@
-"""The `Store` contract: what every store adapter does, run against DynamoDB (on moto) and SQLite.
+"""The `InvocationStore` contract (invocations, leases, journal batches, notifications, the
+listing, retention): what every store adapter does, run against DynamoDB (on moto) and SQLite.
 
 The same assertions for every store, through the port alone. Where DynamoDB's item layout (keys,
 index keys, TTL attributes) is also checked, it is checked only on DynamoDB (`as_dynamodb`), read
 back with a plain boto3 client as an independent witness; the rest of DynamoDB's layout, its request
 counts and its sharding are tested in `tests/integration/test_dynamodb_store.py`. Concurrent writers
-are tested in `tests/races/` (dynalite and SQLite).
+are tested in `tests/races/` (dynalite and SQLite). The other families: `test_key_store_contract.py`,
+`test_timer_store_contract.py`, `test_registry_store_contract.py`, `test_schedule_store_contract.py`.
 """
 
 from __future__ import annotations
@@ -24,15 +26,14 @@ from control_plane.ports import (
     JournalBatch,
     LoadedInvocation,
     RetentionDue,
-    ServiceRecord,
     StoreConflict,
     StoredNotification,
 )
 from tests.helpers.dynamodb_items import as_dynamodb, partitions, raw_item
-from tests.helpers.records import EVERY_FIELD, RUNNABLE, deployment, invocation
+from tests.helpers.records import EVERY_FIELD, RUNNABLE, invocation
+from tests.helpers.stores import ids_in_distinct_shards
 
 Store = DynamoDBStore | SQLiteStore
-DEFAULT_SHARDS = 16
 
 
 def assert_no_invocation(store: Store, invocation_id: str) -> None:
@@ -41,12 +42,6 @@ def assert_no_invocation(store: Store, invocation_id: str) -> None:
     dynamodb = as_dynamodb(store)
     if dynamodb is not None:
         assert raw_item(dynamodb, f"INV#{invocation_id}", "META") == {}
-
-
-def queries_per_scan(store: Store) -> int:
-    """Requests one read over every shard makes: DynamoDB queries each shard, SQLite makes one call."""
-    dynamodb = as_dynamodb(store)
-    return 1 if dynamodb is None else dynamodb.shards
 
 
 def test_create_then_get_round_trips_every_field(store: Store) -> None:
@@ -491,105 +486,6 @@ def test_list_invocations_scan_ignores_journal_batches(store: Store) -> None:
     assert store.list_invocations() == [invocation("inv_1")]
 
 
-def test_due_timers_returns_only_due_ones_in_order_and_respects_limit(store: Store) -> None:
-    for due_ms, invocation_id in [(5_000, "inv_b"), (1_000, "inv_a"), (5_001, "inv_c"), (5_000, "inv_a")]:
-        store.put_timer(due_ms, invocation_id)
-    store.put_timer(1_000, "inv_a")  # again: still one timer
-    store.put_timer(900_000, "inv_d")  # "900000" sorts before "5000" unless the key is zero-padded
-    before = store.request_count
-
-    assert store.due_timers(5_000) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b")]
-    assert store.request_count - before == queries_per_scan(store)  # DynamoDB: one query per shard
-    assert store.due_timers(5_000, limit=2) == [(1_000, "inv_a"), (5_000, "inv_a")]
-    assert store.due_timers(999) == []
-    assert store.due_timers(5_001) == [(1_000, "inv_a"), (5_000, "inv_a"), (5_000, "inv_b"), (5_001, "inv_c")]
-    assert store.due_timers(10**15) == [
-        (1_000, "inv_a"),
-        (5_000, "inv_a"),
-        (5_000, "inv_b"),
-        (5_001, "inv_c"),
-        (900_000, "inv_d"),
-    ]
-    before = store.request_count
-    assert store.due_timers(5_000, limit=0) == []
-    assert store.due_timers(5_000, limit=-1) == []  # DynamoDB would refuse Limit=-1
-    assert store.request_count == before
-    if (dynamodb := as_dynamodb(store)) is not None:
-        timers = f"TIMER#{shard_of('inv_b', dynamodb.shards)}"
-        assert raw_item(dynamodb, timers, "0000000005000#inv_b") == {
-            "PK": {"S": timers},
-            "SK": {"S": "0000000005000#inv_b"},
-            "due_ms": {"N": "5000"},
-            "invocation_id": {"S": "inv_b"},
-        }
-    assert store.list_invocations() == []  # timers are not invocations
-
-
-def test_delete_timer_is_idempotent_and_removes_only_that_timer(store: Store) -> None:
-    store.put_timer(1_000, "inv_a")
-    store.put_timer(1_000, "inv_b")
-
-    store.delete_timer(1_000, "inv_a")
-    store.delete_timer(1_000, "inv_a")
-    store.delete_timer(7_000, "inv_never")
-
-    assert store.due_timers(10_000) == [(1_000, "inv_b")]
-
-
-def test_timer_due_times_must_fit_the_key(store: Store) -> None:
-    with pytest.raises(ValueError, match=r"within 0\.\.9999999999999, got -1"):
-        store.put_timer(-1, "inv_a")
-    with pytest.raises(ValueError, match="got 10000000000000"):
-        store.delete_timer(10**13, "inv_a")
-
-
-def test_deployments_put_get_list_replace_delete(store: Store) -> None:
-    assert store.list_deployments() == []
-    store.put_deployment(deployment("dp_b"))
-    store.put_deployment(deployment("dp_a", services=(), metadata={}, additional_headers={}))
-
-    assert store.get_deployment("dp_b") == deployment("dp_b")
-    assert store.list_deployments() == [
-        deployment("dp_a", services=(), metadata={}, additional_headers={}),
-        deployment("dp_b"),
-    ]
-
-    store.put_deployment(deployment("dp_b", endpoint="arn:aws:lambda:us-east-1:123456789012:function:f:3"))
-    assert store.get_deployment("dp_b") == deployment(
-        "dp_b", endpoint="arn:aws:lambda:us-east-1:123456789012:function:f:3"
-    )
-
-    store.delete_deployment("dp_b")
-    store.delete_deployment("dp_unknown")
-    assert store.get_deployment("dp_b") is None
-    assert [d.deployment_id for d in store.list_deployments()] == ["dp_a"]
-
-
-def test_services_put_get_list_replace_delete(store: Store) -> None:
-    greeter = ServiceRecord("Greeter", "dp_1", "SERVICE", {"name": "Greeter", "handlers": [{"name": "greet"}]})
-    counter = ServiceRecord("Counter", "dp_1", "VIRTUAL_OBJECT", {"name": "Counter", "handlers": []}, revision=3)
-    store.put_service(greeter)
-    store.put_service(counter)
-
-    assert store.get_service("Greeter") == greeter
-    assert store.list_services() == [counter, greeter]
-
-    moved = dataclasses.replace(greeter, deployment_id="dp_2", revision=2)
-    store.put_service(moved)
-    assert store.get_service("Greeter") == moved
-
-    store.delete_service("Counter")
-    assert store.get_service("Counter") is None
-    assert store.list_services() == [moved]
-
-
-def test_registry_items_do_not_show_up_as_invocations(store: Store) -> None:
-    store.put_deployment(deployment("dp_1"))
-    store.put_service(ServiceRecord("Greeter", "dp_1", "SERVICE", {}))
-
-    assert store.list_invocations() == []
-
-
 def test_attach_caller_adds_once_and_is_refused_once_completed(store: Store) -> None:
     store.create_invocation(invocation("inv_callee"))
     store.attach_caller("inv_callee", "inv_a/3")
@@ -656,45 +552,6 @@ def test_delete_invocation_of_a_record_read_earlier_keeps_one_created_anew_under
     assert (loaded.record.created_at_ms, [b.entries for b in loaded.batches]) == (5_000, [b"new"])
     store.delete_invocation("inv_again", created_at_ms=5_000)
     assert store.load_invocation("inv_again") is None
-
-
-def test_delete_keyed_removes_every_item_of_one_key_only(store: Store) -> None:
-    store.apply_state("Signup", "w1", {b"k": b"v"})
-    assert store.take_key("Signup", "w1", "inv_x") == {b"k": b"v"}
-    store.apply_state("Signup", "w2", {b"k": b"kept"})
-    store.delete_keyed("Signup", "w1")
-    assert store.load_state("Signup", "w1") == {}
-    assert store.lock_holder("Signup", "w1") is None
-    assert store.load_state("Signup", "w2") == {b"k": b"kept"}
-    store.delete_keyed("Signup", "w1")
-
-
-def ids_in_distinct_shards(store: Store, count: int) -> list[str]:
-    """`count` invocation ids, each in a DynamoDB shard of its own (so a test spans shards for sure)."""
-    shards = getattr(store, "shards", DEFAULT_SHARDS)
-    found: dict[int, str] = {}
-    n = 0
-    while len(found) < count:
-        found.setdefault(shard_of(f"inv_s{n}", shards), f"inv_s{n}")
-        n += 1
-    return list(found.values())
-
-
-def test_timers_spread_over_shards_and_due_timers_merges_them_earliest_first(store: Store) -> None:
-    a, b, c, d = ids_in_distinct_shards(store, 4)
-    # interleaved due times, so that no shard's answer alone is in order with the others
-    timers = [(4_000, a), (1_000, b), (3_000, c), (2_000, d), (1_000, d), (5_000, b), (2_000, a)]
-    for due_ms, invocation_id in timers:
-        store.put_timer(due_ms, invocation_id)
-
-    if (dynamodb := as_dynamodb(store)) is not None:
-        assert partitions(dynamodb, "TIMER") == {f"TIMER#{shard_of(i, dynamodb.shards)}" for i in (a, b, c, d)}
-    assert store.due_timers(10_000) == sorted(timers)
-    assert store.due_timers(2_000) == sorted(t for t in timers if t[0] <= 2_000)
-    # the limit applies to the merged answer: the earliest, whichever shard they are in
-    assert store.due_timers(10_000, limit=3) == sorted(timers)[:3]
-    store.delete_timer(1_000, d)
-    assert store.due_timers(1_000) == [(1_000, b)]
 
 
 def test_list_is_newest_first_by_creation_across_shards_and_statuses_and_pages_by_token(store: Store) -> None:
@@ -797,7 +654,7 @@ def test_the_sweep_removes_the_journal_then_the_record_at_their_retention_withou
 
     now = 1_800_000_000_000
     clock = _Clock(now)
-    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=clock)  # type: ignore[arg-type]
+    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=clock, facts=store.facts)  # type: ignore[arg-type, attr-defined]
     short, long = ids_in_distinct_shards(store, 2)
     completed_with_journal(store, short, journal_expires_at_ms=now + 1_000, expires_at_s=(now + 5_000) // 1000)
     completed_with_journal(store, long, journal_expires_at_ms=now + 60_000, expires_at_s=(now + 90_000) // 1000)
@@ -883,7 +740,7 @@ def test_remove_journal_needs_the_journal_retention_it_was_found_with(store: Sto
 def test_the_sweep_does_not_remove_a_record_its_index_entry_no_longer_describes(store: Store) -> None:
     from control_plane.runtime import ControlPlane
 
-    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=_Clock(10_000))  # type: ignore[arg-type]
+    plane = ControlPlane(store, invoker=None, scheduler=_NoWakeUps(), clock=_Clock(10_000), facts=store.facts)  # type: ignore[arg-type, attr-defined]
     completed_with_journal(store, "inv_r", journal_expires_at_ms=1_000, expires_at_s=5)
     stale = RetentionDue("inv_r", 4_000, 0, 4)  # an older run under this id
 
