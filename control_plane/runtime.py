@@ -40,8 +40,8 @@ class ControlPlane:
         schedule_trigger: Delivers schedules' ticks; timers on `scheduler` by default.
         facts: Facts about the store's deployment (`StoreFacts`: may this process delete, may the
             table hold 16-byte ids, what creating an invocation costs), from the adapter beside the
-            store (`DynamoDBStore.facts`, `SQLiteStore.facts`); `FixedFacts()` by default, right
-            for a fresh store whose files are this process's own only.
+            store (`DynamoDBStore.facts`, `SQLiteStore.facts`). Required: a wrong default would let
+            the AWS ingress function try deletes its role forbids.
     """
 
     def __init__(
@@ -50,11 +50,11 @@ class ControlPlane:
         invoker: Invoker,
         scheduler: Scheduler,
         *,
+        facts: StoreFacts,
         clock: Clock | None = None,
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
-        facts: StoreFacts | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()

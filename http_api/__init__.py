@@ -27,11 +27,11 @@ class HttpControlPlane(ControlPlane):
         invoker: Invoker,
         scheduler: Scheduler,
         *,
+        facts: StoreFacts,
         clock: Clock | None = None,
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
-        facts: StoreFacts | None = None,
     ) -> None:
         super().__init__(
             store,
