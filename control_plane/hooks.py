@@ -1,7 +1,7 @@
 """What the effects and the operations need of the engine, as a protocol they own.
 
 `Effects` (control_plane/effects.py) and `Operations` (control_plane/operations.py) work for one
-`Engine` and call back into it: to create a callee, arm a timer, tell callers, end an invocation.
+`Engine` and call back into it: to create a callee, tell callers, end an invocation.
 They depend on this protocol, not on the engine's module, so the core's imports run one way:
 `invocation` imports `effects` and `operations`, neither imports `invocation`. `Engine` satisfies
 `EngineHooks` (mypy checks it where the engine hands itself over).
@@ -17,6 +17,7 @@ from control_plane.ports import Clock, InvocationRecord, Scheduler, Store, Store
 from control_plane.registry import Registry
 from control_plane.retention import Retention
 from control_plane.settings import Settings
+from control_plane.timers import Timers
 from control_plane.waiters import CompletionWaiters
 
 
@@ -51,6 +52,7 @@ class EngineHooks(Protocol):
     settings: Settings
     waiters: CompletionWaiters
     retention: Retention
+    timers: Timers
 
     @property
     def effects(self) -> Notifies:
@@ -66,16 +68,8 @@ class EngineHooks(Protocol):
         """`Engine.create`: create an invocation (a callee, a delayed send)."""
         ...
 
-    def arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
-        """`Engine.arm`: record a timer for `due_ms` (ms since the epoch) and ask for a wake-up."""
-        ...
-
     def knock(self, invocation_id: str) -> None:
         """`Engine.knock`: make a lease holder in this process re-read the invocation."""
-        ...
-
-    def sleep_timer_dues(self, wake_up_ms: int) -> set[int]:
-        """`Engine.sleep_timer_dues`: where a sleep's timer may be recorded (ms since the epoch)."""
         ...
 
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:

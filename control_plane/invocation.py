@@ -95,6 +95,7 @@ from control_plane.registry import HandlerOptions, Registry, Target
 from control_plane.request_identity import refusal_hint
 from control_plane.retention import Retention
 from control_plane.settings import Settings
+from control_plane.timers import Timers, Wake
 from control_plane.waiters import CompletionWaiters
 
 __all__ = ["RUNNABLE", "AttemptAnswer", "AttemptFailure", "Engine", "Outcome", "parse_answer", "rung_since_suspended"]
@@ -110,7 +111,6 @@ JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
 or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
 _COMPLETING_ROUNDS = 16  # completing writes tried while callers attach (`Engine._completing_write`)
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
-_LEAD_MIN_SLEEP_MS = 100  # shorter sleeps are armed at their due time (the suspension may not be stored yet)
 _EFFECTFUL = frozenset(
     {
         MessageType.OneWayCall,
@@ -218,7 +218,8 @@ class Engine:
         self.stopping = threading.Event()
         self._knocked: set[str] = set()  # invocations with news for a lease holder in this process (`knock`)
         self.keys = Keys(store, scheduler, clock)
-        self.retention = Retention(store, registry, clock, settings, scheduler)  # when a completed one goes
+        self.timers = Timers(store, scheduler, clock)  # every timer armed, re-armed or cancelled
+        self.retention = Retention(store, registry, clock, settings, self.timers)  # when a completed one goes
         self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
         self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
         # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
@@ -334,7 +335,7 @@ class Engine:
         elif on_key and leased and state is not None:  # read with the key: `drive` starts from it
             self._taken_state[record.invocation_id] = state
         if delayed:
-            self.scheduler.wake_at(record.invocation_id, execution_time_ms)
+            self.timers.hop(record.invocation_id, execution_time_ms)  # recorded by `_store_new`
         elif not leased and record.status == "ready":
             self.scheduler.wake_now(record.invocation_id)
         return record
@@ -348,7 +349,7 @@ class Engine:
         invocation's own), `ItemTooLarge` if the record does not fit in an item."""
         due = min(execution_time_ms, MAX_TIMER_MS)
         if delayed:
-            self.store.put_timer(due, record.invocation_id)
+            self.timers.record(record.invocation_id, due)
         try:
             try:
                 self.store.create_invocation(record)
@@ -360,7 +361,7 @@ class Engine:
             if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing,
                 existing = self.store.get_invocation(record.invocation_id)
                 if existing is None or existing.execution_time_ms != execution_time_ms:
-                    self.store.delete_timer(due, record.invocation_id)  # unless it is the existing one's own
+                    self.timers.cancel(record.invocation_id, due)  # unless it is the existing one's own
             raise
 
     def _new_record(
@@ -515,9 +516,9 @@ class Engine:
             return self._not_due(held, "scheduled", record.execution_time_ms)
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
         if not due_sleep and not fresh:
-            due_sleep = self._wait_for_sleep(held, now)
+            due_sleep = self.timers.wait_for_sleep(held, now)
         if not due_sleep:
-            self._rearm_read_ahead(held)
+            self.timers.rearm_read_ahead(held)
         if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
             return self._not_due(held, "backing-off", record.next_retry_at_ms)
         return self._run_guarded(held)
@@ -539,51 +540,43 @@ class Engine:
             failure = AttemptFailure(500, f"internal error in the control plane: {type(exc).__name__}: {exc}")
             outcome = self._failed(held, failure, None)
         if outcome == Outcome.LEASE_LOST:
-            self._drop_orphan_timers(held)
+            self.timers.drop_orphans(held)
         return outcome
-
-    def _drop_orphan_timers(self, held: Held) -> None:
-        """After the lease was lost: delete the timers this worker recorded (`Held.timers`) if the
-        invocation completed meanwhile (a kill deleted the timers it knew of, not one recorded after
-        it read the invocation, such as a retry's). A successor's timers are left alone: nothing is
-        deleted while it runs. One read when this worker recorded a timer, none otherwise."""
-        if not held.timers:
-            return
-        current = self.store.get_invocation(held.record.invocation_id)
-        if current is None or current.status == "completed":
-            for due_ms in sorted(held.timers):
-                self.store.delete_timer(due_ms, held.record.invocation_id)
-        held.timers.clear()
 
     def _not_due(self, held: Held, status: str, due_ms: int) -> Outcome:
         """Woken before its time (a duplicate or early timer): arm the timer again and release."""
-        due_ms = min(due_ms, MAX_TIMER_MS)
-        self.store.put_timer(due_ms, held.record.invocation_id)  # first, so a crash cannot lose it
-        held.timers.add(due_ms)
+        due_ms = self.timers.record(held.record.invocation_id, due_ms, held)  # first, so a crash cannot lose it
         try:
             self._update(held, status=status, lease_until_ms=0)
         except StoreConflict:
-            self._drop_orphan_timers(held)
+            self.timers.drop_orphans(held)
             return Outcome.LEASE_LOST
-        self.scheduler.wake_at(held.record.invocation_id, due_ms)
+        self.timers.hop(held.record.invocation_id, due_ms)
         return Outcome.NOT_DUE
 
-    def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
-        """A timer armed for `due_ms` fired: advance, then settle its record (`timer_done`)."""
-        if due_ms > self.clock.now_ms():  # early (clock skew, a tolerant consumer): not yet
-            self.scheduler.wake_at(invocation_id, due_ms)
+    def wake(self, wake: Wake) -> Outcome:
+        """The one entry of a wake-up (`timers.Wake`), whatever delivered it: a wake-up now
+        (`due_ms` 0) advances; a timer's advances once its due time has come (an early one is
+        handed back to the scheduler: `NOT_DUE`), its lateness is recorded (`timer_lateness_ms`)
+        and its record settled afterwards (`timer_done`)."""
+        if not wake.due_ms:
+            return self.advance(wake.invocation_id)
+        if wake.due_ms > self.clock.now_ms():  # early (clock skew, a tolerant consumer): not yet
+            self.timers.hop(wake.invocation_id, wake.due_ms)
             return Outcome.NOT_DUE
-        self.timer_fired(invocation_id, due_ms)
-        outcome = self.advance(invocation_id)
-        self.timer_done(invocation_id, due_ms, outcome)
+        self.timer_fired(wake.invocation_id, wake.due_ms)
+        outcome = self.advance(wake.invocation_id)
+        self.timer_done(wake.invocation_id, wake.due_ms, outcome)
         return outcome
 
     def timer_fired(self, invocation_id: str, due_ms: int) -> None:
-        """A timer for `due_ms` fired now: record its lateness (`timer_lateness_ms`)."""
+        """A timer for `due_ms` fired now: record its lateness (`timer_lateness_ms`). Part of `wake`,
+        called alone by a scheduler that measures it as the timer fires (the local one)."""
         self.metrics.observe("timer_lateness_ms", max(0, self.clock.now_ms() - due_ms))
 
     def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
-        """Drop a fired timer's record, unless its wake-up may not have been used.
+        """Drop a fired timer's record, unless its wake-up may not have been used. Part of `wake`,
+        called alone by a scheduler that ran one advance for several timers (the local one).
 
         When another worker held the lease (`BUSY`), that worker may have looked at the journal just
         before the due time: keep the record and wake again in a second, unless the invocation is
@@ -593,61 +586,14 @@ class Engine:
         if outcome in (Outcome.BUSY, Outcome.LEASE_LOST):
             record = self.store.get_invocation(invocation_id)
             if record is not None and record.status not in ("completed", "pending", "paused"):
-                self.scheduler.wake_at(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
+                self.timers.hop(invocation_id, self.clock.now_ms() + _BUSY_RETRY_MS)
                 return
             if record is not None and self.store.may_delete and self.retention.expired(record):
                 self.retention.remove(record)
-        self.store.delete_timer(due_ms, invocation_id)
+        self.timers.cancel(invocation_id, due_ms)
 
     def _lease_ms(self, options: HandlerOptions) -> int:
         return options.inactivity_timeout_ms + self.settings.lease_margin_ms
-
-    def _wait_for_sleep(self, held: Held, now: int) -> bool:
-        """Woken up to the scheduler's `sleep_lead_ms` before a sleep is due (see `arm`): wait for it
-        in-process, lease and journal in hand. True if a sleep is due now."""
-        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
-        soonest = min(held.journal.open_sleeps().values(), default=0)
-        if not lead_ms or not now < soonest <= now + lead_ms:
-            return False
-        time.sleep((soonest - now) / 1000)
-        return soonest <= self.clock.now_ms()
-
-    def sleep_timer_dues(self, wake_up_ms: int) -> set[int]:
-        """Where a timer for a sleep waking at `wake_up_ms` may be recorded: there, or the scheduler's
-        `sleep_lead_ms` earlier (`arm`); what deleting the sleep's timer deletes."""
-        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
-        return {min(due, MAX_TIMER_MS) for due in (wake_up_ms, wake_up_ms - lead_ms) if due > 0}
-
-    def _rearm_read_ahead(self, held: Held) -> None:
-        """A wake-up that did not wait for a sleep read ahead (something else woke it too, or the
-        clock trails): arm the sleep's own wake-up time, as the early timer is settled after this
-        advance and the sleep would otherwise wait for the next sweep."""
-        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
-        soonest = min(held.journal.open_sleeps().values(), default=0)
-        now = self.clock.now_ms()
-        if lead_ms and now < soonest <= now + 2 * lead_ms:
-            self.store.put_timer(min(soonest, MAX_TIMER_MS), held.record.invocation_id)
-            held.timers.add(min(soonest, MAX_TIMER_MS))
-            self.scheduler.wake_at(held.record.invocation_id, soonest)
-
-    def arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
-        """Record a timer (visible, recovered by the sweep) and ask the scheduler for a wake-up.
-
-        A sleep of at least `_LEAD_MIN_SLEEP_MS` is armed the scheduler's `sleep_lead_ms` early: the
-        wake-up takes the lease and reads the journal, then waits for the due time in-process
-        (`_wait_for_sleep`), so that when many sleeps end at once their attempts start on time
-        instead of queueing behind each other's reads. A due time beyond what a timer holds
-        (`MAX_TIMER_MS`, the year 2286) is armed at that limit: the wake-up finds the sleep not yet
-        due and arms it again. With `held` (the lease holder's), the timer is noted in `Held.timers`.
-        """
-        lead_ms = getattr(self.scheduler, "sleep_lead_ms", 0)
-        if lead_ms and due_ms - self.clock.now_ms() >= _LEAD_MIN_SLEEP_MS:
-            due_ms -= lead_ms
-        due_ms = min(due_ms, MAX_TIMER_MS)
-        self.store.put_timer(due_ms, invocation_id)
-        if held is not None:  # the lease holder's: deleted again if the invocation is killed under it
-            held.timers.add(due_ms)
-        self.scheduler.wake_at(invocation_id, due_ms)
 
     def _run(self, held: Held, deadline_ms: int | None = None) -> Outcome:
         """Invoke, commit, apply effects and decide; loop while the handler can go on at once."""
@@ -1214,7 +1160,7 @@ class Engine:
             told = self._completing_write(held, changes)  # callers told before the write
         except StoreConflict:
             return Outcome.LEASE_LOST
-        self.effects.drop_sleep_timers(held)
+        self.timers.cancel_sleeps(held)
         self.ended(held.record, told)
         return Outcome.COMPLETED
 
@@ -1263,7 +1209,7 @@ class Engine:
                 f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
             )
             return self._fail_terminally(held, 413, message)
-        self.effects.drop_sleep_timers(held)
+        self.timers.cancel_sleeps(held)
         self.ended(held.record, told)
         return Outcome.COMPLETED
 
@@ -1296,7 +1242,7 @@ class Engine:
             if decision.then in (AfterFailure.FAIL, AfterFailure.KILL):
                 killed = decision.then is AfterFailure.KILL  # as the kill API: its open callees are killed too
                 told = self._completing_write(held, decision.changes)  # callers told before the write
-                self.effects.drop_sleep_timers(held)
+                self.timers.cancel_sleeps(held)
                 deadline = time.monotonic() + KILL_BUDGET_S
                 if killed:
                     self.operations.kill_callees_behind(held, deadline)
@@ -1310,9 +1256,7 @@ class Engine:
                 self.waiters.notify(record.invocation_id)
                 self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
                 return Outcome.PAUSED
-            due = decision.retry_at_ms
-            self.store.put_timer(due, record.invocation_id)  # first, so a crash cannot lose it
-            held.timers.add(due)
+            due = self.timers.record(record.invocation_id, decision.retry_at_ms, held)  # first: a crash cannot lose it
             self._update(held, **decision.changes)
         except StoreConflict:
             if self._reload(held):  # the doorbell rang while pausing: deliver what arrived
@@ -1323,7 +1267,7 @@ class Engine:
                 self.scheduler.wake_now(record.invocation_id)
                 return Outcome.BACKING_OFF
             return Outcome.LEASE_LOST
-        self.scheduler.wake_at(record.invocation_id, due)
+        self.timers.hop(record.invocation_id, due)
         return Outcome.BACKING_OFF
 
     def _update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:

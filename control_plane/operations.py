@@ -29,7 +29,7 @@ from control_plane.held import Held
 from control_plane.hooks import EngineHooks
 from control_plane.journal import Journal
 from control_plane.keyed import is_exclusive
-from control_plane.ports import MAX_TIMER_MS, InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
+from control_plane.ports import InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -193,9 +193,7 @@ class Operations:
                 continue
             if time.monotonic() >= deadline:
                 wake_id = kill_callees_wake_id(invocation_id, index)
-                now = self.clock.now_ms()
-                self.store.put_timer(now, wake_id)
-                self.scheduler.wake_at(wake_id, now)
+                self.engine.timers.arm(wake_id, self.clock.now_ms())
                 return
             with contextlib.suppress(NotFound, Conflict):  # its service is gone; completed meanwhile
                 callee = self.store.get_invocation(self.engine.effects.callee_id(held, index))
@@ -357,11 +355,11 @@ class Operations:
         if loaded is not None:
             try:
                 for wake_up in Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values():
-                    dues.update(self.engine.sleep_timer_dues(wake_up))
+                    dues.update(self.engine.timers.sleep_dues(wake_up))
             except TorporError as exc:  # a corrupt journal: its sleeps' timers find it completed
                 log.error("%s: its journal cannot be read (%s); its sleep timers stay", record.invocation_id, exc)
         for due in dues - {0}:
-            self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
+            self.engine.timers.cancel(record.invocation_id, due)
         if before_ended is not None:
             before_ended()
         self.engine.ended(ended or record, told)

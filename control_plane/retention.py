@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 
 from control_plane.keyed import is_workflow_run
-from control_plane.ports import Clock, InvocationRecord, RetentionDue, Scheduler, Store
+from control_plane.ports import Clock, InvocationRecord, RetentionDue, Store
 from control_plane.registry import Registry
 from control_plane.settings import Settings
+from control_plane.timers import Timers
 
 HAND_OFF_WAIT_MS = 5_000
 """How long `drop_if_expired` waits for the worker to remove an expired invocation it cannot remove itself."""
@@ -27,14 +28,12 @@ _HAND_OFF_POLL_S = 0.05
 class Retention:
     """Retention times of completed invocations, and their removal (see the module doc)."""
 
-    def __init__(
-        self, store: Store, registry: Registry, clock: Clock, settings: Settings, scheduler: Scheduler
-    ) -> None:
+    def __init__(self, store: Store, registry: Registry, clock: Clock, settings: Settings, timers: Timers) -> None:
         self.store = store
         self.registry = registry
         self.clock = clock
         self.settings = settings
-        self.scheduler = scheduler
+        self.timers = timers
 
     def changes(self, record: InvocationRecord, now_ms: int) -> dict[str, int]:
         """The retention fields the completing write of `record` (completed at `now_ms`) sets.
@@ -91,7 +90,7 @@ class Retention:
         if self.store.may_delete:
             self.remove(record)
             return True
-        self.scheduler.wake_at(invocation_id, record.expires_at_s * 1000)
+        self.timers.hop(invocation_id, record.expires_at_s * 1000)  # no record: the sweep removes it anyway
         deadline = time.monotonic() + HAND_OFF_WAIT_MS / 1000
         while time.monotonic() < deadline:
             time.sleep(_HAND_OFF_POLL_S)
