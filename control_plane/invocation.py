@@ -30,10 +30,8 @@ suspend, complete, retry or fail). Its collaborators, each in its own module:
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import random
 import threading
 import time
 from collections import Counter
@@ -57,9 +55,10 @@ from control_plane.attempt import (
     without_handled_cancel,
 )
 from control_plane.bidi import Streamed, stream_attempt
+from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, Creation, inbox_seq
 from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
 from control_plane.effects import Effects
-from control_plane.errors import BadRequest, NotFound, TorporError
+from control_plane.errors import NotFound, TorporError
 from control_plane.failures import clip, stored_failure
 from control_plane.held import Held, Outcome
 from control_plane.journal import AwaitPoint, Journal, awaited, notification_key
@@ -68,7 +67,6 @@ from control_plane.observability import Metrics, NoMetrics, metered, trace_id_fr
 from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
-    MAX_TIMER_MS,
     AnswerTooLarge,
     Clock,
     DeploymentRecord,
@@ -91,7 +89,7 @@ from control_plane.protocol import (
     is_custom,
 )
 from control_plane.protocol import protocol_pb2 as pb
-from control_plane.registry import HandlerOptions, Registry, Target
+from control_plane.registry import HandlerOptions, Registry
 from control_plane.request_identity import refusal_hint
 from control_plane.retention import Retention
 from control_plane.settings import Settings
@@ -105,10 +103,6 @@ log = logging.getLogger("torpor.invocation")
 RUNNABLE = ("ready", "scheduled", "running", "backing-off", "suspended")
 """Statuses in which a worker may take the lease and make progress."""
 
-_ITEM_OVERHEAD_BYTES = 16 * 1024  # room for an item's other attributes beside its large value
-JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - _ITEM_OVERHEAD_BYTES
-"""The largest encoded journal entry (or batch) one journal item holds: 393,216 bytes. A notification
-or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
 _COMPLETING_ROUNDS = 16  # completing writes tried while callers attach (`Engine._completing_write`)
 _BUSY_RETRY_MS = 1_000  # a timer that met a busy lease wakes the invocation again this much later
 _EFFECTFUL = frozenset(
@@ -125,19 +119,6 @@ _EFFECTFUL = frozenset(
 )
 """Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
 _FAR_FUTURE_MS = 10 * 365 * 24 * 3600 * 1000
-_DROPPED_INPUT_HEADERS = frozenset(
-    {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
-)
-
-
-_ARRIVALS = itertools.count()  # this process's arrivals on keys, in order
-
-
-def _inbox_seq(now_ms: int, invocation_id: str) -> str:
-    """An invocation's place in its key's queue: arrival time, then the order this process created
-    invocations in (calls and sends one handler made to one key, in the same millisecond, keep the
-    order it made them in: Restate's ordering guarantee), then the id. Sorts as text."""
-    return f"{now_ms:013d}{next(_ARRIVALS) % 1_000_000_000:09d}{invocation_id}"
 
 
 def rung_since_suspended(record: InvocationRecord) -> bool:
@@ -222,8 +203,11 @@ class Engine:
         self.retention = Retention(store, registry, clock, settings, self.timers)  # when a completed one goes
         self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
         self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
-        # the state an exclusive invocation read when it took its key at creation, until `drive` takes it
-        self._taken_state: dict[str, dict[bytes, bytes]] = {}
+        self.creation = Creation(
+            store, registry, clock, settings, self.metrics, self.keys, self.retention, self.timers
+        )  # ids, records, keys taken at creation
+        self.create = self.creation.create
+        """`Creation.create`: store a new invocation (the ingress, a Call's callee, a schedule's tick)."""
 
     def stop(self) -> None:
         """Finish no more attempts: between attempts, leases are released for the next process."""
@@ -233,213 +217,12 @@ class Engine:
     # --- creation ---------------------------------------------------------------------------------
 
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
-        """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
-        16-byte id an earlier Torpor gave it if that run is still stored (one store read, only in a
-        store first used before the id change: `Store.holds_short_ids`): a run created before the
-        change keeps deduplicating. No new run gets a 16-byte id."""
-        if self.store.holds_short_ids:
-            legacy = ids.legacy_workflow_run_id(workflow, workflow_id)
-            if self.store.get_invocation(legacy) is not None:
-                return legacy
-        return ids.workflow_run_id(workflow, workflow_id)
+        """`Creation.workflow_run_id`: the invocation id of workflow `workflow`'s run for `workflow_id`."""
+        return self.creation.workflow_run_id(workflow, workflow_id)
 
     def idempotent_invocation_id(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
-        """The id of the request to `service/handler` (of `key`) with `idempotency_key`
-        (`ids.idempotent_invocation_id`), or the 16-byte id an earlier Torpor gave it while that
-        invocation is still stored (one store read), as `workflow_run_id`."""
-        if self.store.holds_short_ids:
-            legacy = ids.legacy_idempotent_invocation_id(service, handler, key, idempotency_key)
-            if self.store.get_invocation(legacy) is not None:
-                return legacy
-        return ids.idempotent_invocation_id(service, handler, key, idempotency_key)
-
-    def create(
-        self,
-        service: str,
-        handler: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        *,
-        key: str = "",
-        leased: bool,
-        idempotency_key: str = "",
-        execution_time_ms: int = 0,
-        invocation_id: str | None = None,
-        caller_id: str = "",
-        caller_completion_id: int = 0,
-        trace_id: str = "",
-    ) -> InvocationRecord:
-        """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
-
-        With `leased=True` the creator holds the lease (epoch 1) and is expected to `drive` it at
-        once. Otherwise it is `ready` and woken now, or, with `execution_time_ms` (ms since the
-        epoch) in the future, `scheduled` and woken then (a delayed send). An exclusive handler of
-        a virtual object takes its key at once if nobody holds it or waits for it (`Keys.take`);
-        otherwise it is `pending` in its key's queue until it is granted the key (not leased).
-        A workflow's `run` gets the workflow's deterministic run id, so it is created once.
-
-        Its trace is `trace_id` (a caller's), else the one of a `traceparent` among `headers`, else new.
-
-        Raises `NotFound` for an unknown service or handler, `BadRequest` for a keyed service
-        without a key, `StoreConflict` if the invocation id exists already.
-        """
-        target = self.registry.resolve(service, handler)
-        deployment = self.registry.deployment(target.deployment_id)
-        now = self.clock.now_ms()
-        service_type = target.service_type
-        handler_type = target.handler_type or ("EXCLUSIVE" if service_type == "VIRTUAL_OBJECT" else "")
-        if service_type != "SERVICE" and not key:
-            raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
-        if service_type == "WORKFLOW" and handler_type == "WORKFLOW":
-            invocation_id = self.workflow_run_id(service, key)
-        elif idempotency_key and invocation_id is None:
-            invocation_id = self.idempotent_invocation_id(service, handler, key, idempotency_key)
-        exclusive = service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
-        delayed = execution_time_ms > now and not (leased and not exclusive)
-        leased = leased and not delayed
-        invocation_id = invocation_id or ids.new_invocation_id(key)
-        on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
-        record = self._new_record(
-            invocation_id,
-            target,
-            deployment.deployment_id,
-            service,
-            handler,
-            key,
-            body,
-            headers,
-            now=now,
-            leased=leased,
-            delayed=delayed,
-            on_key=on_key,
-            execution_time_ms=execution_time_ms,
-            idempotency_key=idempotency_key,
-            caller_id=caller_id,
-            caller_completion_id=caller_completion_id,
-            trace_id=trace_id,
-            protocol_version=self.registry.protocol_version(deployment),
-        )
-        if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
-            raise ItemTooLarge(
-                f"the request takes {len(record.input_entry)} bytes as the invocation's input, more than the "
-                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds (a DynamoDB item's 400 KB, less room "
-                "for its other attributes); send a smaller body"
-            )
-        self._store_new(record, delayed, execution_time_ms)
-        if service_type == "WORKFLOW" and handler_type == "WORKFLOW":  # promises completed before it ran
-            self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
-        self.metrics.count("invocations_created", service=service, handler=handler)
-        state = self.keys.take(record) if on_key else None
-        if on_key and state is None:  # the key is held or others wait: queue up
-            record = self._wait_for_key(record)
-        elif on_key and leased and state is not None:  # read with the key: `drive` starts from it
-            self._taken_state[record.invocation_id] = state
-        if delayed:
-            self.timers.hop(record.invocation_id, execution_time_ms)  # recorded by `_store_new`
-        elif not leased and record.status == "ready":
-            self.scheduler.wake_now(record.invocation_id)
-        return record
-
-    def _store_new(self, record: InvocationRecord, delayed: bool, execution_time_ms: int) -> None:
-        """Store a new invocation `record`, with the timer of a `delayed` one (due at
-        `execution_time_ms`, ms since the epoch) written first: a crash in between leaves a timer for
-        nothing, never the reverse. An id whose retention ended is free again (removed, then created).
-
-        Raises `StoreConflict` if the id exists (its timer is deleted again unless it is the existing
-        invocation's own), `ItemTooLarge` if the record does not fit in an item."""
-        due = min(execution_time_ms, MAX_TIMER_MS)
-        if delayed:
-            self.timers.record(record.invocation_id, due)
-        try:
-            try:
-                self.store.create_invocation(record)
-            except StoreConflict:
-                if not self.retention.drop_if_expired(record.invocation_id):  # its retention ended: free again
-                    raise
-                self.store.create_invocation(record)
-        except (StoreConflict, ItemTooLarge):
-            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing,
-                existing = self.store.get_invocation(record.invocation_id)
-                if existing is None or existing.execution_time_ms != execution_time_ms:
-                    self.timers.cancel(record.invocation_id, due)  # unless it is the existing one's own
-            raise
-
-    def _new_record(
-        self,
-        invocation_id: str,
-        target: Target,
-        deployment_id: str,
-        service: str,
-        handler: str,
-        key: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        *,
-        now: int,
-        leased: bool,
-        delayed: bool,
-        on_key: bool,
-        execution_time_ms: int,
-        idempotency_key: str,
-        caller_id: str,
-        caller_completion_id: int,
-        trace_id: str,
-        protocol_version: int,
-    ) -> InvocationRecord:
-        """The record `create` stores (nothing written here): its Input command (`body`, and
-        `headers` less the dropped ones), status `running` (`leased`, epoch 1), `scheduled`
-        (`delayed`, woken at `execution_time_ms`) or `ready`, its place in its key's queue
-        (`on_key`), its caller and its trace."""
-        handler_type = target.handler_type or ("EXCLUSIVE" if target.service_type == "VIRTUAL_OBJECT" else "")
-        input_headers = [
-            pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
-        ]
-        input_command = pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body))
-        return InvocationRecord(
-            invocation_id=invocation_id,
-            service=service,
-            handler=handler,
-            key=key,
-            deployment_id=deployment_id,
-            protocol_version=protocol_version,
-            status="running" if leased else "scheduled" if delayed else "ready",
-            input_entry=encode_frames([frame(input_command)]),
-            created_at_ms=now,
-            modified_at_ms=now,
-            epoch=1 if leased else 0,
-            lease_until_ms=now + self._lease_ms(target.options) if leased else 0,
-            random_seed=random.getrandbits(63),
-            idempotency_key=idempotency_key,
-            output_content_type=target.output_content_type,
-            execution_time_ms=execution_time_ms if delayed else 0,
-            wake_up_at_ms=execution_time_ms if delayed else 0,
-            service_type=target.service_type,
-            handler_type=handler_type,
-            # on a key: its place in the queue, and until a later write clears it, the mark that it
-            # may not hold the key yet (a crash between creating it and taking the key: `_advance`)
-            inbox_seq=_inbox_seq(now, invocation_id) if on_key else "",
-            caller_id=caller_id,
-            caller_completion_id=caller_completion_id,
-            trace_id=trace_id or trace_id_from(headers),
-            requests=dict(self.store.creation_requests(delayed=delayed, on_key=on_key)) or None,
-        )
-
-    def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
-        """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""
-        try:
-            fresh = self.store.update_invocation(
-                record.invocation_id,
-                record.epoch,
-                returning=True,
-                status="pending",
-                lease_until_ms=0,
-                modified_at_ms=self.clock.now_ms(),
-            )
-        except StoreConflict:  # killed or cancelled at once: its ending released what it had
-            return record
-        assert fresh is not None
-        self.keys.enqueue(fresh)
-        return fresh
+        """`Creation.idempotent_invocation_id`: the id of a request with an idempotency key."""
+        return self.creation.idempotent_invocation_id(service, handler, key, idempotency_key)
 
     def drive(self, record: InvocationRecord, deadline_ms: int | None = None) -> tuple[Outcome, InvocationRecord]:
         """Advance an invocation just created with `leased=True`, without reloading it.
@@ -452,7 +235,7 @@ class Engine:
         """
         with metered() as counts:
             held = Held(record, Journal.load(record.input_entry, ()), [], meter=counts)
-            held.state = self._taken_state.pop(record.invocation_id, None)
+            held.state = self.creation.taken_state.pop(record.invocation_id, None)
             return self._run_guarded(held, deadline_ms), held.record
 
     # --- advance ----------------------------------------------------------------------------------
@@ -502,7 +285,7 @@ class Engine:
             return Outcome.BUSY
         if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
             # a delayed exclusive invocation is due: from now on it waits its turn for the key
-            seq = _inbox_seq(now, invocation_id)
+            seq = inbox_seq(now, invocation_id)
             try:
                 self._update(held, status="pending", lease_until_ms=0, execution_time_ms=0, inbox_seq=seq)
             except StoreConflict:
@@ -591,9 +374,6 @@ class Engine:
             if record is not None and self.store.may_delete and self.retention.expired(record):
                 self.retention.remove(record)
         self.timers.cancel(invocation_id, due_ms)
-
-    def _lease_ms(self, options: HandlerOptions) -> int:
-        return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
     def _run(self, held: Held, deadline_ms: int | None = None) -> Outcome:
         """Invoke, commit, apply effects and decide; loop while the handler can go on at once."""
@@ -689,7 +469,7 @@ class Engine:
             return Outcome.HANDED_OFF
         if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
             try:
-                self._update(held, lease_until_ms=now + self._lease_ms(options))
+                self._update(held, lease_until_ms=now + self.creation.lease_ms(options))
             except StoreConflict:
                 return Outcome.LEASE_LOST
         return None
@@ -894,7 +674,7 @@ class Engine:
         now = self.clock.now_ms()
         if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
             try:
-                self._update(held, lease_until_ms=now + self._lease_ms(options))
+                self._update(held, lease_until_ms=now + self.creation.lease_ms(options))
             except StoreConflict:
                 return Outcome.LEASE_LOST
         return derived
@@ -1182,7 +962,7 @@ class Engine:
         failed = output.WhichOneof("result") == "failure"
         failure = stored_failure(output.failure) if failed else None
         result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
-        if result_bytes + len(held.record.input_entry) + _ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
+        if result_bytes + len(held.record.input_entry) + ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
             message = (
                 f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
                 f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
