@@ -295,7 +295,7 @@ class Creation:
             service_type=target.service_type,
             handler_type=handler_type,
             # on a key: its place in the queue, and until a later write clears it, the mark that it
-            # may not hold the key yet (a crash between creating it and taking the key: `_advance`)
+            # may not hold the key yet (a crash between creating it and taking the key: `Engine._advance`)
             inbox_seq=inbox_seq(now, invocation_id) if on_key else "",
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
