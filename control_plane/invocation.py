@@ -47,12 +47,13 @@ from dataclasses import replace
 from control_plane.attempt import AttemptAnswer, AttemptFailure, explain_mismatch, parse_answer, without_handled_cancel
 from control_plane.attempts import Attempts, check
 from control_plane.creation import JOURNAL_ENTRY_LIMIT_BYTES, Creation, inbox_seq
+from control_plane.decisions import Changes, Start, decide_start, key_unsure, retry_not_due
 from control_plane.effects import Effects
 from control_plane.errors import TorporError
 from control_plane.executor import Executor
 from control_plane.held import Held, Knocks, Outcome, log_fields
 from control_plane.journal import Journal, awaited, notification_key
-from control_plane.keyed import Keys, is_exclusive, is_keyed
+from control_plane.keyed import Keys, is_keyed
 from control_plane.observability import Metrics, NoMetrics, metered
 from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
@@ -245,35 +246,31 @@ class Engine:
             return Outcome.BUSY
         held = Held.of(replace(loaded, record=record))
         held.meter = counts
-        unsure = is_exclusive(record) and bool(record.inbox_seq)  # created on its key; did it take it?
-        if unsure and self.store.lock_holder(record.service, record.key) != invocation_id:
-            # the key was never taken (a crash between creating it and taking it): wait in the queue
-            try:
-                self.executor.update(held, status="pending", lease_until_ms=0, inbox_seq=record.inbox_seq)
-            except StoreConflict:
-                return Outcome.LEASE_LOST
-            self.keys.enqueue(held.record)
-            return Outcome.BUSY
-        if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now:
-            # a delayed exclusive invocation is due: from now on it waits its turn for the key
-            seq = inbox_seq(now, invocation_id)
-            try:
-                self.executor.update(held, status="pending", lease_until_ms=0, execution_time_ms=0, inbox_seq=seq)
-            except StoreConflict:
-                return Outcome.LEASE_LOST
-            self.keys.enqueue(held.record)
-            return Outcome.BUSY
+        holds_key = None  # read only for one created on its key that may not have taken it
+        if key_unsure(record):
+            holds_key = self.store.lock_holder(record.service, record.key) == invocation_id
         fresh = [n for n in held.stored if not held.journal.has(n.key)]
-        if record.execution_time_ms > now:  # a delayed invocation starts at its time, whatever arrives
-            if any(n.key == f"s{CANCEL_SIGNAL}" for n in fresh):
-                return self.executor.fail_terminally(held, 409, "cancelled", "cancelled")
-            return self._not_due(held, "scheduled", record.execution_time_ms)
+        start = decide_start(record, holds_key, {n.key for n in fresh}, now, f"s{CANCEL_SIGNAL}")
+        if start.then is Start.QUEUE and start.changes is not None:  # wait in the key's queue
+            changes: Changes = dict(start.changes)
+            if start.new_place:  # its turn for the key starts now
+                changes["inbox_seq"] = inbox_seq(now, invocation_id)
+            try:
+                self.executor.update(held, **changes)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            self.keys.enqueue(held.record)
+            return Outcome.BUSY
+        if start.then is Start.CANCEL:
+            return self.executor.fail_terminally(held, 409, "cancelled", "cancelled")
+        if start.then is Start.NOT_DUE:
+            return self._not_due(held, start.status, start.due_ms)
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
         if not due_sleep and not fresh:
             due_sleep = self.timers.wait_for_sleep(held, now)
         if not due_sleep:
             self.timers.rearm_read_ahead(held)
-        if record.next_retry_at_ms > now and not fresh and not due_sleep:  # woken early: wait again
+        if retry_not_due(record, bool(fresh), due_sleep, now):  # woken early: wait again
             return self._not_due(held, "backing-off", record.next_retry_at_ms)
         return self._run_guarded(held)
 
