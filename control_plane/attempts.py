@@ -120,10 +120,6 @@ class AttemptParts:
         self.effects = effects
         self.knocks = knocks
 
-    def lease_ms(self, options: HandlerOptions) -> int:
-        """How long (ms) a lease on an invocation of a handler with `options` lasts."""
-        return options.inactivity_timeout_ms + self.settings.lease_margin_ms
-
     def is_bidirectional(self, held: Held) -> bool:
         """True if the pinned deployment is invoked in bidirectional mode (registered so, see
         `Registry.discover_mode`) and the invoker can open HTTP/2 streams."""
@@ -354,12 +350,10 @@ class Bidirectional(AttemptParts):
         derived = self.executor.commit_new(held, entries)
         if not isinstance(derived, list):
             return derived
-        now = self.clock.now_ms()
-        if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
-            try:
-                self.executor.update(held, lease_until_ms=now + self.lease_ms(options))
-            except StoreConflict:
-                return Outcome.LEASE_LOST
+        try:
+            self.executor.renew_lease(held, options, self.clock.now_ms())
+        except StoreConflict:
+            return Outcome.LEASE_LOST
         return derived
 
 

@@ -54,6 +54,12 @@ def inbox_seq(now_ms: int, invocation_id: str) -> str:
     return f"{now_ms:013d}{next(_ARRIVALS) % 1_000_000_000:09d}{invocation_id}"
 
 
+def lease_ms(options: HandlerOptions, settings: Settings) -> int:
+    """How long (ms) a lease on an invocation of a handler with `options` lasts: its inactivity
+    timeout and the `lease_margin_ms` of `settings`."""
+    return options.inactivity_timeout_ms + settings.lease_margin_ms
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """How `Creation.create` creates one invocation (`Creation._plan`)."""
@@ -97,10 +103,6 @@ class Creation:
         self.timers = timers
         self.scheduler = timers.scheduler
         self.taken_state: dict[str, dict[bytes, bytes]] = {}
-
-    def lease_ms(self, options: HandlerOptions) -> int:
-        """How long (ms) a lease on an invocation of a handler with `options` lasts."""
-        return options.inactivity_timeout_ms + self.settings.lease_margin_ms
 
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
         """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
@@ -286,7 +288,7 @@ class Creation:
             created_at_ms=now,
             modified_at_ms=now,
             epoch=1 if leased else 0,
-            lease_until_ms=now + self.lease_ms(target.options) if leased else 0,
+            lease_until_ms=now + lease_ms(target.options, self.settings) if leased else 0,
             random_seed=random.getrandbits(63),
             idempotency_key=idempotency_key,
             output_content_type=target.output_content_type,

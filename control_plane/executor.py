@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from control_plane.attempt import AttemptFailure
-from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES
+from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, lease_ms
 from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
 from control_plane.effects import Effects
 from control_plane.errors import TorporError
@@ -121,6 +121,13 @@ class Executor:
         self.effects = effects
         self.operations = operations
         self.stopping = stopping
+
+    def renew_lease(self, held: Held, options: HandlerOptions, now: int) -> None:
+        """Extend the lease to a full one (`creation.lease_ms`) from `now` (ms since the epoch) if less
+        than an attempt's worth (the inactivity timeout and half the margin) is left; nothing otherwise.
+        Raises `StoreConflict` if the epoch moved on."""
+        if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
+            self.update(held, lease_until_ms=now + lease_ms(options, self.settings))
 
     def commit_new(self, held: Held, entries: list[Frame]) -> list[Frame] | Outcome | AttemptFailure | None:
         """The one commit path of an attempt's checked entries (an answer, or what the SDK sent so

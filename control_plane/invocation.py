@@ -420,11 +420,10 @@ class Engine:
             if not stopping:  # when stopping, the next process's start-up sweep resumes it
                 self.scheduler.wake_now(held.record.invocation_id)
             return Outcome.HANDED_OFF
-        if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
-            try:
-                self.executor.update(held, lease_until_ms=now + self.creation.lease_ms(options))
-            except StoreConflict:
-                return Outcome.LEASE_LOST
+        try:
+            self.executor.renew_lease(held, options, now)
+        except StoreConflict:
+            return Outcome.LEASE_LOST
         return None
 
     def _keep_failed_run(self, held: Held, failure: AttemptFailure, pending: list[Frame]) -> Outcome | None:
