@@ -27,6 +27,7 @@ from control_plane.attempt import AttemptFailure
 from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, lease_ms
 from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
 from control_plane.effects import Effects
+from control_plane.endings import Endings
 from control_plane.errors import TorporError
 from control_plane.failures import stored_failure
 from control_plane.held import Held, Outcome, log_fields
@@ -36,7 +37,6 @@ from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     Clock,
-    InvocationRecord,
     ItemTooLarge,
     JournalBatch,
     Store,
@@ -89,6 +89,7 @@ class Executor:
         store, registry, clock, settings, metrics, waiters, keys, retention, timers: the engine's
             ports and parts.
         effects: what committed entries do beyond the journal (`Effects.apply`).
+        endings: callers told before a completing write, and what follows it.
         operations: the kill of callees when the retry policy kills (`Operations.kill_callees_behind`).
         stopping: set when this process stops: a failed attempt is then handed off, not counted.
     """
@@ -105,6 +106,7 @@ class Executor:
         retention: Retention,
         timers: Timers,
         effects: Effects,
+        endings: Endings,
         operations: Operations,
         stopping: threading.Event,
     ) -> None:
@@ -119,6 +121,7 @@ class Executor:
         self.timers = timers
         self.scheduler = timers.scheduler
         self.effects = effects
+        self.endings = endings
         self.operations = operations
         self.stopping = stopping
 
@@ -231,30 +234,9 @@ class Executor:
         held.journal, held.stored = fresh.journal, fresh.stored
         return True
 
-    def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
-        """Tell every caller of `record` (as it will be stored completed: its `output` or `failure`
-        set) its result: the invocation whose Call created it and those attached later (`callers`),
-        each a CallCompletion stored through `Effects.notify` (first per key wins, so telling again
-        changes nothing). Those in `told` ("{caller_id}/{completion_id}") are passed over. Returns
-        every caller `record` names, in that form.
-
-        Called BEFORE the completing write (`complete`, `fail_terminally`, the terminal branch of
-        `failed`, `Operations._finish_now`): a crash before the write leaves the invocation not
-        completed, so it is recovered (or the operation retried) and tells again; after the write
-        every caller it knew of was told already. A worker's completing write fails if a caller
-        attached meanwhile (`completing_write`); a kill's cannot, and tells such a caller after the
-        write (`ended`, from the record the write read back)."""
-        callers = set(record.callers)
-        if record.caller_id:
-            callers.add(f"{record.caller_id}/{record.caller_completion_id}")
-        for caller in sorted(callers - told):
-            caller_id, _, completion_id = caller.rpartition("/")
-            self.effects.tell_caller(record, caller_id, int(completion_id))
-        return frozenset(callers)
-
     def completing_write(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
-        """Tell the callers (`tell_callers`, of the invocation as `changes` complete it), then make
-        the completing write; returns the callers told (`ended` tells any others).
+        """Tell the callers (`Endings.tell_callers`, of the invocation as `changes` complete it), then make
+        the completing write; returns the callers told (`Endings.ended` tells any others).
 
         An invocation others can attach to (an idempotency key's, a workflow's run) is read again
         first (one read), and its completing write is conditional on the doorbell that read found:
@@ -273,7 +255,7 @@ class Executor:
                 if current is None or current.epoch != record.epoch:
                     raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
                 record, doorbell = replace(record, callers=current.callers), current.doorbell
-            told = self.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
+            told = self.endings.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
             try:
                 self.update(held, doorbell=doorbell, **changes)
             except StoreConflict:
@@ -282,24 +264,6 @@ class Executor:
                 continue  # rung since the read (a caller attached): read and tell again
             return told
         raise StoreConflict(f"{held.record.invocation_id}: its doorbell kept ringing while it completed")
-
-    def ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
-        """After the invocation completed (`record` as the completing write left it): wake waiting
-        callers, tell the callers not in `told` (attached after they were told, before the write),
-        hand its object key on, and start the retention of a workflow's state and promises.
-        Its journal and record go when the sweep finds their retention ended (`retire`): the
-        completing write put the invocation in the store's retention order, no timer is armed."""
-        self.waiters.notify(record.invocation_id)
-        outcome = "success" if record.failure is None else f"failure-{dict(record.failure).get('code', 500)}"
-        self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
-        log.info("%s completed: %s", record.invocation_id, outcome, extra=log_fields(record))
-        self.tell_callers(record, told)
-        if is_exclusive(record):
-            self.keys.release(record)
-        if is_workflow_run(record):
-            options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)
-            retention_ms = options.workflow_retention_ms or self.settings.workflow_retention_ms
-            self.store.expire_keyed(record.service, record.key, (self.clock.now_ms() + retention_ms) // 1000)
 
     def suspend(self, held: Held) -> Outcome | None:
         """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
@@ -340,7 +304,7 @@ class Executor:
         except StoreConflict:
             return Outcome.LEASE_LOST
         self.timers.cancel_sleeps(held)
-        self.ended(held.record, told)
+        self.endings.ended(held.record, told)
         return Outcome.COMPLETED
 
     def complete(self, held: Held) -> Outcome:
@@ -389,7 +353,7 @@ class Executor:
             )
             return self.fail_terminally(held, 413, message)
         self.timers.cancel_sleeps(held)
-        self.ended(held.record, told)
+        self.endings.ended(held.record, told)
         return Outcome.COMPLETED
 
     def failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
@@ -425,7 +389,7 @@ class Executor:
                 deadline = time.monotonic() + KILL_BUDGET_S
                 if killed:
                     self.operations.kill_callees_behind(held, deadline)
-                self.ended(held.record, told)
+                self.endings.ended(held.record, told)
                 if killed:
                     self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
                 return Outcome.COMPLETED

@@ -14,7 +14,7 @@ next commit, and its suspension is conditional on the doorbell it read, so none 
 The suspension also stores that doorbell (`doorbell_read`): a ring after it shows, and the sweeps
 wake an invocation rung since it suspended (`rung_since_suspended`), so a notifier that died before
 its wake-up loses none either. A completing invocation tells its callers before its completing
-write (`Executor.tell_callers`), so a crash between the two leaves one that tells them again.
+write (`Endings.tell_callers`), so a crash between the two leaves one that tells them again.
 Sleep completions are not stored by timers at all: the lease holder derives them from the journal
 (a Sleep whose wake-up time has passed), so a timer is only a wake-up and may fire twice or late.
 
@@ -49,6 +49,7 @@ from control_plane.attempts import Attempts, check
 from control_plane.creation import JOURNAL_ENTRY_LIMIT_BYTES, Creation, inbox_seq
 from control_plane.decisions import Changes, Start, decide_start, key_unsure, retry_not_due
 from control_plane.effects import Effects
+from control_plane.endings import Endings
 from control_plane.errors import TorporError
 from control_plane.executor import Executor
 from control_plane.held import Held, Knocks, Outcome, log_fields
@@ -159,7 +160,19 @@ class Engine:
         self.timers = Timers(store, scheduler, clock)  # every timer armed, re-armed or cancelled
         self.retention = Retention(store, registry, clock, settings, self.timers)  # when a completed one goes
         self.effects = Effects(self)  # what committed entries do beyond the journal; notifications
-        self.operations = Operations(self)  # cancel, kill, pause, resume, purge, deadlock
+        self.endings = Endings(store, registry, clock, settings, self.metrics, waiters, self.keys, self.effects)
+        self.operations = Operations(
+            store,
+            registry,
+            clock,
+            waiters,
+            self.keys,
+            self.retention,
+            self.timers,
+            self.knocks,
+            self.effects,
+            self.endings,
+        )  # cancel, kill, pause, resume, purge, deadlock
         self.creation = Creation(
             store, registry, clock, settings, self.metrics, self.keys, self.retention, self.timers
         )  # ids, records, keys taken at creation
@@ -175,6 +188,7 @@ class Engine:
             self.retention,
             self.timers,
             self.effects,
+            self.endings,
             self.operations,
             self.stopping,
         )  # the journal first, then the effects, then the transition
@@ -465,16 +479,6 @@ class Engine:
             return None
         committed = self.executor.commit_and_apply(held, kept + derived)
         return committed if isinstance(committed, Outcome) else None
-
-    # --- endings (`Executor`; what `EngineHooks` offers `Effects` and `Operations`) ---------------
-
-    def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
-        """`Executor.tell_callers`: tell every caller of `record` its result, before the completing write."""
-        return self.executor.tell_callers(record, told)
-
-    def ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
-        """`Executor.ended`: what follows a completing write (wake waiters, hand the key on, ...)."""
-        self.executor.ended(record, told)
 
 
 def far_future_ms(now_ms: int) -> int:
