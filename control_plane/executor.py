@@ -31,7 +31,7 @@ from control_plane.endings import Endings
 from control_plane.errors import TorporError
 from control_plane.failures import stored_failure
 from control_plane.held import Held, Outcome, log_fields
-from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_workflow_run
+from control_plane.keyed import STATE_COMMANDS, is_exclusive, is_workflow_run
 from control_plane.observability import Metrics
 from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
@@ -86,7 +86,7 @@ class Executor:
     state of its own between calls.
 
     Args:
-        store, registry, clock, settings, metrics, waiters, keys, retention, timers: the engine's
+        store, registry, clock, settings, metrics, waiters, retention, timers: the engine's
             ports and parts.
         effects: what committed entries do beyond the journal (`Effects.apply`).
         endings: callers told before a completing write, and what follows it.
@@ -102,7 +102,6 @@ class Executor:
         settings: Settings,
         metrics: Metrics,
         waiters: CompletionWaiters,
-        keys: Keys,
         retention: Retention,
         timers: Timers,
         effects: Effects,
@@ -116,7 +115,6 @@ class Executor:
         self.settings = settings
         self.metrics = metrics
         self.waiters = waiters
-        self.keys = keys
         self.retention = retention
         self.timers = timers
         self.scheduler = timers.scheduler

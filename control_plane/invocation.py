@@ -184,7 +184,6 @@ class Engine:
             settings,
             self.metrics,
             waiters,
-            self.keys,
             self.retention,
             self.timers,
             self.effects,
