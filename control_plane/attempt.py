@@ -256,6 +256,19 @@ def check_answer(
         return _violation("an End without an Output command: the handler neither returned a result nor suspended", None)
     if awaiting is None:
         return None
+    return _check_suspension(journal, entries[:sent], awaiting, suspension, issued)
+
+
+def _check_suspension(
+    journal: Journal,
+    sent: list[Frame],
+    awaiting: AwaitPoint,
+    suspension: pb.SuspensionMessage | None,
+    issued: set[int],
+) -> AttemptFailure | None:
+    """The Suspension rules of `check_answer`: `awaiting` must await something, no reserved signal
+    index, only completion ids in `issued` (given by the journal or the answer), and nothing that
+    the notifications `sent` with the attempt already satisfy. Returns the failure, or None."""
     if not (awaiting.completions or awaiting.signals or awaiting.named_signals):
         return _violation("a Suspension that awaits nothing: it could never be resumed", None)
     reserved = sorted(s for s in awaiting.signals if s == 0 or 1 < s <= _LAST_RESERVED_SIGNAL)
@@ -271,7 +284,7 @@ def check_answer(
             f"a Suspension awaiting completion id {never[0]}, which no command was given: it could never be resumed",
             None,
         )
-    resumable = _already_satisfied(journal, entries[:sent], awaiting, suspension)
+    resumable = _already_satisfied(journal, sent, awaiting, suspension)
     if resumable:
         return _violation(
             f"a Suspension awaiting {resumable}, already sent to it in this attempt: the handler "

@@ -10,16 +10,19 @@ journal first, conditionally, then each effect). So every rule here is tested wi
 - `decide_failure`: what a failed attempt leads to under the retry policy: back off, pause, fail or
   kill (Restate's retry policy: exponential backoff, then `on_max_attempts`).
 - `suspension_changes`: the fields of a suspension (Restate service protocol, SuspensionMessage).
+- `decide_start`: what a wake-up that took the lease does first: queue for the object key, end a
+  delayed invocation cancelled before its time, go back to sleep (not due yet), or run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from control_plane.attempt import AttemptFailure
+from control_plane.keyed import is_exclusive
 from control_plane.ports import InvocationRecord
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
@@ -169,3 +172,65 @@ def decide_failure(
     return FailureDecision(
         AfterFailure.BACK_OFF, {**common, "status": "backing-off", "next_retry_at_ms": due, "wake_up_at_ms": due}, due
     )
+
+
+class Start(StrEnum):
+    """What a wake-up that took the lease does first (`decide_start`)."""
+
+    QUEUE = "queue"  # wait in the object key's queue (`pending`): `StartDecision.changes`, then enqueue
+    CANCEL = "cancel"  # a delayed invocation cancelled before its time: completed as cancelled (409)
+    NOT_DUE = "not-due"  # woken before its time: re-arm `StartDecision.due_ms`, release as `status`
+    RUN = "run"  # go on: attempt, unless `retry_not_due` says the back-off is not over
+
+
+@dataclass(frozen=True, slots=True)
+class StartDecision:
+    """The decision of `decide_start`: `then`; for QUEUE the fields of the `pending` write
+    (`changes`) and whether it needs a new place in the queue (`new_place`: the engine draws it,
+    `creation.inbox_seq`); for NOT_DUE the status it is released with and when it is due (ms)."""
+
+    then: Start
+    changes: Changes | None = None
+    new_place: bool = False
+    status: str = ""
+    due_ms: int = 0
+
+
+def key_unsure(record: InvocationRecord) -> bool:
+    """True if `record`, an exclusive invocation created on its key (still marked with its place,
+    `inbox_seq`), may not hold its key: a crash between creating it and taking the key. The
+    engine then reads the key's holder (`Store.lock_holder`) for `decide_start`."""
+    return is_exclusive(record) and bool(record.inbox_seq)
+
+
+def decide_start(
+    record: InvocationRecord, holds_key: bool | None, fresh: Collection[str], now_ms: int, cancel_key: str
+) -> StartDecision:
+    """Decide what a wake-up that took the lease on `record` does first, at `now_ms`.
+
+    `holds_key` is whether it holds its object key (read only when `key_unsure`, else None);
+    `fresh` the keys of the notifications stored and not yet journaled; `cancel_key` the cancel
+    signal's notification key. Rules, in order:
+    - an exclusive invocation that never took its key (`holds_key` False) queues, in its place;
+    - a delayed exclusive invocation whose time has come queues, in a new place (its turn for the
+      key starts now);
+    - a delayed invocation not yet due starts at its time, whatever arrives: cancelled now if the
+      cancel signal arrived, else back to sleep as `scheduled` until `execution_time_ms`;
+    - otherwise it runs.
+    """
+    if holds_key is False:
+        return StartDecision(Start.QUEUE, {"status": "pending", "lease_until_ms": 0, "inbox_seq": record.inbox_seq})
+    if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now_ms:
+        changes: Changes = {"status": "pending", "lease_until_ms": 0, "execution_time_ms": 0}
+        return StartDecision(Start.QUEUE, changes, new_place=True)
+    if record.execution_time_ms > now_ms:
+        if cancel_key in fresh:
+            return StartDecision(Start.CANCEL)
+        return StartDecision(Start.NOT_DUE, status="scheduled", due_ms=record.execution_time_ms)
+    return StartDecision(Start.RUN)
+
+
+def retry_not_due(record: InvocationRecord, fresh: bool, due_sleep: bool, now_ms: int) -> bool:
+    """True if a wake-up of a backing-off `record` came before its retry time (`next_retry_at_ms`)
+    with nothing new (no `fresh` notification, no `due_sleep`): it waits again, `backing-off`."""
+    return record.next_retry_at_ms > now_ms and not fresh and not due_sleep

@@ -173,7 +173,7 @@ class Effects:
             if entry.type == MessageType.Sleep:
                 sleep = pb.SleepCommandMessage.FromString(entry.payload)
                 if sleep.wake_up_time > now and sleep.result_completion_id not in held.journal.completions:
-                    self.engine.arm(parent, sleep.wake_up_time, held)
+                    self.engine.timers.arm_sleep(parent, sleep.wake_up_time, held)
             elif entry.type in (MessageType.OneWayCall, MessageType.Call):
                 if callees and callees % EPOCH_CHECK_EVERY == 0:
                     self._check_epoch(held)
@@ -355,14 +355,6 @@ class Effects:
         if record is not None and record.status == "completed":
             return False
         raise NotFound(f"invocation {invocation_id} not found")
-
-    def drop_sleep_timers(self, held: Held) -> None:
-        """Delete the timers of sleeps the handler no longer awaits (it completed, e.g. cancelled
-        during a sleep): one DeleteItem per open sleep (two where the scheduler reads sleeps ahead,
-        `Engine.sleep_timer_dues`), none in the usual case."""
-        dues = {due for wake_up in held.journal.open_sleeps().values() for due in self.engine.sleep_timer_dues(wake_up)}
-        for due in dues:
-            self.store.delete_timer(due, held.record.invocation_id)
 
     def tell_caller(self, callee: InvocationRecord, caller_id: str, completion_id: int) -> None:
         """Store the CallCompletion with the completed `callee`'s result for a caller, and wake it."""

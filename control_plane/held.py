@@ -1,4 +1,5 @@
-"""What the engine's parts share: the outcome of an `advance`, and an invocation held under lease."""
+"""What the engine's parts share: the outcome of an `advance`, an invocation held under lease, the
+knocks (news for a lease holder in this process) and the fields of a log line."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class Held:
     applied_upto: int | None = None
     """Journal length through which committed entries' effects are known applied (`Effects.apply`
     moves it on only when every effect succeeded); None: as the record says (`effects_applied_upto`).
-    The record is never written with more (`Engine._update`), so an effect that failed after its
+    The record is never written with more (`Executor.update`), so an effect that failed after its
     commit is applied again by the next attempt before anything else."""
 
     timers: set[int] = field(default_factory=set)
@@ -52,3 +53,36 @@ class Held:
         record = loaded.record
         awaiting = AwaitPoint.from_json(record.waiting_on) if record.waiting_on else None
         return cls(record, Journal.load(record.input_entry, loaded.batches), list(loaded.notifications), awaiting)
+
+
+def log_fields(record: InvocationRecord, **more: object) -> dict[str, object]:
+    """The structured fields of a log line about `record` (JSON keys on Lambda and with --log-format json)."""
+    return {
+        "invocation_id": record.invocation_id,
+        "service": record.service,
+        "handler": record.handler,
+        "attempt": record.attempts,
+        **more,
+    }
+
+
+class Knocks:
+    """Invocations with news for a lease holder in this process (`Engine.knock`): at most 10,000
+    are kept (a dropped one only delays the news to the holder's next suspension). Thread-safe
+    enough for its use: a set read and changed under the GIL."""
+
+    def __init__(self) -> None:
+        self._knocked: set[str] = set()
+
+    def add(self, invocation_id: str) -> None:
+        """Note news for `invocation_id`."""
+        if len(self._knocked) >= 10_000:
+            self._knocked.clear()
+        self._knocked.add(invocation_id)
+
+    def take(self, invocation_id: str) -> bool:
+        """True (once) if news was noted for `invocation_id` since it was last taken."""
+        if not (self._knocked and invocation_id in self._knocked):
+            return False
+        self._knocked.discard(invocation_id)
+        return True

@@ -1,8 +1,9 @@
-"""What the effects and the operations need of the engine, as a protocol they own.
+"""What the effects and the operations need of each other and of the engine, as protocols they own.
 
-`Effects` (control_plane/effects.py) and `Operations` (control_plane/operations.py) work for one
-`Engine` and call back into it: to create a callee, arm a timer, tell callers, end an invocation.
-They depend on this protocol, not on the engine's module, so the core's imports run one way:
+`Effects` (control_plane/effects.py) works for one `Engine` and calls back into it to create a
+callee and name it (`EngineHooks`). `Operations` (control_plane/operations.py) holds no engine:
+it is built over the ports and parts, with the effects as `Notifies` and the endings as `Ends`.
+They depend on these protocols, not on the engine's module, so the core's imports run one way:
 `invocation` imports `effects` and `operations`, neither imports `invocation`. `Engine` satisfies
 `EngineHooks` (mypy checks it where the engine hands itself over).
 """
@@ -17,6 +18,7 @@ from control_plane.ports import Clock, InvocationRecord, Scheduler, Store, Store
 from control_plane.registry import Registry
 from control_plane.retention import Retention
 from control_plane.settings import Settings
+from control_plane.timers import Timers
 from control_plane.waiters import CompletionWaiters
 
 
@@ -29,6 +31,18 @@ class Notifies(Protocol):
 
     def callee_id(self, held: Held, index: int) -> str:
         """`Effects.callee_id`: the invocation id the Call or OneWayCall at journal `index` names."""
+        ...
+
+
+class Ends(Protocol):
+    """The part of `Endings` the operations use: what every completion does around its write."""
+
+    def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
+        """`Endings.tell_callers`: store the result of `record` for each of its callers."""
+        ...
+
+    def ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
+        """`Endings.ended`: what follows a completing write (wake waiters, hand the key on, ...)."""
         ...
 
 
@@ -51,6 +65,7 @@ class EngineHooks(Protocol):
     settings: Settings
     waiters: CompletionWaiters
     retention: Retention
+    timers: Timers
 
     @property
     def effects(self) -> Notifies:
@@ -66,16 +81,8 @@ class EngineHooks(Protocol):
         """`Engine.create`: create an invocation (a callee, a delayed send)."""
         ...
 
-    def arm(self, invocation_id: str, due_ms: int, held: Held | None = None) -> None:
-        """`Engine.arm`: record a timer for `due_ms` (ms since the epoch) and ask for a wake-up."""
-        ...
-
     def knock(self, invocation_id: str) -> None:
         """`Engine.knock`: make a lease holder in this process re-read the invocation."""
-        ...
-
-    def sleep_timer_dues(self, wake_up_ms: int) -> set[int]:
-        """`Engine.sleep_timer_dues`: where a sleep's timer may be recorded (ms since the epoch)."""
         ...
 
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
@@ -84,12 +91,4 @@ class EngineHooks(Protocol):
 
     def idempotent_invocation_id(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
         """`Engine.idempotent_invocation_id`: the invocation id of a request with an idempotency key."""
-        ...
-
-    def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
-        """`Engine.tell_callers`: store the result of `record` for each of its callers."""
-        ...
-
-    def ended(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> None:
-        """`Engine.ended`: what follows a completing write (wake waiters, hand the key on, ...)."""
         ...

@@ -98,7 +98,7 @@ class Keys:
     def requeue(self, pending: Iterable[InvocationRecord]) -> int:
         """The sweeps' repair of keys' queues: put every `pending` invocation back in its key's queue
         (`Store.enqueue`, idempotent: one write each), then pump each key once. A crash between a
-        status write to `pending` and the enqueue (`Engine._wait_for_key`, `_advance`), or between
+        status write to `pending` and the enqueue (`Creation._wait_for_key`, `Engine._advance`), or between
         a key's release and its hand-over (`release`), leaves invocations that only this finds: all
         of them, however many per key. An entry put back for an invocation granted meanwhile is
         passed over by `pump` (it holds the key, or it completed). An invocation that holds its key

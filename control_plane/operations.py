@@ -11,8 +11,8 @@ the deadlock report. The admin API, the CLI and the web UI reach an invocation t
 
 Each goes through the store's conditional writes (`Store.update_unless_completed` moves the epoch,
 so a worker still holding the old lease cannot write after it) and the engine's completion path
-(`Engine.tell_callers` before the completing write, then `Engine.ended`: hand the object key on,
-expire a workflow's items), called through `control_plane.hooks.EngineHooks`.
+(`Endings.tell_callers` before the completing write, then `Endings.ended`: hand the object key on,
+expire a workflow's items).
 """
 
 from __future__ import annotations
@@ -25,13 +25,17 @@ from collections.abc import Callable, Mapping
 
 from control_plane.decisions import completion_changes
 from control_plane.errors import Conflict, NotFound, TorporError
-from control_plane.held import Held
-from control_plane.hooks import EngineHooks
+from control_plane.held import Held, Knocks
+from control_plane.hooks import Ends, Notifies
 from control_plane.journal import Journal
-from control_plane.keyed import is_exclusive
-from control_plane.ports import MAX_TIMER_MS, InvocationRecord, LoadedInvocation, StoreConflict, StoredNotification
+from control_plane.keyed import Keys, is_exclusive
+from control_plane.ports import Clock, InvocationRecord, LoadedInvocation, Store, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
+from control_plane.registry import Registry
+from control_plane.retention import Retention
+from control_plane.timers import Timers
+from control_plane.waiters import CompletionWaiters
 
 log = logging.getLogger("torpor.invocation")
 
@@ -80,20 +84,43 @@ def _call_target(entry: Frame) -> pb.CallCommandMessage | pb.OneWayCallCommandMe
 
 
 class Operations:
-    """Cancel, kill, pause, resume, purge and the deadlock report, for one `Engine` (see the module doc).
+    """Cancel, kill, pause, resume, purge and the deadlock report (see the module doc), over the
+    engine's ports and parts: no engine is held.
+
+    Args:
+        store, registry, clock, waiters, keys, retention, timers: the engine's ports and parts.
+        knocks: news for a lease holder in this process (a kill stops it before its next attempt).
+        effects: notifications (the cancel signal) and callee ids (`Effects`).
+        endings: callers told before a completing write, and what follows it (`Endings`).
 
     Raises the API's errors: `NotFound` for an unknown invocation, `Conflict` for one in the wrong
     status (completed, or not paused for `resume`).
     """
 
-    def __init__(self, engine: EngineHooks) -> None:
-        self.engine = engine
-        self.store = engine.store
-        self.clock = engine.clock
-        self.scheduler = engine.scheduler
-        self.registry = engine.registry
-        self.keys = engine.keys
-        self.waiters = engine.waiters
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Clock,
+        waiters: CompletionWaiters,
+        keys: Keys,
+        retention: Retention,
+        timers: Timers,
+        knocks: Knocks,
+        effects: Notifies,
+        endings: Ends,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.scheduler = timers.scheduler
+        self.waiters = waiters
+        self.keys = keys
+        self.retention = retention
+        self.timers = timers
+        self.knocks = knocks
+        self.effects = effects
+        self.endings = endings
 
     def cancel(self, invocation_id: str) -> None:
         """Send the cancel signal: the handler gets a terminal error (409) at its next await.
@@ -115,13 +142,13 @@ class Operations:
         if record.status == "paused":
             self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0, failures_in_a_row=0)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
-        self.engine.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
+        self.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
 
     def kill(self, invocation_id: str, deadline: float | None = None) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
 
         An attempt under way learns of it as soon as it can: a stream or attempt held in this
-        process at its next message (`Engine.knock`); a worker creating the callees of its calls
+        process at its next message (`Engine.knock`, `Knocks`); a worker creating the callees of its calls
         within `effects.EPOCH_CHECK_EVERY` callees; a Lambda function with in-process checkpoints
         at its next epoch check, within `adapters.aws.checkpoints.FENCE_EVERY_MS` (1 s): `ctx.run`
         steps it runs meanwhile may be appended to the journal, but their effects are never
@@ -151,7 +178,7 @@ class Operations:
             "killed",
             before_ended=(lambda: self.kill_callees_behind(held, deadline)) if held is not None else None,
         )
-        self.engine.knock(invocation_id)  # a lease holder here stops before its next attempt
+        self.knocks.add(invocation_id)  # a lease holder here stops before its next attempt
         if held is not None:
             self.kill_started_callees(invocation_id, 1, deadline, held)
 
@@ -168,7 +195,7 @@ class Operations:
             if (call.service_name, call.key) != (record.service, record.key):
                 continue
             with contextlib.suppress(NotFound, Conflict):  # its service is gone; completed meanwhile
-                callee = self.store.get_invocation(self.engine.effects.callee_id(held, index))
+                callee = self.store.get_invocation(self.effects.callee_id(held, index))
                 if callee is not None and waits_behind(record, callee):
                     self.kill(callee.invocation_id, deadline)
 
@@ -193,12 +220,10 @@ class Operations:
                 continue
             if time.monotonic() >= deadline:
                 wake_id = kill_callees_wake_id(invocation_id, index)
-                now = self.clock.now_ms()
-                self.store.put_timer(now, wake_id)
-                self.scheduler.wake_at(wake_id, now)
+                self.timers.arm(wake_id, self.clock.now_ms())
                 return
             with contextlib.suppress(NotFound, Conflict):  # its service is gone; completed meanwhile
-                callee = self.store.get_invocation(self.engine.effects.callee_id(held, index))
+                callee = self.store.get_invocation(self.effects.callee_id(held, index))
                 if callee is not None and callee.status != "completed":
                     self.kill(callee.invocation_id, deadline)
 
@@ -209,7 +234,7 @@ class Operations:
         out = []
         for _, index in journal.open_calls():
             try:
-                out.append(self.engine.effects.callee_id(held, index))
+                out.append(self.effects.callee_id(held, index))
             except NotFound:
                 continue  # its service is gone: nothing to cancel
         return out
@@ -335,16 +360,16 @@ class Operations:
 
         `completion` is the kind stored with it (`cancelled`, `killed`). With `epoch`, only if the
         invocation's epoch is still that (`StoreConflict` otherwise). Its callers are told before the
-        completing write (`Engine.tell_callers`): a crash between the two leaves it not completed, and
+        completing write (`Endings.tell_callers`): a crash between the two leaves it not completed, and
         the operation, retried, tells them again (first per key wins); a crash after the write has told
-        them. Callers attached meanwhile are told after it (`Engine.ended`). When the write fails (it
+        them. Callers attached meanwhile are told after it (`Endings.ended`). When the write fails (it
         completed on its own, or, with `epoch`, it started meanwhile), the callers keep what they were
         told first. `before_ended` runs after the completing write, before the object key is handed on.
         """
         now = self.clock.now_ms()
-        changes = completion_changes(now, completion, self.engine.retention.changes(record, now), failure=failure)
-        # the callers first (see `Engine.tell_callers`): a crash after the completing write has told them
-        told = self.engine.tell_callers(dataclasses.replace(record, **changes))
+        changes = completion_changes(now, completion, self.retention.changes(record, now), failure=failure)
+        # the callers first (see `Endings.tell_callers`): a crash after the completing write has told them
+        told = self.endings.tell_callers(dataclasses.replace(record, **changes))
         ended: InvocationRecord | None
         if epoch is None:
             ended = self._force(record.invocation_id, **changes)
@@ -357,11 +382,11 @@ class Operations:
         if loaded is not None:
             try:
                 for wake_up in Journal.load(loaded.record.input_entry, loaded.batches).open_sleeps().values():
-                    dues.update(self.engine.sleep_timer_dues(wake_up))
+                    dues.update(self.timers.sleep_dues(wake_up))
             except TorporError as exc:  # a corrupt journal: its sleeps' timers find it completed
                 log.error("%s: its journal cannot be read (%s); its sleep timers stay", record.invocation_id, exc)
         for due in dues - {0}:
-            self.store.delete_timer(min(due, MAX_TIMER_MS), record.invocation_id)
+            self.timers.cancel(record.invocation_id, due)
         if before_ended is not None:
             before_ended()
-        self.engine.ended(ended or record, told)
+        self.endings.ended(ended or record, told)

@@ -354,7 +354,7 @@ class InvocationStore(Protocol):
         and ring its doorbell in the same write.
 
         One conditional write, so a caller either is told by the completion or sees it completed. The
-        ring makes a completing write conditional on the doorbell fail (`Engine._completing_write`):
+        ring makes a completing write conditional on the doorbell fail (`Executor.completing_write`):
         a caller attached after the completing invocation read its callers is told before that write
         too, never only after it (a crash in between would lose it).
         Raises `StoreConflict` if the invocation completed or does not exist (nothing written).

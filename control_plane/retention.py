@@ -15,17 +15,10 @@ import time
 from typing import Protocol
 
 from control_plane.keyed import is_workflow_run
-from control_plane.ports import (
-    Clock,
-    InvocationRecord,
-    InvocationStore,
-    KeyStore,
-    RetentionDue,
-    Scheduler,
-    StoreFacts,
-)
+from control_plane.ports import Clock, InvocationRecord, InvocationStore, KeyStore, RetentionDue, StoreFacts
 from control_plane.registry import Registry
 from control_plane.settings import Settings
+from control_plane.timers import Timers
 
 HAND_OFF_WAIT_MS = 5_000
 """How long `drop_if_expired` waits for the worker to remove an expired invocation it cannot remove itself."""
@@ -46,7 +39,7 @@ class Retention:
         registry: The services' retention options.
         clock: Wall clock (ms).
         settings: Torpor's default retention.
-        scheduler: Wakes the worker to remove what this process may not (`drop_if_expired`).
+        timers: Wakes the worker to remove what this process may not (`drop_if_expired`).
         facts: Whether this process may delete (`StoreFacts.may_delete`).
     """
 
@@ -56,7 +49,7 @@ class Retention:
         registry: Registry,
         clock: Clock,
         settings: Settings,
-        scheduler: Scheduler,
+        timers: Timers,
         facts: StoreFacts,
     ) -> None:
         self.store = store
@@ -64,7 +57,7 @@ class Retention:
         self.registry = registry
         self.clock = clock
         self.settings = settings
-        self.scheduler = scheduler
+        self.timers = timers
 
     def changes(self, record: InvocationRecord, now_ms: int) -> dict[str, int]:
         """The retention fields the completing write of `record` (completed at `now_ms`) sets.
@@ -121,7 +114,7 @@ class Retention:
         if self.facts.may_delete:
             self.remove(record)
             return True
-        self.scheduler.wake_at(invocation_id, record.expires_at_s * 1000)
+        self.timers.hop(invocation_id, record.expires_at_s * 1000)  # no record: the sweep removes it anyway
         deadline = time.monotonic() + HAND_OFF_WAIT_MS / 1000
         while time.monotonic() < deadline:
             time.sleep(_HAND_OFF_POLL_S)

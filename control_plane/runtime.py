@@ -17,6 +17,7 @@ from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Stor
 from control_plane.registry import Registry
 from control_plane.schedules import Schedules, TimerTrigger, schedule_of_wake_id
 from control_plane.settings import Settings
+from control_plane.timers import Wake
 from control_plane.waiters import CompletionWaiters
 
 log = logging.getLogger("torpor.runtime")
@@ -63,54 +64,56 @@ class ControlPlane:
         self.registry = Registry(store, invoker, self.clock, self.settings)
         self.metrics: Metrics = metrics or InMemoryMetrics()
         self.engine = Engine(
-            store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics, facts
+            store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics, facts=facts
         )
         self.scheduler = scheduler
         # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)
 
-    def advance(self, invocation_id: str) -> Outcome:
-        """`Engine.advance`; what the work queue calls. A `schedule:{name}` id is a schedule's tick
-        (`TimerTrigger`) and runs `Schedules.tick` instead; a `kill-callees:{id}:{index}` id goes
-        on killing a killed invocation's callees (`Operations.kill_started_callees`)."""
-        name = schedule_of_wake_id(invocation_id)
+    def wake(self, wake: Wake) -> Outcome:
+        """The one entry of a wake-up (`timers.Wake`), whatever delivered it (the work queue, a
+        timer, an SQS message). A `schedule:{name}` id is a schedule's tick (`TimerTrigger`) and
+        runs `Schedules.tick`; a `kill-callees:{id}:{index}` id goes on killing a killed
+        invocation's callees (`Operations.kill_started_callees`), and its timer's record is deleted
+        after; any other id is an invocation's (`Engine.wake`)."""
+        name = schedule_of_wake_id(wake.invocation_id)
         if name is not None:
-            self.schedules.tick(name)
+            self.schedules.tick(name, wake.due_ms)
             return Outcome.COMPLETED
-        fan_out = kill_callees_of_wake_id(invocation_id)
+        fan_out = kill_callees_of_wake_id(wake.invocation_id)
         if fan_out is not None:
             killed, index = fan_out
             self.engine.operations.kill_started_callees(killed, index, time.monotonic() + FAN_OUT_BUDGET_S)
+            if wake.due_ms:
+                self.engine.timers.cancel(wake.invocation_id, wake.due_ms)
             return Outcome.COMPLETED
-        return self.engine.advance(invocation_id)
+        return self.engine.wake(wake)
+
+    def advance(self, invocation_id: str) -> Outcome:
+        """`wake(Wake(invocation_id))`: a wake-up now; what the work queue calls."""
+        return self.wake(Wake(invocation_id))
+
+    def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
+        """`wake(Wake(invocation_id, due_ms))`: a timer due at `due_ms` (ms since the epoch) fired."""
+        return self.wake(Wake(invocation_id, due_ms))
 
     def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
-        """A timer fired and an advance ran after it with `outcome` (`Engine.timer_done`); the
-        record of a `kill-callees:` wake-up is deleted (its work is done or handed on)."""
+        """The second half of a timer's `wake`, for a scheduler that ran one advance for several
+        timers (the local one): settle the timer's record (`Engine.timer_done`); the record of a
+        `kill-callees:` wake-up is deleted (its work is done or handed on)."""
         if schedule_of_wake_id(invocation_id) is not None:
             return
         if kill_callees_of_wake_id(invocation_id) is not None:
-            self.store.delete_timer(due_ms, invocation_id)
+            self.engine.timers.cancel(invocation_id, due_ms)
             return
         self.engine.timer_done(invocation_id, due_ms, outcome)
 
     def timer_fired(self, invocation_id: str, due_ms: int) -> None:
-        """`Engine.timer_fired`; what a local timer calls as it fires (its lateness is recorded)."""
+        """The first half of a timer's `wake`, for a scheduler that measures it as the timer fires
+        (the local one): its lateness is recorded (`Engine.timer_fired`)."""
         if schedule_of_wake_id(invocation_id) is not None or kill_callees_of_wake_id(invocation_id) is not None:
             return
         self.engine.timer_fired(invocation_id, due_ms)
-
-    def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
-        """`Engine.on_timer`; what a timer calls when `due_ms` (ms since the epoch) has come."""
-        name = schedule_of_wake_id(invocation_id)
-        if name is not None:
-            self.schedules.tick(name, due_ms)
-            return Outcome.COMPLETED
-        if kill_callees_of_wake_id(invocation_id) is not None:
-            outcome = self.advance(invocation_id)
-            self.store.delete_timer(due_ms, invocation_id)
-            return outcome
-        return self.engine.on_timer(invocation_id, due_ms)
 
     def stop(self) -> None:
         """Stop starting attempts and release leases between attempts; waiting callers get 202."""
@@ -140,14 +143,14 @@ class ControlPlane:
             if (time.monotonic() - started) * 1000 > budget_ms:
                 break  # the next sweep goes on
             if kill_callees_of_wake_id(invocation_id) is not None:  # not an invocation: its work goes on
-                self.scheduler.wake_at(invocation_id, due_ms)
+                self.engine.timers.hop(invocation_id, due_ms)
                 count += 1
                 continue
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
-                self.store.delete_timer(due_ms, invocation_id)  # for an invocation that is done or gone
+                self.engine.timers.cancel(invocation_id, due_ms)  # for an invocation that is done or gone
             else:
-                self.scheduler.wake_at(invocation_id, due_ms)
+                self.engine.timers.hop(invocation_id, due_ms)
             count += 1
         if not self.schedules.trigger.recurring:  # a schedule whose tick timer was lost ticks again
             for schedule in self.store.list_schedules():
@@ -202,7 +205,7 @@ class ControlPlane:
         now = self.clock.now_ms()
         count = 0
         for due_ms, invocation_id in self.store.due_timers(far_future_ms(now), _SWEEP_LIMIT):
-            self.scheduler.wake_at(invocation_id, due_ms)
+            self.engine.timers.hop(invocation_id, due_ms)
             count += 1
         if not self.schedules.trigger.recurring:  # each schedule's next tick (a missed one runs once, now)
             count += self.schedules.arm_all()
@@ -213,11 +216,11 @@ class ControlPlane:
                 self.scheduler.wake_now(record.invocation_id)
                 count += 1
             elif record.wake_up_at_ms:  # the status says when it wakes, whatever happened to its timer
-                self.scheduler.wake_at(record.invocation_id, record.wake_up_at_ms)
+                self.engine.timers.hop(record.invocation_id, record.wake_up_at_ms)
                 count += 1
         for record in self.store.list_invocations(["ready", "running"], None, _SWEEP_LIMIT):
             if record.lease_until_ms > now:
-                self.scheduler.wake_at(record.invocation_id, record.lease_until_ms + 1)
+                self.engine.timers.hop(record.invocation_id, record.lease_until_ms + 1)
             else:
                 self.scheduler.wake_now(record.invocation_id)
             count += 1

@@ -324,8 +324,8 @@ def test_cancelling_a_deadlocked_caller_lets_its_queued_callee_run_after_it(dev:
 def test_an_unexpected_error_in_the_control_plane_is_a_counted_failed_attempt(
     dev: DevServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = dev.control_plane.engine
-    real_commit = engine._commit
+    executor = dev.control_plane.engine.executor
+    real_commit = executor.commit
     broken: list[str] = []
 
     def commit_once_broken(held: Any, entries: Any) -> Any:
@@ -334,7 +334,7 @@ def test_an_unexpected_error_in_the_control_plane_is_a_counted_failed_attempt(
             raise RuntimeError("store went away")
         return real_commit(held, entries)
 
-    monkeypatch.setattr(engine, "_commit", commit_once_broken)
+    monkeypatch.setattr(executor, "commit", commit_once_broken)
     reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Bug", timeout=30)
     assert reply.status_code == 200, reply.text  # retried by the policy, and then it went through
     assert reply.json() == "Hello, Bug!"

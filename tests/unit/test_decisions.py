@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from control_plane.attempt import AttemptFailure
-from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
+from control_plane.decisions import (
+    AfterFailure,
+    Start,
+    completion_changes,
+    decide_failure,
+    decide_start,
+    key_unsure,
+    retry_not_due,
+    suspension_changes,
+)
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from tests.helpers.records import invocation
@@ -119,3 +128,42 @@ def test_a_suspension_records_the_doorbell_it_read_and_wakes_at_the_soonest_awai
     assert changes["failures_in_a_row"] == 0
     assert changes["effects_applied_upto"] == 5
     assert suspension_changes(0, waiting_on, [], 5)["wake_up_at_ms"] == 0  # only a notification wakes it
+
+
+# --- decide_start: what a wake-up that took the lease does first ----------------------------------
+
+CANCEL = "s1"
+OBJECT = {"service_type": "VIRTUAL_OBJECT", "handler_type": "EXCLUSIVE", "key": "k"}
+
+
+def test_an_exclusive_invocation_that_never_took_its_key_queues_in_its_place() -> None:
+    record = invocation(**OBJECT, inbox_seq="0001")
+    assert key_unsure(record)
+    decision = decide_start(record, False, set(), NOW, CANCEL)
+    assert (decision.then, decision.new_place) == (Start.QUEUE, False)
+    assert decision.changes == {"status": "pending", "lease_until_ms": 0, "inbox_seq": "0001"}
+    assert decide_start(record, True, set(), NOW, CANCEL).then is Start.RUN
+
+
+def test_a_delayed_exclusive_invocation_whose_time_came_queues_in_a_new_place() -> None:
+    record = invocation(**OBJECT, execution_time_ms=NOW - 1)
+    assert not key_unsure(record)
+    decision = decide_start(record, None, set(), NOW, CANCEL)
+    assert (decision.then, decision.new_place) == (Start.QUEUE, True)
+    assert decision.changes == {"status": "pending", "lease_until_ms": 0, "execution_time_ms": 0}
+
+
+def test_a_delayed_invocation_starts_at_its_time_unless_cancelled_before() -> None:
+    record = invocation(execution_time_ms=NOW + 5_000)
+    decision = decide_start(record, None, {"c3"}, NOW, CANCEL)
+    assert (decision.then, decision.status, decision.due_ms) == (Start.NOT_DUE, "scheduled", NOW + 5_000)
+    assert decide_start(record, None, {CANCEL}, NOW, CANCEL).then is Start.CANCEL
+    assert decide_start(invocation(execution_time_ms=NOW), None, set(), NOW, CANCEL).then is Start.RUN
+
+
+def test_a_back_off_waits_again_only_when_nothing_new_came() -> None:
+    record = invocation(status="backing-off", next_retry_at_ms=NOW + 1)
+    assert retry_not_due(record, False, False, NOW)
+    assert not retry_not_due(record, True, False, NOW)  # a notification: run now
+    assert not retry_not_due(record, False, True, NOW)  # a sleep is due: run now
+    assert not retry_not_due(record, False, False, NOW + 1)

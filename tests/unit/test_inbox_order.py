@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from control_plane.invocation import _inbox_seq
+from control_plane.creation import inbox_seq as _inbox_seq
 
 
 def test_invocations_created_in_the_same_millisecond_queue_in_creation_order() -> None:

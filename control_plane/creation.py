@@ -1,0 +1,327 @@
+"""Creating invocations: ids (a workflow's run, an idempotency key's), the new record, its timer
+if delayed, and its object key (taken at once, or queued for).
+
+`Creation.create` is what the ingress, the effects (a Call's callee, a delayed send) and the
+schedules call, through `Engine.create`. Store requests: one conditional create of the record (a
+delayed one's timer recorded first, `Timers.record`), a workflow run's keyed items un-expired, and
+for an exclusive handler the key taken or the queue joined (`Keys.take`, `Keys.enqueue`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from control_plane import ids
+from control_plane.errors import BadRequest
+from control_plane.keyed import Keys
+from control_plane.observability import Metrics, trace_id_from
+from control_plane.ports import (
+    MAX_ITEM_BYTES,
+    MAX_TIMER_MS,
+    Clock,
+    DeploymentRecord,
+    InvocationRecord,
+    ItemTooLarge,
+    Store,
+    StoreConflict,
+    StoreFacts,
+)
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
+from control_plane.registry import HandlerOptions, Registry, Target
+from control_plane.retention import Retention
+from control_plane.settings import Settings
+from control_plane.timers import Timers
+
+ITEM_OVERHEAD_BYTES = 16 * 1024
+"""Room (bytes) for an item's other attributes beside its large value."""
+JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - ITEM_OVERHEAD_BYTES
+"""The largest encoded journal entry (or batch) one journal item holds: 393,216 bytes. A notification
+or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
+_DROPPED_INPUT_HEADERS = frozenset(
+    {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
+)
+
+_ARRIVALS = itertools.count()  # this process's arrivals on keys, in order
+
+
+def inbox_seq(now_ms: int, invocation_id: str) -> str:
+    """An invocation's place in its key's queue: arrival time, then the order this process created
+    invocations in (calls and sends one handler made to one key, in the same millisecond, keep the
+    order it made them in: Restate's ordering guarantee), then the id. Sorts as text."""
+    return f"{now_ms:013d}{next(_ARRIVALS) % 1_000_000_000:09d}{invocation_id}"
+
+
+def lease_ms(options: HandlerOptions, settings: Settings) -> int:
+    """How long (ms) a lease on an invocation of a handler with `options` lasts: its inactivity
+    timeout and the `lease_margin_ms` of `settings`."""
+    return options.inactivity_timeout_ms + settings.lease_margin_ms
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How `Creation.create` creates one invocation (`Creation._plan`)."""
+
+    invocation_id: str
+    leased: bool  # the creator holds the lease (epoch 1) and drives it at once
+    delayed: bool  # `scheduled`, woken at its execution time
+    on_key: bool  # an exclusive handler: takes its key now, or queues for it
+    workflow_run: bool
+
+
+class Creation:
+    """Creates invocations (see the module doc). Keeps, from `create` to `Engine.drive`, the object
+    state an exclusive invocation read when it took its key (`taken_state`, by invocation id).
+
+    Args:
+        store, registry, clock, settings, metrics: the engine's ports and parts.
+        keys: object keys (taken, queued for).
+        retention: frees an id whose retention ended (`Retention.drop_if_expired`).
+        timers: where a delayed invocation's timer is armed.
+        facts: facts about the store's deployment (16-byte ids of an old table, request costs).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Clock,
+        settings: Settings,
+        metrics: Metrics,
+        keys: Keys,
+        retention: Retention,
+        timers: Timers,
+        facts: StoreFacts,
+    ) -> None:
+        self.store = store
+        self.facts = facts
+        self.registry = registry
+        self.clock = clock
+        self.settings = settings
+        self.metrics = metrics
+        self.keys = keys
+        self.retention = retention
+        self.timers = timers
+        self.scheduler = timers.scheduler
+        self.taken_state: dict[str, dict[bytes, bytes]] = {}
+
+    def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
+        """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
+        16-byte id an earlier Torpor gave it if that run is still stored (one store read, only in a
+        store first used before the id change: `StoreFacts.holds_short_ids`): a run created before the
+        change keeps deduplicating. No new run gets a 16-byte id."""
+        if self.facts.holds_short_ids:
+            legacy = ids.legacy_workflow_run_id(workflow, workflow_id)
+            if self.store.get_invocation(legacy) is not None:
+                return legacy
+        return ids.workflow_run_id(workflow, workflow_id)
+
+    def idempotent_invocation_id(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
+        """The id of the request to `service/handler` (of `key`) with `idempotency_key`
+        (`ids.idempotent_invocation_id`), or the 16-byte id an earlier Torpor gave it while that
+        invocation is still stored (one store read), as `workflow_run_id`."""
+        if self.facts.holds_short_ids:
+            legacy = ids.legacy_idempotent_invocation_id(service, handler, key, idempotency_key)
+            if self.store.get_invocation(legacy) is not None:
+                return legacy
+        return ids.idempotent_invocation_id(service, handler, key, idempotency_key)
+
+    def create(
+        self,
+        service: str,
+        handler: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        key: str = "",
+        leased: bool,
+        idempotency_key: str = "",
+        execution_time_ms: int = 0,
+        invocation_id: str | None = None,
+        caller_id: str = "",
+        caller_completion_id: int = 0,
+        trace_id: str = "",
+    ) -> InvocationRecord:
+        """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
+
+        With `leased=True` the creator holds the lease (epoch 1) and is expected to `drive` it at
+        once. Otherwise it is `ready` and woken now, or, with `execution_time_ms` (ms since the
+        epoch) in the future, `scheduled` and woken then (a delayed send). An exclusive handler of
+        a virtual object takes its key at once if nobody holds it or waits for it (`Keys.take`);
+        otherwise it is `pending` in its key's queue until it is granted the key (not leased).
+        A workflow's `run` gets the workflow's deterministic run id, so it is created once.
+
+        Its trace is `trace_id` (a caller's), else the one of a `traceparent` among `headers`, else new.
+
+        Raises `NotFound` for an unknown service or handler, `BadRequest` for a keyed service
+        without a key, `StoreConflict` if the invocation id exists already.
+        """
+        target = self.registry.resolve(service, handler)
+        deployment = self.registry.deployment(target.deployment_id)
+        now = self.clock.now_ms()
+        if target.service_type != "SERVICE" and not key:
+            raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
+        plan = self._plan(target, service, handler, key, idempotency_key, invocation_id, leased, execution_time_ms, now)
+        record = self._new_record(
+            plan,
+            target,
+            deployment,
+            service,
+            handler,
+            key,
+            body,
+            headers,
+            now=now,
+            execution_time_ms=execution_time_ms,
+            idempotency_key=idempotency_key,
+            caller_id=caller_id,
+            caller_completion_id=caller_completion_id,
+            trace_id=trace_id,
+        )
+        if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
+            raise ItemTooLarge(
+                f"the request takes {len(record.input_entry)} bytes as the invocation's input, more than the "
+                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds (a DynamoDB item's 400 KB, less room "
+                "for its other attributes); send a smaller body"
+            )
+        self._store_new(record, plan.delayed, execution_time_ms)
+        if plan.workflow_run:  # promises completed before it ran
+            self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
+        self.metrics.count("invocations_created", service=service, handler=handler)
+        state = self.keys.take(record) if plan.on_key else None
+        if plan.on_key and state is None:  # the key is held or others wait: queue up
+            record = self._wait_for_key(record)
+        elif plan.on_key and plan.leased and state is not None:  # read with the key: `drive` starts from it
+            self.taken_state[record.invocation_id] = state
+        if plan.delayed:
+            self.timers.hop(record.invocation_id, execution_time_ms)  # recorded by `_store_new`
+        elif not plan.leased and record.status == "ready":
+            self.scheduler.wake_now(record.invocation_id)
+        return record
+
+    def _plan(
+        self,
+        target: Target,
+        service: str,
+        handler: str,
+        key: str,
+        idempotency_key: str,
+        invocation_id: str | None,
+        leased: bool,
+        execution_time_ms: int,
+        now: int,
+    ) -> _Plan:
+        """How `create` creates an invocation of `target`: its id (a workflow run's, an idempotency
+        key's, the one given, or a new one), whether it is delayed, leased, and takes its key now."""
+        handler_type = target.handler_type or ("EXCLUSIVE" if target.service_type == "VIRTUAL_OBJECT" else "")
+        workflow_run = target.service_type == "WORKFLOW" and handler_type == "WORKFLOW"
+        if workflow_run:
+            invocation_id = self.workflow_run_id(service, key)
+        elif idempotency_key and invocation_id is None:
+            invocation_id = self.idempotent_invocation_id(service, handler, key, idempotency_key)
+        exclusive = target.service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
+        delayed = execution_time_ms > now and not (leased and not exclusive)
+        leased = leased and not delayed
+        on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
+        return _Plan(invocation_id or ids.new_invocation_id(key), leased, delayed, on_key, workflow_run)
+
+    def _store_new(self, record: InvocationRecord, delayed: bool, execution_time_ms: int) -> None:
+        """Store a new invocation `record`, with the timer of a `delayed` one (due at
+        `execution_time_ms`, ms since the epoch) written first: a crash in between leaves a timer for
+        nothing, never the reverse. An id whose retention ended is free again (removed, then created).
+
+        Raises `StoreConflict` if the id exists (its timer is deleted again unless it is the existing
+        invocation's own), `ItemTooLarge` if the record does not fit in an item."""
+        due = min(execution_time_ms, MAX_TIMER_MS)
+        if delayed:
+            self.timers.record(record.invocation_id, due)
+        try:
+            try:
+                self.store.create_invocation(record)
+            except StoreConflict:
+                if not self.retention.drop_if_expired(record.invocation_id):  # its retention ended: free again
+                    raise
+                self.store.create_invocation(record)
+        except (StoreConflict, ItemTooLarge):
+            if delayed:  # not created (the idempotency key's invocation exists): its timer is for nothing,
+                existing = self.store.get_invocation(record.invocation_id)
+                if existing is None or existing.execution_time_ms != execution_time_ms:
+                    self.timers.cancel(record.invocation_id, due)  # unless it is the existing one's own
+            raise
+
+    def _new_record(
+        self,
+        plan: _Plan,
+        target: Target,
+        deployment: DeploymentRecord,
+        service: str,
+        handler: str,
+        key: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        now: int,
+        execution_time_ms: int,
+        idempotency_key: str,
+        caller_id: str,
+        caller_completion_id: int,
+        trace_id: str,
+    ) -> InvocationRecord:
+        """The record `create` stores (nothing written here): its Input command (`body`, and
+        `headers` less the dropped ones), status `running` (`plan.leased`, epoch 1),
+        `scheduled` (`plan.delayed`, woken at `execution_time_ms`) or `ready`, its place in its key's
+        queue (`plan.on_key`), its caller and its trace."""
+        invocation_id, leased, delayed, on_key = plan.invocation_id, plan.leased, plan.delayed, plan.on_key
+        handler_type = target.handler_type or ("EXCLUSIVE" if target.service_type == "VIRTUAL_OBJECT" else "")
+        input_headers = [
+            pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
+        ]
+        input_command = pb.InputCommandMessage(headers=input_headers, value=pb.Value(content=body))
+        return InvocationRecord(
+            invocation_id=invocation_id,
+            service=service,
+            handler=handler,
+            key=key,
+            deployment_id=deployment.deployment_id,
+            protocol_version=self.registry.protocol_version(deployment),
+            status="running" if leased else "scheduled" if delayed else "ready",
+            input_entry=encode_frames([frame(input_command)]),
+            created_at_ms=now,
+            modified_at_ms=now,
+            epoch=1 if leased else 0,
+            lease_until_ms=now + lease_ms(target.options, self.settings) if leased else 0,
+            random_seed=random.getrandbits(63),
+            idempotency_key=idempotency_key,
+            output_content_type=target.output_content_type,
+            execution_time_ms=execution_time_ms if delayed else 0,
+            wake_up_at_ms=execution_time_ms if delayed else 0,
+            service_type=target.service_type,
+            handler_type=handler_type,
+            # on a key: its place in the queue, and until a later write clears it, the mark that it
+            # may not hold the key yet (a crash between creating it and taking the key: `Engine._advance`)
+            inbox_seq=inbox_seq(now, invocation_id) if on_key else "",
+            caller_id=caller_id,
+            caller_completion_id=caller_completion_id,
+            trace_id=trace_id or trace_id_from(headers),
+            requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,
+        )
+
+    def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
+        """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""
+        try:
+            fresh = self.store.update_invocation(
+                record.invocation_id,
+                record.epoch,
+                returning=True,
+                status="pending",
+                lease_until_ms=0,
+                modified_at_ms=self.clock.now_ms(),
+            )
+        except StoreConflict:  # killed or cancelled at once: its ending released what it had
+            return record
+        assert fresh is not None
+        self.keys.enqueue(fresh)
+        return fresh

@@ -1,0 +1,434 @@
+"""The executor: carries out what the engine decided for an invocation it holds the lease on.
+
+The journal first, conditionally: `commit` appends a batch at the journal's current length under
+the lease's epoch (losing that write means another commit landed first). Then each effect of what
+was committed, idempotently (`commit_and_apply`, through `Effects.apply`; the epoch is re-checked
+first when the entries reach beyond the invocation). Then the transition, one conditional write on
+the record: `suspend`, `complete`, `fail_terminally`, `failed` (back off, pause, fail or kill, as
+`decisions.decide_failure` says), each through `update`. An effect that fails propagates: the
+invocation never completes as a success without it (`complete` applies what is not known applied
+first), and `Engine._run_guarded` counts it as a failed attempt.
+
+The pure rules (what each transition writes) are in `control_plane.decisions`; the engine
+(`control_plane.invocation.Engine`) chooses the transition, this module writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
+
+from control_plane.attempt import AttemptFailure
+from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, lease_ms
+from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
+from control_plane.effects import Effects
+from control_plane.endings import Endings
+from control_plane.errors import TorporError
+from control_plane.failures import stored_failure
+from control_plane.held import Held, Outcome, log_fields
+from control_plane.keyed import STATE_COMMANDS, is_exclusive, is_workflow_run
+from control_plane.observability import Metrics
+from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
+from control_plane.ports import (
+    MAX_ITEM_BYTES,
+    Clock,
+    ItemTooLarge,
+    JournalBatch,
+    Store,
+    StoreConflict,
+)
+from control_plane.protocol import Frame, MessageType, encode_frames
+from control_plane.registry import HandlerOptions, Registry
+from control_plane.retention import Retention
+from control_plane.settings import Settings
+from control_plane.timers import Timers
+from control_plane.waiters import CompletionWaiters
+
+log = logging.getLogger("torpor.invocation")
+
+_COMPLETING_ROUNDS = 16  # completing writes tried while callers attach (`Executor.completing_write`)
+_EFFECTFUL = frozenset(
+    {
+        MessageType.OneWayCall,
+        MessageType.Call,
+        MessageType.CompleteAwakeable,
+        MessageType.SendSignal,
+        MessageType.SetState,
+        MessageType.ClearState,
+        MessageType.ClearAllState,
+        MessageType.CompletePromise,
+    }
+)
+"""Commands whose effects reach beyond the invocation: applied only after re-checking the epoch."""
+
+
+def _chunks(entries: list[Frame], limit: int) -> list[list[Frame]]:
+    """Split entries into runs whose framed size stays within `limit` bytes (an entry alone may not)."""
+    chunks: list[list[Frame]] = []
+    size = limit + 1
+    for entry in entries:
+        entry_size = len(entry.payload) + 8
+        if size + entry_size > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(entry)
+        size += entry_size
+    return chunks
+
+
+class Executor:
+    """Applies the engine's decisions for a held invocation (see the module doc). Thread-safe; no
+    state of its own between calls.
+
+    Args:
+        store, registry, clock, settings, metrics, waiters, retention, timers: the engine's
+            ports and parts.
+        effects: what committed entries do beyond the journal (`Effects.apply`).
+        endings: callers told before a completing write, and what follows it.
+        operations: the kill of callees when the retry policy kills (`Operations.kill_callees_behind`).
+        stopping: set when this process stops: a failed attempt is then handed off, not counted.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        clock: Clock,
+        settings: Settings,
+        metrics: Metrics,
+        waiters: CompletionWaiters,
+        retention: Retention,
+        timers: Timers,
+        effects: Effects,
+        endings: Endings,
+        operations: Operations,
+        stopping: threading.Event,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.settings = settings
+        self.metrics = metrics
+        self.waiters = waiters
+        self.retention = retention
+        self.timers = timers
+        self.scheduler = timers.scheduler
+        self.effects = effects
+        self.endings = endings
+        self.operations = operations
+        self.stopping = stopping
+
+    def renew_lease(self, held: Held, options: HandlerOptions, now: int) -> None:
+        """Extend the lease to a full one (`creation.lease_ms`) from `now` (ms since the epoch) if less
+        than an attempt's worth (the inactivity timeout and half the margin) is left; nothing otherwise.
+        Raises `StoreConflict` if the epoch moved on."""
+        if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
+            self.update(held, lease_until_ms=now + lease_ms(options, self.settings))
+
+    def commit_new(self, held: Held, entries: list[Frame]) -> list[Frame] | Outcome | AttemptFailure | None:
+        """The one commit path of an attempt's checked entries (an answer, or what the SDK sent so
+        far on a stream): with the notifications they derive (`Effects.derived_notifications`),
+        committed and applied (`commit_and_apply`). Returns the derived notifications when stored,
+        None when another commit landed first (its effects applied: start over from the journal),
+        an `Outcome` to end with, or the failure of an unknown callee (`NotFound`, ...)."""
+        try:
+            derived = self.effects.derived_notifications(held, entries)
+        except TorporError as exc:
+            return AttemptFailure(exc.status, exc.message)
+        start = len(held.journal)
+        committed = self.commit_and_apply(held, entries + derived)
+        if isinstance(committed, Outcome):
+            return committed
+        if committed:  # another commit landed first: apply its effects, start over from the journal
+            try:
+                self.effects.apply(held, start)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            return None
+        held.record = replace(held.record, failures_in_a_row=0)  # saved with the next write
+        return derived
+
+    def commit_and_apply(self, held: Held, entries: list[Frame]) -> Outcome | bool:
+        """`commit`, then carry out the committed entries' effects if the lease is still ours.
+
+        Returns what `commit` does: an `Outcome` to end with, True if another commit landed first
+        (nothing of ours stored), False when stored and applied.
+        """
+        start = len(held.journal)
+        committed = self.commit(held, entries)
+        if committed is not False:
+            return committed
+        effectful = [f for f in entries if f.type in _EFFECTFUL]
+        # an exclusive handler's state writes are fenced by its key (a kill releases it): no check needed
+        fenced = is_exclusive(held.record) and all(f.type in STATE_COMMANDS for f in effectful)
+        if effectful and not fenced:
+            try:  # still ours? A kill (or a successor) moved the epoch: carry out nothing
+                self.update(held)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+        try:
+            self.effects.apply(held, start)
+        except StoreConflict:  # it lost its key, or its epoch moved while it created callees: killed meanwhile
+            return self.killed_while_calling(held) or Outcome.LEASE_LOST
+        if any(f.type in (MessageType.Call, MessageType.OneWayCall) for f in effectful):
+            return self.killed_while_calling(held)
+        return False
+
+    def killed_while_calling(self, held: Held) -> Outcome | bool:
+        """After creating callees: a kill that came between the epoch check and their creation read
+        the journal when they did not exist yet, so it could not kill them; kill them now, for
+        `KILL_BUDGET_S`, the rest in wake-ups (`Operations.kill_started_callees`). One read per
+        commit with a Call or OneWayCall. False if the lease is still ours."""
+        current = self.store.get_invocation(held.record.invocation_id)
+        if current is not None and current.epoch == held.record.epoch:
+            return False
+        if current is not None and current.completion == "killed":
+            deadline = time.monotonic() + KILL_BUDGET_S
+            self.operations.kill_started_callees(held.record.invocation_id, 1, deadline, held)
+        return Outcome.LEASE_LOST
+
+    def commit(self, held: Held, entries: list[Frame]) -> Outcome | bool:
+        """Append entries at the journal's length. False: committed (or nothing to commit).
+
+        Entries go in as few batches as fit in DynamoDB items, each one conditional write at the
+        journal's length at that point. Losing the first write means another worker committed at
+        this index: reload and return True (start over), or `Outcome.LEASE_LOST` if our epoch is
+        gone. One entry too large for an item ends the invocation with a 413 (`Outcome.COMPLETED`).
+        """
+        limit = JOURNAL_ENTRY_LIMIT_BYTES
+        for chunk in _chunks(entries, limit):
+            batch = JournalBatch(len(held.journal), encode_frames(chunk), held.record.epoch, self.clock.now_ms())
+            try:
+                if len(batch.entries) > limit:
+                    raise ItemTooLarge(f"{len(batch.entries)} bytes")
+                self.store.append_batch(held.record.invocation_id, batch)
+            except ItemTooLarge:
+                message = (
+                    f"a journal entry takes {len(batch.entries)} bytes, more than the {limit} bytes a journal item "
+                    f"holds (a DynamoDB item's {MAX_ITEM_BYTES} bytes, less room for its other attributes); keep "
+                    "values passed through ctx.run, state, calls and awakeables smaller"
+                )
+                return self.fail_terminally(held, 413, message)
+            except StoreConflict:
+                if not self.reload(held):
+                    return Outcome.LEASE_LOST
+                log.warning("journal of %s moved on under the lease holder; re-invoking", held.record.invocation_id)
+                return True
+            held.journal.extend(chunk)
+        return False
+
+    def reload(self, held: Held) -> bool:
+        """Re-read record, journal and notifications; False if our epoch is gone."""
+        loaded = self.store.load_invocation(held.record.invocation_id)
+        if loaded is None or loaded.record.epoch != held.record.epoch:
+            return False
+        fresh = Held.of(loaded)
+        held.record = replace(loaded.record, attempts=max(loaded.record.attempts, held.record.attempts))
+        held.journal, held.stored = fresh.journal, fresh.stored
+        return True
+
+    def completing_write(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
+        """Tell the callers (`Endings.tell_callers`, of the invocation as `changes` complete it), then make
+        the completing write; returns the callers told (`Endings.ended` tells any others).
+
+        An invocation others can attach to (an idempotency key's, a workflow's run) is read again
+        first (one read), and its completing write is conditional on the doorbell that read found:
+        an attach rings it (`Store.attach_caller`), so a caller attached after the read makes the
+        write fail, and the callers are read and told again before it is tried again (a
+        notification landing meanwhile does the same, harmlessly). So every caller is told before
+        the write, and a crash after it loses none.
+
+        Raises `StoreConflict` if the epoch moved on (or the doorbell kept moving, 16 times).
+        """
+        attachable = bool(held.record.idempotency_key) or is_workflow_run(held.record)
+        for _ in range(_COMPLETING_ROUNDS):
+            record, doorbell = held.record, None
+            if attachable:
+                current = self.store.get_invocation(record.invocation_id)
+                if current is None or current.epoch != record.epoch:
+                    raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
+                record, doorbell = replace(record, callers=current.callers), current.doorbell
+            told = self.endings.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
+            try:
+                self.update(held, doorbell=doorbell, **changes)
+            except StoreConflict:
+                if doorbell is None:
+                    raise
+                continue  # rung since the read (a caller attached): read and tell again
+            return told
+        raise StoreConflict(f"{held.record.invocation_id}: its doorbell kept ringing while it completed")
+
+    def suspend(self, held: Held) -> Outcome | None:
+        """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
+        assert held.awaiting is not None
+        sleeps = [at for cid, at in held.journal.open_sleeps().items() if cid in held.awaiting.completions]
+        doorbell = held.record.doorbell
+        changes = suspension_changes(doorbell, held.awaiting.to_json(), sleeps, len(held.journal))
+        try:
+            self.update(held, doorbell=doorbell, **changes)
+        except StoreConflict:
+            return None if self.reload(held) else Outcome.LEASE_LOST
+        self.metrics.count("suspensions", service=held.record.service, handler=held.record.handler)
+        return Outcome.SUSPENDED
+
+    def fail_terminally(self, held: Held, code: int, message: str, completion: str = "failed") -> Outcome:
+        """Complete the invocation with a failure that no retry can mend (e.g. 413: too large);
+        `completion` is the kind stored with it (`failed`, or `cancelled` before it started).
+
+        Committed entries whose effects are not known applied (a OneWayCall committed in an earlier
+        batch of the answer whose next batch is too large) are applied first, as in `complete`: a
+        completed invocation is never advanced again, so what it committed would never happen. If
+        that fails the exception propagates and the attempt fails (`_run_guarded`)."""
+        if held.effects_known_upto() < len(held.journal):
+            try:
+                self.effects.apply(held, held.effects_known_upto())
+            except StoreConflict:  # it lost its key, or its epoch moved: killed meanwhile
+                return Outcome.LEASE_LOST
+        now = self.clock.now_ms()
+        changes = completion_changes(
+            now,
+            completion,
+            self.retention.changes(held.record, now),
+            failure={"code": code, "message": message},
+            journal_length=len(held.journal),
+        )
+        try:
+            told = self.completing_write(held, changes)  # callers told before the write
+        except StoreConflict:
+            return Outcome.LEASE_LOST
+        self.timers.cancel_sleeps(held)
+        self.endings.ended(held.record, told)
+        return Outcome.COMPLETED
+
+    def complete(self, held: Held) -> Outcome:
+        """Complete the invocation with its journal's Output, once every committed entry's effect is applied.
+
+        Effects not known applied (one failed after its commit) are applied first; if that fails
+        the exception propagates and the attempt fails (`_run_guarded`): an invocation never
+        completes as succeeded without the state writes, timers and calls it committed.
+        """
+        if held.effects_known_upto() < len(held.journal):
+            try:
+                self.effects.apply(held, held.effects_known_upto())
+            except StoreConflict:  # an exclusive handler that lost its key (killed meanwhile)
+                return Outcome.LEASE_LOST
+        output = held.journal.output()
+        if output is None:
+            return self.failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
+        failed = output.WhichOneof("result") == "failure"
+        failure = stored_failure(output.failure) if failed else None
+        result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
+        if result_bytes + len(held.record.input_entry) + ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
+            message = (
+                f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
+                f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
+                f"{'fail with a smaller failure' if failed else 'return a smaller value'}"
+            )
+            return self.fail_terminally(held, 413, message)
+        now = self.clock.now_ms()
+        retention, length = self.retention.changes(held.record, now), len(held.journal)
+        if failure is not None:  # a failure after the cancel signal reached the handler is its cancellation
+            completion = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
+            changes = completion_changes(now, completion, retention, failure=failure, journal_length=length)
+        else:
+            value = output.value.content
+            changes = completion_changes(now, "succeeded", retention, output=value, journal_length=length)
+        changes["attempts"] = held.record.attempts
+        try:
+            told = self.completing_write(held, changes)  # callers told before the write
+        except StoreConflict:
+            return Outcome.LEASE_LOST
+        except ItemTooLarge:  # never retried forever: the caller sees why instead (callers told above keep
+            # the result they were told first: a CallCompletion's value fits, it is what the check above measured)
+            message = (
+                f"the invocation's result and input ({len(held.record.input_entry)} bytes) do not fit in one "
+                f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
+            )
+            return self.fail_terminally(held, 413, message)
+        self.timers.cancel_sleeps(held)
+        self.endings.ended(held.record, told)
+        return Outcome.COMPLETED
+
+    def failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
+        """Record a failed attempt; retry later by policy, pause, or fail the invocation."""
+        record = held.record
+        if self.stopping.is_set():  # the attempt broke because this process stops: not the handler's fault
+            try:
+                self.update(held, lease_until_ms=0)
+            except StoreConflict:
+                return Outcome.LEASE_LOST
+            return Outcome.HANDED_OFF
+        policy = (
+            options or self.registry.pinned_options(record.deployment_id, record.service, record.handler)
+        ).retry_policy
+        now = self.clock.now_ms()
+        decision = decide_failure(
+            record, len(held.journal), failure, policy, now, self.retention.changes(held.record, now)
+        )
+        log.info(
+            "attempt %d of %s failed: %s %s",
+            record.attempts,
+            record.invocation_id,
+            failure.code,
+            failure.message,
+            extra=log_fields(record, code=failure.code),
+        )
+        self.metrics.count("attempt_failures", service=record.service, handler=record.handler)
+        try:
+            if decision.then in (AfterFailure.FAIL, AfterFailure.KILL):
+                killed = decision.then is AfterFailure.KILL  # as the kill API: its open callees are killed too
+                told = self.completing_write(held, decision.changes)  # callers told before the write
+                self.timers.cancel_sleeps(held)
+                deadline = time.monotonic() + KILL_BUDGET_S
+                if killed:
+                    self.operations.kill_callees_behind(held, deadline)
+                self.endings.ended(held.record, told)
+                if killed:
+                    self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
+                return Outcome.COMPLETED
+            if decision.then is AfterFailure.PAUSE:
+                # conditional on the doorbell: a cancel stored meanwhile must not be parked
+                self.update(held, doorbell=record.doorbell, **decision.changes)
+                self.waiters.notify(record.invocation_id)
+                self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
+                return Outcome.PAUSED
+            due = self.timers.record(record.invocation_id, decision.retry_at_ms, held)  # first: a crash cannot lose it
+            self.update(held, **decision.changes)
+        except StoreConflict:
+            if self.reload(held):  # the doorbell rang while pausing: deliver what arrived
+                try:
+                    self.update(held, lease_until_ms=0)
+                except StoreConflict:
+                    return Outcome.LEASE_LOST
+                self.scheduler.wake_now(record.invocation_id)
+                return Outcome.BACKING_OFF
+            return Outcome.LEASE_LOST
+        self.timers.hop(record.invocation_id, due)
+        return Outcome.BACKING_OFF
+
+    def update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:
+        """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
+        changes.setdefault("modified_at_ms", self.clock.now_ms())
+        changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
+        if held.record.inbox_seq:  # it holds its key (`Engine._advance` checked, or it took it when created)
+            changes.setdefault("inbox_seq", "")
+        applied = changes.get("effects_applied_upto")
+        if isinstance(applied, int):  # never past what was applied: an effect may have failed after its commit
+            changes["effects_applied_upto"] = min(applied, held.effects_known_upto())
+        if held.meter:  # AWS requests made since the last write, folded in with this one
+            changes.setdefault("requests", dict(Counter(held.record.requests or {}) + held.meter))
+        # completing an invocation others can attach to (its id is an idempotency key's or a workflow
+        # run's): read back, in the same request, the `callers` attached meanwhile
+        completing = changes.get("status") == "completed" and (
+            bool(held.record.idempotency_key) or is_workflow_run(held.record)
+        )
+        fresh = self.store.update_invocation(
+            held.record.invocation_id, held.record.epoch, doorbell=doorbell, returning=completing, **changes
+        )
+        held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
+        held.meter.clear()
