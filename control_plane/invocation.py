@@ -324,28 +324,26 @@ class Engine:
         return Outcome.NOT_DUE
 
     def wake(self, wake: Wake) -> Outcome:
-        """The one entry of a wake-up (`timers.Wake`), whatever delivered it: a wake-up now
-        (`due_ms` 0) advances; a timer's advances once its due time has come (an early one is
-        handed back to the scheduler: `NOT_DUE`), its lateness is recorded (`timer_lateness_ms`)
-        and its record settled afterwards (`timer_done`)."""
-        if not wake.due_ms:
-            return self.advance(wake.invocation_id)
-        if wake.due_ms > self.clock.now_ms():  # early (clock skew, a tolerant consumer): not yet
-            self.timers.hop(wake.invocation_id, wake.due_ms)
+        """The one entry of an invocation's wake-up (`timers.Wake`), whatever delivered it. A
+        wake-up now (no `dues`) advances. A timer's advances once its due time has come: an early
+        one is handed back to the scheduler (`NOT_DUE` when none was due); each due one's lateness
+        is recorded (`timer_lateness_ms`, ms past its due time when the advance starts) and its
+        record settled after the advance (`_timer_done`)."""
+        now = self.clock.now_ms()
+        due = [due_ms for due_ms in wake.dues if due_ms <= now]
+        for early in (due_ms for due_ms in wake.dues if due_ms > now):  # clock skew, a tolerant consumer
+            self.timers.hop(wake.invocation_id, early)
+        if wake.dues and not due:
             return Outcome.NOT_DUE
-        self.timer_fired(wake.invocation_id, wake.due_ms)
+        for due_ms in due:
+            self.metrics.observe("timer_lateness_ms", now - due_ms)
         outcome = self.advance(wake.invocation_id)
-        self.timer_done(wake.invocation_id, wake.due_ms, outcome)
+        for due_ms in due:
+            self._timer_done(wake.invocation_id, due_ms, outcome)
         return outcome
 
-    def timer_fired(self, invocation_id: str, due_ms: int) -> None:
-        """A timer for `due_ms` fired now: record its lateness (`timer_lateness_ms`). Part of `wake`,
-        called alone by a scheduler that measures it as the timer fires (the local one)."""
-        self.metrics.observe("timer_lateness_ms", max(0, self.clock.now_ms() - due_ms))
-
-    def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
-        """Drop a fired timer's record, unless its wake-up may not have been used. Part of `wake`,
-        called alone by a scheduler that ran one advance for several timers (the local one).
+    def _timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
+        """Drop a fired timer's record, unless its wake-up may not have been used (part of `wake`).
 
         When another worker held the lease (`BUSY`), that worker may have looked at the journal just
         before the due time: keep the record and wake again in a second, unless the invocation is

@@ -104,7 +104,7 @@ class Retention:
         yet, so its id can be used again; True if it was removed (or is gone).
 
         Where the store may not delete (`StoreFacts.may_delete` False: the AWS ingress) the worker removes
-        it: a timer due now wakes it there (`Engine.timer_done` removes what `expired` says), and
+        it: a timer due now wakes it there (`Engine.wake` removes what `expired` says), and
         this waits up to `HAND_OFF_WAIT_MS`, reading the record every 50 ms. False if it is still
         there then: the request is answered as the old invocation's, as until the sweep removes it.
         """

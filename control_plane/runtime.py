@@ -71,49 +71,29 @@ class ControlPlane:
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)
 
     def wake(self, wake: Wake) -> Outcome:
-        """The one entry of a wake-up (`timers.Wake`), whatever delivered it (the work queue, a
-        timer, an SQS message). A `schedule:{name}` id is a schedule's tick (`TimerTrigger`) and
-        runs `Schedules.tick`; a `kill-callees:{id}:{index}` id goes on killing a killed
-        invocation's callees (`Operations.kill_started_callees`), and its timer's record is deleted
-        after; any other id is an invocation's (`Engine.wake`)."""
+        """The one entry of a wake-up (`timers.Wake`), whatever delivered it: the local scheduler's
+        work queue and timers, an SQS message, a cron tick. A `schedule:{name}` id is a schedule's
+        tick (`TimerTrigger`): `Schedules.tick` for each due time (0 for a tick now); a
+        `kill-callees:{id}:{index}` id goes on killing a killed invocation's callees
+        (`Operations.kill_started_callees`), and its timers' records are deleted after; any other
+        id is an invocation's (`Engine.wake`)."""
         name = schedule_of_wake_id(wake.invocation_id)
         if name is not None:
-            self.schedules.tick(name, wake.due_ms)
+            for due_ms in wake.dues or (0,):
+                self.schedules.tick(name, due_ms)
             return Outcome.COMPLETED
         fan_out = kill_callees_of_wake_id(wake.invocation_id)
         if fan_out is not None:
             killed, index = fan_out
             self.engine.operations.kill_started_callees(killed, index, time.monotonic() + FAN_OUT_BUDGET_S)
-            if wake.due_ms:
-                self.engine.timers.cancel(wake.invocation_id, wake.due_ms)
+            for due_ms in wake.dues:
+                self.engine.timers.cancel(wake.invocation_id, due_ms)
             return Outcome.COMPLETED
         return self.engine.wake(wake)
 
     def advance(self, invocation_id: str) -> Outcome:
-        """`wake(Wake(invocation_id))`: a wake-up now; what the work queue calls."""
+        """`wake(Wake(invocation_id))`: a wake-up now (a shorthand for tests and tools)."""
         return self.wake(Wake(invocation_id))
-
-    def on_timer(self, invocation_id: str, due_ms: int) -> Outcome:
-        """`wake(Wake(invocation_id, due_ms))`: a timer due at `due_ms` (ms since the epoch) fired."""
-        return self.wake(Wake(invocation_id, due_ms))
-
-    def timer_done(self, invocation_id: str, due_ms: int, outcome: object) -> None:
-        """The second half of a timer's `wake`, for a scheduler that ran one advance for several
-        timers (the local one): settle the timer's record (`Engine.timer_done`); the record of a
-        `kill-callees:` wake-up is deleted (its work is done or handed on)."""
-        if schedule_of_wake_id(invocation_id) is not None:
-            return
-        if kill_callees_of_wake_id(invocation_id) is not None:
-            self.engine.timers.cancel(invocation_id, due_ms)
-            return
-        self.engine.timer_done(invocation_id, due_ms, outcome)
-
-    def timer_fired(self, invocation_id: str, due_ms: int) -> None:
-        """The first half of a timer's `wake`, for a scheduler that measures it as the timer fires
-        (the local one): its lateness is recorded (`Engine.timer_fired`)."""
-        if schedule_of_wake_id(invocation_id) is not None or kill_callees_of_wake_id(invocation_id) is not None:
-            return
-        self.engine.timer_fired(invocation_id, due_ms)
 
     def stop(self) -> None:
         """Stop starting attempts and release leases between attempts; waiting callers get 202."""

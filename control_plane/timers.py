@@ -7,9 +7,12 @@ without a record. Where a state write must come between the two (a back-off, a r
 wake-up, a delayed invocation's creation), the caller records (`record`), writes, then hops
 (`hop`); everywhere else `arm` does both.
 
-A wake-up enters the engine as one value, `Wake(invocation_id, due_ms)`, at one entry
-(`Engine.wake`, via `ControlPlane.wake`), whatever delivered it: the local scheduler, an SQS
-message, the simulator. `due_ms` 0 is a wake-up now (the work queue), else the timer's due time.
+A wake-up enters the engine as one value, `Wake(invocation_id, dues)`, at one entry
+(`ControlPlane.wake`, then `Engine.wake` for an invocation's), whatever delivered it: the local
+scheduler (`adapters/local/scheduler.py`), an SQS message (`adapters/aws/timers.py`
+`handle_wake_message`), a cron tick, the simulator. `dues` holds the due times of the timers that
+fired (none: a wake-up now, from the work queue); the local scheduler coalesces several timers of
+one invocation into one wake-up, an SQS message carries one.
 """
 
 from __future__ import annotations
@@ -27,10 +30,16 @@ LEAD_MIN_SLEEP_MS = 100
 @dataclass(frozen=True, slots=True)
 class Wake:
     """One wake-up of `invocation_id` (an invocation id, or a `schedule:`/`kill-callees:` wake id):
-    `due_ms` (ms since the epoch) is the due time of the timer that fired, 0 for a wake-up now."""
+    `dues` are the due times (ms since the epoch) of the timers that fired, sorted; empty for a
+    wake-up now. `Wake.at(id, due_ms)` builds the wake-up of one timer (`due_ms` 0: now)."""
 
     invocation_id: str
-    due_ms: int = 0
+    dues: tuple[int, ...] = ()
+
+    @classmethod
+    def at(cls, invocation_id: str, due_ms: int) -> Wake:
+        """The wake-up of the timer of `invocation_id` due at `due_ms` (ms; 0 or less: a wake-up now)."""
+        return cls(invocation_id, (due_ms,) if due_ms > 0 else ())
 
 
 class Timers:

@@ -303,14 +303,12 @@ _wake_processor = AsyncBatchProcessor(event_type=EventType.SQS)
 
 
 async def _wake(record: SQSRecord) -> str:
-    """One wake-up message: advance (or fire the timer of) its invocation, on a thread of its own."""
+    """One wake-up message, delivered to `ControlPlane.wake` on a thread of its own."""
     control_plane = build_control_plane()
     outcome = await asyncio.to_thread(
         handle_wake_message,
         record.body,
-        advance=control_plane.advance,
-        on_timer=control_plane.on_timer,
-        on_tick=control_plane.schedules.tick,
+        wake=control_plane.wake,
         scheduler=cast(SqsScheduler, control_plane.scheduler),  # as `build_control_plane` made it
         now_ms=control_plane.clock.now_ms(),
     )

@@ -2,8 +2,8 @@
 
 Every wake-up ends as one message on the worker queue, body `{"invocation_id": ..., "due_ms": ...}`
 (JSON; `due_ms` in ms since the UNIX epoch, 0 for "now"). The worker (a Lambda fed by SQS batches,
-or `drain` in tests and a local poller) hands each body to `handle_wake_message`, which calls
-`advance` (or `on_timer`) once the due time has come.
+or `drain` in tests and a local poller) hands each body to `handle_wake_message`, which delivers it
+as one `Wake` to the core's one wake entry (`ControlPlane.wake`) once the due time has come.
 
 How a wake-up gets onto the queue:
 
@@ -42,6 +42,8 @@ from botocore.exceptions import ClientError
 from adapters.aws.client_errors import error_code
 from control_plane.observability import record
 from control_plane.ports import Clock, SystemClock
+from control_plane.schedules import schedule_wake_id
+from control_plane.timers import Wake
 
 log = logging.getLogger("torpor.timers")
 
@@ -307,31 +309,27 @@ def _parse_tick(body: str) -> tuple[str, int] | None:
 def handle_wake_message(
     body: str,
     *,
-    advance: Callable[[str], object],
-    on_timer: Callable[[str, int], object] | None,
+    wake: Callable[[Wake], object],
     scheduler: SqsScheduler,
     now_ms: int,
-    on_tick: Callable[[str, int], object] | None = None,
 ) -> WakeOutcome:
-    """Act on one wake-up body: fire it if it is due, else put it back on the queue for the rest.
+    """Act on one wake-up body: deliver it if it is due, else put it back on the queue for the rest.
 
     A body before its due time (by more than 5 ms) is re-delayed with `scheduler.wake_at`: that is
     how a schedule landing `lead_ms` early, or a long wait hopping through SQS, never fires early.
-    A due body calls `on_timer(id, due_ms)` for a timer (`due_ms` > 0, `on_timer` given), else
-    `advance(id)`.
+    A due body calls `wake(Wake.at(id, due_ms))` (no due times for `due_ms` 0: a wake-up now); a
+    schedule's tick body (EventBridge Scheduler's, `{"schedule", "scheduled_time"}`) calls
+    `wake(Wake.at(schedule_wake_id(name), scheduled ms or 0))`, which `ControlPlane.wake` turns
+    into `Schedules.tick`.
 
-    Delivering the same body twice is harmless by construction: it calls `advance` (or `on_timer`)
-    twice, and both are idempotent; nothing here deduplicates.
+    Delivering the same body twice is harmless by construction: it calls `wake` twice, which is
+    idempotent; nothing here deduplicates.
 
     Args:
-        body: The message body, `{"invocation_id": str, "due_ms": int}` as JSON.
-        advance: Advances an invocation by id (`ControlPlane.advance`).
-        on_timer: Called with `(invocation_id, due_ms)` when a timer is due (`ControlPlane.on_timer`),
-            or None to call `advance` for timers too.
+        body: The message body, `{"invocation_id": str, "due_ms": int}` as JSON, or a tick's.
+        wake: The one wake entry (`ControlPlane.wake`).
         scheduler: Where a body that came early goes back to.
         now_ms: The current time, ms since the UNIX epoch.
-        on_tick: Called with `(schedule name, scheduled ms or 0)` for a schedule's tick body
-            (`Schedules.tick`); None drops tick bodies as malformed.
 
     Returns:
         `"fired"`, `"redelayed"`, or `"dropped"` for a body that is not a wake-up (logged; raising
@@ -339,13 +337,14 @@ def handle_wake_message(
         every case the message may be deleted.
 
     Raises:
-        Exception: Whatever `advance`, `on_timer` or the re-delay raised, so the message stays on
-            the queue and is delivered again.
+        Exception: Whatever `wake` or the re-delay raised, so the message stays on the queue and
+            is delivered again.
     """
     parsed = _parse(body)
-    tick = _parse_tick(body) if parsed is None and on_tick is not None else None
-    if tick is not None and on_tick is not None:
-        on_tick(*tick)
+    tick = _parse_tick(body) if parsed is None else None
+    if tick is not None:
+        name, scheduled_ms = tick
+        wake(Wake.at(schedule_wake_id(name), scheduled_ms))
         return "fired"
     if parsed is None:
         log.error("dropped a malformed wake-up message: %.200r", body)
@@ -354,10 +353,7 @@ def handle_wake_message(
     if due_ms > now_ms + EARLY_TOLERANCE_MS:
         scheduler.wake_at(invocation_id, due_ms, now_ms=now_ms)
         return "redelayed"
-    if due_ms > 0 and on_timer is not None:
-        on_timer(invocation_id, due_ms)
-    else:
-        advance(invocation_id)
+    wake(Wake.at(invocation_id, due_ms))
     return "fired"
 
 

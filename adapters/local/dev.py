@@ -429,9 +429,7 @@ class DevServer:
         self._control_plane.admin.sql = sql_engine(self.store, self.settings)
         router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
         router.allowed_origins = router.allowed_origins | browser_origins(self._admin_url)
-        self._scheduler.start(
-            self._control_plane.advance, self._control_plane.timer_done, self._control_plane.timer_fired
-        )
+        self._scheduler.start(self._control_plane.wake)
         self._control_plane.sweep()
         self._sweeping = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="torpor-sweep", daemon=True)

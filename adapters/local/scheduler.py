@@ -1,7 +1,9 @@
 """`Scheduler` for one process: a thread-pool work queue and a timer thread.
 
-`wake_now(id)` queues `advance(id)` on a pool of worker threads; `wake_at(id, due_ms)` keeps the
-wake-up in a heap until its due time (ms since the UNIX epoch, wall clock), then queues it. Timers
+`wake_now(id)` queues a wake-up of `id` on a pool of worker threads; `wake_at(id, due_ms)` keeps
+the wake-up in a heap until its due time (ms since the UNIX epoch, wall clock), then queues it.
+Each run delivers one `Wake(id, dues)` (the core's one wake entry, `ControlPlane.wake`), `dues`
+being the due times of every timer of `id` that fired since its last run. Timers
 live in memory only: after a restart, `ControlPlane.sweep()` re-arms every unfinished invocation
 from the store.
 
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from control_plane.ports import StoreUnavailable, UnreadableRecord
+from control_plane.timers import Wake
 
 log = logging.getLogger("torpor.scheduler")
 
@@ -60,9 +63,7 @@ class LocalScheduler:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self._workers = workers
         self.sleep_lead_ms = sleep_lead_ms
-        self._advance: Callable[[str], object] | None = None
-        self._timer_done: Callable[[str, int, object], object] | None = None
-        self._timer_fired: Callable[[str, int], object] | None = None
+        self._wake: Callable[[Wake], object] | None = None
         self._fired: dict[str, set[int]] = {}  # due times of timers that fired, per id, until an advance ran
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -79,24 +80,16 @@ class LocalScheduler:
 
     # --- life cycle -------------------------------------------------------------------------------
 
-    def start(
-        self,
-        advance: Callable[[str], object],
-        timer_done: Callable[[str, int, object], object] | None = None,
-        timer_fired: Callable[[str, int], object] | None = None,
-    ) -> None:
-        """Start the worker pool and the timer thread; from now on wake-ups call `advance(id)`.
+    def start(self, wake: Callable[[Wake], object]) -> None:
+        """Start the worker pool and the timer thread; from now on each run calls `wake(Wake(id, dues))`.
 
         Wake-ups that arrived before `start` run now.
 
         Args:
-            advance: Called with an invocation id on a worker thread; its return value is ignored
-                and its exceptions are logged.
-            timer_done: Called with `(id, due_ms, outcome)` after an `advance` that started once the
-                timer for `due_ms` had fired returned `outcome` without raising (e.g. to settle the
-                timer's record).
-            timer_fired: Called with `(id, due_ms)` on the timer thread when a timer fires (e.g. to
-                measure its lateness); it must be quick and must not raise.
+            wake: Called on a worker thread with the wake-up (`control_plane.timers.Wake`: the id and
+                the due times of the timers that fired since its last run, none for a wake-up now);
+                its return value is ignored and its exceptions are logged, then the wake-up (with
+                its timers) is delivered again a second later.
 
         Raises:
             RuntimeError: The scheduler was started before, or stopped.
@@ -104,9 +97,7 @@ class LocalScheduler:
         with self._lock:
             if self._started or self._stopped:
                 raise RuntimeError("a LocalScheduler can be started once; build a new one")
-            self._advance = advance
-            self._timer_done = timer_done
-            self._timer_fired = timer_fired
+            self._wake = wake
             self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="torpor-advance")
             self._started = True
             for invocation_id in self._queued:
@@ -138,12 +129,12 @@ class LocalScheduler:
     # --- the Scheduler port -----------------------------------------------------------------------
 
     def wake_now(self, invocation_id: str) -> None:
-        """Queue `advance(invocation_id)`, coalesced with a queued or running one (see the module doc)."""
+        """Queue a wake-up of `invocation_id`, coalesced with a queued or running one (see the module doc)."""
         with self._lock:
             self._wake_locked(invocation_id)
 
     def wake_at(self, invocation_id: str, due_ms: int) -> None:
-        """Queue `advance(invocation_id)` at `due_ms` (ms since the UNIX epoch), never before.
+        """Queue a wake-up of `invocation_id` for its timer due at `due_ms` (ms since the UNIX epoch), never before.
 
         A due time in the past queues it now. The same `(id, due_ms)` twice is kept once.
         """
@@ -213,11 +204,8 @@ class LocalScheduler:
             self._running.add(invocation_id)
             fired = self._fired.pop(invocation_id, set())
         try:
-            assert self._advance is not None  # set by start() before any submit
-            outcome = self._advance(invocation_id)
-            if self._timer_done is not None:
-                for due_ms in sorted(fired):
-                    self._timer_done(invocation_id, due_ms, outcome)
+            assert self._wake is not None  # set by start() before any submit
+            self._wake(Wake(invocation_id, tuple(sorted(fired))))
         except UnreadableRecord as exc:  # retrying cannot help: one line, and the row waits for a hand
             log.error("invocation %s is not advanced: %s", invocation_id, exc.message)
         except Exception as exc:  # logged with the id; a failed advance must not take the worker down
@@ -251,7 +239,5 @@ class LocalScheduler:
                     continue  # woken early, by a new earlier timer, or by stop: look again
                 heapq.heappop(self._timers)
                 self._timer_keys.discard((due_ms, invocation_id))
-                if self._timer_fired is not None:
-                    self._timer_fired(invocation_id, due_ms)
                 self._fired.setdefault(invocation_id, set()).add(due_ms)
                 self._wake_locked(invocation_id)

@@ -106,9 +106,7 @@ def deliver(aws: Wiring, body: str, times: int) -> int:
             for _ in range(times):
                 outcome = handle_wake_message(
                     message["Body"],
-                    advance=aws.cp.advance,
-                    on_timer=aws.cp.on_timer,
-                    on_tick=aws.cp.schedules.tick,
+                    wake=aws.cp.wake,
                     scheduler=aws.wake_scheduler,
                     now_ms=aws.cp.clock.now_ms(),
                 )
@@ -282,9 +280,7 @@ def test_a_tick_message_delivered_twice_to_the_worker_starts_one_invocation(aws:
         for message in aws.sqs.receive_message(QueueUrl=aws.queue_url, MaxNumberOfMessages=10).get("Messages", []):
             handle_wake_message(
                 message["Body"],
-                advance=aws.cp.advance,
-                on_timer=aws.cp.on_timer,
-                on_tick=aws.cp.schedules.tick,
+                wake=aws.cp.wake,
                 scheduler=aws.wake_scheduler,
                 now_ms=aws.cp.clock.now_ms(),
             )

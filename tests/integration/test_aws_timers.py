@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from adapters.aws.timers import SqsScheduler, drain, handle_wake_message, schedule_name
 from control_plane import ids
+from control_plane.timers import Wake
 from tests.helpers.moto import DUMMY_AWS_ENV, REGION
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/torpor-scheduler"
@@ -138,6 +139,11 @@ def receive_now(sqs: Any, queue: Queue) -> list[dict[str, Any]]:
     return messages
 
 
+def ids_into(out: list[str]) -> Callable[[Wake], None]:
+    """A `wake` stand-in that records the woken ids in `out`."""
+    return lambda wake: out.append(wake.invocation_id)
+
+
 def never(*args: object) -> None:
     """A callback that must not run."""
     raise AssertionError(f"unexpected call with {args!r}")
@@ -176,7 +182,7 @@ def test_wake_at_2_s_ahead_arrives_at_due_time_not_before(sqs: Any, queue: Queue
 
     # AND the worker's handler fires advance exactly once with the id
     advanced: list[str] = []
-    outcome = handle_wake_message(body, advance=advanced.append, on_timer=None, scheduler=scheduler, now_ms=wall_ms())
+    outcome = handle_wake_message(body, wake=ids_into(advanced), scheduler=scheduler, now_ms=wall_ms())
     assert outcome == "fired"
     assert advanced == [invocation_id]
     sqs.delete_message(QueueUrl=queue.url, ReceiptHandle=messages[0]["ReceiptHandle"])
@@ -250,8 +256,7 @@ def test_wait_of_an_hour_makes_a_schedule_and_the_worker_redelays_then_fires(
     def handle(now_ms: int) -> str:
         return handle_wake_message(
             target["Input"],
-            advance=never,
-            on_timer=lambda i, d: timers.append((i, d)),
+            wake=lambda w: timers.append((w.invocation_id, *w.dues)),
             scheduler=scheduler,
             now_ms=now_ms,
         )
@@ -287,8 +292,7 @@ def test_wait_longer_than_900_s_without_a_scheduler_client_hops_through_sqs(sqs:
         outcomes.append(
             handle_wake_message(
                 sent[-1]["MessageBody"],
-                advance=never,
-                on_timer=None,
+                wake=never,
                 scheduler=scheduler,
                 now_ms=JAN_1_2030_MS + hop_ms,
             )
@@ -299,9 +303,7 @@ def test_wait_longer_than_900_s_without_a_scheduler_client_hops_through_sqs(sqs:
     assert [p["DelaySeconds"] for p in sent] == [900, 900, 900, 900]
     advanced: list[str] = []
     last = sent[-1]["MessageBody"]
-    assert handle_wake_message(last, advance=advanced.append, on_timer=None, scheduler=scheduler, now_ms=due_ms) == (
-        "fired"
-    )
+    assert handle_wake_message(last, wake=ids_into(advanced), scheduler=scheduler, now_ms=due_ms) == ("fired")
     assert advanced == ["inv_long"]
 
 
@@ -317,7 +319,7 @@ def test_the_same_message_delivered_twice_advances_twice_and_nothing_else(sqs: A
     advanced: list[str] = []
 
     def handle(body: str) -> str:
-        return handle_wake_message(body, advance=advanced.append, on_timer=never, scheduler=scheduler, now_ms=wall_ms())
+        return handle_wake_message(body, wake=ids_into(advanced), scheduler=scheduler, now_ms=wall_ms())
 
     # WHEN the worker drains the queue (deadline 10 s)
     handled = 0
@@ -358,7 +360,7 @@ def test_the_same_message_delivered_twice_advances_twice_and_nothing_else(sqs: A
 def test_malformed_bodies_are_dropped(sqs: Any, queue: Queue, body: str, caplog: pytest.LogCaptureFixture) -> None:
     scheduler = SqsScheduler(sqs, queue.url)
 
-    outcome = handle_wake_message(body, advance=never, on_timer=never, scheduler=scheduler, now_ms=wall_ms())
+    outcome = handle_wake_message(body, wake=never, scheduler=scheduler, now_ms=wall_ms())
 
     assert outcome == "dropped"
     assert counts(sqs, queue) == (0, 0, 0)  # nothing re-armed
@@ -372,7 +374,7 @@ def test_a_malformed_message_is_deleted_not_left_to_poison_the_queue(sqs: Any, q
     outcomes: list[str] = []
 
     def handle(body: str) -> str:
-        outcome = handle_wake_message(body, advance=never, on_timer=never, scheduler=scheduler, now_ms=wall_ms())
+        outcome = handle_wake_message(body, wake=never, scheduler=scheduler, now_ms=wall_ms())
         outcomes.append(outcome)
         return outcome
 
@@ -418,10 +420,10 @@ def test_wake_now_is_receivable_immediately(sqs: Any, queue: Queue) -> None:
     assert len(messages) == 1
     body = messages[0]["Body"]
     assert json.loads(body) == {"invocation_id": invocation_id, "due_ms": 0}
-    advanced: list[str] = []
-    # due_ms 0 is not a timer: advance runs even though an on_timer is given
-    assert handle_wake_message(body, advance=advanced.append, on_timer=never, scheduler=scheduler, now_ms=0) == "fired"
-    assert advanced == [invocation_id]
+    woken: list[Wake] = []
+    # due_ms 0 is not a timer: a wake-up now, with no due times
+    assert handle_wake_message(body, wake=woken.append, scheduler=scheduler, now_ms=0) == "fired"
+    assert woken == [Wake(invocation_id)]
 
 
 def test_wake_at_a_past_due_time_is_receivable_immediately_and_fires_the_timer(sqs: Any, queue: Queue) -> None:
@@ -436,8 +438,7 @@ def test_wake_at_a_past_due_time_is_receivable_immediately_and_fires_the_timer(s
     timers: list[tuple[str, int]] = []
     outcome = handle_wake_message(
         messages[0]["Body"],
-        advance=never,
-        on_timer=lambda i, d: timers.append((i, d)),
+        wake=lambda w: timers.append((w.invocation_id, *w.dues)),
         scheduler=scheduler,
         now_ms=wall_ms(),
     )

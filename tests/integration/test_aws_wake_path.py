@@ -52,8 +52,7 @@ def deliver_each_twice(cp: ControlPlane, scheduler: SqsScheduler, sqs: Any, queu
             for _ in range(2):
                 handle_wake_message(
                     message["Body"],
-                    advance=cp.advance,
-                    on_timer=cp.on_timer,
+                    wake=cp.wake,
                     scheduler=scheduler,
                     now_ms=int(time.time() * 1000),
                 )

@@ -24,6 +24,7 @@ from adapters.http.invoker import HttpInvoker
 from control_plane.held import Outcome
 from control_plane.ids import awakeable_id
 from control_plane.settings import Settings
+from control_plane.timers import Wake
 from http_api import HttpControlPlane
 from http_api.http import HttpRequest
 from tests.helpers.moto import DUMMY_AWS_ENV, fresh_store
@@ -34,7 +35,7 @@ FIRST_AWAKEABLE = 17  # the SDK's first awakeable signal index
 
 class QueueScheduler:
     """Wake-ups as a queue the test delivers by hand, as the worker takes SQS messages: one delivery
-    per wake-up, a `BUSY` advance uses it up; a timer's (`wake_at`) goes to `on_timer`."""
+    per wake-up, a `BUSY` advance uses it up; a timer's (`wake_at`) goes to `wake` with its due time."""
 
     def __init__(self) -> None:
         self.queued: list[tuple[str, int]] = []
@@ -54,7 +55,7 @@ class QueueScheduler:
             with self._lock:
                 invocation_id, due_ms = self.queued.pop(0)
             if due_ms:
-                outcomes.append(worker.on_timer(invocation_id, min(due_ms, worker.clock.now_ms())))
+                outcomes.append(worker.wake(Wake.at(invocation_id, min(due_ms, worker.clock.now_ms()))))
             else:
                 outcomes.append(worker.advance(invocation_id))
         return outcomes
@@ -233,7 +234,7 @@ def test_a_removal_that_read_the_expired_invocation_before_another_removed_it_ke
 
         monkeypatch.setattr(worker.store, "delete_invocation", delete_invocation)
         slow = threading.Thread(
-            target=worker.engine.timer_done, args=(invocation_id, 1, Outcome.BUSY), name="slow-worker"
+            target=worker.engine._timer_done, args=(invocation_id, 1, Outcome.BUSY), name="slow-worker"
         )
         slow.start()
         assert read.wait(30)

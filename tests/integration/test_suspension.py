@@ -19,6 +19,7 @@ from control_plane.ports import JournalBatch
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.settings import Settings
+from control_plane.timers import Wake
 from examples.side_effects import read_side_effects
 from tests.helpers.dev import describe, dev_with_examples, wait_for
 from tests.helpers.dynamodb_items import partitions
@@ -105,7 +106,7 @@ def test_a_duplicate_or_late_timer_changes_nothing(dev: DevServer) -> None:
     invocation_id = reply.headers["x-restate-id"]
     before = describe(dev, invocation_id)
     for _ in range(3):  # the same wake-up delivered again, after completion
-        dev.control_plane.on_timer(invocation_id, int(time.time() * 1000))
+        dev.control_plane.wake(Wake.at(invocation_id, int(time.time() * 1000)))
         dev.control_plane.advance(invocation_id)
     after = describe(dev, invocation_id)
     assert after["journal"] == before["journal"]

@@ -45,6 +45,7 @@ from control_plane.protocol import MessageType, decode_frames, is_command, is_no
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
+from control_plane.timers import Wake
 from tests.simulator.sdk import DEPLOYMENT_URL, Ctx, SimDeployment
 
 START_MS = 1_800_000_000_000
@@ -129,7 +130,7 @@ class VirtualScheduler:
         self._wake("now", invocation_id, self.clock.now)
 
     def wake_at(self, invocation_id: str, due_ms: int) -> None:
-        """Deliver a timer for `due_ms` (`ControlPlane.on_timer`)."""
+        """Deliver a timer for `due_ms` (`ControlPlane.wake`)."""
         self._wake("timer", invocation_id, due_ms)
 
     def forget_wake_ups(self) -> None:
@@ -509,7 +510,7 @@ class Scenario:
             self.note(f"  -> {self.plane.advance(event.target)}")
         elif event.kind == "timer":
             self.note(f"timer {event.target} due {(event.arg - START_MS) / 1000}")
-            self.note(f"  -> {self.plane.on_timer(event.target, event.arg)}")
+            self.note(f"  -> {self.plane.wake(Wake.at(event.target, event.arg))}")
         elif event.kind == "submit":
             self.submit(event.target)
         elif event.kind == "op":

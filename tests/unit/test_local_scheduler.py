@@ -11,6 +11,7 @@ import pytest
 
 from adapters.local.scheduler import LocalScheduler
 from control_plane.ports import UnreadableRecord
+from control_plane.timers import Wake
 
 
 def _now_ms() -> int:
@@ -28,7 +29,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
 
 
 class Recorder:
-    """An `advance` stand-in that records calls; `block` holds chosen ids until released."""
+    """A `ControlPlane.wake` stand-in that records calls (and the wake-ups); `block` holds chosen ids until released."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -40,9 +41,12 @@ class Recorder:
         self.block: set[str] = set()
         self.fail: set[str] = set()
         self.unreadable: set[str] = set()
+        self.wakes: list[Wake] = []
 
-    def __call__(self, invocation_id: str) -> str:
+    def __call__(self, wake: Wake) -> str:
+        invocation_id = wake.invocation_id
         with self.lock:
+            self.wakes.append(wake)
             self.calls.append((invocation_id, _now_ms()))
             self.in_flight[invocation_id] += 1
             self.max_in_flight[invocation_id] = max(self.max_in_flight[invocation_id], self.in_flight[invocation_id])
@@ -213,6 +217,28 @@ def test_wake_before_start_runs_on_start(recorder: Recorder) -> None:
         sched.start(recorder)
         assert sched.wait_idle(timeout_s=5)
         assert recorder.count()["inv_early"] == 1
+    finally:
+        sched.stop()
+
+
+def test_timers_of_one_invocation_that_fired_together_arrive_as_one_wake_with_their_due_times(
+    recorder: Recorder,
+) -> None:
+    # GIVEN two timers of one invocation, both due, and a wake-up now of another, before the start
+    sched = LocalScheduler(workers=2)
+    now = _now_ms()
+    try:
+        sched.wake_at("inv_timers", now - 20)
+        sched.wake_at("inv_timers", now - 10)
+        sched.wake_now("inv_now")
+        # WHEN the scheduler starts
+        sched.start(recorder)
+        assert sched.wait_idle(timeout_s=5)
+        # THEN each invocation got one wake-up: the timers' with both due times, in order; the other none
+        assert sorted(recorder.wakes, key=lambda w: w.invocation_id) == [
+            Wake("inv_now"),
+            Wake("inv_timers", (now - 20, now - 10)),
+        ]
     finally:
         sched.stop()
 

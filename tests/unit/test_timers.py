@@ -85,5 +85,5 @@ def test_a_lost_lease_deletes_the_timers_it_recorded_only_if_the_invocation_comp
 
 
 def test_a_wake_up_is_one_value_due_now_by_default() -> None:
-    assert Wake("inv_1") == Wake("inv_1", 0)
-    assert Wake("inv_1", NOW).due_ms == NOW
+    assert Wake("inv_1") == Wake.at("inv_1", 0) == Wake("inv_1", ())
+    assert Wake.at("inv_1", NOW) == Wake("inv_1", (NOW,))
