@@ -6,7 +6,8 @@ are replayed (they must match in type and name, in order), notifications present
 new commands are emitted up to the first await that is not complete, then a Suspension awaiting
 it, or Output + End when the handler returns. `ctx.run` executes its closure only when its result
 is not in the journal, and reports every execution to `SimDeployment.on_run` (the checker's
-side-effect log).
+side-effect log). `ctx.fail_point` and `ctx.flaky_run` make the first attempts that reach them fail
+(`FAILURE_MODES`), counted by the deployment, which outlives the control plane's crashes.
 """
 
 from __future__ import annotations
@@ -53,6 +54,31 @@ class _Cancelled(Exception):
 
 class _Mismatch(Exception):
     """The handler's command differs from the journaled one at the same index (non-determinism)."""
+
+
+FAILURE_MODES = ("error", "error-delay", "error-pause", "terminal", "http-500", "transport", "no-output", "truncated")
+"""How `Ctx.fail_point` makes an attempt fail: an ErrorMessage (retryable; with `next_retry_delay`;
+with the PAUSE behaviour), a terminal failure (Output with a failure, then End), an HTTP 500, a
+transport error (`InvokerError`), an End without Output, an answer cut inside a frame."""
+
+FAIL_MESSAGE = "flaky "
+"""What the message of every failure `Ctx.fail_point` makes starts with (then the mode)."""
+
+
+class _Fail(Exception):
+    """Raised at a fail point: the attempt answers as `mode` says (see `FAILURE_MODES`)."""
+
+    def __init__(self, mode: str, delay_ms: int = 0) -> None:
+        self.mode = mode
+        self.delay_ms = delay_ms
+
+
+class _RunFailed(Exception):
+    """A `ctx.run` closure failed: the SDK answers an ErrorMessage about that Run command."""
+
+    def __init__(self, command_index: int, name: str) -> None:
+        self.command_index = command_index
+        self.name = name
 
 
 class Ctx:
@@ -133,6 +159,25 @@ class Ctx:
             raise _Suspend(cid)  # request/response mode: wait for the committed completion
         note = self.notes[cid]
         return bytes(note.value.content)
+
+    def fail_point(self, mode: str, times: int, delay_ms: int = 0) -> None:
+        """Fail the first `times` attempts of this invocation that get here (counted by the
+        deployment, which outlives control-plane crashes), as `mode` says (`FAILURE_MODES`)."""
+        if self.deployment.count_failure(self.invocation_id, "fail", times):
+            raise _Fail(mode, delay_ms)
+
+    def flaky_run(self, name: str, times: int, value: bytes) -> bytes:
+        """A `run` whose closure fails the first `times` times it executes (the SDK then answers an
+        ErrorMessage naming the Run command; the runtime keeps the command, and the retries count)."""
+        cid = self.next_id
+        index = self.index + 1  # the Run command's index among the commands, Input being 0
+
+        def action() -> bytes:
+            if self.deployment.count_failure(self.invocation_id, f"run{cid}", times):
+                raise _RunFailed(index, name)
+            return value
+
+        return self.run(name, action)
 
     def sleep(self, name: str, ms: int) -> None:
         """A durable timer of `ms` from the first time it runs."""
@@ -256,6 +301,17 @@ class SimDeployment:
         self.clock = clock
         self.on_run = on_run
         self.before_answer = before_answer
+        self.on_attempt: Callable[[str, Mapping[str, str]], None] | None = None
+        self.failures: dict[tuple[str, str], int] = {}  # (invocation id, fail point) -> failures made there
+        self.options: dict[str, dict[str, dict[str, Any]]] = {}  # service -> handler -> manifest options
+
+    def count_failure(self, invocation_id: str, point: str, times: int) -> bool:
+        """True (and counted) while fail point `point` of `invocation_id` has failed fewer than `times` times."""
+        made = self.failures.get((invocation_id, point), 0)
+        if made >= times:
+            return False
+        self.failures[(invocation_id, point)] = made + 1
+        return True
 
     def manifest(self) -> dict[str, Any]:
         """The endpoint manifest (v3) of the simulated services."""
@@ -270,6 +326,7 @@ class SimDeployment:
                     "handlers": [
                         {"name": h, "input": {}, "output": {}}
                         | ({"ty": f.handler_type} if hasattr(f, "handler_type") else {})  # type: ignore[attr-defined]
+                        | self.options.get(name, {}).get(h, {})
                         for h, f in handlers.items()
                     ],
                 }
@@ -296,6 +353,10 @@ class SimDeployment:
         start = frames[0].decode()
         assert isinstance(start, pb.StartMessage)
         ctx = Ctx(start.debug_id, start, frames[1:], self, int(headers.get("x-torpor-epoch", "0")))
+        if self.on_attempt is not None:
+            self.on_attempt(start.debug_id, headers)
+        content_type = headers.get("content-type") or invocation_content_type(7)
+        cut = False
         try:
             output = self.services[service][1][handler](ctx)
             answer = [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())]
@@ -306,10 +367,40 @@ class SimDeployment:
             answer = [*ctx.new, frame(suspend.message())]
         except _Mismatch as exc:
             answer = [frame(pb.ErrorMessage(code=570, message=str(exc)))]
+        except _RunFailed as exc:  # the Run command is sent, then the error about it
+            error = pb.ErrorMessage(
+                code=500,
+                message=f"{FAIL_MESSAGE}run {exc.name}",
+                related_command_index=exc.command_index,
+                related_command_name=exc.name,
+                related_command_type=MessageType.Run,
+            )
+            answer = [*ctx.new, frame(error)]
+        except _Fail as fail:
+            message = FAIL_MESSAGE + fail.mode
+            if fail.mode == "http-500":
+                return HttpReply(500, {"content-type": "text/plain"}, message.encode())
+            if fail.mode == "transport":
+                raise InvokerError(message) from None
+            if fail.mode == "terminal":
+                failure = pb.Failure(code=422, message=message)
+                answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
+            elif fail.mode == "no-output":
+                answer = [*ctx.new, frame(pb.EndMessage())]
+            elif fail.mode == "truncated":
+                output = frame(pb.OutputCommandMessage(value=pb.Value(content=b"never read")))
+                answer, cut = [*ctx.new, output, frame(pb.EndMessage())], True
+            else:
+                error = pb.ErrorMessage(code=500, message=message)
+                if fail.mode == "error-delay":
+                    error.next_retry_delay = fail.delay_ms
+                elif fail.mode == "error-pause":
+                    error.behavior = pb.PAUSE
+                answer = [*ctx.new, frame(error)]
         if self.before_answer is not None:
             self.before_answer(start.debug_id)
-        content_type = headers.get("content-type") or invocation_content_type(7)
-        return HttpReply(200, {"content-type": content_type}, encode_frames(answer))
+        body = encode_frames(answer)
+        return HttpReply(200, {"content-type": content_type}, body[:-5] if cut else body)
 
 
-__all__ = ["DEPLOYMENT_URL", "Ctx", "Handler", "InvokerError", "SimDeployment"]
+__all__ = ["DEPLOYMENT_URL", "FAILURE_MODES", "FAIL_MESSAGE", "Ctx", "Handler", "InvokerError", "SimDeployment"]
