@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from control_plane import ids
-from control_plane.ports import HttpReply, InvokerError
+from control_plane.ports import HttpReply, InvokerError, StreamIdle
 from control_plane.protocol import (
     Frame,
     MessageType,
@@ -113,6 +113,7 @@ class Ctx:
         self.next_id = 1
         self.new: list[Frame] = []
         self.deployment = deployment
+        self.proposed: set[int] = set()  # bidirectional mode: runs proposed on the stream, result not back yet
 
     def _command(self, message: Any, name: str) -> Any:
         """Replay or emit one command; returns the journaled message when it was journaled."""
@@ -152,6 +153,8 @@ class Ctx:
         self._command(pb.RunCommandMessage(result_completion_id=cid, name=name), name)
         if self._cancelled_before(cid):
             raise _Cancelled
+        if cid in self.proposed and cid not in self.notes:
+            raise _Suspend(cid)  # bidirectional mode: proposed on this stream, its result on its way
         if cid not in self.notes:
             value = action()
             self.deployment.on_run(self.invocation_id, cid, name, self.epoch)
@@ -356,17 +359,32 @@ class SimDeployment:
         if self.on_attempt is not None:
             self.on_attempt(start.debug_id, headers)
         content_type = headers.get("content-type") or invocation_content_type(7)
-        cut = False
+        answer, how = self.play(ctx, service, handler)
+        if how == "http-500":
+            return HttpReply(500, {"content-type": "text/plain"}, (FAIL_MESSAGE + how).encode())
+        if how == "transport":
+            raise InvokerError(FAIL_MESSAGE + how)
+        if self.before_answer is not None:
+            self.before_answer(start.debug_id)
+        body = encode_frames(answer)
+        return HttpReply(200, {"content-type": content_type}, body[:-5] if how == "truncated" else body)
+
+    def play(self, ctx: Ctx, service: str, handler: str) -> tuple[list[Frame], str]:
+        """Run the handler over `ctx`: `(the frames to answer, how)`, `how` being "ended" (End or
+        Error), "suspended" (the last frame is a Suspension), or the fail point's mode for the
+        answers that are not frames ("http-500", "transport") or are cut ("truncated")."""
         try:
             output = self.services[service][1][handler](ctx)
-            answer = [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())]
+            return [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())], (
+                "ended"
+            )
         except _Cancelled:
             failure = pb.Failure(code=409, message="cancelled")
-            answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
+            return [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())], "ended"
         except _Suspend as suspend:
-            answer = [*ctx.new, frame(suspend.message())]
+            return [*ctx.new, frame(suspend.message())], "suspended"
         except _Mismatch as exc:
-            answer = [frame(pb.ErrorMessage(code=570, message=str(exc)))]
+            return [frame(pb.ErrorMessage(code=570, message=str(exc)))], "ended"
         except _RunFailed as exc:  # the Run command is sent, then the error about it
             error = pb.ErrorMessage(
                 code=500,
@@ -375,32 +393,161 @@ class SimDeployment:
                 related_command_name=exc.name,
                 related_command_type=MessageType.Run,
             )
-            answer = [*ctx.new, frame(error)]
+            return [*ctx.new, frame(error)], "ended"
         except _Fail as fail:
             message = FAIL_MESSAGE + fail.mode
-            if fail.mode == "http-500":
-                return HttpReply(500, {"content-type": "text/plain"}, message.encode())
-            if fail.mode == "transport":
-                raise InvokerError(message) from None
+            if fail.mode in ("http-500", "transport"):
+                return [], fail.mode
             if fail.mode == "terminal":
                 failure = pb.Failure(code=422, message=message)
-                answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
-            elif fail.mode == "no-output":
-                answer = [*ctx.new, frame(pb.EndMessage())]
-            elif fail.mode == "truncated":
+                return [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())], "ended"
+            if fail.mode == "no-output":
+                return [*ctx.new, frame(pb.EndMessage())], "ended"
+            if fail.mode == "truncated":
                 output = frame(pb.OutputCommandMessage(value=pb.Value(content=b"never read")))
-                answer, cut = [*ctx.new, output, frame(pb.EndMessage())], True
-            else:
-                error = pb.ErrorMessage(code=500, message=message)
-                if fail.mode == "error-delay":
-                    error.next_retry_delay = fail.delay_ms
-                elif fail.mode == "error-pause":
-                    error.behavior = pb.PAUSE
-                answer = [*ctx.new, frame(error)]
-        if self.before_answer is not None:
-            self.before_answer(start.debug_id)
+                return [*ctx.new, output, frame(pb.EndMessage())], "truncated"
+            error = pb.ErrorMessage(code=500, message=message)
+            if fail.mode == "error-delay":
+                error.next_retry_delay = fail.delay_ms
+            elif fail.mode == "error-pause":
+                error.behavior = pb.PAUSE
+            return [*ctx.new, frame(error)], "ended"
+
+
+class VirtualMonotonic:
+    """Stands in for the `time` module of `control_plane.bidi` (`monotonic` only): seconds that
+    pass only while a `SimStream` is idle (the driver's quiet and abort waits, in no real time)."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def monotonic(self) -> float:
+        """The virtual seconds."""
+        return self.now_s
+
+
+class SimStream:
+    """A `DuplexStream` to the simulated deployment (bidirectional mode), answered in-process: each
+    time the runtime sends (or ends its body) the handler is played again from the top over the
+    journal, what the SDK sent on this stream and what it received, and what is new is answered. A
+    run proposed waits for its result on the stream instead of suspending; a handler awaiting
+    anything else waits while the body is open and suspends once it has ended, as an SDK does."""
+
+    def __init__(self, deployment: BidiDeployment, path: str, headers: Mapping[str, str]) -> None:
+        self.deployment = deployment
+        self.path = path
+        self.headers = dict(headers)
+        self.received: list[Frame] = []  # Start, the journal, then what the runtime sent since
+        self.sent: list[Frame] = []  # what the SDK sent (commands and proposals)
+        self.proposed: set[int] = set()
+        self.out = bytearray()
+        self.finished = False  # the answer has ended
+        self.input_ended = False
+        self.status = 200
+        self.broken = False
+        if path.endswith("/discover"):
+            self.out += json.dumps(deployment.manifest()).encode()
+            self.finished = True
+
+    def send(self, data: bytes, timeout_s: float) -> None:
+        """The runtime writes: play the handler again with what it sent."""
+        first = not self.received
+        self.received += decode_frames(data)
+        if first and self.deployment.on_attempt is not None:
+            start = self.received[0].decode()
+            self.deployment.on_attempt(start.debug_id, self.headers)  # type: ignore[attr-defined]
+        self._play()
+
+    def end(self) -> None:
+        """The runtime ended its body: a handler still waiting suspends."""
+        self.input_ended = True
+        self._play()
+
+    def head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
+        """The answer's status and headers."""
+        if self.path.endswith("/discover"):
+            return 200, {"content-type": "application/vnd.restate.endpointmanifest.v3+json"}
+        if self.status != 200:
+            return self.status, {"content-type": "text/plain"}
+        return 200, {"content-type": self.headers.get("content-type") or invocation_content_type(7)}
+
+    def receive(self, timeout_s: float) -> bytes:
+        """What the SDK sent since the last read; b"" once ended; `StreamIdle` after `timeout_s`
+        of virtual time if nothing."""
+        if self.broken:
+            raise InvokerError(FAIL_MESSAGE + "transport")
+        if self.out:
+            data = bytes(self.out)
+            self.out.clear()
+            return data
+        if self.finished:
+            return b""
+        self.deployment.monotonic.now_s += timeout_s
+        raise StreamIdle(f"nothing within {timeout_s} s")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _play(self) -> None:
+        if self.finished or not self.received:
+            return
+        _, _, service, handler = self.path.split("/")
+        start = self.received[0].decode()
+        assert isinstance(start, pb.StartMessage)
+        entries = [*self.received[1:], *(f for f in self.sent if is_command(f.type))]
+        ctx = Ctx(start.debug_id, start, entries, self.deployment, int(self.headers.get("x-torpor-epoch", "0")))
+        ctx.proposed = self.proposed
+        answer, how = self.deployment.play(ctx, service, handler)
+        if how == "http-500":
+            self.status, self.finished = 500, True
+            self.out += (FAIL_MESSAGE + how).encode()
+            return
+        if how == "transport":
+            self.broken = True
+            return
+        if how == "suspended" and not self.input_ended:
+            answer = answer[:-1]  # it waits for what the runtime sends
+        else:
+            self.finished = True
+            if self.deployment.before_answer is not None:
+                self.deployment.before_answer(start.debug_id)
+        for f in answer:
+            if f.type == MessageType.ProposeRunCompletion:
+                self.proposed.add(pb.ProposeRunCompletionMessage.FromString(f.payload).result_completion_id)
+        self.sent += answer
         body = encode_frames(answer)
-        return HttpReply(200, {"content-type": content_type}, body[:-5] if cut else body)
+        self.out += body[:-5] if how == "truncated" else body
 
 
-__all__ = ["DEPLOYMENT_URL", "FAILURE_MODES", "FAIL_MESSAGE", "Ctx", "Handler", "InvokerError", "SimDeployment"]
+class BidiDeployment(SimDeployment):
+    """`SimDeployment` that also opens streams (`StreamingInvoker`): registered so, it is invoked in
+    bidirectional mode (`control_plane.bidi`) over `SimStream`s, whose idle waits pass on
+    `monotonic` (install it as `control_plane.bidi.time`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.monotonic = VirtualMonotonic()
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest, in bidirectional mode."""
+        return {**super().manifest(), "protocolMode": "BIDI_STREAM"}
+
+    def open_stream(
+        self, endpoint: str, method: str, path: str, headers: Mapping[str, str], timeout_s: float
+    ) -> SimStream:
+        """Open a stream to the simulated deployment (discovery or an attempt)."""
+        return SimStream(self, path, headers)
+
+
+__all__ = [
+    "DEPLOYMENT_URL",
+    "FAILURE_MODES",
+    "FAIL_MESSAGE",
+    "BidiDeployment",
+    "Ctx",
+    "Handler",
+    "InvokerError",
+    "SimDeployment",
+    "SimStream",
+    "VirtualMonotonic",
+]

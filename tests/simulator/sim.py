@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.local.sqlite_store import SQLiteStore
+from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
 from control_plane.errors import Conflict, NotFound
 from control_plane.held import Held
@@ -73,7 +74,7 @@ from control_plane.schedules import Cadence, schedule_of_wake_id, tick_idempoten
 from control_plane.settings import Settings
 from http_api.http import HttpRequest, HttpResponse
 from http_api.ingress import Ingress
-from tests.simulator.sdk import DEPLOYMENT_URL, FAIL_MESSAGE, FAILURE_MODES, Ctx, SimDeployment
+from tests.simulator.sdk import DEPLOYMENT_URL, FAIL_MESSAGE, FAILURE_MODES, BidiDeployment, Ctx, SimDeployment
 
 START_MS = 1_800_000_000_000
 _SWEEP_DUE_EVERY_MS = 60_000
@@ -81,6 +82,9 @@ _SWEEP_EVERY_MS = 300_000
 _HORIZON_MS = 6 * 3600 * 1000  # a scenario not done by then has stuck invocations
 _MAX_STEPS = 20_000
 _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "put_notification"})
+
+BIDI_SHARE = 0.25
+"""The share of scenarios whose deployment is invoked in bidirectional mode (`sdk.BidiDeployment`)."""
 
 _CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule")  # what a client sends (again, if unanswered)
 
@@ -570,10 +574,11 @@ class Scenario:
         self.lazy_keys = 0  # keys left held by a completed invocation (released by the next arrival)
         self.raw: Any = SQLiteStore(":memory:") if store == "sqlite" else _dynamodb_store()  # read without faults
         self.store = SimStore(self.raw, self)
-        self.deployment = SimDeployment(SERVICES, self.clock, self.on_run)
+        self.xrng = random.Random(seed * 1_000_003 + 7)  # the newer parts of the workload: the older parts stay
+        self.bidi = self.xrng.random() < BIDI_SHARE
+        self.deployment = (BidiDeployment if self.bidi else SimDeployment)(SERVICES, self.clock, self.on_run)
         self.deployment.options = FLAKY_OPTIONS
         self.deployment.on_attempt = self.on_attempt
-        self.xrng = random.Random(seed * 1_000_003 + 7)  # the newer parts of the workload: the older parts stay
         self.flaky: dict[str, Request] = {}  # invocation id -> its Flaky request
         self.retry_due: dict[str, int] = {}  # a backing-off Flaky invocation -> when it may be retried
         self.resuming: set[str] = set()  # Flaky invocations paused by their policy, an operator resume on its way
@@ -645,6 +650,7 @@ class Scenario:
     def on_attempt(self, invocation_id: str, headers: Any) -> None:
         """An attempt reached the deployment: a Flaky invocation's retry never comes before its
         backoff ended (unless the client acted on it: a resume, a cancel, a kill)."""
+        self.covered["bidirectional attempt" if self.bidi else "request/response attempt"] += 1
         due = self.retry_due.pop(invocation_id, None)
         request = self.flaky.get(invocation_id)
         if due is not None and request is not None and self.clock.now < due and not request.ops_done:
@@ -951,7 +957,10 @@ class Scenario:
 
     def run(self) -> list[str]:
         """The whole scenario: workload, driving with faults, then the checks. Returns the violations."""
-        with _mutant_effects(self.mutant):
+        with _mutant_effects(self.mutant), contextlib.ExitStack() as stack:
+            if isinstance(self.deployment, BidiDeployment):  # its streams' idle waits pass in virtual time
+                stack.callback(setattr, bidi_module, "time", bidi_module.time)
+                bidi_module.time = self.deployment.monotonic  # type: ignore[assignment]
             self.plane.registry.register(DEPLOYMENT_URL)
             requests = workload(self.rng) + flaky_requests(self.xrng)
             extras(self.xrng, requests)
