@@ -1,5 +1,6 @@
 """An in-process deployment for the simulator: handlers written as small Python functions over a
-`Ctx`, played against the service protocol as an SDK does in request/response mode.
+`Ctx`, played against the service protocol as an SDK does in request/response mode (and, `BidiDeployment`,
+in bidirectional mode).
 
 Each attempt decodes Start + journal, runs the handler from the top: commands already journaled
 are replayed (they must match in type and name, in order), notifications present resolve awaits;
@@ -8,6 +9,7 @@ it, or Output + End when the handler returns. `ctx.run` executes its closure onl
 is not in the journal, and reports every execution to `SimDeployment.on_run` (the checker's
 side-effect log). `ctx.fail_point` and `ctx.flaky_run` make the first attempts that reach them fail
 (`FAILURE_MODES`), counted by the deployment, which outlives the control plane's crashes.
+`BidiDeployment` plays the same handlers in bidirectional mode (`SimStream`).
 """
 
 from __future__ import annotations

@@ -40,9 +40,10 @@ Then it checks invariants (`Scenario.check`, `check_counter`, `check_journal`, `
 store="dynamodb")` runs the same scenario over `adapters.aws.dynamodb_store` on an in-process moto
 (slow: seconds a seed).
 
-Bidirectional mode is not simulated: `bidi.stream_attempt` tells a waiting SDK from a silent one by
-the wall clock (`QUIET_S`, `ACKED_QUIET_S`, `NEWS_POLL_S` with `time.monotonic`), and the SDK side
-would have to be a stateful peer that goes on after each ack instead of replaying from the top.
+A share of the scenarios (`BIDI_SHARE`) invoke the deployment in bidirectional mode: it registers
+as `BIDI_STREAM` and answers on `sdk.SimStream`s (run results committed and sent back on the open
+stream, the body ended when the handler awaits something else); the driver's quiet and abort waits
+pass in virtual seconds (`control_plane.bidi.time` is replaced for the scenario).
 `MUTANTS` break the engine on purpose, to show that the checks can fail. `python -m
 tests.simulator` (scripts/simulate.sh) runs many seeds.
 """

@@ -22,10 +22,10 @@ FOUND = {
     7842: "a delayed exclusive send was granted its key, then a crash came before it was told; the sweep put it "
     "back in the key's queue though it held the key, and the entry outlived it (fixed: Keys.requeue does not "
     "queue again an invocation that holds its key)",
-    120: "a schedule's tick timer fired a little early: the tick it was for ran, and the schedule's next tick was "
+    91: "a schedule's tick timer fired a little early: the tick it was for ran, and the schedule's next tick was "
     "that same tick, so its timer fired again at once, forever (a storm of wake-ups; no later tick ran) (fixed: "
     "Schedules.tick moves the next tick past the tick it sent; tests/integration/test_schedules.py covers it)",
-    899: "a schedule paused before its tick and resumed after it: the timer armed before the pause was delivered "
+    1290: "a schedule paused before its tick and resumed after it: the timer armed before the pause was delivered "
     "after the resume and ran the tick that fell while paused (fixed: Schedules.tick drops a tick between the "
     "last one that ran and the next one; tests/integration/test_schedules.py covers it)",
 }
