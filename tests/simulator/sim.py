@@ -91,9 +91,10 @@ _CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule")  # what a clien
 
 _RECORD_WRITES = frozenset({"update_invocation", "update_unless_completed", "acquire_lease", "attach_caller"})
 
-MUTANTS = ("skip-fence", "ignore-effect-failure")
+MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
-record writes; an effect whose write failed after its commit is dropped (counted as applied)."""
+record writes; an effect whose write failed after its commit is dropped (counted as applied); a
+retry policy never runs out of attempts (a failing invocation never pauses nor is killed)."""
 
 
 class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
@@ -519,7 +520,16 @@ def _delta(record: InvocationRecord) -> int:
 
 @contextlib.contextmanager
 def _mutant_effects(mutant: str | None) -> Iterator[None]:
-    """Install the `ignore-effect-failure` mutant on `Effects.apply` for the block."""
+    """Install the `ignore-effect-failure` mutant on `Effects.apply` (or `retry-forever` on
+    `RetryPolicy.exhausted`) for the block."""
+    if mutant == "retry-forever":
+        exhausted = RetryPolicy.exhausted
+        RetryPolicy.exhausted = lambda self, attempts: False  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            RetryPolicy.exhausted = exhausted  # type: ignore[method-assign]
+        return
     if mutant != "ignore-effect-failure":
         yield
         return
@@ -1195,6 +1205,30 @@ class Scenario:
                 self.violate(f"Counter/{key}'s queue keeps an entry for {queued[1]} after its retention")
         for invocation_id in sorted(completed):
             self.check_gone(invocation_id, "after its retention")
+        self.send_again_after_retention(requests)
+
+    def send_again_after_retention(self, requests: list[Request]) -> None:
+        """A request sent again with its idempotency key once its invocation's retention ended is a
+        new invocation, not a duplicate of the one removed."""
+        again = next(
+            (
+                r
+                for r in requests
+                if r.invocation_id and r.service != "Wf" and _resend_is_modelled(r) and not r.purged_at
+            ),
+            None,
+        )
+        if again is None:
+            return
+        try:
+            self.plane.engine.create(
+                again.service, again.handler, again.body, {}, key=again.key, leased=False,
+                idempotency_key=again.idempotency_key,
+            )  # fmt: skip
+        except StoreConflict:
+            self.violate(f"request {again.idempotency_key} sent again after its retention ended: refused as sent")
+            return
+        self.covered["sent again after its retention"] += 1
 
 
 STORES = ("sqlite", "dynamodb")
