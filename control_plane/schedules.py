@@ -459,9 +459,10 @@ class Schedules:
         that same tick, its timer would fire again at once, forever), and a non-recurring trigger is
         armed for it.
 
-        A tick after the last one that ran and before `next_tick_ms` fell while the schedule was
-        paused (resuming moves `next_tick_ms` to the first tick after the resume): a delivery of it
-        (a timer armed before the pause) sends nothing.
+        A tick after the last one that ran and before `next_tick_ms` was skipped by a pause (due
+        while the schedule was paused, or due before and not run by then: resuming moves
+        `next_tick_ms` to the first tick after the resume): a delivery of it (a timer armed before
+        the pause) sends nothing.
 
         A target that no longer exists (its deployment was removed) loses the tick, logged as an
         error; the schedule goes on with its next tick.
@@ -490,8 +491,8 @@ class Schedules:
             if not self.trigger.recurring:
                 self.trigger.arm(schedule)  # came early: wait for the tick
             return None
-        if schedule.last_tick_ms < tick_ms < schedule.next_tick_ms:  # a tick it skipped while paused
-            log.debug("tick %s of schedule %s dropped: it fell while paused", rfc3339(tick_ms), name)
+        if schedule.last_tick_ms < tick_ms < schedule.next_tick_ms:  # a tick a pause skipped
+            log.debug("tick %s of schedule %s dropped: a pause skipped it", rfc3339(tick_ms), name)
             return None  # a timer armed before the pause, delivered after the resume (which armed the next)
         try:
             invocation_id = self._send(schedule, tick_ms)

@@ -1103,17 +1103,25 @@ class Scenario:
         for schedule in self.schedules:
             cadence = Cadence(every_ms=schedule.every_ms)
             prefix = tick_idempotency_key(schedule.name, 0)[:-1]
-            ticks = sorted(
-                int(r.idempotency_key[len(prefix) :]) for r in records if r.idempotency_key.startswith(prefix)
-            )
+            created = {
+                int(r.idempotency_key[len(prefix) :]): r.created_at_ms
+                for r in records
+                if r.idempotency_key.startswith(prefix)
+            }
+            ticks = sorted(created)
             total += len(ticks)
             name = f"schedule {schedule.name} (every {schedule.every_ms // 1000} s)"
+            resumed = schedule.returned.get("resume", 1 << 62)
             for tick in ticks:
-                if tick % schedule.every_ms or schedule.paused(tick) or tick < schedule.sent["create"]:
-                    self.violate(f"{name} ran tick {(tick - START_MS) / 1000} s: off its grid or while it did not run")
+                at = (tick - START_MS) / 1000
+                if tick % schedule.every_ms or schedule.paused(created[tick]) or tick < schedule.sent["create"]:
+                    self.violate(f"{name} ran tick {at} s: off its grid, or sent while it did not run")
+                elif schedule.paused(tick) and created[tick] >= resumed:
+                    self.violate(f"{name} ran tick {at} s, which fell while it was paused, after the resume")
             for at, due in schedule.deliveries:
                 tick = cadence.latest_at_or_before(max(at, due))
-                if schedule.active(at) and schedule.active(tick) and tick not in ticks:
+                pending = "pause" in schedule.sent and at >= schedule.sent["pause"] and tick < resumed  # pause drops it
+                if schedule.active(at) and schedule.active(tick) and not pending and tick not in ticks:
                     self.violate(
                         f"{name}: a delivery at {(at - START_MS) / 1000} s did not send tick "
                         f"{(tick - START_MS) / 1000} s"
