@@ -454,8 +454,15 @@ class Schedules:
         the delivering trigger meant to fire, ms since the epoch, 0 if unknown), so a late delivery,
         or many missed ticks, run one catch-up send. Its idempotency key is `tick_idempotency_key`:
         a second delivery of the same tick finds the invocation exists and sends nothing more. Then
-        the schedule's `next_tick_ms` moves to the first tick after now (and a non-recurring trigger
-        is armed for it).
+        the schedule's `next_tick_ms` moves to the first tick after now and after the tick sent (a
+        delivery a little early, before `scheduled_ms`, sends the tick it was for; were the next tick
+        that same tick, its timer would fire again at once, forever), and a non-recurring trigger is
+        armed for it.
+
+        A tick after the last one that ran and before `next_tick_ms` was skipped by a pause (due
+        while the schedule was paused, or due before and not run by then: resuming moves
+        `next_tick_ms` to the first tick after the resume): a delivery of it (a timer armed before
+        the pause) sends nothing.
 
         A target that no longer exists (its deployment was removed) loses the tick, logged as an
         error; the schedule goes on with its next tick.
@@ -466,7 +473,7 @@ class Schedules:
 
         Returns:
             The id of the tick's invocation (created now or before), or None if the schedule is
-            gone, paused, has no tick due since it was created, or its target is gone.
+            gone, paused, has no tick due since it was created or resumed, or its target is gone.
 
         Raises:
             Exception: Whatever the store or the trigger raise (a DynamoDB or EventBridge error)
@@ -484,14 +491,17 @@ class Schedules:
             if not self.trigger.recurring:
                 self.trigger.arm(schedule)  # came early: wait for the tick
             return None
+        if schedule.last_tick_ms < tick_ms < schedule.next_tick_ms:  # a tick a pause skipped
+            log.debug("tick %s of schedule %s dropped: a pause skipped it", rfc3339(tick_ms), name)
+            return None  # a timer armed before the pause, delivered after the resume (which armed the next)
         try:
             invocation_id = self._send(schedule, tick_ms)
         except (NotFound, BadRequest) as exc:  # its target went away (a deployment removed): this tick is lost
             log.error("tick %s of schedule %s not sent: %s", rfc3339(tick_ms), name, exc.message)
             invocation_id = ""
-        try:
+        try:  # the next tick is after this one too: a delivery a little early runs the tick it was for
             schedule = self.store.record_schedule_tick(
-                name, tick_ms=tick_ms, invocation_id=invocation_id, next_tick_ms=cadence.next_after(now)
+                name, tick_ms=tick_ms, invocation_id=invocation_id, next_tick_ms=cadence.next_after(max(now, tick_ms))
             )
         except StoreConflict:  # deleted meanwhile, or this tick or a later one was recorded
             current = None if self.trigger.recurring else self.store.get_schedule(name)

@@ -128,6 +128,57 @@ def test_a_tick_delivered_twice_runs_once(dev: DevServer) -> None:
     assert described["next_tick"] is not None
 
 
+def test_a_tick_delivered_early_runs_it_and_moves_on_to_the_next(dev: DevServer) -> None:
+    # GIVEN an hourly schedule whose next tick is the coming hour's
+    name, key = unique("early"), unique("k")
+    now = dev.control_plane.clock.now_ms()
+    tick_ms = (now // 3_600_000 + 1) * 3_600_000
+    dev.store.create_schedule(
+        ScheduleRecord(
+            name=name, service="Counter", handler="add", key=key, body="1", cron="0 * * * *",
+            next_tick_ms=tick_ms, created_at_ms=now - 7_200_000, modified_at_ms=now - 7_200_000,
+        )
+    )  # fmt: skip
+
+    # WHEN its timer fires before the tick's time (timers may fire a little early)
+    first = dev.control_plane.schedules.tick(name, scheduled_ms=tick_ms)
+
+    # THEN that tick runs, once, and the schedule waits for the tick after it, not for the same one again
+    # (found by the simulator: the same timer fired again and again, and no later tick ever ran)
+    assert first is not None
+    assert dev.control_plane.schedules.tick(name, scheduled_ms=tick_ms) == first
+    stored = dev.store.get_schedule(name)
+    assert stored is not None
+    assert (stored.last_tick_ms, stored.next_tick_ms) == (tick_ms, tick_ms + 3_600_000)
+    wait_for(lambda: count(dev, key) >= 1, 10, "the tick's add")
+    assert [tick_ms_of(i, name) for i in tick_invocations(dev, key)] == [tick_ms]
+
+
+def test_a_tick_timer_armed_before_a_pause_sends_nothing_after_the_resume(dev: DevServer) -> None:
+    # GIVEN an hourly schedule resumed just now, after a pause over this hour's tick: its last tick ran
+    # two hours ago, its next one is the coming hour's
+    name, key = unique("resumed"), unique("k")
+    now = dev.control_plane.clock.now_ms()
+    hour_ms = now // 3_600_000 * 3_600_000
+    dev.store.create_schedule(
+        ScheduleRecord(
+            name=name, service="Counter", handler="add", key=key, body="1", cron="0 * * * *",
+            next_tick_ms=hour_ms + 3_600_000, last_tick_ms=hour_ms - 7_200_000,
+            created_at_ms=now - 10_800_000, modified_at_ms=now,
+        )
+    )  # fmt: skip
+
+    # WHEN the timer armed before the pause, for the tick an hour ago, is delivered now
+    sent = dev.control_plane.schedules.tick(name, scheduled_ms=hour_ms - 3_600_000)
+
+    # THEN it sends nothing: the ticks missed while paused do not run (found by the simulator)
+    assert sent is None
+    stored = dev.store.get_schedule(name)
+    assert stored is not None
+    assert (stored.last_tick_ms, stored.next_tick_ms) == (hour_ms - 7_200_000, hour_ms + 3_600_000)
+    assert tick_invocations(dev, key) == []
+
+
 def test_pause_stops_ticks_and_resume_restarts_them(dev: DevServer) -> None:
     name, key = unique("pausing"), unique("k")
     assert create(dev, name=name, every="1s", target="Counter/add", key=key, body=1).status_code == 201

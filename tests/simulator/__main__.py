@@ -2,6 +2,7 @@
 `N scenarios, K violations` and, for each violation, the seed that reproduces it exactly.
 
 `--seed S` alone runs that one seed; with `--seeds N` the seeds S .. S+N-1 (default S = 0).
+`--store dynamodb` runs them over the DynamoDB store on an in-process moto (slow).
 `--mutant NAME` installs a deliberate bug (`MUTANTS`); a seed that has violations without it too
 is not counted for it. `--first` stops at the first violation (how many seeds it took to catch a
 mutant). Exits 1 if any scenario has a violation.
@@ -17,13 +18,13 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tests.simulator.sim import MUTANTS, Scenario, run_scenario
+from tests.simulator.sim import MUTANTS, STORES, Scenario, run_scenario
 
 
-def _run(seed: int, mutant: str | None) -> Scenario:
+def _run(seed: int, mutant: str | None, store: str = "sqlite") -> Scenario:
     """`run_scenario` in a worker process, returned without its store (which cannot be pickled)."""
-    scenario = run_scenario(seed, mutant)
-    del scenario.raw, scenario.store, scenario.plane, scenario.deployment, scenario.scheduler
+    scenario = run_scenario(seed, mutant, store)
+    del scenario.raw, scenario.store, scenario.plane, scenario.deployment, scenario.scheduler, scenario.xrng
     return scenario
 
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mutant", choices=MUTANTS, default=None, help="install a deliberate bug")
     parser.add_argument("--jobs", type=int, default=1, help="processes to run seeds in (each seed stays exact)")
     parser.add_argument("--trace", action="store_true", help="print what each scenario did, in order")
+    parser.add_argument("--store", choices=STORES, default="sqlite", help="the store (dynamodb: on moto, slow)")
     parser.add_argument("--first", action="store_true", help="stop at the first scenario with a violation")
     args = parser.parse_args(argv)
     first = args.seed or 0
@@ -45,9 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         if args.jobs > 1:
             pool = stack.enter_context(multiprocessing.get_context("fork").Pool(args.jobs))
-            results: Iterator[Scenario] = pool.imap(functools.partial(_run, mutant=args.mutant), seeds, chunksize=8)
+            results: Iterator[Scenario] = pool.imap(
+                functools.partial(_run, mutant=args.mutant, store=args.store), seeds, chunksize=8
+            )
         else:
-            results = (run_scenario(seed, args.mutant) for seed in seeds)
+            results = (run_scenario(seed, args.mutant, args.store) for seed in seeds)
         for scenario in results:
             scenarios += 1
             seed = scenario.seed
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             crashes += scenario.crashes
             races += scenario.races
             zombies += scenario.zombie_runs
-            if scenario.violations and args.mutant and run_scenario(seed).violations:
+            if scenario.violations and args.mutant and run_scenario(seed, None, args.store).violations:
                 print(f"seed {seed}: violations without the mutant too (a finding of its own): not counted")
                 continue
             if scenario.violations:

@@ -1,12 +1,15 @@
 """An in-process deployment for the simulator: handlers written as small Python functions over a
-`Ctx`, played against the service protocol as an SDK does in request/response mode.
+`Ctx`, played against the service protocol as an SDK does in request/response mode (and, `BidiDeployment`,
+in bidirectional mode).
 
 Each attempt decodes Start + journal, runs the handler from the top: commands already journaled
 are replayed (they must match in type and name, in order), notifications present resolve awaits;
 new commands are emitted up to the first await that is not complete, then a Suspension awaiting
 it, or Output + End when the handler returns. `ctx.run` executes its closure only when its result
 is not in the journal, and reports every execution to `SimDeployment.on_run` (the checker's
-side-effect log).
+side-effect log). `ctx.fail_point` and `ctx.flaky_run` make the first attempts that reach them fail
+(`FAILURE_MODES`), counted by the deployment, which outlives the control plane's crashes.
+`BidiDeployment` plays the same handlers in bidirectional mode (`SimStream`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from control_plane import ids
-from control_plane.ports import HttpReply, InvokerError
+from control_plane.ports import HttpReply, InvokerError, StreamIdle
 from control_plane.protocol import (
     Frame,
     MessageType,
@@ -55,6 +58,31 @@ class _Mismatch(Exception):
     """The handler's command differs from the journaled one at the same index (non-determinism)."""
 
 
+FAILURE_MODES = ("error", "error-delay", "error-pause", "terminal", "http-500", "transport", "no-output", "truncated")
+"""How `Ctx.fail_point` makes an attempt fail: an ErrorMessage (retryable; with `next_retry_delay`;
+with the PAUSE behaviour), a terminal failure (Output with a failure, then End), an HTTP 500, a
+transport error (`InvokerError`), an End without Output, an answer cut inside a frame."""
+
+FAIL_MESSAGE = "flaky "
+"""What the message of every failure `Ctx.fail_point` makes starts with (then the mode)."""
+
+
+class _Fail(Exception):
+    """Raised at a fail point: the attempt answers as `mode` says (see `FAILURE_MODES`)."""
+
+    def __init__(self, mode: str, delay_ms: int = 0) -> None:
+        self.mode = mode
+        self.delay_ms = delay_ms
+
+
+class _RunFailed(Exception):
+    """A `ctx.run` closure failed: the SDK answers an ErrorMessage about that Run command."""
+
+    def __init__(self, command_index: int, name: str) -> None:
+        self.command_index = command_index
+        self.name = name
+
+
 class Ctx:
     """What a simulated handler sees: replaying context over one attempt's journal."""
 
@@ -87,6 +115,7 @@ class Ctx:
         self.next_id = 1
         self.new: list[Frame] = []
         self.deployment = deployment
+        self.proposed: set[int] = set()  # bidirectional mode: runs proposed on the stream, result not back yet
 
     def _command(self, message: Any, name: str) -> Any:
         """Replay or emit one command; returns the journaled message when it was journaled."""
@@ -126,6 +155,8 @@ class Ctx:
         self._command(pb.RunCommandMessage(result_completion_id=cid, name=name), name)
         if self._cancelled_before(cid):
             raise _Cancelled
+        if cid in self.proposed and cid not in self.notes:
+            raise _Suspend(cid)  # bidirectional mode: proposed on this stream, its result on its way
         if cid not in self.notes:
             value = action()
             self.deployment.on_run(self.invocation_id, cid, name, self.epoch)
@@ -133,6 +164,25 @@ class Ctx:
             raise _Suspend(cid)  # request/response mode: wait for the committed completion
         note = self.notes[cid]
         return bytes(note.value.content)
+
+    def fail_point(self, mode: str, times: int, delay_ms: int = 0) -> None:
+        """Fail the first `times` attempts of this invocation that get here (counted by the
+        deployment, which outlives control-plane crashes), as `mode` says (`FAILURE_MODES`)."""
+        if self.deployment.count_failure(self.invocation_id, "fail", times):
+            raise _Fail(mode, delay_ms)
+
+    def flaky_run(self, name: str, times: int, value: bytes) -> bytes:
+        """A `run` whose closure fails the first `times` times it executes (the SDK then answers an
+        ErrorMessage naming the Run command; the runtime keeps the command, and the retries count)."""
+        cid = self.next_id
+        index = self.index + 1  # the Run command's index among the commands, Input being 0
+
+        def action() -> bytes:
+            if self.deployment.count_failure(self.invocation_id, f"run{cid}", times):
+                raise _RunFailed(index, name)
+            return value
+
+        return self.run(name, action)
 
     def sleep(self, name: str, ms: int) -> None:
         """A durable timer of `ms` from the first time it runs."""
@@ -256,6 +306,17 @@ class SimDeployment:
         self.clock = clock
         self.on_run = on_run
         self.before_answer = before_answer
+        self.on_attempt: Callable[[str, Mapping[str, str]], None] | None = None
+        self.failures: dict[tuple[str, str], int] = {}  # (invocation id, fail point) -> failures made there
+        self.options: dict[str, dict[str, dict[str, Any]]] = {}  # service -> handler -> manifest options
+
+    def count_failure(self, invocation_id: str, point: str, times: int) -> bool:
+        """True (and counted) while fail point `point` of `invocation_id` has failed fewer than `times` times."""
+        made = self.failures.get((invocation_id, point), 0)
+        if made >= times:
+            return False
+        self.failures[(invocation_id, point)] = made + 1
+        return True
 
     def manifest(self) -> dict[str, Any]:
         """The endpoint manifest (v3) of the simulated services."""
@@ -270,6 +331,7 @@ class SimDeployment:
                     "handlers": [
                         {"name": h, "input": {}, "output": {}}
                         | ({"ty": f.handler_type} if hasattr(f, "handler_type") else {})  # type: ignore[attr-defined]
+                        | self.options.get(name, {}).get(h, {})
                         for h, f in handlers.items()
                     ],
                 }
@@ -296,20 +358,198 @@ class SimDeployment:
         start = frames[0].decode()
         assert isinstance(start, pb.StartMessage)
         ctx = Ctx(start.debug_id, start, frames[1:], self, int(headers.get("x-torpor-epoch", "0")))
-        try:
-            output = self.services[service][1][handler](ctx)
-            answer = [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())]
-        except _Cancelled:
-            failure = pb.Failure(code=409, message="cancelled")
-            answer = [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())]
-        except _Suspend as suspend:
-            answer = [*ctx.new, frame(suspend.message())]
-        except _Mismatch as exc:
-            answer = [frame(pb.ErrorMessage(code=570, message=str(exc)))]
+        if self.on_attempt is not None:
+            self.on_attempt(start.debug_id, headers)
+        content_type = headers.get("content-type") or invocation_content_type(7)
+        answer, how = self.play(ctx, service, handler)
+        if how == "http-500":
+            return HttpReply(500, {"content-type": "text/plain"}, (FAIL_MESSAGE + how).encode())
+        if how == "transport":
+            raise InvokerError(FAIL_MESSAGE + how)
         if self.before_answer is not None:
             self.before_answer(start.debug_id)
-        content_type = headers.get("content-type") or invocation_content_type(7)
-        return HttpReply(200, {"content-type": content_type}, encode_frames(answer))
+        body = encode_frames(answer)
+        return HttpReply(200, {"content-type": content_type}, body[:-5] if how == "truncated" else body)
+
+    def play(self, ctx: Ctx, service: str, handler: str) -> tuple[list[Frame], str]:
+        """Run the handler over `ctx`: `(the frames to answer, how)`, `how` being "ended" (End or
+        Error), "suspended" (the last frame is a Suspension), or the fail point's mode for the
+        answers that are not frames ("http-500", "transport") or are cut ("truncated")."""
+        try:
+            output = self.services[service][1][handler](ctx)
+            return [*ctx.new, frame(pb.OutputCommandMessage(value=pb.Value(content=output))), frame(pb.EndMessage())], (
+                "ended"
+            )
+        except _Cancelled:
+            failure = pb.Failure(code=409, message="cancelled")
+            return [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())], "ended"
+        except _Suspend as suspend:
+            return [*ctx.new, frame(suspend.message())], "suspended"
+        except _Mismatch as exc:
+            return [frame(pb.ErrorMessage(code=570, message=str(exc)))], "ended"
+        except _RunFailed as exc:  # the Run command is sent, then the error about it
+            error = pb.ErrorMessage(
+                code=500,
+                message=f"{FAIL_MESSAGE}run {exc.name}",
+                related_command_index=exc.command_index,
+                related_command_name=exc.name,
+                related_command_type=MessageType.Run,
+            )
+            return [*ctx.new, frame(error)], "ended"
+        except _Fail as fail:
+            message = FAIL_MESSAGE + fail.mode
+            if fail.mode in ("http-500", "transport"):
+                return [], fail.mode
+            if fail.mode == "terminal":
+                failure = pb.Failure(code=422, message=message)
+                return [*ctx.new, frame(pb.OutputCommandMessage(failure=failure)), frame(pb.EndMessage())], "ended"
+            if fail.mode == "no-output":
+                return [*ctx.new, frame(pb.EndMessage())], "ended"
+            if fail.mode == "truncated":
+                output = frame(pb.OutputCommandMessage(value=pb.Value(content=b"never read")))
+                return [*ctx.new, output, frame(pb.EndMessage())], "truncated"
+            error = pb.ErrorMessage(code=500, message=message)
+            if fail.mode == "error-delay":
+                error.next_retry_delay = fail.delay_ms
+            elif fail.mode == "error-pause":
+                error.behavior = pb.PAUSE
+            return [*ctx.new, frame(error)], "ended"
 
 
-__all__ = ["DEPLOYMENT_URL", "Ctx", "Handler", "InvokerError", "SimDeployment"]
+class VirtualMonotonic:
+    """Stands in for the `time` module of `control_plane.bidi` (`monotonic` only): seconds that
+    pass only while a `SimStream` is idle (the driver's quiet and abort waits, in no real time)."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def monotonic(self) -> float:
+        """The virtual seconds."""
+        return self.now_s
+
+
+class SimStream:
+    """A `DuplexStream` to the simulated deployment (bidirectional mode), answered in-process: each
+    time the runtime sends (or ends its body) the handler is played again from the top over the
+    journal, what the SDK sent on this stream and what it received, and what is new is answered. A
+    run proposed waits for its result on the stream instead of suspending; a handler awaiting
+    anything else waits while the body is open and suspends once it has ended, as an SDK does."""
+
+    def __init__(self, deployment: BidiDeployment, path: str, headers: Mapping[str, str]) -> None:
+        self.deployment = deployment
+        self.path = path
+        self.headers = dict(headers)
+        self.received: list[Frame] = []  # Start, the journal, then what the runtime sent since
+        self.sent: list[Frame] = []  # what the SDK sent (commands and proposals)
+        self.proposed: set[int] = set()
+        self.out = bytearray()
+        self.finished = False  # the answer has ended
+        self.input_ended = False
+        self.status = 200
+        self.broken = False
+        if path.endswith("/discover"):
+            self.out += json.dumps(deployment.manifest()).encode()
+            self.finished = True
+
+    def send(self, data: bytes, timeout_s: float) -> None:
+        """The runtime writes: play the handler again with what it sent."""
+        first = not self.received
+        self.received += decode_frames(data)
+        if first and self.deployment.on_attempt is not None:
+            start = self.received[0].decode()
+            self.deployment.on_attempt(start.debug_id, self.headers)  # type: ignore[attr-defined]
+        self._play()
+
+    def end(self) -> None:
+        """The runtime ended its body: a handler still waiting suspends."""
+        self.input_ended = True
+        self._play()
+
+    def head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
+        """The answer's status and headers."""
+        if self.path.endswith("/discover"):
+            return 200, {"content-type": "application/vnd.restate.endpointmanifest.v3+json"}
+        if self.status != 200:
+            return self.status, {"content-type": "text/plain"}
+        return 200, {"content-type": self.headers.get("content-type") or invocation_content_type(7)}
+
+    def receive(self, timeout_s: float) -> bytes:
+        """What the SDK sent since the last read; b"" once ended; `StreamIdle` after `timeout_s`
+        of virtual time if nothing."""
+        if self.broken:
+            raise InvokerError(FAIL_MESSAGE + "transport")
+        if self.out:
+            data = bytes(self.out)
+            self.out.clear()
+            return data
+        if self.finished:
+            return b""
+        self.deployment.monotonic.now_s += timeout_s
+        raise StreamIdle(f"nothing within {timeout_s} s")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _play(self) -> None:
+        if self.finished or not self.received:
+            return
+        _, _, service, handler = self.path.split("/")
+        start = self.received[0].decode()
+        assert isinstance(start, pb.StartMessage)
+        entries = [*self.received[1:], *(f for f in self.sent if is_command(f.type))]
+        ctx = Ctx(start.debug_id, start, entries, self.deployment, int(self.headers.get("x-torpor-epoch", "0")))
+        ctx.proposed = self.proposed
+        answer, how = self.deployment.play(ctx, service, handler)
+        if how == "http-500":
+            self.status, self.finished = 500, True
+            self.out += (FAIL_MESSAGE + how).encode()
+            return
+        if how == "transport":
+            self.broken = True
+            return
+        if how == "suspended" and not self.input_ended:
+            answer = answer[:-1]  # it waits for what the runtime sends
+        else:
+            self.finished = True
+            if self.deployment.before_answer is not None:
+                self.deployment.before_answer(start.debug_id)
+        for f in answer:
+            if f.type == MessageType.ProposeRunCompletion:
+                self.proposed.add(pb.ProposeRunCompletionMessage.FromString(f.payload).result_completion_id)
+        self.sent += answer
+        body = encode_frames(answer)
+        self.out += body[:-5] if how == "truncated" else body
+
+
+class BidiDeployment(SimDeployment):
+    """`SimDeployment` that also opens streams (`StreamingInvoker`): registered so, it is invoked in
+    bidirectional mode (`control_plane.bidi`) over `SimStream`s, whose idle waits pass on
+    `monotonic` (install it as `control_plane.bidi.time`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.monotonic = VirtualMonotonic()
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest, in bidirectional mode."""
+        return {**super().manifest(), "protocolMode": "BIDI_STREAM"}
+
+    def open_stream(
+        self, endpoint: str, method: str, path: str, headers: Mapping[str, str], timeout_s: float
+    ) -> SimStream:
+        """Open a stream to the simulated deployment (discovery or an attempt)."""
+        return SimStream(self, path, headers)
+
+
+__all__ = [
+    "DEPLOYMENT_URL",
+    "FAILURE_MODES",
+    "FAIL_MESSAGE",
+    "BidiDeployment",
+    "Ctx",
+    "Handler",
+    "InvokerError",
+    "SimDeployment",
+    "SimStream",
+    "VirtualMonotonic",
+]

@@ -7,7 +7,22 @@ requests whose steps are runs, sleeps, calls (`Echo`), calls and delayed sends t
 object's counter on one or two contended keys (`Counter/add`), awakeables resolved by another
 invocation (`Resolver`) and a run result over the item-size limit; direct `Counter/add` requests;
 workflows whose run awaits a durable promise a shared handler completes. Every request has an
-idempotency key; some are sent twice; some are killed, cancelled or paused (then resumed). Faults:
+idempotency key; some are sent twice; some are killed, cancelled or paused (then resumed). Newer
+parts, drawn from a second generator (`xrng`, so the older parts of a seed's workload stay):
+
+- failing attempts (`Flaky/main`, `Flaky/doomed`, retry policy `FLAKY_POLICY`): a run, then attempts
+  that fail `times` in a row as a mode of `sdk.FAILURE_MODES` says (an ErrorMessage, with
+  `next_retry_delay`, with the PAUSE behaviour; a terminal failure; HTTP 500; a transport error; End
+  without Output; a truncated frame) or a run whose closure fails; at the policy's attempts `main`
+  pauses (an operator resumes it) and `doomed` is killed;
+- attaches through the ingress (by idempotency key, by id, a workflow's by its id), before and after
+  the invocation completes;
+- purges of completed invocations (admin purge), some then sent again with the same idempotency key
+  (only those that make no calls: `RESEND_WITH_CALLS`);
+- a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
+  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler.
+
+Faults:
 
 - a crash before a chosen store call (`SimulatedCrash` unwinds the engine; a NEW `ControlPlane`
   over the same store continues after a start-up `sweep`; the in-process wake-ups are lost; the
@@ -18,14 +33,24 @@ idempotency key; some are sent twice; some are killed, cancelled or paused (then
 - wake-ups dropped, duplicated, delivered late or early (a dropped one is recovered by the
   periodic `sweep_due`/`sweep`).
 
-Then it checks invariants (`Scenario.check`, `check_counter`, `check_journal`,
-`check_after_retention`, and as it goes: `on_run`, the completion-is-final check of `SimStore`)
-and returns the violations (`Scenario.violations`). `MUTANTS` break the engine on purpose, to
-show that the checks can fail. `python -m tests.simulator` (scripts/simulate.sh) runs many seeds.
+Then it checks invariants (`Scenario.check`, `check_counter`, `check_journal`, `check_attached`,
+`check_schedules`, `check_gone`, `check_after_retention`, and as it goes: `on_run`, `on_attempt`,
+`observe_flaky`, the completion-is-final check of `SimStore`) and returns the violations
+(`Scenario.violations`); `Scenario.covered` counts what the newer parts exercised. `run_scenario(seed,
+store="dynamodb")` runs the same scenario over `adapters.aws.dynamodb_store` on an in-process moto
+(slow: seconds a seed).
+
+A share of the scenarios (`BIDI_SHARE`) invoke the deployment in bidirectional mode: it registers
+as `BIDI_STREAM` and answers on `sdk.SimStream`s (run results committed and sent back on the open
+stream, the body ended when the handler awaits something else); the driver's quiet and abort waits
+pass in virtual seconds (`control_plane.bidi.time` is replaced for the scenario).
+`MUTANTS` break the engine on purpose, to show that the checks can fail. `python -m
+tests.simulator` (scripts/simulate.sh) runs many seeds.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import heapq
 import itertools
@@ -37,16 +62,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.local.sqlite_store import SQLiteStore
+from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
 from control_plane.errors import Conflict, NotFound
 from control_plane.held import Held
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
+from control_plane.retry import RetryPolicy
 from control_plane.runtime import ControlPlane
+from control_plane.schedules import Cadence, schedule_of_wake_id, tick_idempotency_key
 from control_plane.settings import Settings
 from control_plane.timers import Wake
-from tests.simulator.sdk import DEPLOYMENT_URL, Ctx, SimDeployment
+from http_api.http import HttpRequest, HttpResponse
+from http_api.ingress import Ingress
+from tests.simulator.sdk import DEPLOYMENT_URL, FAIL_MESSAGE, FAILURE_MODES, BidiDeployment, Ctx, SimDeployment
 
 START_MS = 1_800_000_000_000
 _SWEEP_DUE_EVERY_MS = 60_000
@@ -55,11 +85,17 @@ _HORIZON_MS = 6 * 3600 * 1000  # a scenario not done by then has stuck invocatio
 _MAX_STEPS = 20_000
 _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "put_notification"})
 
+BIDI_SHARE = 0.25
+"""The share of scenarios whose deployment is invoked in bidirectional mode (`sdk.BidiDeployment`)."""
+
+_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule")  # what a client sends (again, if unanswered)
+
 _RECORD_WRITES = frozenset({"update_invocation", "update_unless_completed", "acquire_lease", "attach_caller"})
 
-MUTANTS = ("skip-fence", "ignore-effect-failure")
+MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
-record writes; an effect whose write failed after its commit is dropped (counted as applied)."""
+record writes; an effect whose write failed after its commit is dropped (counted as applied); a
+retry policy never runs out of attempts (a failing invocation never pauses nor is killed)."""
 
 
 class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
@@ -202,7 +238,7 @@ class SimFacts:
 
 
 def _counter_add(ctx: Ctx) -> bytes:
-    delta = int(ctx.input)
+    delta = int(ctx.input or b"1")  # a schedule's tick sends no body: 1
     before = int(ctx.get(b"n") or b"0")
     ctx.run("audit", lambda: b"ok")
     ctx.set(b"n", str(before + delta).encode())
@@ -246,6 +282,34 @@ def _resolve(ctx: Ctx) -> bytes:
     return b"ok"
 
 
+def _flaky(ctx: Ctx) -> bytes:
+    """`[mode, times, delay_ms]`: a run, then `times` failing attempts as `mode` says (`FAILURE_MODES`,
+    or `run-error`: a run whose closure fails), then another run."""
+    mode, times, delay_ms = json.loads(ctx.input)
+    first = ctx.run("before", lambda: b"A")
+    if mode == "run-error":
+        return first + ctx.flaky_run("flaky", times, b"B")
+    ctx.fail_point(mode, times, delay_ms)
+    return first + ctx.run("after", lambda: b"B")
+
+
+FLAKY_POLICY = RetryPolicy(initial_interval_ms=100, exponentiation_factor=2.0, max_interval_ms=1_000, max_attempts=4)
+"""The retry policy of `Flaky/main` (on max attempts: pause); `Flaky/doomed` kills instead."""
+
+
+def _flaky_options(on_max: str) -> dict[str, Any]:
+    return {
+        "retryPolicyInitialInterval": FLAKY_POLICY.initial_interval_ms,
+        "retryPolicyExponentiationFactor": FLAKY_POLICY.exponentiation_factor,
+        "retryPolicyMaxInterval": FLAKY_POLICY.max_interval_ms,
+        "retryPolicyMaxAttempts": FLAKY_POLICY.max_attempts,
+        "retryPolicyOnMaxAttempts": on_max.upper(),
+    }
+
+
+FLAKY_OPTIONS = {"Flaky": {"main": _flaky_options("pause"), "doomed": _flaky_options("kill")}}
+
+
 def _workflow_run(ctx: Ctx) -> bytes:
     value = ctx.promise("p")
     return ctx.run("wf", lambda: value.upper())
@@ -264,6 +328,7 @@ SERVICES = {
     "Echo": ("SERVICE", {"echo": _echo}),
     "Flow": ("SERVICE", {"main": _flow}),
     "Resolver": ("SERVICE", {"resolve": _resolve}),
+    "Flaky": ("SERVICE", {"main": _flaky, "doomed": _flaky}),
 }
 
 
@@ -299,6 +364,13 @@ class Request:
     too_large: bool = False  # a run result over the item-size limit: it must fail with 413
     op: tuple[str, int] | None = None  # ("kill" | "cancel" | "pause", when): what the client does to it
     ops_done: list[str] = field(default_factory=list)  # the operations sent (they may have taken effect)
+    allowed: set[str] | None = None  # the completions the model allows, if not "succeeded" (or 413's "failed")
+    flaky: tuple[str, int, int] | None = None  # Flaky/*: (mode, times, next_retry_delay ms)
+    attaches: int = 0  # attaches sent and not answered yet
+    attached: list[tuple[int, bytes]] = field(default_factory=list)  # what each attach got: (status, body)
+    purge_at: int = 0  # when the client purges it once completed (0: never)
+    resend: bool = False  # the client sends it again after the purge: a new invocation
+    purged_at: int = 0  # when a purge of it returned (0: not purged)
 
 
 def workload(rng: random.Random) -> list[Request]:
@@ -351,13 +423,117 @@ def workload(rng: random.Random) -> list[Request]:
     return requests
 
 
+def flaky_requests(rng: random.Random) -> list[Request]:
+    """Requests to `Flaky`: attempts that fail as a `FAILURE_MODES` mode (or a failing run) says,
+    `times` in a row; at `FLAKY_POLICY.max_attempts` failures `Flaky/main` pauses (an operator
+    resumes it), `Flaky/doomed` is killed."""
+    requests = []
+    for n in range(rng.choice([0, 0, 1, 1, 2])):
+        mode = rng.choice([*FAILURE_MODES, "run-error"])
+        times = 1_000 if mode == "terminal" else rng.choice([1, 2, 3, 6])  # terminal: every attempt
+        handler = "doomed" if rng.random() < 0.3 else "main"
+        body = json.dumps([mode, times, rng.choice([10, 3_000])]).encode()
+        if mode == "terminal":
+            allowed, expected = {"failed"}, None
+        elif handler == "doomed" and times >= FLAKY_POLICY.max_attempts:
+            allowed, expected = {"killed", "succeeded"}, b"AB"  # succeeded: a crash lost a failure's record
+        else:
+            allowed, expected = {"succeeded"}, b"AB"
+        at = START_MS + rng.randint(0, 20_000)
+        request = Request("Flaky", handler, "", body, f"f{n}", at, expected, [], allowed=allowed)
+        request.flaky = (mode, times, json.loads(body)[2])
+        requests.append(request)
+    return requests
+
+
+@dataclass
+class SimSchedule:
+    """A schedule of the workload: `Counter/add` of 1 to key `t` every `every_ms`; the client creates
+    it, may pause and resume it, and deletes it. Times are when each operation was first sent and
+    when it returned (it takes effect in between), and the ticks delivered (`(at, due)`)."""
+
+    name: str
+    every_ms: int
+    ops: list[tuple[str, int]]  # (op, when): create, [pause, resume,] delete
+    sent: dict[str, int] = field(default_factory=dict)
+    returned: dict[str, int] = field(default_factory=dict)
+    deliveries: list[tuple[int, int]] = field(default_factory=list)
+
+    def active(self, at_ms: int, margin_ms: int = 0) -> bool:
+        """True if the schedule surely runs at `at_ms` (`margin_ms` clear of any change)."""
+        if "create" not in self.returned or at_ms < self.returned["create"] + margin_ms:
+            return False
+        if at_ms + margin_ms >= self.sent.get("delete", 1 << 62):
+            return False
+        if "pause" in self.sent and at_ms + margin_ms >= self.sent["pause"]:
+            return "resume" in self.returned and at_ms >= self.returned["resume"] + margin_ms
+        return True
+
+    def active_over(self, start_ms: int, end_ms: int) -> bool:
+        """True if the schedule surely runs from `start_ms` to `end_ms`, not paused in between."""
+        pause = self.sent.get("pause", 0)
+        return self.active(start_ms) and self.active(end_ms) and not start_ms <= pause <= end_ms
+
+    def paused(self, at_ms: int) -> bool:
+        """True if the schedule is surely paused (or deleted) at `at_ms`."""
+        if "delete" in self.returned and at_ms > self.returned["delete"]:
+            return True
+        if "pause" not in self.returned or at_ms <= self.returned["pause"]:
+            return False
+        return at_ms < self.sent.get("resume", 1 << 62)
+
+
+def schedules(rng: random.Random) -> list[SimSchedule]:
+    """The schedules of a scenario (at most one), chosen by `rng`."""
+    if rng.random() < 0.8:
+        return []
+    every = rng.choice([60_000, 120_000, 180_000])
+    created = START_MS + rng.randint(0, 20_000)
+    ops = [("create", created)]
+    end = created + rng.randint(4, 10) * 60_000
+    if rng.random() < 0.5:
+        pause = created + rng.randint(60_000, 300_000)
+        ops += [("pause", pause), ("resume", pause + rng.randint(10_000, 300_000))]
+        end = max(end, ops[-1][1] + rng.randint(60_000, 300_000))
+    return [SimSchedule(f"tick{rng.randint(0, 99)}", every, [*ops, ("delete", end)])]
+
+
+def extras(rng: random.Random, requests: list[Request]) -> None:
+    """Attaches and purges for some of `requests` (by idempotency key or id, before or after they
+    complete; a purged request may be sent again)."""
+    for request in requests:
+        if request.service == "Wf" and request.handler == "signal":
+            continue
+        if rng.random() < 0.2:
+            request.attaches = rng.randint(1, 2)
+        if request.service != "Wf" and rng.random() < 0.15:
+            request.purge_at = request.at_ms + rng.randint(60_000, 600_000)  # after a second send (30 s)
+            request.resend = rng.random() < 0.5 and _resend_is_modelled(request)
+
+
+RESEND_WITH_CALLS = False
+"""Whether a purged request whose handler calls, sends or makes awakeables may be sent again. Not
+yet: the invocation sent again has the purged one's id (its idempotency key's), so its callees' ids
+(derived from the caller's id and the entry, `ids.derived_invocation_id`) are the purged one's
+callees', which still exist: a call gets the old callee's result, a one-way call (the `Resolver` of
+an awakeable, a send to a counter) is taken as sent already and never runs (tests/unit/test_simulator.py,
+`PURGE_RESEND_BUG`: strict xfail seeds)."""
+
+
+def _resend_is_modelled(request: Request) -> bool:
+    """A purged request sent again runs again: its runs and calls as new (`Counter/add` adds again)."""
+    if RESEND_WITH_CALLS or request.service != "Flow":
+        return True
+    return all(step[0] in ("run", "sleep", "big") for step in json.loads(request.body))
+
+
 _ENDS = {"kill": "killed", "cancel": "cancelled"}  # how an operation may end an invocation
 
 
 def _delta(record: InvocationRecord) -> int:
     """The delta a `Counter/add` invocation was asked to add (its input)."""
     (entry,) = decode_frames(record.input_entry)
-    return int(pb.InputCommandMessage.FromString(entry.payload).value.content)
+    return int(pb.InputCommandMessage.FromString(entry.payload).value.content or b"1")
 
 
 # --- one scenario ---------------------------------------------------------------------------------
@@ -365,7 +541,16 @@ def _delta(record: InvocationRecord) -> int:
 
 @contextlib.contextmanager
 def _mutant_effects(mutant: str | None) -> Iterator[None]:
-    """Install the `ignore-effect-failure` mutant on `Effects.apply` for the block."""
+    """Install the `ignore-effect-failure` mutant on `Effects.apply` (or `retry-forever` on
+    `RetryPolicy.exhausted`) for the block."""
+    if mutant == "retry-forever":
+        exhausted = RetryPolicy.exhausted
+        RetryPolicy.exhausted = lambda self, attempts: False  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            RetryPolicy.exhausted = exhausted  # type: ignore[method-assign]
+        return
     if mutant != "ignore-effect-failure":
         yield
         return
@@ -389,7 +574,7 @@ def _mutant_effects(mutant: str | None) -> Iterator[None]:
 class Scenario:
     """One seed's run: build, drive, check. `violations` lists what went wrong, for people."""
 
-    def __init__(self, seed: int, mutant: str | None = None) -> None:
+    def __init__(self, seed: int, mutant: str | None = None, store: str = "sqlite") -> None:
         self.seed = seed
         self.mutant = mutant
         self.rng = random.Random(seed)
@@ -419,9 +604,19 @@ class Scenario:
         self.trace: list[str] = []  # what happened, in order, for `--trace`
         self.zombie_runs = 0  # runs executed again by an executor whose lease was taken over
         self.lazy_keys = 0  # keys left held by a completed invocation (released by the next arrival)
-        self.raw = SQLiteStore(":memory:")  # what the checks read, without faults
+        self.raw: Any = SQLiteStore(":memory:") if store == "sqlite" else _dynamodb_store()  # read without faults
         self.store = SimStore(self.raw, self)
-        self.deployment = SimDeployment(SERVICES, self.clock, self.on_run)
+        self.xrng = random.Random(seed * 1_000_003 + 7)  # the newer parts of the workload: the older parts stay
+        self.bidi = self.xrng.random() < BIDI_SHARE
+        self.deployment = (BidiDeployment if self.bidi else SimDeployment)(SERVICES, self.clock, self.on_run)
+        self.deployment.options = FLAKY_OPTIONS
+        self.deployment.on_attempt = self.on_attempt
+        self.flaky: dict[str, Request] = {}  # invocation id -> its Flaky request
+        self.retry_due: dict[str, int] = {}  # a backing-off Flaky invocation -> when it may be retried
+        self.resuming: set[str] = set()  # Flaky invocations paused by their policy, an operator resume on its way
+        self.schedules: list[SimSchedule] = []
+        self.covered: collections.Counter[str] = collections.Counter()  # what the newer parts exercised
+        self.purged_adds: list[InvocationRecord] = []  # Counter/add invocations purged (the counters' checks)
         self.settings = Settings()
         self.plane = self.new_plane()
 
@@ -491,6 +686,61 @@ class Scenario:
             f"(epoch {epoch}) after its result was committed"
         )
 
+    def on_attempt(self, invocation_id: str, headers: Any) -> None:
+        """An attempt reached the deployment: a Flaky invocation's retry never comes before its
+        backoff ended (unless the client acted on it: a resume, a cancel, a kill)."""
+        self.covered["bidirectional attempt" if self.bidi else "request/response attempt"] += 1
+        due = self.retry_due.pop(invocation_id, None)
+        request = self.flaky.get(invocation_id)
+        if due is not None and request is not None and self.clock.now < due and not request.ops_done:
+            self.violate(
+                f"{invocation_id} ({request.handler} {request.body.decode()}) was retried at "
+                f"{(self.clock.now - START_MS) / 1000} s, before its backoff ended at {(due - START_MS) / 1000} s"
+            )
+
+    def observe_flaky(self, invocation_id: str) -> None:
+        """A Flaky invocation's failures stay visible and follow `FLAKY_POLICY`: backing off, it shows
+        its last failure and retries at `at_ms + delay_ms(failures in a row, next_retry_delay)`, with
+        fewer failures in a row than the policy's attempts; paused, it shows why (the policy's attempts
+        spent, or the PAUSE behaviour), and an operator resumes it."""
+        request = self.flaky[invocation_id]
+        record = self.raw.get_invocation(invocation_id)
+        if record is None or record.status not in ("backing-off", "paused"):
+            return
+        failure = record.last_failure or {}
+        what = f"{invocation_id} ({request.handler} {request.body.decode()}) {record.status}"
+        if not failure.get("message"):
+            self.violate(f"{what} without its last failure (invisible)")
+        if record.status == "backing-off":
+            delay = (
+                request.flaky[2] if request.flaky and failure.get("message") == FAIL_MESSAGE + "error-delay" else None
+            )
+            want = int(failure.get("at_ms", 0)) + FLAKY_POLICY.delay_ms(record.failures_in_a_row, delay)
+            if record.next_retry_at_ms != want:
+                self.violate(
+                    f"{what} after {record.failures_in_a_row} failures in a row retries at {record.next_retry_at_ms}, "
+                    f"the policy says {want}"
+                )
+            if record.failures_in_a_row >= FLAKY_POLICY.max_attempts:
+                self.violate(
+                    f"{what} after {record.failures_in_a_row} failures in a row: "
+                    f"the policy allows {FLAKY_POLICY.max_attempts}"
+                )
+            self.retry_due[invocation_id] = record.next_retry_at_ms
+            self.covered["backing off"] += 1
+            return
+        if invocation_id in self.resuming:
+            return
+        by_policy = record.failures_in_a_row >= FLAKY_POLICY.max_attempts
+        if not by_policy and failure.get("message") != FAIL_MESSAGE + "error-pause" and "pause" not in request.ops_done:
+            self.violate(
+                f"{what} after {record.failures_in_a_row} failures in a row ({failure.get('message')}): "
+                "its policy does not pause it yet"
+            )
+        self.covered["paused by its policy" if by_policy else "paused"] += 1
+        self.resuming.add(invocation_id)
+        self.scheduler.push(self.clock.now + self.xrng.randint(1_000, 60_000), "op", (request, "resume"))
+
     def note(self, what: str) -> None:
         """Add a line to the trace, with the virtual time (s since the start)."""
         self.trace.append(f"{(self.clock.now - START_MS) / 1000:10.3f} {what}")
@@ -505,12 +755,33 @@ class Scenario:
     def step(self, event: _Event) -> None:
         """Carry out one event of the heap."""
         self.current = event.target if event.kind in ("now", "timer") else ""
+        self.step_once(event)
+        if event.kind in ("now", "timer"):
+            name = schedule_of_wake_id(event.target)
+            schedule = next((s for s in self.schedules if s.name == name), None)
+            if schedule is not None:
+                self.covered["tick delivered"] += 1
+                schedule.deliveries.append((self.clock.now, event.arg if event.kind == "timer" else 0))
+            if event.target in self.flaky:
+                self.observe_flaky(event.target)
+        if event.kind == "sweep_due":  # an operator's look at the Flaky invocations
+            for invocation_id in list(self.flaky):
+                self.observe_flaky(invocation_id)
+
+    def step_once(self, event: _Event) -> None:
+        """`step` without what it observes after."""
         if event.kind == "now":
             self.note(f"advance {event.target}")
             self.note(f"  -> {self.plane.advance(event.target)}")
         elif event.kind == "timer":
             self.note(f"timer {event.target} due {(event.arg - START_MS) / 1000}")
             self.note(f"  -> {self.plane.wake(Wake.at(event.target, event.arg))}")
+        elif event.kind == "attach":
+            self.attach(*event.target)
+        elif event.kind == "purge":
+            self.purge(event.target)
+        elif event.kind == "schedule":
+            self.schedule_op(*event.target)
         elif event.kind == "submit":
             self.submit(event.target)
         elif event.kind == "op":
@@ -544,6 +815,11 @@ class Scenario:
             )
             request.invocation_id = record.invocation_id
             self.note(f"  -> {record.invocation_id}")
+            if request.flaky is not None:
+                self.flaky[record.invocation_id] = request
+                self.covered[f"flaky {request.flaky[0]}"] += 1
+            if request.purged_at:
+                self.covered["sent again after its purge"] += 1
         except StoreConflict:  # sent before: the same invocation
             engine = self.plane.engine
             if request.service == "Wf" and request.handler == "run":
@@ -552,6 +828,8 @@ class Scenario:
                 request.invocation_id = engine.idempotent_invocation_id(
                     request.service, request.handler, request.key, request.idempotency_key
                 )
+            if request.flaky is not None:
+                self.flaky[request.invocation_id] = request
 
     def operate(self, request: Request, op: str) -> None:
         """The client kills, cancels, pauses or resumes `request`'s invocation (again after a crash)."""
@@ -573,15 +851,117 @@ class Scenario:
                 operations.resume(request.invocation_id)
         except (NotFound, Conflict) as exc:  # completed already (or not paused any more)
             self.note(f"  -> {type(exc).__name__}")
+        if op == "resume":
+            self.resuming.discard(request.invocation_id)
+
+    def attach(self, request: Request, by_id: bool | None) -> None:
+        """A client attaches to `request`'s invocation (by id, by idempotency key, or a workflow's by
+        its id), through the ingress without waiting: not completed yet, it asks again later."""
+        by_id = self.xrng.random() < 0.5 if by_id is None else by_id
+        ingress = Ingress(self.plane.engine, self.store, self.plane.waiters, 0)  # type: ignore[arg-type]
+        asked = HttpRequest("GET", "/")
+        response: HttpResponse | None = None
+        try:
+            if request.service == "Wf":
+                response = ingress.attach_workflow(asked, request.service, request.key)
+            elif by_id and request.invocation_id:
+                response = ingress.attach(asked, request.invocation_id)
+            else:
+                response = ingress.attach_idempotent(
+                    asked, request.service, request.handler, request.idempotency_key, request.key
+                )
+        except NotFound:  # not accepted yet
+            pass
+        if response is not None and response.status != 202:
+            self.note(f"attach {request.idempotency_key} -> {response.status} {response.body[:40]!r}")
+            request.attaches -= 1
+            request.attached.append((response.status, response.body))
+            self.covered["attach answered"] += 1
+            return
+        self.scheduler.push(self.clock.now + self.xrng.randint(5_000, 30_000), "attach", (request, by_id))
+
+    def purge(self, request: Request) -> None:
+        """The client purges `request`'s completed invocation (once its attaches were answered), then
+        nothing is left of it; it may send the request again (a new invocation, the same id)."""
+        if not request.invocation_id or request.attaches:
+            self.scheduler.push(self.clock.now + 10_000, "purge", request)
+            return
+        self.note(f"purge {request.invocation_id}")
+        record = self.raw.get_invocation(request.invocation_id)
+        try:
+            self.plane.engine.operations.purge(request.invocation_id)
+        except Conflict:  # not completed yet
+            self.scheduler.push(self.clock.now + 30_000, "purge", request)
+            return
+        except NotFound:  # purged before: its answer was lost in a crash
+            pass
+        request.purged_at = self.clock.now
+        self.covered["purge"] += 1
+        if record is not None and record.service == "Counter":
+            self.purged_adds.append(record)
+        self.check_gone(request.invocation_id, "purged")
+        invocation_id = request.invocation_id
+        self.committed_runs = {k for k in self.committed_runs if k[0] != invocation_id}
+        self.deployment.failures = {k: v for k, v in self.deployment.failures.items() if k[0] != invocation_id}
+        if request.resend:
+            self.scheduler.push(self.clock.now + self.xrng.randint(1_000, 60_000), "submit", request)
+
+    def check_gone(self, invocation_id: str, why: str) -> None:
+        """Nothing is left of `invocation_id`: record, journal, notifications, queue entries, and no
+        timer due 10 min ago or earlier (a timer is deleted when it fires, or by the sweep)."""
+        left = []
+        if self.raw.get_invocation(invocation_id) is not None:
+            left.append("its record")
+        stale = [due for due, i in self.raw.due_timers(self.clock.now - 600_000, 10_000) if i == invocation_id]
+        if stale:
+            left.append(f"timers due at {stale}")
+        if not isinstance(self.raw, SQLiteStore):  # DynamoDB: through the store's own reads
+            loaded = self.raw.load_invocation(invocation_id)
+            if loaded is not None:
+                left.append("its journal")
+            for key in ("a", "b", "t"):
+                if (self.raw.key_status("Counter", key)[1] or ("", ""))[1] == invocation_id:
+                    left.append(f"its entry in Counter/{key}'s queue")
+        tables = ("batches", "notifications", "queue", "promise_waiters") if isinstance(self.raw, SQLiteStore) else ()
+        for table in tables:
+            (count,) = self.raw._db.execute(
+                f"SELECT count(*) FROM {table} WHERE invocation_id = ?",  # the names above
+                (invocation_id,),
+            ).fetchone()
+            if count:
+                left.append(f"{count} row(s) of {table}")
+        if left:
+            self.violate(f"{invocation_id} {why}: {', '.join(left)} left")
+
+    def schedule_op(self, schedule: SimSchedule, op: str) -> None:
+        """The client creates, pauses, resumes or deletes `schedule` (again, after a crash)."""
+        schedule.sent.setdefault(op, self.clock.now)
+        self.note(f"schedule {op} {schedule.name}")
+        schedules = self.plane.schedules
+        try:
+            if op == "create":
+                every = f"{schedule.every_ms // 1000}s"
+                schedules.create(schedule.name, service="Counter", handler="add", key="t", every=every)
+            elif op == "pause":
+                schedules.pause(schedule.name)
+            elif op == "resume":
+                schedules.resume(schedule.name)
+            else:
+                schedules.delete(schedule.name)
+        except (Conflict, NotFound) as exc:  # created or deleted before: the answer was lost in a crash
+            self.note(f"  -> {type(exc).__name__}")
+        schedule.returned[op] = self.clock.now
 
     def done(self, requests: list[Request]) -> bool:
         """True when every request was accepted and its invocation completed, no invocation is left
         unfinished and the client sends nothing more."""
-        if any(e.kind in ("submit", "op") for e in self.scheduler.heap):
+        if any(e.kind in _CLIENT_EVENTS for e in self.scheduler.heap):
             return False
         for request in requests:
             if not request.invocation_id:
                 return False
+            if request.purged_at and not request.resend:
+                continue
             record = self.raw.get_invocation(request.invocation_id)
             if record is None or record.status != "completed":
                 return False
@@ -603,10 +983,10 @@ class Scenario:
             try:
                 self.step(event)
             except SimulatedWriteFailure:  # outside an attempt: the worker logs it; the client sends again
-                if event.kind in ("submit", "op"):
+                if event.kind in _CLIENT_EVENTS:
                     self.scheduler.push(self.clock.now + 1_000, event.kind, event.target)
             except SimulatedCrash:
-                if event.kind in ("submit", "op"):  # the client saw no answer: it sends again
+                if event.kind in _CLIENT_EVENTS:  # the client saw no answer: it sends again
                     self.scheduler.push(self.clock.now + 1_000, event.kind, event.target)
                 self.scheduler.forget_wake_ups()
                 self.plane = self.new_plane()
@@ -616,10 +996,22 @@ class Scenario:
 
     def run(self) -> list[str]:
         """The whole scenario: workload, driving with faults, then the checks. Returns the violations."""
-        with _mutant_effects(self.mutant):
+        with _mutant_effects(self.mutant), contextlib.ExitStack() as stack:
+            if isinstance(self.deployment, BidiDeployment):  # its streams' idle waits pass in virtual time
+                stack.callback(setattr, bidi_module, "time", bidi_module.time)
+                bidi_module.time = self.deployment.monotonic  # type: ignore[assignment]
             self.plane.registry.register(DEPLOYMENT_URL)
-            requests = workload(self.rng)
+            requests = workload(self.rng) + flaky_requests(self.xrng)
+            extras(self.xrng, requests)
+            self.schedules = schedules(self.xrng)
+            for schedule in self.schedules:
+                for op, at in schedule.ops:
+                    self.scheduler.push(at, "schedule", (schedule, op))
             for request in requests:
+                for _ in range(request.attaches):
+                    self.scheduler.push(request.at_ms + self.xrng.randint(0, 200_000), "attach", (request, None))
+                if request.purge_at:
+                    self.scheduler.push(request.purge_at, "purge", request)
                 self.scheduler.push(request.at_ms, "submit", request)
                 if request.op is not None:
                     self.scheduler.push(request.op[1], "op", (request, request.op[0]))
@@ -630,7 +1022,7 @@ class Scenario:
             self.armed = True
             self.drive(START_MS + _HORIZON_MS, requests)
             self.armed = False
-            self.scheduler.heap = [e for e in self.scheduler.heap if e.kind not in ("submit", "op")]  # gave up
+            self.scheduler.heap = [e for e in self.scheduler.heap if e.kind not in _CLIENT_EVENTS]  # gave up
             heapq.heapify(self.scheduler.heap)
             self.scheduler.enabled = False  # no more faults: the checks and the retention phase
             self.check(requests)
@@ -644,10 +1036,13 @@ class Scenario:
         without a completion id given or completed twice; every object key released."""
         counters: dict[str, int] = {}
         for request in requests:
-            for key, delta in request.adds:
+            for key, delta in request.adds * (2 if request.purged_at and request.resend else 1):
                 counters[key] = counters.get(key, 0) + delta
             if not request.invocation_id:
                 self.violate(f"request {request.idempotency_key} was never accepted")
+                continue
+            if request.purged_at and not request.resend:
+                self.check_gone(request.invocation_id, "purged")
                 continue
             record = self.raw.get_invocation(request.invocation_id)
             if record is None:
@@ -660,8 +1055,16 @@ class Scenario:
                     + (f", last failure: {failure}" if failure else "")
                 )
                 continue
-            allowed = {"failed" if request.too_large else "succeeded"}
+            if request.purged_at and record.created_at_ms <= request.purged_at:
+                self.violate(f"{request.invocation_id} sent again after its purge is the purged one")
+            allowed = set(request.allowed or {"failed" if request.too_large else "succeeded"})
             allowed |= {_ENDS[op] for op in request.ops_done if op in _ENDS}
+            self.check_attached(request, record)
+            if request.flaky and not self.crashes and not self.races:  # no failure's record lost: exact
+                self.check_flaky_end(request, record)
+            terminal = (record.failure or {}).get("message") == FAIL_MESSAGE + "terminal"
+            if request.flaky and record.completion == "failed" and not terminal:
+                self.violate(f"{request.invocation_id} failed with {record.failure}, not its terminal failure")
             if record.completion not in allowed:
                 self.violate(
                     f"{request.invocation_id} ({request.service}) ended {record.completion}: {record.failure}"
@@ -674,9 +1077,10 @@ class Scenario:
         if any(v for v in self.violations if "did not complete" in v or "never accepted" in v):
             return  # counters and keys are not settled yet: the stuck invocation says why
         ended_early = any(op in _ENDS for r in requests for op in r.ops_done)
+        counters["t"] = self.check_schedules()
         for key in sorted(set(counters) | {"a", "b"}):
-            self.check_counter(key, None if ended_early else counters.get(key, 0))
-        for key in ("a", "b"):
+            self.check_counter(key, None if ended_early and key != "t" else counters.get(key, 0))
+        for key in ("a", "b", "t"):
             holder, queued = self.raw.key_status("Counter", key)
             record = self.raw.get_invocation(holder) if holder else None
             if holder is not None and (record is None or record.status == "completed") and queued is None:
@@ -688,6 +1092,79 @@ class Scenario:
             if record.status != "completed":
                 self.violate(f"{record.invocation_id} ({record.service}) left {record.status}")
 
+    def check_flaky_end(self, request: Request, record: InvocationRecord) -> None:
+        """Without crashes or concurrent executors: a terminal failure was not retried (one failing
+        attempt), and `Flaky/doomed` was killed once its failures reached the policy's attempts."""
+        assert request.flaky is not None
+        mode, times, _ = request.flaky
+        made = self.deployment.failures.get((request.invocation_id, "fail"), 0)
+        if mode == "terminal" and made != 1:
+            self.violate(f"{request.invocation_id}'s terminal failure was attempted {made} times (retried)")
+        doomed = request.handler == "doomed" and mode != "terminal" and times >= FLAKY_POLICY.max_attempts
+        doomed = doomed and not request.ops_done  # the client's kill, cancel or pause decides otherwise
+        if doomed and record.completion != "killed":
+            self.violate(
+                f"{request.invocation_id} ({request.body.decode()}) ended {record.completion}: its policy kills "
+                f"it after {FLAKY_POLICY.max_attempts} failures in a row"
+            )
+
+    def check_attached(self, request: Request, record: InvocationRecord) -> None:
+        """Every attach got the invocation's final result, and the model's output if it succeeded."""
+        final = Ingress._result(None, record)  # type: ignore[arg-type]  # the ingress' answer for a completed one
+        for status, body in request.attached:
+            if request.expected is not None and status == 200 and body != request.expected:
+                self.violate(f"an attach to {request.invocation_id} got {body!r}, the model says {request.expected!r}")
+            elif not request.purged_at and (status, body) != (final.status, final.body):
+                self.violate(
+                    f"an attach to {request.invocation_id} got {status} {body!r}, its final result is "
+                    f"{final.status} {final.body!r}"
+                )
+
+    def check_schedules(self) -> int:
+        """Each schedule's ticks: on its grid, one invocation each, none while it was paused or after
+        it was deleted; every delivery of a due tick while it ran sent that tick; no tick is lost
+        for good (one runs within `bound` of each grid tick). Returns how many ticks ran (each adds
+        1 to Counter/t)."""
+        total = 0
+        records = [r for r in self.raw.list_invocations(None, "Counter", 10_000) if r.key == "t"]
+        bound = 200_000 + self.races * self.settings.lease_ms
+        for schedule in self.schedules:
+            cadence = Cadence(every_ms=schedule.every_ms)
+            prefix = tick_idempotency_key(schedule.name, 0)[:-1]
+            created = {
+                int(r.idempotency_key[len(prefix) :]): r.created_at_ms
+                for r in records
+                if r.idempotency_key.startswith(prefix)
+            }
+            ticks = sorted(created)
+            total += len(ticks)
+            name = f"schedule {schedule.name} (every {schedule.every_ms // 1000} s)"
+            resumed = schedule.returned.get("resume", 1 << 62)
+            for tick in ticks:
+                at = (tick - START_MS) / 1000
+                if tick % schedule.every_ms or schedule.paused(created[tick]) or tick < schedule.sent["create"]:
+                    self.violate(f"{name} ran tick {at} s: off its grid, or sent while it did not run")
+                elif schedule.paused(tick) and created[tick] >= resumed:
+                    self.violate(f"{name} ran tick {at} s, which fell while it was paused, after the resume")
+            for at, due in schedule.deliveries:
+                tick = cadence.latest_at_or_before(max(at, due))
+                pending = "pause" in schedule.sent and at >= schedule.sent["pause"] and tick < resumed  # pause drops it
+                if schedule.active(at) and schedule.active(tick) and not pending and tick not in ticks:
+                    self.violate(
+                        f"{name}: a delivery at {(at - START_MS) / 1000} s did not send tick "
+                        f"{(tick - START_MS) / 1000} s"
+                    )
+            if "create" not in schedule.returned:
+                continue
+            tick = cadence.next_after(schedule.returned["create"])
+            while tick + bound < schedule.sent.get("delete", self.clock.now):
+                if schedule.active_over(tick, tick + bound) and not any(tick <= t <= tick + bound for t in ticks):
+                    self.violate(
+                        f"{name}: no tick ran within {bound / 1000} s of tick {(tick - START_MS) / 1000} s (lost)"
+                    )
+                tick += schedule.every_ms
+        return total
+
     def check_counter(self, key: str, total: int | None) -> None:
         """Counter `key` holds `total` (the model's, when nothing was killed or cancelled), and its
         adds were serializable: the succeeded ones, in the order of their outputs, each add their
@@ -696,6 +1173,7 @@ class Scenario:
         if total is not None and got != total:
             self.violate(f"Counter/{key} holds {got}, the model says {total} (a state write lost or doubled)")
         adds = [r for r in self.raw.list_invocations(["completed"], "Counter", 10_000) if r.key == key]
+        adds += [r for r in self.purged_adds if r.key == key]
         succeeded = sorted((int(r.output or b"0"), _delta(r)) for r in adds if r.completion == "succeeded")
         killed = sum(_delta(r) for r in adds if r.completion == "killed")
         low = sum(delta for _, delta in succeeded)
@@ -762,22 +1240,67 @@ class Scenario:
             if queued is not None and queued[1] in completed:
                 self.violate(f"Counter/{key}'s queue keeps an entry for {queued[1]} after its retention")
         for invocation_id in sorted(completed):
-            if self.raw.get_invocation(invocation_id) is not None:
-                self.violate(f"{invocation_id} is still stored after its retention")
+            self.check_gone(invocation_id, "after its retention")
+        self.send_again_after_retention(requests)
+
+    def send_again_after_retention(self, requests: list[Request]) -> None:
+        """A request sent again with its idempotency key once its invocation's retention ended is a
+        new invocation, not a duplicate of the one removed."""
+        again = next(
+            (
+                r
+                for r in requests
+                if r.invocation_id and r.service != "Wf" and _resend_is_modelled(r) and not r.purged_at
+            ),
+            None,
+        )
+        if again is None:
+            return
+        try:
+            self.plane.engine.create(
+                again.service, again.handler, again.body, {}, key=again.key, leased=False,
+                idempotency_key=again.idempotency_key,
+            )  # fmt: skip
+        except StoreConflict:
+            self.violate(f"request {again.idempotency_key} sent again after its retention ended: refused as sent")
+            return
+        self.covered["sent again after its retention"] += 1
 
 
-def run_scenario(seed: int, mutant: str | None = None) -> Scenario:
-    """Run the scenario of `seed` (with `mutant`, one of `MUTANTS`, installed) and return it."""
+STORES = ("sqlite", "dynamodb")
+"""The stores a scenario may run over: in-memory SQLite, or the DynamoDB store on an in-process moto."""
+
+
+def _dynamodb_store() -> Any:
+    """A `DynamoDBStore` on a fresh table of the in-process moto (`moto.mock_aws` must be active)."""
+    from adapters.aws.dynamodb_store import DynamoDBStore  # only here: boto3 and moto are slow to import
+
+    store = DynamoDBStore(
+        "sim", region="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing", shards=2
+    )
+    store.ensure_schema()
+    return store
+
+
+def run_scenario(seed: int, mutant: str | None = None, store: str = "sqlite") -> Scenario:
+    """Run the scenario of `seed` (with `mutant`, one of `MUTANTS`, installed) over `store` (one of
+    `STORES`) and return it."""
     disabled = logging.root.manager.disable
     logging.disable(logging.CRITICAL)  # the engine logs the faults it meets; the report says what matters
-    scenario = Scenario(seed, mutant)
-    try:
-        scenario.run()
-    except Exception as exc:  # noqa: BLE001  # an exception out of the engine's ports is a finding too
-        scenario.violate(f"the simulation raised {type(exc).__name__}: {exc}")
-    finally:
-        scenario.raw.close()
-        logging.disable(disabled)
+    with contextlib.ExitStack() as stack:
+        if store == "dynamodb":
+            from moto import mock_aws
+
+            stack.enter_context(mock_aws())
+        scenario = Scenario(seed, mutant, store)
+        try:
+            scenario.run()
+        except Exception as exc:  # noqa: BLE001  # an exception out of the engine's ports is a finding too
+            scenario.violate(f"the simulation raised {type(exc).__name__}: {exc}")
+        finally:
+            if hasattr(scenario.raw, "close"):
+                scenario.raw.close()
+            logging.disable(disabled)
     return scenario
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.simulator import sim
 from tests.simulator.__main__ import main
+from tests.simulator.sdk import FAILURE_MODES
 from tests.simulator.sim import MUTANTS, run_scenario
 
 SEEDS = range(150)
@@ -20,6 +22,12 @@ FOUND = {
     7842: "a delayed exclusive send was granted its key, then a crash came before it was told; the sweep put it "
     "back in the key's queue though it held the key, and the entry outlived it (fixed: Keys.requeue does not "
     "queue again an invocation that holds its key)",
+    91: "a schedule's tick timer fired a little early: the tick it was for ran, and the schedule's next tick was "
+    "that same tick, so its timer fired again at once, forever (a storm of wake-ups; no later tick ran) (fixed: "
+    "Schedules.tick moves the next tick past the tick it sent; tests/integration/test_schedules.py covers it)",
+    1290: "a schedule paused before its tick and resumed after it: the timer armed before the pause was delivered "
+    "after the resume and ran the tick that fell while paused (fixed: Schedules.tick drops a tick between the "
+    "last one that ran and the next one; tests/integration/test_schedules.py covers it)",
 }
 """Seeds that found real bugs, fixed since: each keeps every invariant (`test_seeds_that_found_bugs`)."""
 
@@ -33,6 +41,38 @@ def test_every_seed_keeps_every_invariant() -> None:
 def test_seeds_that_found_bugs(seed: int) -> None:
     """A seed that found a bug keeps every invariant now that the bug is fixed."""
     assert run_scenario(seed).violations == []
+
+
+PURGE_RESEND_BUG = {
+    0: "a Flow's awakeable is resolved by a Resolver it sends to; sent again after its purge, the Flow's send names "
+    "the purged Flow's Resolver (a derived id), which exists: it is taken as sent, never runs, the Flow waits forever",
+    32: "a Flow's add to Counter/a, sent again after its purge, names the purged Flow's callee, which exists: the "
+    "call gets the old result and the counter is not added to (17, the model says 25)",
+}
+"""Seeds that fail once purged requests that make calls may be sent again (`sim.RESEND_WITH_CALLS`): the
+invocation sent again has the purged one's id (its idempotency key's), so its callees' ids, derived from the
+caller's id and the journal index (`ids.derived_invocation_id`), are the purged one's callees', which still
+exist. Not fixed: deriving callee ids from something else changes the ids journals already written name."""
+
+
+@pytest.mark.xfail(strict=True, reason="a request sent again after its purge reuses the purged one's callee ids")
+@pytest.mark.parametrize("seed", sorted(PURGE_RESEND_BUG))
+def test_a_request_sent_again_after_its_purge_runs_its_calls_again(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sim, "RESEND_WITH_CALLS", True)
+    assert run_scenario(seed).violations == []
+
+
+def test_the_seeds_exercise_every_part_of_the_workload() -> None:
+    """Failing attempts of every mode, backoff and pauses, attaches, purges and requests sent again
+    after them, schedule ticks: each happens within the first 150 seeds."""
+    covered: dict[str, int] = {}
+    for seed in SEEDS:
+        for what, count in run_scenario(seed).covered.items():
+            covered[what] = covered.get(what, 0) + count
+    wanted = {f"flaky {mode}" for mode in (*FAILURE_MODES, "run-error")}
+    wanted |= {"backing off", "paused by its policy", "attach answered", "purge", "sent again after its purge"}
+    wanted |= {"tick delivered", "bidirectional attempt", "request/response attempt", "sent again after its retention"}
+    assert wanted <= set(covered), sorted(wanted - set(covered))
 
 
 def test_a_seed_replays_exactly() -> None:
