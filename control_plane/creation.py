@@ -294,6 +294,8 @@ class Creation:
             epoch=1 if leased else 0,
             lease_until_ms=now + lease_ms(target.options, self.settings) if leased else 0,
             random_seed=random.getrandbits(63),
+            # an id that can come back (sent again after a purge or its retention): new callee ids then
+            callee_seed=random.getrandbits(63) | 1 if idempotency_key or plan.workflow_run else 0,
             idempotency_key=idempotency_key,
             output_content_type=target.output_content_type,
             execution_time_ms=execution_time_ms if delayed else 0,

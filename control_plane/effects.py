@@ -106,12 +106,14 @@ class Effects:
         return out
 
     def callee_id(self, held: Held, index: int) -> str:
-        return self._callee_of(held.record.invocation_id, index, _call_message(held.journal.frames[index]))
+        return self._callee_of(held.record, index, _call_message(held.journal.frames[index]))
 
-    def _callee_of(self, parent_id: str, index: int, call: pb.CallCommandMessage | pb.OneWayCallCommandMessage) -> str:
-        """The invocation id a Call or OneWayCall at journal `index` names: a workflow's run id, the
-        id of the call's idempotency key for its target, or else one derived from the caller and the
-        entry. Raises `NotFound` for an unknown service or handler."""
+    def _callee_of(
+        self, parent: InvocationRecord, index: int, call: pb.CallCommandMessage | pb.OneWayCallCommandMessage
+    ) -> str:
+        """The invocation id a Call or OneWayCall at journal `index` of `parent` names: a workflow's run
+        id, the id of the call's idempotency key for its target, or else one derived from the caller,
+        its `callee_seed` and the entry. Raises `NotFound` for an unknown service or handler."""
         target = self.registry.resolve(call.service_name, call.handler_name)
         if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":
             return self.engine.workflow_run_id(call.service_name, call.key)
@@ -119,7 +121,7 @@ class Effects:
             return self.engine.idempotent_invocation_id(
                 call.service_name, call.handler_name, call.key, call.idempotency_key
             )
-        return ids.derived_invocation_id(parent_id, index, call.key)
+        return ids.derived_invocation_id(parent.invocation_id, index, call.key, parent.callee_seed)
 
     def derived_notifications(self, held: Held, entries: list[Frame]) -> list[Frame]:
         """Notifications the runtime owes for commands in `entries`, stored in the same commit.
@@ -133,7 +135,7 @@ class Effects:
             if entry.type not in (MessageType.OneWayCall, MessageType.Call):
                 continue
             call = _call_message(entry)
-            callee = self._callee_of(held.record.invocation_id, len(held.journal) + offset, call)
+            callee = self._callee_of(held.record, len(held.journal) + offset, call)
             notification = pb.CallInvocationIdCompletionNotificationMessage(
                 completion_id=call.invocation_id_notification_idx, invocation_id=callee
             )
@@ -231,7 +233,7 @@ class Effects:
         headers = {h.key: h.value for h in call.headers}
         is_call = isinstance(call, pb.CallCommandMessage)
         try:
-            callee = self._callee_of(parent.invocation_id, index, call)
+            callee = self._callee_of(parent, index, call)
             self.engine.create(
                 call.service_name,
                 call.handler_name,

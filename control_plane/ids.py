@@ -153,14 +153,19 @@ def new_invocation_id(key: str = "") -> str:
     return invocation_id_from_bytes(prefix + os.urandom(INVOCATION_ID_BYTES - PARTITION_KEY_BYTES))
 
 
-def derived_invocation_id(parent_id: str, entry_index: int, key: str = "") -> str:
+def derived_invocation_id(parent_id: str, entry_index: int, key: str = "", seed: int = 0) -> str:
     """A deterministic id for the invocation created by entry `entry_index` of `parent_id`, whose
-    target has `key` ("" for a service).
+    target has `key` ("" for a service), and the parent's `InvocationRecord.callee_seed` (`seed`).
 
     A retried commit of the same entry therefore names the same child and creates it once. A parent
+    whose id can come back once it is gone (an idempotency key's, a workflow run's: sent again after
+    a purge or its retention) has a random non-zero `seed`, so the new run's children are new
+    invocations, not the purged run's (which may still be stored). A parent stored without one (0:
+    a random id, or a record from before the seed) names its children as it always did; a parent
     with a 16-byte id (earlier Torpor) names a 16-byte child, as it did when its journal was written.
     """
-    digest = hashlib.sha256(invocation_id_bytes(parent_id) + struct.pack(">I", entry_index)).digest()
+    salt = struct.pack(">Q", seed) if seed else b""
+    digest = hashlib.sha256(invocation_id_bytes(parent_id) + salt + struct.pack(">I", entry_index)).digest()
     if is_legacy_invocation_id(parent_id):
         return invocation_id_from_bytes(digest[:LEGACY_INVOCATION_ID_BYTES])
     prefix = partition_key(key) if key else digest[16 : 16 + PARTITION_KEY_BYTES]

@@ -157,6 +157,7 @@ class InvocationRecord:
     completed_at_ms: int = 0
     expires_at_s: int = 0  # DynamoDB TTL: the record is removed after this time (seconds)
     random_seed: int = 0
+    callee_seed: int = 0  # non-zero: the ids of its callees are derived with it (`ids.derived_invocation_id`)
     idempotency_key: str = ""
     output_content_type: str = "application/json"
     doorbell: int = 0  # bumped by whoever stores a notification for this invocation (see `Store.ring`)

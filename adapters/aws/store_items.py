@@ -353,6 +353,7 @@ class InvocationItem(Item):
     completed_at_ms = IntAttribute(null=True)
     expires_at_s = IntAttribute(null=True, attr_name=RETAINED_ATTRIBUTE)
     random_seed = IntAttribute(null=True)
+    callee_seed = IntAttribute(null=True)
     idempotency_key = UnicodeAttribute(null=True)
     output_content_type = UnicodeAttribute(null=True)
     doorbell = IntAttribute(null=True)  # absent on items written before it existed: reads as 0

@@ -55,6 +55,7 @@ EVERY_FIELD = InvocationRecord(
     completed_at_ms=1_700_000_000_900,
     expires_at_s=1_700_086_400,
     random_seed=(1 << 63) - 1,
+    callee_seed=(1 << 62) + 1,
     idempotency_key="idem-1",
     output_content_type="application/octet-stream",
     doorbell=4,

@@ -21,7 +21,7 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.settings import Settings
 from control_plane.timers import Wake
 from examples.side_effects import read_side_effects
-from tests.helpers.dev import describe, dev_with_examples, wait_for
+from tests.helpers.dev import describe, dev_with_examples, unique, wait_for
 from tests.helpers.dynamodb_items import partitions
 from tests.helpers.moto import unique_table_name
 
@@ -422,6 +422,25 @@ def test_purge_deletes_a_completed_invocation_and_refuses_a_running_one(dev: Dev
     assert "only completed" in refused.json()["message"]
     httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/kill")
     assert httpx.patch(f"{dev.admin_url}/invocations/{sleeping}/purge").status_code == 202
+
+
+def test_a_request_sent_again_after_its_purge_makes_its_calls_again(dev: DevServer) -> None:
+    key, counter = unique("purged"), unique("purge-counter")
+    body, headers = {"key": counter, "n": 2}, {"idempotency-key": key}
+    # GIVEN a request with an idempotency key that called Counter/add twice, completed, then purged
+    first = httpx.post(f"{dev.ingress_url}/Calls/count_to", json=body, headers=headers, timeout=30)
+    assert first.status_code == 200, first.text
+    assert first.json() == 2
+    invocation_id = first.headers["x-restate-id"]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/purge").status_code == 202
+    # WHEN the same request is sent again
+    again = httpx.post(f"{dev.ingress_url}/Calls/count_to", json=body, headers=headers, timeout=30)
+    # THEN it runs as new (the same id: its idempotency key's) and its calls are new ones: the counter is at 4,
+    # not handed the purged run's callees' results
+    assert again.status_code == 200, again.text
+    assert again.headers["x-restate-id"] == invocation_id
+    assert again.json() == 4
+    assert httpx.post(f"{dev.ingress_url}/Counter/{counter}/get", json=None, timeout=30).json() == 4
 
 
 # --- service configuration ----------------------------------------------------------------------

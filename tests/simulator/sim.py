@@ -18,7 +18,7 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
 - attaches through the ingress (by idempotency key, by id, a workflow's by its id), before and after
   the invocation completes;
 - purges of completed invocations (admin purge), some then sent again with the same idempotency key
-  (only those that make no calls: `RESEND_WITH_CALLS`);
+  (`RESEND_WITH_CALLS`);
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
   and resumed, then deleted by the client, its ticks delivered by the faulty scheduler.
 
@@ -511,13 +511,12 @@ def extras(rng: random.Random, requests: list[Request]) -> None:
             request.resend = rng.random() < 0.5 and _resend_is_modelled(request)
 
 
-RESEND_WITH_CALLS = False
-"""Whether a purged request whose handler calls, sends or makes awakeables may be sent again. Not
-yet: the invocation sent again has the purged one's id (its idempotency key's), so its callees' ids
-(derived from the caller's id and the entry, `ids.derived_invocation_id`) are the purged one's
-callees', which still exist: a call gets the old callee's result, a one-way call (the `Resolver` of
-an awakeable, a send to a counter) is taken as sent already and never runs (tests/unit/test_simulator.py,
-`PURGE_RESEND_BUG`: strict xfail seeds)."""
+RESEND_WITH_CALLS = True
+"""Whether a purged request whose handler calls, sends or makes awakeables may be sent again. The
+invocation sent again has the purged one's id (its idempotency key's); its callees' ids are derived
+with its own `callee_seed`, so they are new invocations, not the purged one's (which still exist).
+Before the seed, a call got the old callee's result and a one-way call was taken as sent already and
+never ran (found by the simulator: seeds 0 and 32, regression seeds in tests/unit/test_simulator.py)."""
 
 
 def _resend_is_modelled(request: Request) -> bool:
@@ -1201,7 +1200,7 @@ class Scenario:
             for index, f in enumerate(decode_frames(batch.entries), start=batch.start_index):
                 message = f.decode()
                 if f.type in (MessageType.Call, MessageType.OneWayCall):
-                    callee = self.plane.engine.effects._callee_of(invocation_id, index, message)  # type: ignore[arg-type]
+                    callee = self.plane.engine.effects._callee_of(loaded.record, index, message)  # type: ignore[arg-type]
                     killed = loaded.record.completion == "killed"  # a kill drops effects not yet carried out
                     if not killed and self.raw.get_invocation(callee) is None:
                         self.violate(
@@ -1292,6 +1291,11 @@ def run_scenario(seed: int, mutant: str | None = None, store: str = "sqlite") ->
             from moto import mock_aws
 
             stack.enter_context(mock_aws())
+        # the engine's own draws (`random`: a run's random seed, its callees' `callee_seed`, retry
+        # jitter) follow the seed too, so a seed replays exactly
+        state = random.getstate()
+        random.seed(seed)
+        stack.callback(random.setstate, state)
         scenario = Scenario(seed, mutant, store)
         try:
             scenario.run()

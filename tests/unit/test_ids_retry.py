@@ -171,3 +171,14 @@ def test_a_deployment_id_carries_its_random_bytes_as_restate_reads_them(
     monkeypatch.setattr(ids.os, "urandom", lambda n: raw)
     deployment_id = ids.new_deployment_id()
     assert restate_deployment_id_number(deployment_id) == int.from_bytes(raw, "little"), deployment_id
+
+
+def test_a_callee_seed_names_other_children_and_no_seed_names_them_as_before() -> None:
+    parent = ids.new_invocation_id()
+    # a parent stored before the seed (0) names its children as it always did: its journal names them
+    assert ids.derived_invocation_id(parent, 3, "", 0) == ids.derived_invocation_id(parent, 3)
+    # a run with a seed names children of its own, the same ones on every retry, its key's partition kept
+    assert ids.derived_invocation_id(parent, 3, "", 7) != ids.derived_invocation_id(parent, 3)
+    assert ids.derived_invocation_id(parent, 3, "", 7) != ids.derived_invocation_id(parent, 3, "", 9)
+    assert ids.derived_invocation_id(parent, 3, "", 7) == ids.derived_invocation_id(parent, 3, "", 7)
+    assert ids.derived_invocation_id(parent, 3, "k", 7)[:16] == ids.new_invocation_id("k")[:16]

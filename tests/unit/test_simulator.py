@@ -43,22 +43,20 @@ def test_seeds_that_found_bugs(seed: int) -> None:
     assert run_scenario(seed).violations == []
 
 
-PURGE_RESEND_BUG = {
-    0: "a Flow's awakeable is resolved by a Resolver it sends to; sent again after its purge, the Flow's send names "
-    "the purged Flow's Resolver (a derived id), which exists: it is taken as sent, never runs, the Flow waits forever",
-    32: "a Flow's add to Counter/a, sent again after its purge, names the purged Flow's callee, which exists: the "
-    "call gets the old result and the counter is not added to (17, the model says 25)",
+PURGE_RESEND_FOUND = {
+    0: "a Flow's awakeable is resolved by a Resolver it sends to; sent again after its purge, the Flow's send named "
+    "the purged Flow's Resolver (a derived id), which exists: it was taken as sent, never ran, the Flow waited forever",
+    32: "a Flow's add to Counter/a, sent again after its purge, named the purged Flow's callee, which exists: the "
+    "call got the old result and the counter was not added to (17, the model says 25)",
 }
-"""Seeds that fail once purged requests that make calls may be sent again (`sim.RESEND_WITH_CALLS`): the
-invocation sent again has the purged one's id (its idempotency key's), so its callees' ids, derived from the
-caller's id and the journal index (`ids.derived_invocation_id`), are the purged one's callees', which still
-exist. Not fixed: deriving callee ids from something else changes the ids journals already written name."""
+"""Seeds that failed while the invocation sent again after its purge (the same id: its idempotency key's)
+derived its callees' ids from its id and the journal index alone (`ids.derived_invocation_id`): they were
+the purged one's callees', which still exist. Its callees' ids now take its `callee_seed`, random per run."""
 
 
-@pytest.mark.xfail(strict=True, reason="a request sent again after its purge reuses the purged one's callee ids")
-@pytest.mark.parametrize("seed", sorted(PURGE_RESEND_BUG))
-def test_a_request_sent_again_after_its_purge_runs_its_calls_again(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sim, "RESEND_WITH_CALLS", True)
+@pytest.mark.parametrize("seed", sorted(PURGE_RESEND_FOUND))
+def test_a_request_sent_again_after_its_purge_runs_its_calls_again(seed: int) -> None:
+    assert sim.RESEND_WITH_CALLS
     assert run_scenario(seed).violations == []
 
 
