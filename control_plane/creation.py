@@ -314,13 +314,8 @@ class Creation:
     def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
         """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""
         try:
-            fresh = self.store.update_invocation(
-                record.invocation_id,
-                record.epoch,
-                returning=True,
-                status="pending",
-                lease_until_ms=0,
-                modified_at_ms=self.clock.now_ms(),
+            fresh = self.store.wait_for_key(
+                record.invocation_id, record.epoch, returning=True, modified_at_ms=self.clock.now_ms()
             )
         except StoreConflict:  # killed or cancelled at once: its ending released what it had
             return record

@@ -28,7 +28,8 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 
 Changes = dict[str, Any]
-"""Fields of `InvocationRecord` and their new values, as `Store.update_invocation` takes them."""
+"""Fields of `InvocationRecord` and their new values, as the store's named transitions take them
+(`InvocationTransitions`: `complete`, `suspend`, `back_off`, `pause`, `wait_for_key`)."""
 
 
 def completion_changes(

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from control_plane.attempt import AttemptFailure
@@ -37,6 +37,7 @@ from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     Clock,
+    InvocationRecord,
     ItemTooLarge,
     JournalBatch,
     Store,
@@ -128,7 +129,7 @@ class Executor:
         than an attempt's worth (the inactivity timeout and half the margin) is left; nothing otherwise.
         Raises `StoreConflict` if the epoch moved on."""
         if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
-            self.update(held, lease_until_ms=now + lease_ms(options, self.settings))
+            self.update(held, self.store.renew_lease, lease_until_ms=now + lease_ms(options, self.settings))
 
     def commit_new(self, held: Held, entries: list[Frame]) -> list[Frame] | Outcome | AttemptFailure | None:
         """The one commit path of an attempt's checked entries (an answer, or what the SDK sent so
@@ -168,7 +169,7 @@ class Executor:
         fenced = is_exclusive(held.record) and all(f.type in STATE_COMMANDS for f in effectful)
         if effectful and not fenced:
             try:  # still ours? A kill (or a successor) moved the epoch: carry out nothing
-                self.update(held)
+                self.update(held, self.store.record_progress)
             except StoreConflict:
                 return Outcome.LEASE_LOST
         try:
@@ -255,7 +256,7 @@ class Executor:
                 record, doorbell = replace(record, callers=current.callers), current.doorbell
             told = self.endings.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
             try:
-                self.update(held, doorbell=doorbell, **changes)
+                self.update(held, self.store.complete, doorbell=doorbell, **changes)
             except StoreConflict:
                 if doorbell is None:
                     raise
@@ -270,7 +271,7 @@ class Executor:
         doorbell = held.record.doorbell
         changes = suspension_changes(doorbell, held.awaiting.to_json(), sleeps, len(held.journal))
         try:
-            self.update(held, doorbell=doorbell, **changes)
+            self.update(held, self.store.suspend, doorbell=doorbell, **changes)
         except StoreConflict:
             return None if self.reload(held) else Outcome.LEASE_LOST
         self.metrics.count("suspensions", service=held.record.service, handler=held.record.handler)
@@ -359,7 +360,7 @@ class Executor:
         record = held.record
         if self.stopping.is_set():  # the attempt broke because this process stops: not the handler's fault
             try:
-                self.update(held, lease_until_ms=0)
+                self.update(held, self.store.release_lease, lease_until_ms=0)
             except StoreConflict:
                 return Outcome.LEASE_LOST
             return Outcome.HANDED_OFF
@@ -393,16 +394,16 @@ class Executor:
                 return Outcome.COMPLETED
             if decision.then is AfterFailure.PAUSE:
                 # conditional on the doorbell: a cancel stored meanwhile must not be parked
-                self.update(held, doorbell=record.doorbell, **decision.changes)
+                self.update(held, self.store.pause, doorbell=record.doorbell, **decision.changes)
                 self.waiters.notify(record.invocation_id)
                 self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
                 return Outcome.PAUSED
             due = self.timers.record(record.invocation_id, decision.retry_at_ms, held)  # first: a crash cannot lose it
-            self.update(held, **decision.changes)
+            self.update(held, self.store.back_off, **decision.changes)
         except StoreConflict:
             if self.reload(held):  # the doorbell rang while pausing: deliver what arrived
                 try:
-                    self.update(held, lease_until_ms=0)
+                    self.update(held, self.store.release_lease, lease_until_ms=0)
                 except StoreConflict:
                     return Outcome.LEASE_LOST
                 self.scheduler.wake_now(record.invocation_id)
@@ -411,8 +412,23 @@ class Executor:
         self.timers.hop(record.invocation_id, due)
         return Outcome.BACKING_OFF
 
-    def update(self, held: Held, *, doorbell: int | None = None, **changes: object) -> None:
-        """Conditional update on our epoch (and the doorbell); keeps the in-memory record in step."""
+    def update(
+        self,
+        held: Held,
+        transition: Callable[..., InvocationRecord | None],
+        *,
+        doorbell: int | None = None,
+        **changes: object,
+    ) -> None:
+        """Make `transition`, a named transition of the store (`InvocationTransitions`: `self.store.suspend`,
+        ...), on our epoch (and with `doorbell`, the doorbell); keeps the in-memory record in step.
+
+        It adds the holder's bookkeeping every such write saves: `modified_at_ms`, `attempts` (counted
+        in memory), `inbox_seq` "" once it holds its key, the AWS `requests` metered since the last
+        write; and caps `effects_applied_upto` at what is known applied. A completion of an
+        invocation others can attach to reads back its record in the same request (`returning`).
+        Raises `StoreConflict` if the epoch (or the doorbell) moved on.
+        """
         changes.setdefault("modified_at_ms", self.clock.now_ms())
         changes.setdefault("attempts", held.record.attempts)  # counted in memory, saved with every write
         if held.record.inbox_seq:  # it holds its key (`Engine._advance` checked, or it took it when created)
@@ -427,8 +443,9 @@ class Executor:
         completing = changes.get("status") == "completed" and (
             bool(held.record.idempotency_key) or is_workflow_run(held.record)
         )
-        fresh = self.store.update_invocation(
-            held.record.invocation_id, held.record.epoch, doorbell=doorbell, returning=completing, **changes
-        )
+        extra: dict[str, object] = {} if doorbell is None else {"doorbell": doorbell}
+        if completing:
+            extra["returning"] = True
+        fresh = transition(held.record.invocation_id, held.record.epoch, **extra, **changes)
         held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
         held.meter.clear()

@@ -274,7 +274,7 @@ class Engine:
             if start.new_place:  # its turn for the key starts now
                 changes["inbox_seq"] = inbox_seq(now, invocation_id)
             try:
-                self.executor.update(held, **changes)
+                self.executor.update(held, self.store.wait_for_key, **changes)
             except StoreConflict:
                 return Outcome.LEASE_LOST
             self.keys.enqueue(held.record)
@@ -316,7 +316,7 @@ class Engine:
         """Woken before its time (a duplicate or early timer): arm the timer again and release."""
         due_ms = self.timers.record(held.record.invocation_id, due_ms, held)  # first, so a crash cannot lose it
         try:
-            self.executor.update(held, status=status, lease_until_ms=0)
+            self.executor.update(held, self.store.release_lease, status=status, lease_until_ms=0)
         except StoreConflict:
             self.timers.drop_orphans(held)
             return Outcome.LEASE_LOST
@@ -430,7 +430,9 @@ class Engine:
         stopping = self.stopping.is_set()
         if stopping or (deadline_ms is not None and now >= deadline_ms and attempted):
             try:
-                self.executor.update(held, lease_until_ms=0, effects_applied_upto=len(held.journal))
+                self.executor.update(
+                    held, self.store.release_lease, lease_until_ms=0, effects_applied_upto=len(held.journal)
+                )
             except StoreConflict:
                 return Outcome.LEASE_LOST
             if not stopping:  # when stopping, the next process's start-up sweep resumes it

@@ -160,9 +160,7 @@ class Keys:
             if record.status != "pending":
                 return True  # another pump granted it already
             try:
-                self.store.update_invocation(
-                    invocation_id, record.epoch, status="ready", inbox_seq="", modified_at_ms=self.clock.now_ms()
-                )
+                self.store.leave_queue(invocation_id, record.epoch, modified_at_ms=self.clock.now_ms())
             except StoreConflict:
                 continue  # changed under us (granted, killed): look again
             self.scheduler.wake_now(invocation_id)

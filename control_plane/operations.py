@@ -9,7 +9,7 @@ the deadlock report. The admin API, the CLI and the web UI reach an invocation t
 - **purge** deletes a completed invocation.
 - **waits_for** / **deadlock**: what an invocation waits on, and a cycle of such waits.
 
-Each goes through the store's conditional writes (`Store.update_unless_completed` moves the epoch,
+Each goes through the store's named transitions (`force_complete`, `force_pause`, `resume` move the epoch,
 so a worker still holding the old lease cannot write after it) and the engine's completion path
 (`Endings.tell_callers` before the completing write, then `Endings.ended`: hand the object key on,
 expire a workflow's items).
@@ -140,7 +140,7 @@ class Operations:
             except StoreConflict:
                 pass  # it started: deliver the signal instead, so the handler can compensate
         if record.status == "paused":
-            self._force(invocation_id, status="ready", next_retry_at_ms=0, retry_count=0, failures_in_a_row=0)
+            self._force(self.store.resume, invocation_id)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
         self.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
 
@@ -285,7 +285,7 @@ class Operations:
         Raises `NotFound`, or `Conflict` if it already completed.
         """
         self._loaded_or_404(invocation_id)
-        self._force(invocation_id, status="paused", lease_until_ms=0, next_retry_at_ms=0)
+        self._force(self.store.force_pause, invocation_id)
         self.waiters.notify(invocation_id)
 
     def resume(self, invocation_id: str, deployment_id: str | None = None) -> None:
@@ -313,7 +313,7 @@ class Operations:
             deployment = self.registry.deployment(deployment_id)
             changes["deployment_id"] = deployment.deployment_id
             changes["protocol_version"] = self.registry.protocol_version(deployment)
-        updated = self._force(invocation_id, **changes)
+        updated = self._force(self.store.resume, invocation_id, **changes)
         if waits_for_key:
             self.keys.enqueue(updated)
         else:
@@ -342,9 +342,13 @@ class Operations:
             raise Conflict(f"invocation {invocation_id} has already completed")
         return loaded
 
-    def _force(self, invocation_id: str, **changes: object) -> InvocationRecord:
+    def _force(
+        self, transition: Callable[..., InvocationRecord], invocation_id: str, **changes: object
+    ) -> InvocationRecord:
+        """Make the forced `transition` (`resume`, `force_pause`, `force_complete`: the epoch moves) now.
+        Raises `Conflict` if the invocation has completed (or is gone)."""
         try:
-            return self.store.update_unless_completed(invocation_id, modified_at_ms=self.clock.now_ms(), **changes)
+            return transition(invocation_id, modified_at_ms=self.clock.now_ms(), **changes)
         except StoreConflict as exc:
             raise Conflict(f"invocation {invocation_id} has already completed") from exc
 
@@ -372,11 +376,9 @@ class Operations:
         told = self.endings.tell_callers(dataclasses.replace(record, **changes))
         ended: InvocationRecord | None
         if epoch is None:
-            ended = self._force(record.invocation_id, **changes)
+            ended = self._force(self.store.force_complete, record.invocation_id, **changes)
         else:
-            ended = self.store.update_invocation(
-                record.invocation_id, epoch, modified_at_ms=now, returning=True, **changes
-            )
+            ended = self.store.complete(record.invocation_id, epoch, modified_at_ms=now, returning=True, **changes)
         loaded = self.store.load_invocation(record.invocation_id)
         dues = {record.next_retry_at_ms, record.execution_time_ms, record.wake_up_at_ms}
         if loaded is not None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from enum import Enum
+from typing import Any, Final, Literal, Protocol
 
 from control_plane.errors import TorporError
 
@@ -322,7 +323,364 @@ class FixedFacts:
         return {}
 
 
-class InvocationStore(Protocol):
+class _Keep(Enum):
+    KEEP = "keep"
+
+
+KEEP: Final = _Keep.KEEP
+"""A field a named transition leaves as stored (the default of its optional fields)."""
+
+Failure = Mapping[str, object]
+Requests = Mapping[str, int] | None
+
+
+def _given(**fields: object) -> dict[str, Any]:
+    """The fields a transition sets: those not `KEEP`."""
+    return {name: value for name, value in fields.items() if value is not KEEP}
+
+
+class InvocationTransitions(Protocol):
+    """The named durable transitions of an invocation record, each one conditional write that sets
+    exactly its fields, mapped once for both stores onto their private conditional writes:
+
+    - `_update_invocation(invocation_id, epoch, *, doorbell=None, returning=False, **changes)`: set
+      `changes` if the epoch is still `epoch` (and, with `doorbell`, the doorbell still reads it);
+      with `returning`, the record after the write (same request), else None. `StoreConflict` if
+      the epoch (or the doorbell) moved on or the invocation does not exist.
+    - `_update_unless_completed(invocation_id, **changes)`: set `changes` and bump the epoch,
+      whoever holds the lease, unless it completed; the record after the write. `StoreConflict` if
+      it completed or does not exist.
+
+    Fields typed `Literal` are constants of the transition (their default is what it writes; a
+    decision's change dict, `control_plane/decisions.py`, may name them); `KEEP` leaves a field as
+    stored; None resets a field to its default. Every transition but the forced ones
+    (`force_complete`, `force_pause`, `resume`) is conditional on the epoch of the caller's lease.
+    Lease-holder transitions also save the attempt's bookkeeping: `attempts`, the AWS `requests`
+    counted since the last write, and `inbox_seq` "" (the exclusive invocation holds its key).
+    Names as in Restate (suspension, completion, pause, resume, kill, cancel).
+    """
+
+    def _update_invocation(
+        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+    ) -> InvocationRecord | None: ...
+
+    def _update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord: ...
+
+    # --- the lease holder's transitions (conditional on its epoch) -------------------------------
+
+    def renew_lease(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        lease_until_ms: int,
+        modified_at_ms: int,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> None:
+        """Extend the lease to `lease_until_ms` (`Executor.renew_lease`). `StoreConflict` if the
+        epoch moved on."""
+        self._update_invocation(
+            invocation_id, epoch, **_given(lease_until_ms=lease_until_ms, modified_at_ms=modified_at_ms,
+                                           attempts=attempts, requests=requests, inbox_seq=inbox_seq)
+        )  # fmt: skip
+
+    def record_progress(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int | None = None,
+        modified_at_ms: int,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> None:
+        """The holder's fence: "still mine?" before carrying out committed effects (and with
+        `doorbell`, a Lambda function's checkpoint fence, `adapters/aws/checkpoints.py`), saving its
+        bookkeeping. `StoreConflict` if the epoch (or the doorbell) moved on."""
+        self._update_invocation(
+            invocation_id, epoch, doorbell=doorbell,
+            **_given(modified_at_ms=modified_at_ms, attempts=attempts, requests=requests, inbox_seq=inbox_seq),
+        )  # fmt: skip
+
+    def release_lease(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        modified_at_ms: int,
+        lease_until_ms: Literal[0] = 0,
+        status: Literal["scheduled", "backing-off"] | _Keep = KEEP,
+        effects_applied_upto: int | _Keep = KEEP,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> None:
+        """Give the lease up, the status as is or `status` (woken before its time: back to sleep); a
+        hand-off (the process stops, the run's deadline passed) saves `effects_applied_upto`.
+        `StoreConflict` if the epoch moved on."""
+        self._update_invocation(
+            invocation_id, epoch,
+            **_given(modified_at_ms=modified_at_ms, lease_until_ms=lease_until_ms, status=status,
+                     effects_applied_upto=effects_applied_upto, attempts=attempts, requests=requests,
+                     inbox_seq=inbox_seq),
+        )  # fmt: skip
+
+    def wait_for_key(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        returning: bool = False,
+        modified_at_ms: int,
+        status: Literal["pending"] = "pending",
+        lease_until_ms: Literal[0] = 0,
+        inbox_seq: str | _Keep = KEEP,
+        execution_time_ms: Literal[0] | _Keep = KEEP,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+    ) -> InvocationRecord | None:
+        """Release the lease as `pending` in its object key's queue (`inbox_seq`, its place);
+        a delayed one whose time came (`execution_time_ms` 0) in a new place. With `returning`, the
+        record after the write. `StoreConflict` if the epoch moved on."""
+        return self._update_invocation(
+            invocation_id, epoch, returning=returning,
+            **_given(modified_at_ms=modified_at_ms, status=status, lease_until_ms=lease_until_ms, inbox_seq=inbox_seq,
+                     execution_time_ms=execution_time_ms, attempts=attempts, requests=requests),
+        )  # fmt: skip
+
+    def leave_queue(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        modified_at_ms: int,
+        status: Literal["ready"] = "ready",
+        inbox_seq: Literal[""] = "",
+    ) -> None:
+        """A `pending` invocation got its object key: `ready`, out of the queue (`Keys._grant`).
+        `StoreConflict` if its epoch moved on (granted by another pump, killed)."""
+        self._update_invocation(invocation_id, epoch, modified_at_ms=modified_at_ms, status=status, inbox_seq=inbox_seq)
+
+    def suspend(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int,
+        doorbell_read: int,
+        waiting_on: Mapping[str, object],
+        wake_up_at_ms: int,
+        journal_length: int,
+        effects_applied_upto: int,
+        modified_at_ms: int,
+        status: Literal["suspended"] = "suspended",
+        lease_until_ms: Literal[0] = 0,
+        next_retry_at_ms: Literal[0] = 0,
+        failures_in_a_row: Literal[0] = 0,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> None:
+        """Release the lease as `suspended` awaiting `waiting_on` (`decisions.suspension_changes`),
+        if no notification was stored since the holder read `doorbell` (Restate: SuspensionMessage).
+        `StoreConflict` if the epoch or the doorbell moved on."""
+        self._update_invocation(
+            invocation_id, epoch, doorbell=doorbell,
+            **_given(doorbell_read=doorbell_read, waiting_on=waiting_on, wake_up_at_ms=wake_up_at_ms,
+                     journal_length=journal_length, effects_applied_upto=effects_applied_upto,
+                     modified_at_ms=modified_at_ms, status=status, lease_until_ms=lease_until_ms,
+                     next_retry_at_ms=next_retry_at_ms, failures_in_a_row=failures_in_a_row, attempts=attempts,
+                     requests=requests, inbox_seq=inbox_seq),
+        )  # fmt: skip
+
+    def back_off(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        next_retry_at_ms: int,
+        wake_up_at_ms: int,
+        retry_count: int,
+        retry_at_length: int,
+        retry_since_ms: int,
+        failures_in_a_row: int,
+        last_failure: Failure,
+        journal_length: int,
+        effects_applied_upto: int,
+        modified_at_ms: int,
+        status: Literal["backing-off"] = "backing-off",
+        lease_until_ms: Literal[0] = 0,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> None:
+        """Release the lease after a failed attempt, `backing-off` until `next_retry_at_ms`
+        (`decisions.decide_failure`, Restate's retry policy). `StoreConflict` if the epoch moved on."""
+        self._update_invocation(
+            invocation_id, epoch,
+            **_given(next_retry_at_ms=next_retry_at_ms, wake_up_at_ms=wake_up_at_ms, retry_count=retry_count,
+                     retry_at_length=retry_at_length, retry_since_ms=retry_since_ms,
+                     failures_in_a_row=failures_in_a_row, last_failure=last_failure, journal_length=journal_length,
+                     effects_applied_upto=effects_applied_upto, modified_at_ms=modified_at_ms, status=status,
+                     lease_until_ms=lease_until_ms, attempts=attempts, requests=requests, inbox_seq=inbox_seq),
+        )  # fmt: skip
+
+    def pause(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int | None = None,
+        retry_count: int,
+        retry_at_length: int,
+        retry_since_ms: int,
+        failures_in_a_row: int,
+        last_failure: Failure,
+        journal_length: int,
+        effects_applied_upto: int,
+        modified_at_ms: int,
+        status: Literal["paused"] = "paused",
+        lease_until_ms: Literal[0] = 0,
+        next_retry_at_ms: Literal[0] = 0,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> None:
+        """Release the lease as `paused` after a failed attempt (the handler asked, or the retry
+        policy's attempts ran out with `on_max_attempts = pause`), with `doorbell` only if no
+        notification (a cancel) was stored since. `StoreConflict` if the epoch (or doorbell) moved on."""
+        self._update_invocation(
+            invocation_id, epoch, doorbell=doorbell,
+            **_given(retry_count=retry_count, retry_at_length=retry_at_length, retry_since_ms=retry_since_ms,
+                     failures_in_a_row=failures_in_a_row, last_failure=last_failure, journal_length=journal_length,
+                     effects_applied_upto=effects_applied_upto, modified_at_ms=modified_at_ms, status=status,
+                     lease_until_ms=lease_until_ms, next_retry_at_ms=next_retry_at_ms, attempts=attempts,
+                     requests=requests, inbox_seq=inbox_seq),
+        )  # fmt: skip
+
+    def complete(
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int | None = None,
+        returning: bool = False,
+        completion: Literal["succeeded", "failed", "cancelled", "killed"],
+        completed_at_ms: int,
+        modified_at_ms: int,
+        output: bytes | _Keep = KEEP,
+        failure: Failure | _Keep = KEEP,
+        last_failure: Failure | _Keep | None = KEEP,
+        expires_at_s: int | _Keep = KEEP,
+        journal_expires_at_ms: int | _Keep = KEEP,
+        journal_length: int | _Keep = KEEP,
+        effects_applied_upto: int | _Keep = KEEP,
+        retry_count: int | _Keep = KEEP,
+        retry_at_length: int | _Keep = KEEP,
+        retry_since_ms: int | _Keep = KEEP,
+        failures_in_a_row: int | _Keep = KEEP,
+        status: Literal["completed"] = "completed",
+        lease_until_ms: Literal[0] = 0,
+        next_retry_at_ms: Literal[0] = 0,
+        waiting_on: None = None,
+        wake_up_at_ms: Literal[0] = 0,
+        attempts: int | _Keep = KEEP,
+        requests: Requests | _Keep = KEEP,
+        inbox_seq: Literal[""] | _Keep = KEEP,
+    ) -> InvocationRecord | None:
+        """The holder's completing write (`decisions.completion_changes`, and a failed attempt's
+        fields when the retry policy ends it, `decide_failure`): Restate's completion, with `output`
+        or `failure`. With `doorbell`, only if nothing rang since (a caller attached,
+        `attach_caller`); with `returning`, the record after the write (its `callers`). Also the
+        cancel of one not started, on the epoch it was read with (`Operations.cancel`).
+        `StoreConflict` if the epoch (or the doorbell) moved on."""
+        return self._update_invocation(
+            invocation_id, epoch, doorbell=doorbell, returning=returning,
+            **_given(completion=completion, completed_at_ms=completed_at_ms, modified_at_ms=modified_at_ms,
+                     output=output, failure=failure, last_failure=last_failure, expires_at_s=expires_at_s,
+                     journal_expires_at_ms=journal_expires_at_ms, journal_length=journal_length,
+                     effects_applied_upto=effects_applied_upto, retry_count=retry_count,
+                     retry_at_length=retry_at_length, retry_since_ms=retry_since_ms,
+                     failures_in_a_row=failures_in_a_row, status=status, lease_until_ms=lease_until_ms,
+                     next_retry_at_ms=next_retry_at_ms, waiting_on=waiting_on, wake_up_at_ms=wake_up_at_ms,
+                     attempts=attempts, requests=requests, inbox_seq=inbox_seq),
+        )  # fmt: skip
+
+    # --- forced transitions: the epoch moves, whoever holds the lease, unless it completed ----------
+
+    def force_complete(
+        self,
+        invocation_id: str,
+        *,
+        completion: Literal["cancelled", "killed"],
+        completed_at_ms: int,
+        modified_at_ms: int,
+        failure: Failure,
+        expires_at_s: int | _Keep = KEEP,
+        journal_expires_at_ms: int | _Keep = KEEP,
+        status: Literal["completed"] = "completed",
+        lease_until_ms: Literal[0] = 0,
+        next_retry_at_ms: Literal[0] = 0,
+        waiting_on: None = None,
+        wake_up_at_ms: Literal[0] = 0,
+    ) -> InvocationRecord:
+        """Kill (or cancel) now: complete with `failure` and move the epoch, so a worker still holding
+        the old lease writes nothing more (Restate: kill). `StoreConflict` if it completed or does not
+        exist."""
+        return self._update_unless_completed(
+            invocation_id,
+            **_given(completion=completion, completed_at_ms=completed_at_ms, modified_at_ms=modified_at_ms,
+                     failure=failure, expires_at_s=expires_at_s, journal_expires_at_ms=journal_expires_at_ms,
+                     status=status, lease_until_ms=lease_until_ms, next_retry_at_ms=next_retry_at_ms,
+                     waiting_on=waiting_on, wake_up_at_ms=wake_up_at_ms),
+        )  # fmt: skip
+
+    def force_pause(
+        self,
+        invocation_id: str,
+        *,
+        modified_at_ms: int,
+        status: Literal["paused"] = "paused",
+        lease_until_ms: Literal[0] = 0,
+        next_retry_at_ms: Literal[0] = 0,
+    ) -> InvocationRecord:
+        """Pause from outside (Restate: pause): `paused`, the epoch moved so a running attempt
+        writes nothing more. `StoreConflict` if it completed or does not exist."""
+        return self._update_unless_completed(
+            invocation_id, modified_at_ms=modified_at_ms, status=status, lease_until_ms=lease_until_ms,
+            next_retry_at_ms=next_retry_at_ms,
+        )  # fmt: skip
+
+    def resume(
+        self,
+        invocation_id: str,
+        *,
+        modified_at_ms: int,
+        status: Literal["ready", "pending"] = "ready",
+        lease_until_ms: Literal[0] | _Keep = KEEP,
+        inbox_seq: str | _Keep = KEEP,
+        deployment_id: str | _Keep = KEEP,
+        protocol_version: int | _Keep = KEEP,
+        retry_count: Literal[0] = 0,
+        failures_in_a_row: Literal[0] = 0,
+        next_retry_at_ms: Literal[0] = 0,
+    ) -> InvocationRecord:
+        """Run a paused invocation again with a fresh retry budget (Restate: resume; also a cancel
+        of a paused one, so the signal reaches it): `ready`, or `pending` in its key's queue at
+        `inbox_seq`; optionally on another deployment. The epoch moves. `StoreConflict` if it
+        completed or does not exist."""
+        return self._update_unless_completed(
+            invocation_id,
+            **_given(modified_at_ms=modified_at_ms, status=status, lease_until_ms=lease_until_ms, inbox_seq=inbox_seq,
+                     deployment_id=deployment_id, protocol_version=protocol_version, retry_count=retry_count,
+                     failures_in_a_row=failures_in_a_row, next_retry_at_ms=next_retry_at_ms),
+        )  # fmt: skip
+
+
+class InvocationStore(InvocationTransitions, Protocol):
     """Invocations and their journals: the record and its lease, journal batches, notifications and
     the doorbell, the listing, and the retention order of completed ones.
 
@@ -368,24 +726,6 @@ class InvocationStore(Protocol):
 
         Returns the record after the update. Raises `StoreConflict` if another worker holds the lease
         or the status is not in `runnable`.
-        """
-
-    def update_invocation(
-        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
-    ) -> InvocationRecord | None:
-        """Set fields of the invocation record (names as in `InvocationRecord`), if `epoch` still holds.
-
-        With `doorbell`, also only if no notification was stored since the caller read that value.
-        With `returning`, returns the record after the update (same request); None otherwise.
-        Raises `StoreConflict` if the epoch (or the doorbell) moved on.
-        """
-
-    def update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
-        """Set fields and bump the epoch, whoever holds the lease, unless the invocation completed.
-
-        For kill and cancel of an invocation that has not started: the bumped epoch makes every
-        later write of a worker still holding the old lease fail. Returns the record after the
-        update. Raises `StoreConflict` if the invocation is completed or does not exist.
         """
 
     def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:

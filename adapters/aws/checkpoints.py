@@ -392,7 +392,7 @@ class Checkpoints:
         try:
             if not attempt.committed or now_ms - attempt.fenced_at_ms >= FENCE_EVERY_MS:
                 try:
-                    self.store.update_invocation(
+                    self.store.record_progress(
                         attempt.invocation_id, attempt.epoch, doorbell=attempt.doorbell, modified_at_ms=now_ms
                     )
                 except StoreConflict:

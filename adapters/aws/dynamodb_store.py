@@ -121,6 +121,7 @@ from control_plane.observability import record
 from control_plane.ports import (
     INVOCATION_STATUSES,
     InvocationRecord,
+    InvocationTransitions,
     JournalBatch,
     LoadedInvocation,
     RetentionDue,
@@ -209,7 +210,7 @@ class DynamoDBFacts:
 # --- the store -----------------------------------------------------------------------------------
 
 
-class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
+class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTransitions):
     """`control_plane.ports.Store` on one DynamoDB table (see the module docstring for the layout).
 
     Every read of an invocation, deployment, service or timer is strongly consistent;
@@ -615,7 +616,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
             item.update(actions=take_lease, condition=lease_is_free)
         return invocation_record(item)
 
-    def update_invocation(
+    def _update_invocation(
         self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
     ) -> InvocationRecord | None:
         """Set fields of the invocation record, if its epoch is still `epoch`: one conditional UpdateItem.
@@ -635,7 +636,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
                 that attached meanwhile); None otherwise.
             **changes: New values, named as `InvocationRecord` fields. `invocation_id`, `epoch` and
                 `doorbell` cannot be among them (they name the parameters): the epoch moves only in
-                `acquire_lease` and `update_unless_completed`, the doorbell only in `ring`.
+                `acquire_lease` and `_update_unless_completed`, the doorbell only in `ring`.
 
         Raises:
             StoreConflict: The epoch (or the doorbell) moved on, or the invocation does not exist;
@@ -646,13 +647,13 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
             ValueError: No changes were given.
         """
         if not changes:
-            raise ValueError(f"update_invocation({invocation_id!r}) needs at least one field to change")
+            raise ValueError(f"_update_invocation({invocation_id!r}) needs at least one field to change")
         model = self._invocations
         # the shard count (a GetItem at first use) only matters when an index moves: a function with
         # in-process checkpoints fences its commits with this call and may not read the table
         moves_index = not changes.keys().isdisjoint({"status", "expires_at_s", "journal_expires_at_ms"})
         actions = invocation_update_actions(
-            model, invocation_id, changes, shards=self.shards if moves_index else 1, caller="update_invocation"
+            model, invocation_id, changes, shards=self.shards if moves_index else 1, caller="_update_invocation"
         )
         condition = epoch_is(model, epoch)
         held = f"epoch {epoch}"
@@ -678,7 +679,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
             return None
         return invocation_record(model.from_raw_data(answer["Attributes"]))
 
-    def update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
+    def _update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
         """Set fields and bump the epoch, whoever holds the lease, unless the invocation completed.
 
         One conditional UpdateItem: `epoch = epoch + 1` plus `changes` (and the GSI keys they move),
@@ -687,7 +688,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
 
         Args:
             invocation_id: The invocation to update.
-            **changes: New values, named as `InvocationRecord` fields, as in `update_invocation`; may
+            **changes: New values, named as `InvocationRecord` fields, as in `_update_invocation`; may
                 be empty (then only the epoch moves). Not `epoch` or `doorbell`.
 
         Returns:
@@ -701,12 +702,12 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules):
         """
         fenced = sorted({"epoch", "doorbell"} & set(changes))
         if fenced:
-            raise TypeError(f"update_unless_completed() cannot set {', '.join(fenced)}: the store moves it")
+            raise TypeError(f"_update_unless_completed() cannot set {', '.join(fenced)}: the store moves it")
         model = self._invocations
         actions: list[Action] = [
             model.epoch.set(model.epoch + 1),
             *invocation_update_actions(
-                model, invocation_id, changes, shards=self.shards, caller="update_unless_completed"
+                model, invocation_id, changes, shards=self.shards, caller="_update_unless_completed"
             ),
         ]
         item = model(invocation_pk(invocation_id), META_SK)

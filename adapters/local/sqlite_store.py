@@ -66,6 +66,7 @@ from control_plane.ports import (
     MAX_TIMER_MS,
     InvocationPage,
     InvocationRecord,
+    InvocationTransitions,
     ItemTooLarge,
     JournalBatch,
     LoadedInvocation,
@@ -269,7 +270,7 @@ class SQLiteFacts:
         return {}
 
 
-class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
+class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransitions):
     """`control_plane.ports.Store` on one SQLite database (see the module docstring for the tables).
 
     Every read is consistent (there is one copy); every write that changes an invocation is one
@@ -623,11 +624,11 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             too_large = f"invocation {invocation_id}: the metadata item exceeds DynamoDB's 400 KB limit"
             return self._update(db, row, lease, too_large)
 
-    def update_invocation(
+    def _update_invocation(
         self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
     ) -> InvocationRecord | None:
         """Set fields of the invocation record if its epoch is still `epoch` (and, with `doorbell`, its
-        doorbell still reads that); None resets a field to its default. See `Store.update_invocation`.
+        doorbell still reads that); None resets a field to its default. See `InvocationTransitions`.
 
         Returns:
             With `returning`, the record after the update; else None.
@@ -639,8 +640,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             ValueError: No changes were given.
         """
         if not changes:
-            raise ValueError(f"update_invocation({invocation_id!r}) needs at least one field to change")
-        _checked_changes(changes, "update_invocation")
+            raise ValueError(f"_update_invocation({invocation_id!r}) needs at least one field to change")
+        _checked_changes(changes, "_update_invocation")
         held = f"epoch {epoch}" + ("" if doorbell is None else f" or doorbell {doorbell}")
         conflict = f"invocation {invocation_id}: {held} no longer holds (another worker took the lease" + (
             ", or a notification arrived)" if doorbell is not None else ")"
@@ -659,7 +660,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
             after = self._update(db, row, changes, too_large)
         return after if returning else None
 
-    def update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
+    def _update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:
         """Set fields and bump the epoch, whoever holds the lease, unless the invocation completed.
 
         Returns:
@@ -673,8 +674,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables):
         """
         fenced = sorted({"epoch", "doorbell"} & set(changes))
         if fenced:
-            raise TypeError(f"update_unless_completed() cannot set {', '.join(fenced)}: the store moves it")
-        _checked_changes(changes, "update_unless_completed")
+            raise TypeError(f"_update_unless_completed() cannot set {', '.join(fenced)}: the store moves it")
+        _checked_changes(changes, "_update_unless_completed")
         with self._write("update_unless_completed") as db:
             row = self._get_row(db, invocation_id)
             if row is None or row["status"] == COMPLETED:

@@ -132,7 +132,7 @@ def test_update_with_the_current_epoch_sets_and_removes_fields(store: Store) -> 
     store.create_invocation(invocation("inv_1", waiting_on={"kind": "sleep"}))
     leased = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
 
-    store.update_invocation(
+    store._update_invocation(
         "inv_1",
         leased.epoch,
         status="completed",
@@ -167,7 +167,7 @@ def test_update_with_the_current_epoch_sets_and_removes_fields(store: Store) -> 
         assert item["expiry_order"] == {"S": "0000086403000#inv_1"}
     assert [d.invocation_id for d in store.due_retention(86_403_000)] == ["inv_1"]
 
-    store.update_invocation("inv_1", leased.epoch, expires_at_s=0)
+    store._update_invocation("inv_1", leased.epoch, expires_at_s=0)
     assert store.get_invocation("inv_1") == dataclasses.replace(expected, expires_at_s=0)
     assert store.due_retention(MAX_TIMER_MS) == []
     if (dynamodb := as_dynamodb(store)) is not None:
@@ -181,7 +181,7 @@ def test_update_with_a_stale_epoch_conflicts_and_changes_nothing(store: Store) -
     current = store.acquire_lease("inv_1", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # epoch 2
 
     with pytest.raises(StoreConflict, match="epoch 1 no longer holds"):
-        store.update_invocation("inv_1", 1, status="completed", modified_at_ms=5_000, output=b"late")
+        store._update_invocation("inv_1", 1, status="completed", modified_at_ms=5_000, output=b"late")
 
     assert store.get_invocation("inv_1") == current
     assert current.epoch == 2
@@ -189,7 +189,7 @@ def test_update_with_a_stale_epoch_conflicts_and_changes_nothing(store: Store) -
 
 def test_update_of_an_unknown_invocation_conflicts_and_creates_nothing(store: Store) -> None:
     with pytest.raises(StoreConflict):
-        store.update_invocation("inv_ghost", 0, status="ready")
+        store._update_invocation("inv_ghost", 0, status="ready")
 
     assert_no_invocation(store, "inv_ghost")
 
@@ -199,11 +199,11 @@ def test_update_rejects_unknown_key_and_required_none_before_any_request(store: 
     before = store.request_count
 
     with pytest.raises(TypeError, match=r"unknown InvocationRecord field\(s\): colour, stauts"):
-        store.update_invocation("inv_1", 0, stauts="ready", colour="red")
+        store._update_invocation("inv_1", 0, stauts="ready", colour="red")
     with pytest.raises(TypeError, match=r"cannot set required field\(s\) to None: status"):
-        store.update_invocation("inv_1", 0, status=None)
+        store._update_invocation("inv_1", 0, status=None)
     with pytest.raises(ValueError, match="at least one field"):
-        store.update_invocation("inv_1", 0)
+        store._update_invocation("inv_1", 0)
 
     assert store.request_count == before
     assert store.get_invocation("inv_1") == invocation("inv_1")
@@ -215,11 +215,11 @@ def test_update_with_a_stale_doorbell_conflicts_and_changes_nothing(store: Store
     store.ring("inv_1")  # a notification arrived after the holder read doorbell 0
 
     with pytest.raises(StoreConflict, match="epoch 1 or doorbell 0 no longer holds"):
-        store.update_invocation("inv_1", leased.epoch, doorbell=0, status="suspended", modified_at_ms=3_000)
+        store._update_invocation("inv_1", leased.epoch, doorbell=0, status="suspended", modified_at_ms=3_000)
 
     rung = dataclasses.replace(leased, doorbell=1)
     assert store.get_invocation("inv_1") == rung
-    store.update_invocation("inv_1", leased.epoch, doorbell=1, status="suspended", modified_at_ms=3_000)
+    store._update_invocation("inv_1", leased.epoch, doorbell=1, status="suspended", modified_at_ms=3_000)
     assert store.get_invocation("inv_1") == dataclasses.replace(rung, status="suspended", modified_at_ms=3_000)
 
 
@@ -229,7 +229,7 @@ def test_update_with_a_current_doorbell_but_a_stale_epoch_conflicts(store: Store
     current = store.acquire_lease("inv_1", now_ms=4_000, lease_until_ms=34_000, runnable=RUNNABLE)  # epoch 2
 
     with pytest.raises(StoreConflict):
-        store.update_invocation("inv_1", 1, doorbell=0, status="suspended")
+        store._update_invocation("inv_1", 1, doorbell=0, status="suspended")
 
     assert store.get_invocation("inv_1") == current
 
@@ -271,7 +271,7 @@ def test_update_unless_completed_bumps_the_epoch_so_the_holder_loses(store: Stor
     store.create_invocation(invocation("inv_1"))
     held = store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)  # epoch 1
 
-    forced = store.update_unless_completed(
+    forced = store._update_unless_completed(
         "inv_1", status="completed", modified_at_ms=3_000, lease_until_ms=0, failure={"code": 409, "message": "killed"}
     )
 
@@ -293,14 +293,14 @@ def test_update_unless_completed_bumps_the_epoch_so_the_holder_loses(store: Stor
             {"S": "0000000001000#inv_1"},
         )
     with pytest.raises(StoreConflict, match="epoch 1 no longer holds"):
-        store.update_invocation("inv_1", held.epoch, status="suspended", modified_at_ms=4_000)
+        store._update_invocation("inv_1", held.epoch, status="suspended", modified_at_ms=4_000)
     assert store.get_invocation("inv_1") == expected
 
 
 def test_update_unless_completed_without_changes_only_bumps_the_epoch(store: Store) -> None:
     store.create_invocation(invocation("inv_1", epoch=5))
 
-    assert store.update_unless_completed("inv_1") == invocation("inv_1", epoch=6)
+    assert store._update_unless_completed("inv_1") == invocation("inv_1", epoch=6)
     assert store.get_invocation("inv_1") == invocation("inv_1", epoch=6)
 
 
@@ -309,7 +309,7 @@ def test_update_unless_completed_refuses_a_completed_invocation(store: Store) ->
     store.create_invocation(done)
 
     with pytest.raises(StoreConflict, match="invocation inv_1 has completed or does not exist"):
-        store.update_unless_completed("inv_1", status="completed", modified_at_ms=9_000, failure={"code": 409})
+        store._update_unless_completed("inv_1", status="completed", modified_at_ms=9_000, failure={"code": 409})
 
     assert store.get_invocation("inv_1") == done
 
@@ -318,7 +318,7 @@ def test_update_unless_completed_of_an_unknown_invocation_conflicts_and_creates_
     store: Store,
 ) -> None:
     with pytest.raises(StoreConflict):
-        store.update_unless_completed("inv_ghost", status="paused", modified_at_ms=2_000)
+        store._update_unless_completed("inv_ghost", status="paused", modified_at_ms=2_000)
 
     assert_no_invocation(store, "inv_ghost")
 
@@ -328,9 +328,11 @@ def test_update_unless_completed_refuses_fields_the_store_moves_before_any_reque
     before = store.request_count
 
     with pytest.raises(TypeError, match="cannot set doorbell, epoch"):
-        store.update_unless_completed("inv_1", epoch=7, doorbell=0)
-    with pytest.raises(TypeError, match=r"update_unless_completed\(\) got unknown InvocationRecord field\(s\): stauts"):
-        store.update_unless_completed("inv_1", stauts="paused")
+        store._update_unless_completed("inv_1", epoch=7, doorbell=0)
+    with pytest.raises(
+        TypeError, match=r"_update_unless_completed\(\) got unknown InvocationRecord field\(s\): stauts"
+    ):
+        store._update_unless_completed("inv_1", stauts="paused")
 
     assert store.request_count == before
     assert store.get_invocation("inv_1") == invocation("inv_1")
@@ -445,7 +447,7 @@ def test_update_that_grows_the_item_above_400_kb_is_refused_loudly(store: Store)
     store.create_invocation(invocation("inv_1"))
 
     with pytest.raises(ItemTooLarge, match="setting output would make its metadata item larger"):
-        store.update_invocation("inv_1", 0, output=b"x" * 420_000)
+        store._update_invocation("inv_1", 0, output=b"x" * 420_000)
 
     assert store.get_invocation("inv_1") == invocation("inv_1")
 
@@ -492,7 +494,7 @@ def test_attach_caller_adds_once_and_is_refused_once_completed(store: Store) -> 
     store.attach_caller("inv_callee", "inv_a/3")  # a repeat changes nothing
     store.attach_caller("inv_callee", "inv_b/1")
     assert store.get_invocation("inv_callee").callers == {"inv_a/3", "inv_b/1"}  # type: ignore[union-attr]
-    store.update_unless_completed("inv_callee", status="completed")
+    store._update_unless_completed("inv_callee", status="completed")
     with pytest.raises(StoreConflict):
         store.attach_caller("inv_callee", "inv_c/2")
     with pytest.raises(StoreConflict):
@@ -510,8 +512,8 @@ def test_attach_caller_rings_so_a_completing_write_conditional_on_the_doorbell_f
     assert after is not None
     assert after.doorbell == read.doorbell + 1
     with pytest.raises(StoreConflict):
-        store.update_invocation("inv_callee", 0, doorbell=read.doorbell, status="completed", output=b"42")
-    done = store.update_invocation("inv_callee", 0, doorbell=after.doorbell, returning=True, status="completed")
+        store._update_invocation("inv_callee", 0, doorbell=read.doorbell, status="completed", output=b"42")
+    done = store._update_invocation("inv_callee", 0, doorbell=after.doorbell, returning=True, status="completed")
     assert done is not None
     assert done.callers == {"inv_a/3"}
 
@@ -519,10 +521,10 @@ def test_attach_caller_rings_so_a_completing_write_conditional_on_the_doorbell_f
 def test_update_returning_gives_the_record_after_the_write(store: Store) -> None:
     store.create_invocation(invocation("inv_r"))
     store.attach_caller("inv_r", "inv_a/1")
-    after = store.update_invocation("inv_r", 0, returning=True, status="completed", output=b"42")
+    after = store._update_invocation("inv_r", 0, returning=True, status="completed", output=b"42")
     assert after is not None
     assert (after.status, after.output, after.callers) == ("completed", b"42", {"inv_a/1"})
-    assert store.update_invocation("inv_r", 0, completed_at_ms=5) is None
+    assert store._update_invocation("inv_r", 0, completed_at_ms=5) is None
 
 
 def test_delete_invocation_removes_record_journal_and_notifications(store: Store) -> None:
@@ -603,7 +605,7 @@ def test_a_lease_or_its_renewal_does_not_move_an_invocation_in_the_listing(store
     order_before = None if dynamodb is None else raw_item(dynamodb, f"INV#{older}", "META")["status_order"]
 
     leased = store.acquire_lease(older, now_ms=3_000, lease_until_ms=4_000, runnable=RUNNABLE)
-    store.update_invocation(older, leased.epoch, modified_at_ms=3_500, lease_until_ms=9_000)  # a renewal
+    store._update_invocation(older, leased.epoch, modified_at_ms=3_500, lease_until_ms=9_000)  # a renewal
     store.acquire_lease(older, now_ms=9_001, lease_until_ms=20_000, runnable=RUNNABLE)  # taken over
 
     if dynamodb is not None:
@@ -636,7 +638,7 @@ def completed_with_journal(store: Store, invocation_id: str, *, journal_expires_
     for start in (1, 3):
         store.append_batch(invocation_id, JournalBatch(start, b"entries", epoch=leased.epoch, committed_at_ms=1_100))
     store.put_notification(invocation_id, StoredNotification("c2", b"\x00n", created_at_ms=1_200))
-    store.update_invocation(
+    store._update_invocation(
         invocation_id,
         leased.epoch,
         status="completed",

@@ -449,12 +449,12 @@ def test_invocation_service_type_handler_type_and_inbox_seq_round_trip(store: St
             {"S": "0000001000-00"},
         )
 
-    granted = store.update_unless_completed("inv_keyed", status="ready", inbox_seq="", modified_at_ms=2_000)
+    granted = store._update_unless_completed("inv_keyed", status="ready", inbox_seq="", modified_at_ms=2_000)
 
     expected = dataclasses.replace(KEYED_INVOCATION, status="ready", inbox_seq="", modified_at_ms=2_000, epoch=1)
     assert granted == expected
     assert store.get_invocation("inv_keyed") == expected
-    store.update_invocation("inv_keyed", 1, handler_type="SHARED")
+    store._update_invocation("inv_keyed", 1, handler_type="SHARED")
     assert store.get_invocation("inv_keyed") == dataclasses.replace(expected, handler_type="SHARED")
 
 

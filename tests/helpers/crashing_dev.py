@@ -134,8 +134,8 @@ def install(spec: str) -> None:
         cls.put_notification = _wrap(cls.put_notification, None, "put_notification", wanted, n)  # type: ignore[method-assign]
         cls.release_key = _wrap(cls.release_key, None, "release_key", wanted, n)  # type: ignore[method-assign]
         cls.enqueue = _wrap(cls.enqueue, "before-enqueue", None, wanted, n)  # type: ignore[method-assign]
-        cls.update_invocation = _wrap_completing(cls.update_invocation, wanted, n)  # type: ignore[method-assign]
-        cls.update_unless_completed = _wrap_completing(cls.update_unless_completed, wanted, n)  # type: ignore[method-assign]
+        cls._update_invocation = _wrap_completing(cls._update_invocation, wanted, n)  # type: ignore[method-assign]
+        cls._update_unless_completed = _wrap_completing(cls._update_unless_completed, wanted, n)  # type: ignore[method-assign]
     Effects.tell_caller = _wrap(Effects.tell_caller, None, "tell", wanted, n)  # type: ignore[method-assign]
 
 

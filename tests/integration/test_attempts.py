@@ -352,7 +352,7 @@ def test_a_journal_mismatch_names_the_recorded_call_and_the_new_step(dev: DevSer
     # GIVEN an invocation whose journal records a Call where the handler's code now runs a step
     cp = dev.control_plane
     record = cp.engine.create("Retries", "run_succeeds_on", b"1", {}, leased=True)
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
     recorded = pb.CallCommandMessage(
         service_name="Retries", handler_name="echo", parameter=b'"x"', result_completion_id=1, name="ask"
     )
@@ -376,7 +376,7 @@ def test_a_journal_mismatch_clips_a_long_recorded_target(dev: DevServer) -> None
     # GIVEN an invocation whose journal records a Call with a 3000-character key where a step now runs
     cp = dev.control_plane
     record = cp.engine.create("Retries", "run_succeeds_on", b"1", {}, leased=True)
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
     recorded = pb.CallCommandMessage(
         service_name="Retries", handler_name="echo", key="k" * 3000, parameter=b'"x"', result_completion_id=1
     )

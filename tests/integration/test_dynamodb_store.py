@@ -134,11 +134,11 @@ def test_doorbell_zero_holds_for_a_stored_zero_and_for_a_missing_attribute(store
     if legacy:
         without_doorbell(store, "inv_1")
 
-    store.update_invocation("inv_1", 0, doorbell=0, status="suspended")
+    store._update_invocation("inv_1", 0, doorbell=0, status="suspended")
 
     assert store.get_invocation("inv_1") == invocation("inv_1", status="suspended")
     with pytest.raises(StoreConflict):
-        store.update_invocation("inv_1", 0, doorbell=1, status="ready")
+        store._update_invocation("inv_1", 0, doorbell=1, status="ready")
 
 
 def test_ring_counts_from_zero_on_an_item_without_a_doorbell(store: DynamoDBStore) -> None:
@@ -158,7 +158,7 @@ def test_request_count_counts_each_dynamodb_call(store: DynamoDBStore) -> None:
     store.acquire_lease("inv_1", now_ms=2_000, lease_until_ms=32_000, runnable=RUNNABLE)
     store.load_invocation("inv_1")
     store.append_batch("inv_1", JournalBatch(1, b"e", epoch=1, committed_at_ms=2_100))
-    store.update_invocation("inv_1", 1, status="suspended", modified_at_ms=2_200)
+    store._update_invocation("inv_1", 1, status="suspended", modified_at_ms=2_200)
     store.get_invocation("inv_1")
     with pytest.raises(StoreConflict):
         store.append_batch("inv_1", JournalBatch(1, b"e", epoch=1, committed_at_ms=2_100))
@@ -167,7 +167,7 @@ def test_request_count_counts_each_dynamodb_call(store: DynamoDBStore) -> None:
     store.put_notification("inv_1", StoredNotification("c1", b"n", created_at_ms=2_300))
     store.put_notification("inv_1", StoredNotification("c1", b"n", created_at_ms=2_300))  # False, but a request
     store.ring("inv_1")
-    store.update_unless_completed("inv_1", status="paused", modified_at_ms=2_400)
+    store._update_unless_completed("inv_1", status="paused", modified_at_ms=2_400)
     store.put_timer(2_500, "inv_1")
     store.due_timers(3_000)
     store.delete_timer(2_500, "inv_1")
@@ -256,7 +256,7 @@ def test_a_record_that_left_the_listed_status_meanwhile_is_replaced_by_the_next(
     def batch_get_after_a_completion(keys: Any, *args: Any, **kwargs: Any) -> Any:
         if not moved:
             moved.append("inv_4")
-            store.update_unless_completed("inv_4", status="completed")
+            store._update_unless_completed("inv_4", status="completed")
         return real_batch_get(keys, *args, **kwargs)
 
     model.batch_get = batch_get_after_a_completion  # type: ignore[method-assign]

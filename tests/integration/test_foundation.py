@@ -172,7 +172,7 @@ def test_journal_mismatch_is_reported_and_the_invocation_pauses_after_max_attemp
     # Steps/one_step runs a step (as if the code changed under a running invocation)
     cp = dev.control_plane
     record = cp.engine.create("Steps", "one_step", b"1", {}, leased=True)
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
     sleep = encode_frames([frame(pb.SleepCommandMessage(wake_up_time=1, result_completion_id=1, name="nap"))])
     cp.store.append_batch(record.invocation_id, JournalBatch(1, sleep, record.epoch, 1))
     # WHEN it is advanced

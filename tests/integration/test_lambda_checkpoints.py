@@ -277,9 +277,9 @@ class CountingStore:
         self.fences = 0
         self.batches = 0
 
-    def update_invocation(self, *args: Any, **kwargs: Any) -> Any:
+    def record_progress(self, *args: Any, **kwargs: Any) -> Any:
         self.fences += 1
-        return self.store.update_invocation(*args, **kwargs)
+        return self.store.record_progress(*args, **kwargs)
 
     def append_batch(self, *args: Any, **kwargs: Any) -> Any:
         self.batches += 1
@@ -386,8 +386,8 @@ def test_the_checkpoints_dynamodb_writes_are_all_the_example_handler_role_allows
         event = invoke_event(Held.of(loaded), [], epoch=leased.epoch, doorbell=leased.doorbell)
         answer = Checkpoints(app, store)(event, None)
         committed = requests[:]
-        store.update_invocation(invocation_id, leased.epoch, status="completed", output=b'"forged"')
-        store.update_invocation(invocation_id, leased.epoch, returning=True, modified_at_ms=now)
+        store._update_invocation(invocation_id, leased.epoch, status="completed", output=b'"forged"')
+        store._update_invocation(invocation_id, leased.epoch, returning=True, modified_at_ms=now)
         store.create_invocation(replace(loaded.record, invocation_id=ids.new_invocation_id(), status="completed"))
     assert answer["headers"]["x-torpor-journal-length"] == str(1 + 3 * 2)  # input, then 3 x (Run, its result)
     forged = requests[len(committed) :]

@@ -206,7 +206,7 @@ def test_a_caller_attached_while_its_callee_completes_is_told_before_the_complet
             caller = invocation("inv_caller", service="Fake", handler="done", status="paused")  # never run
             store.create_invocation(caller)
             events: list[str] = []
-            original_update, original_put = store.update_invocation, store.put_notification
+            original_update, original_put = store._update_invocation, store.put_notification
 
             def update(invocation_id: str, epoch: int, **kwargs: Any) -> Any:
                 if kwargs.get("status") == "completed" and not events:
@@ -220,7 +220,7 @@ def test_a_caller_attached_while_its_callee_completes_is_told_before_the_complet
                 events.append(f"told {invocation_id}")
                 return original_put(invocation_id, notification)
 
-            store.update_invocation = update  # type: ignore[method-assign]
+            store._update_invocation = update  # type: ignore[method-assign]
             store.put_notification = put  # type: ignore[method-assign]
             reply = httpx.post(f"{server.ingress_url}/Fake/done", headers={"idempotency-key": unique("k")}, timeout=30)
             assert reply.status_code == 200, reply.text

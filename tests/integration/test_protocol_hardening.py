@@ -281,7 +281,7 @@ def test_an_invocation_whose_journal_is_corrupt_can_still_be_killed(dev: DevServ
     # GIVEN a paused invocation whose stored journal has a batch at the wrong index
     cp = dev.control_plane
     record = cp.engine.create("Fake", "always_fails", b"", {}, leased=True)
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="paused")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="paused")
     entry = encode_frames([frame(pb.SetStateCommandMessage(key=b"k", value=pb.Value(content=b"1")))])
     cp.store.append_batch(record.invocation_id, JournalBatch(5, entry, record.epoch, 1))  # 1 is next
     # WHEN it is killed

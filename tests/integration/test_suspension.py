@@ -67,7 +67,7 @@ def test_a_sleep_whose_wake_up_time_has_passed_completes_at_once(dev: DevServer)
     # wake-up is written as the runtime would find it after downtime)
     cp = dev.control_plane
     record = cp.engine.create("Waits", "sleep", b"60000", {}, leased=True)
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="suspended")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="suspended")
     past = int(time.time() * 1000) - 5000
     sleep = encode_frames([frame(pb.SleepCommandMessage(wake_up_time=past, result_completion_id=1))])
     cp.store.append_batch(record.invocation_id, JournalBatch(1, sleep, record.epoch, past))

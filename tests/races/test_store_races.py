@@ -60,7 +60,7 @@ def test_concurrent_rings_each_count(store: Store) -> None:
 def test_concurrent_sweeps_remove_a_journal_once(store: Store) -> None:
     leased = store.acquire_lease("inv_race", now_ms=2, lease_until_ms=10, runnable=("ready",))
     store.append_batch("inv_race", JournalBatch(1, b"entries", epoch=leased.epoch, committed_at_ms=3))
-    store.update_invocation(
+    store._update_invocation(
         "inv_race", leased.epoch, status="completed", lease_until_ms=0, journal_expires_at_ms=1_000, expires_at_s=5
     )
     (due,) = store.due_retention(1_000)

@@ -90,7 +90,14 @@ BIDI_SHARE = 0.25
 
 _CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule")  # what a client sends (again, if unanswered)
 
-_RECORD_WRITES = frozenset({"update_invocation", "update_unless_completed", "acquire_lease", "attach_caller"})
+# the named transitions of `InvocationTransitions` on the lease holder's epoch (the `skip-fence` mutant
+# drops that condition), and those that move the epoch whoever holds it
+_FENCED_WRITES = frozenset(
+    {"renew_lease", "record_progress", "release_lease", "wait_for_key", "leave_queue", "suspend", "back_off",
+     "pause", "complete"}
+)  # fmt: skip
+_FORCED_WRITES = frozenset({"force_complete", "force_pause", "resume"})
+_RECORD_WRITES = _FENCED_WRITES | _FORCED_WRITES | {"acquire_lease", "attach_caller"}
 
 MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
@@ -190,7 +197,7 @@ class SimStore:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self._sim.before_store_call(name)
-            if name == "update_invocation" and self._sim.mutant == "skip-fence":
+            if name in _FENCED_WRITES and self._sim.mutant == "skip-fence":
                 current = self._inner.get_invocation(args[0])
                 if current is not None:
                     args = (args[0], current.epoch, *args[2:])

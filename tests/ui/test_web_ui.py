@@ -170,7 +170,7 @@ def test_a_journal_mismatch_shows_the_command_sent_and_the_one_recorded(page: Pa
     # GIVEN an invocation whose journal records a Call where the handler now runs a step
     cp = dev.control_plane
     record = cp.engine.create("Steps", "one_step", b"1", {}, leased=True)
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
     recorded = pb.CallCommandMessage(
         service_name="Greeter", handler_name="greet", parameter=b'"x"', result_completion_id=1, name="ask"
     )
@@ -198,7 +198,7 @@ def test_a_failure_s_metadata_is_shown_with_the_result_and_in_the_journal(page: 
         frame(pb.OutputCommandMessage(failure=failure)),
     ]
     cp.store.append_batch(record.invocation_id, JournalBatch(1, encode_frames(entries), record.epoch, 1))
-    cp.store.update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
+    cp.store._update_invocation(record.invocation_id, record.epoch, lease_until_ms=0, status="ready")
     cp.advance(record.invocation_id)
     invocation = describe(dev, record.invocation_id)
     assert invocation["completion_failure"]["metadata"] == {"step": "charge"}
