@@ -12,6 +12,10 @@ journal first, conditionally, then each effect). So every rule here is tested wi
 - `suspension_changes`: the fields of a suspension (Restate service protocol, SuspensionMessage).
 - `decide_start`: what a wake-up that took the lease does first: queue for the object key, end a
   delayed invocation cancelled before its time, go back to sleep (not due yet), or run.
+- the operations from outside the handler (`control_plane/operations.py` carries them out):
+  `decide_cancel` (end now, or deliver the cancel signal, resuming a paused one first),
+  `decide_resume` (runnable now, or back in its key's queue in its old place), `check_open` (kill,
+  pause: refused once completed) and `check_purge` (only a completed one is purged).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from control_plane.attempt import AttemptFailure
+from control_plane.errors import Conflict
 from control_plane.keyed import is_exclusive
 from control_plane.ports import InvocationRecord
 from control_plane.protocol import protocol_pb2 as pb
@@ -235,3 +240,69 @@ def retry_not_due(record: InvocationRecord, fresh: bool, due_sleep: bool, now_ms
     """True if a wake-up of a backing-off `record` came before its retry time (`next_retry_at_ms`)
     with nothing new (no `fresh` notification, no `due_sleep`): it waits again, `backing-off`."""
     return record.next_retry_at_ms > now_ms and not fresh and not due_sleep
+
+
+# --- operations from outside the handler (cancel, kill, pause, resume, purge) ------------------------
+
+
+def check_open(record: InvocationRecord) -> None:
+    """Kill, pause and cancel act on an invocation that has not completed (Restate's admin API
+    answers 409 otherwise). Raises `Conflict` if `record` completed."""
+    if record.status == "completed":
+        raise Conflict(f"invocation {record.invocation_id} has already completed")
+
+
+class Cancel(StrEnum):
+    """What a cancel does (`decide_cancel`)."""
+
+    END_NOW = "end-now"  # not started: completed as cancelled (409), only if no worker took it meanwhile
+    SIGNAL = "signal"  # deliver the cancel signal: the handler sees a terminal error at its next await
+    RESUME_THEN_SIGNAL = "resume-then-signal"  # paused: made runnable (fresh retry budget), then signalled
+
+
+def decide_cancel(record: InvocationRecord, started: bool) -> Cancel:
+    """Decide what cancelling `record` does; `started` is whether its journal holds more than its
+    Input (an attempt committed something). One that never started and waits (`ready`, `scheduled`,
+    `pending`) ends now; a paused one is resumed so the signal reaches it; any other gets the signal
+    (as restate-server 1.7.12: the handler may compensate). Raises `Conflict` if it completed."""
+    check_open(record)
+    if record.status in ("ready", "scheduled", "pending") and not started:
+        return Cancel.END_NOW
+    if record.status == "paused":
+        return Cancel.RESUME_THEN_SIGNAL
+    return Cancel.SIGNAL
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeDecision:
+    """The decision of `decide_resume`: the fields of the `resume` write (`changes`, a fresh retry
+    budget) and whether it goes back in its object key's queue (`queue`) rather than woken now."""
+
+    changes: Changes
+    queue: bool
+
+
+def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int) -> ResumeDecision:
+    """Decide how paused `record` runs again at `now_ms`, with a fresh retry budget. An exclusive
+    invocation paused before it held its object key (`holds_key` False) goes back in the key's
+    queue, in its old place if it had one (its entry stayed in the queue while it was paused: a new
+    one would be left behind once it completes; found by the simulator, seed 317), else in a new
+    place at `now_ms`. Raises `Conflict` if it is not paused."""
+    if record.status != "paused":
+        raise Conflict(f"invocation {record.invocation_id} is {record.status}, not paused; only paused ones resume")
+    changes: Changes = {"status": "ready", "retry_count": 0, "failures_in_a_row": 0, "next_retry_at_ms": 0}
+    changes["lease_until_ms"] = 0
+    queue = is_exclusive(record) and not holds_key
+    if queue:
+        changes.update(status="pending", inbox_seq=record.inbox_seq or f"{now_ms:013d}{record.invocation_id}")
+    return ResumeDecision(changes, queue)
+
+
+def check_purge(record: InvocationRecord) -> None:
+    """Only a completed invocation is purged (its record, journal and notifications deleted).
+    Raises `Conflict` naming the fix otherwise."""
+    if record.status != "completed":
+        raise Conflict(
+            f"invocation {record.invocation_id} is {record.status}: only completed ones are purged; "
+            "cancel or kill it first, then purge it"
+        )

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from control_plane.decisions import completion_changes
+from control_plane.decisions import Cancel, check_open, check_purge, completion_changes, decide_cancel, decide_resume
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.held import Held, Knocks
 from control_plane.hooks import Ends, Notifies
@@ -133,13 +133,14 @@ class Operations:
         """
         loaded = self._loaded_or_404(invocation_id)
         record = loaded.record
-        if record.status in ("ready", "scheduled", "pending") and not loaded.batches:
+        decision = decide_cancel(record, started=bool(loaded.batches))
+        if decision is Cancel.END_NOW:
             try:  # only if no worker started it since we read it (the epoch would have moved)
                 self._finish_now(record, {"code": 409, "message": "cancelled"}, "cancelled", epoch=record.epoch)
                 return
             except StoreConflict:
                 pass  # it started: deliver the signal instead, so the handler can compensate
-        if record.status == "paused":
+        if decision is Cancel.RESUME_THEN_SIGNAL:
             self._force(self.store.resume, invocation_id)
         signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
         self.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
@@ -295,26 +296,15 @@ class Operations:
         `UnsupportedProtocol` if the other deployment speaks no common protocol version.
         """
         record = self._loaded_or_404(invocation_id).record
-        if record.status != "paused":
-            raise Conflict(f"invocation {invocation_id} is {record.status}, not paused; only paused ones resume")
-        changes: dict[str, object] = {
-            "status": "ready",
-            "retry_count": 0,
-            "failures_in_a_row": 0,
-            "next_retry_at_ms": 0,
-            "lease_until_ms": 0,
-        }
-        waits_for_key = is_exclusive(record) and self.store.lock_holder(record.service, record.key) != invocation_id
-        if waits_for_key:  # paused before it held its object key: back in the key's queue, in its old place
-            # if it had one (its entry stays in the queue while it is paused: a new one would be left
-            # behind once it completes; found by the simulator, seed 317)
-            changes.update(status="pending", inbox_seq=record.inbox_seq or f"{self.clock.now_ms():013d}{invocation_id}")
+        holds_key = not is_exclusive(record) or self.store.lock_holder(record.service, record.key) == invocation_id
+        decision = decide_resume(record, holds_key, self.clock.now_ms())
+        changes = decision.changes
         if deployment_id:
             deployment = self.registry.deployment(deployment_id)
             changes["deployment_id"] = deployment.deployment_id
             changes["protocol_version"] = self.registry.protocol_version(deployment)
         updated = self._force(self.store.resume, invocation_id, **changes)
-        if waits_for_key:
+        if decision.queue:
             self.keys.enqueue(updated)
         else:
             self.scheduler.wake_now(invocation_id)
@@ -327,19 +317,14 @@ class Operations:
         record = self.store.get_invocation(invocation_id)
         if record is None:
             raise NotFound(f"invocation {invocation_id} not found")
-        if record.status != "completed":
-            raise Conflict(
-                f"invocation {invocation_id} is {record.status}: only completed ones are purged; "
-                "cancel or kill it first, then purge it"
-            )
+        check_purge(record)
         self.store.delete_invocation(invocation_id, record.created_at_ms)
 
     def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
-        if loaded.record.status == "completed":
-            raise Conflict(f"invocation {invocation_id} has already completed")
+        check_open(loaded.record)
         return loaded
 
     def _force(

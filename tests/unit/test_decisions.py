@@ -8,14 +8,20 @@ import pytest
 from control_plane.attempt import AttemptFailure
 from control_plane.decisions import (
     AfterFailure,
+    Cancel,
     Start,
+    check_open,
+    check_purge,
     completion_changes,
+    decide_cancel,
     decide_failure,
+    decide_resume,
     decide_start,
     key_unsure,
     retry_not_due,
     suspension_changes,
 )
+from control_plane.errors import Conflict
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from tests.helpers.records import invocation
@@ -167,3 +173,65 @@ def test_a_back_off_waits_again_only_when_nothing_new_came() -> None:
     assert not retry_not_due(record, True, False, NOW)  # a notification: run now
     assert not retry_not_due(record, False, True, NOW)  # a sleep is due: run now
     assert not retry_not_due(record, False, False, NOW + 1)
+
+
+# --- operations from outside the handler ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "started", "expected"),
+    [
+        ("ready", False, Cancel.END_NOW),
+        ("scheduled", False, Cancel.END_NOW),
+        ("pending", False, Cancel.END_NOW),
+        ("ready", True, Cancel.SIGNAL),  # it ran and was woken again: its handler may compensate
+        ("running", False, Cancel.SIGNAL),
+        ("suspended", True, Cancel.SIGNAL),
+        ("backing-off", True, Cancel.SIGNAL),
+        ("paused", True, Cancel.RESUME_THEN_SIGNAL),
+    ],
+)
+def test_a_cancel_ends_what_never_started_resumes_what_is_paused_and_signals_the_rest(
+    status: str, started: bool, expected: Cancel
+) -> None:
+    assert decide_cancel(invocation(status=status), started) is expected
+
+
+def test_kill_pause_and_cancel_refuse_a_completed_invocation_and_purge_takes_only_completed_ones() -> None:
+    with pytest.raises(Conflict, match="already completed"):
+        decide_cancel(invocation(status="completed"), True)
+    with pytest.raises(Conflict, match="already completed"):
+        check_open(invocation(status="completed"))
+    check_open(invocation(status="suspended"))
+    with pytest.raises(Conflict, match="cancel or kill it first"):
+        check_purge(invocation(status="suspended"))
+    check_purge(invocation(status="completed"))
+
+
+def test_a_resume_gives_a_fresh_retry_budget_and_wakes_now() -> None:
+    decision = decide_resume(invocation(status="paused", retry_count=4, failures_in_a_row=4), True, NOW)
+    assert decision.queue is False
+    assert decision.changes == {
+        "status": "ready",
+        "retry_count": 0,
+        "failures_in_a_row": 0,
+        "next_retry_at_ms": 0,
+        "lease_until_ms": 0,
+    }
+
+
+def test_a_resume_of_an_exclusive_one_paused_before_its_key_queues_it_in_its_old_place_else_a_new_one() -> None:
+    exclusive = {"status": "paused", "service_type": "VIRTUAL_OBJECT", "handler_type": "EXCLUSIVE", "key": "k"}
+    waiting = invocation(**exclusive)
+    kept = decide_resume(invocation(**exclusive, inbox_seq="0000000001000inv_1"), False, NOW)
+    assert kept.queue is True
+    assert kept.changes["status"] == "pending"
+    assert kept.changes["inbox_seq"] == "0000000001000inv_1"  # its entry stayed in the queue (seed 317)
+    fresh = decide_resume(waiting, False, NOW)
+    assert fresh.changes["inbox_seq"] == f"{NOW:013d}inv_1"
+    assert decide_resume(waiting, True, NOW).queue is False  # it holds its key: it runs now
+
+
+def test_only_a_paused_invocation_resumes() -> None:
+    with pytest.raises(Conflict, match="not paused"):
+        decide_resume(invocation(status="running"), True, NOW)
