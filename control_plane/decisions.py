@@ -14,8 +14,9 @@ journal first, conditionally, then each effect). So every rule here is tested wi
   delayed invocation cancelled before its time, go back to sleep (not due yet), or run.
 - the operations from outside the handler (`control_plane/operations.py` carries them out):
   `decide_cancel` (end now, or deliver the cancel signal, resuming a paused one first),
-  `decide_resume` (runnable now, or back in its key's queue in its old place), `check_open` (kill,
-  pause: refused once completed) and `check_purge` (only a completed one is purged).
+  `decide_resume` (runnable now, or back in its key's queue in its old place), `check_open` (kill:
+  refused once completed), `check_pausable` (only a started one) and `check_purge` (only a
+  completed one is purged).
 """
 
 from __future__ import annotations
@@ -250,6 +251,20 @@ def check_open(record: InvocationRecord) -> None:
     answers 409 otherwise). Raises `Conflict` if `record` completed."""
     if record.status == "completed":
         raise Conflict(f"invocation {record.invocation_id} has already completed")
+
+
+def check_pausable(record: InvocationRecord) -> None:
+    """Only an invocation that has started is paused (restate-server 1.7.12 answers "not running"
+    for one waiting in its object key's queue or for its delay). A paused one waiting for its key
+    would be granted the key and hold it, paused, before every later call on that key. Raises
+    `Conflict`, naming the fix, for a `pending` or `scheduled` one (and for a completed one)."""
+    check_open(record)
+    if record.status in ("pending", "scheduled"):
+        waits = "for its object key" if record.status == "pending" else "for its delay"
+        raise Conflict(
+            f"invocation {record.invocation_id} is not running yet (it waits {waits}): only a started "
+            "invocation is paused; cancel or kill it instead"
+        )
 
 
 class Cancel(StrEnum):

@@ -23,7 +23,15 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from control_plane.decisions import Cancel, check_open, check_purge, completion_changes, decide_cancel, decide_resume
+from control_plane.decisions import (
+    Cancel,
+    check_open,
+    check_pausable,
+    check_purge,
+    completion_changes,
+    decide_cancel,
+    decide_resume,
+)
 from control_plane.errors import Conflict, NotFound, TorporError
 from control_plane.held import Held, Knocks
 from control_plane.hooks import Ends, Notifies
@@ -283,9 +291,9 @@ class Operations:
         """Stop running the invocation until it is resumed (its key, if any, stays held).
 
         An attempt under way is not cut short, but its outcome is discarded (the epoch moves on).
-        Raises `NotFound`, or `Conflict` if it already completed.
+        Raises `NotFound`, or `Conflict` if it already completed or has not started (`check_pausable`).
         """
-        self._loaded_or_404(invocation_id)
+        check_pausable(self._loaded_or_404(invocation_id).record)
         self._force(self.store.force_pause, invocation_id)
         self.waiters.notify(invocation_id)
 
@@ -310,7 +318,9 @@ class Operations:
             self.scheduler.wake_now(invocation_id)
 
     def purge(self, invocation_id: str) -> None:
-        """Delete a completed invocation: its record, journal and notifications.
+        """Delete a completed invocation: its record, journal and notifications, and a workflow
+        run's state and promises with it (as restate-server 1.7.12 does: a run sent again after
+        the purge starts afresh), as retention does (`Retention.remove`).
 
         Raises `NotFound`, or `Conflict` if it has not completed (cancel or kill it first).
         """
@@ -318,7 +328,7 @@ class Operations:
         if record is None:
             raise NotFound(f"invocation {invocation_id} not found")
         check_purge(record)
-        self.store.delete_invocation(invocation_id, record.created_at_ms)
+        self.retention.remove(record)  # a workflow run's state and promises go with it, first
 
     def _loaded_or_404(self, invocation_id: str) -> LoadedInvocation:
         loaded = self.store.load_invocation(invocation_id)

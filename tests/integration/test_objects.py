@@ -408,24 +408,28 @@ def test_invocations_are_listed_by_service_handler_and_key_and_paged(dev: DevSer
     assert httpx.get(f"{dev.admin_url}/invocations", params={"limit": "0"}).status_code == 400
 
 
-def test_a_call_paused_while_it_waits_for_its_key_and_resumed_keeps_one_place_in_the_queue(dev: DevServer) -> None:
+def test_a_call_waiting_for_its_key_is_not_paused_and_the_calls_behind_it_run(dev: DevServer) -> None:
     # GIVEN a key held by a sleeping call, and a second call waiting for it (pending)
     key = unique("paused-in-queue")
     holder = httpx.post(f"{dev.ingress_url}/Counter/{key}/add_after_sleep/send", json={"ms": 1500, "delta": 1})
     wait_for(lambda: describe(dev, holder.json()["invocationId"])["status"] == "suspended", 10, "the holder's sleep")
     waiting = httpx.post(f"{dev.ingress_url}/Counter/{key}/add/send", json=10).json()["invocationId"]
     wait_for(lambda: describe(dev, waiting)["status"] == "pending", 10, "the second call to queue up")
-    # WHEN it is paused and resumed while it still waits
-    assert httpx.patch(f"{dev.admin_url}/invocations/{waiting}/pause").status_code == 202
-    assert httpx.patch(f"{dev.admin_url}/invocations/{waiting}/resume").status_code == 202
+    # WHEN it is paused while it still waits (as restate-server: "not running")
+    refused = httpx.patch(f"{dev.admin_url}/invocations/{waiting}/pause")
+    # THEN the pause is refused, naming the fix; it keeps its one place in the key's queue
+    assert refused.status_code == 409, refused.text
+    assert "not running yet" in refused.json()["message"] and "cancel or kill" in refused.json()["message"]
     assert describe(dev, waiting)["status"] == "pending"
-    # THEN it holds one place in the key's queue (before the fix a second entry, under a new seq)
     lock = _dynamodb(dev).get_item(
         TableName=dev.table,
         Key={"PK": {"S": f"OBJ#Counter#{hashlib.sha256(key.encode()).hexdigest()}"}, "SK": {"S": "LOCK"}},
     )["Item"]
     assert [entry.split("#")[-1] for entry in lock["queued"]["SS"]] == [waiting]
-    # and both complete once, leaving the key free and its queue empty
-    wait_for(lambda: describe(dev, waiting)["status"] == "completed", 30, "the resumed call")
+    # and it, then a call sent after it, complete in order (before the fix a paused one was granted the
+    # key and held it, paused, before every later call), leaving the key free and its queue empty
+    behind = httpx.post(f"{dev.ingress_url}/Counter/{key}/add/send", json=100).json()["invocationId"]
+    wait_for(lambda: describe(dev, behind)["status"] == "completed", 30, "the call behind it")
     assert httpx.get(f"{dev.ingress_url}/restate/invocation/{waiting}/output").json() == 11
+    assert httpx.get(f"{dev.ingress_url}/restate/invocation/{behind}/output").json() == 111
     assert dev.store.key_status("Counter", key) == (None, None)

@@ -443,6 +443,27 @@ def test_a_request_sent_again_after_its_purge_makes_its_calls_again(dev: DevServ
     assert httpx.post(f"{dev.ingress_url}/Counter/{counter}/get", json=None, timeout=30).json() == 4
 
 
+def test_a_workflow_purged_then_run_again_starts_afresh_without_its_state_and_promises(dev: DevServer) -> None:
+    wf = unique("purged-wf")
+    # GIVEN a workflow run that stored its state and got its promise resolved with "OLD", completed
+    run = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run/send", json="a@x", timeout=30).json()["invocationId"]
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="OLD", timeout=30).status_code == 200
+    first = httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/attach", timeout=30)
+    assert first.json()["confirmed_with"] == "OLD", first.text
+    # WHEN the run is purged and the workflow run again, its promise resolved with "NEW"
+    assert httpx.patch(f"{dev.admin_url}/invocations/{run}/purge").status_code == 202
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/status", json=None, timeout=30).json() == {
+        "email": None,
+        "stage": None,
+    }
+    assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/run/send", json="b@x", timeout=30).status_code == 202
+    confirmed = httpx.post(f"{dev.ingress_url}/Signup/{wf}/confirm", json="NEW", timeout=30)
+    # THEN it starts afresh, as on restate-server: the new promise is resolved, not the purged run's
+    assert confirmed.status_code == 200, confirmed.text
+    again = httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/attach", timeout=30)
+    assert again.json() == {"email": "b@x", "confirmed_with": "NEW"}, again.text
+
+
 # --- service configuration ----------------------------------------------------------------------
 
 

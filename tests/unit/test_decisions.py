@@ -11,6 +11,7 @@ from control_plane.decisions import (
     Cancel,
     Start,
     check_open,
+    check_pausable,
     check_purge,
     completion_changes,
     decide_cancel,
@@ -235,3 +236,14 @@ def test_a_resume_of_an_exclusive_one_paused_before_its_key_queues_it_in_its_old
 def test_only_a_paused_invocation_resumes() -> None:
     with pytest.raises(Conflict, match="not paused"):
         decide_resume(invocation(status="running"), True, NOW)
+
+
+@pytest.mark.parametrize("status", ["pending", "scheduled", "completed"])
+def test_only_a_started_invocation_is_paused(status: str) -> None:
+    with pytest.raises(Conflict):
+        check_pausable(invocation(status=status))
+
+
+@pytest.mark.parametrize("status", ["ready", "running", "suspended", "backing-off", "paused"])
+def test_a_started_invocation_may_be_paused(status: str) -> None:
+    check_pausable(invocation(status=status))
