@@ -419,7 +419,8 @@ def test_a_call_waiting_for_its_key_is_not_paused_and_the_calls_behind_it_run(de
     refused = httpx.patch(f"{dev.admin_url}/invocations/{waiting}/pause")
     # THEN the pause is refused, naming the fix; it keeps its one place in the key's queue
     assert refused.status_code == 409, refused.text
-    assert "not running yet" in refused.json()["message"] and "cancel or kill" in refused.json()["message"]
+    assert "not running yet" in refused.json()["message"]
+    assert "cancel or kill" in refused.json()["message"]
     assert describe(dev, waiting)["status"] == "pending"
     lock = _dynamodb(dev).get_item(
         TableName=dev.table,
