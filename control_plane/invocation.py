@@ -26,8 +26,9 @@ own module:
 - `control_plane.attempts.Attempts`: the attempt seam, request/response (with in-process
   checkpoints) or bidirectional, chosen per deployment;
 - `control_plane.executor.Executor`: carries out a decision: the journal first, conditionally,
-  then the effects, then the transition (suspend, complete, back off, pause, fail, kill), whose
-  fields `control_plane.decisions` computes;
+  then the committed entries' effects, then the `decisions.Decision` (queue, not due, suspend,
+  complete, back off, pause, fail, kill), through its one entry `Executor.apply`: the named
+  transition, conditionally, then the decision's effects in order;
 - `control_plane.timers.Timers`: every timer armed, re-armed or cancelled; `Engine.wake` is the one
   entry of a wake-up (`timers.Wake`);
 - `control_plane.effects.Effects`: what committed entries do beyond the journal (timers, callees,
