@@ -22,8 +22,8 @@ from outside (`control_plane/operations.py`) carry out theirs with the forced tr
 - the operations from outside the handler (`control_plane/operations.py` carries them out):
   `decide_cancel` (end now, or deliver the cancel signal, resuming a paused one first),
   `decide_resume` (runnable now, or back in its key's queue in its old place), `check_open` (kill:
-  refused once completed), `check_pausable` (only a started one) and `check_purge` (only a
-  completed one is purged).
+  refused once completed), `decide_pause` (`check_pausable`: only a started one) and
+  `check_purge` (only a completed one is purged).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class Transition(StrEnum):
     PAUSE = "pause"  # parked until resumed (`paused`)
     COMPLETE = "complete"  # completed (succeeded, failed, cancelled or killed)
     RESUME = "resume"  # a paused one runs again (forced, from outside)
+    FORCE_PAUSE = "force_pause"  # parked from outside, whoever holds the lease (the epoch moves on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +364,14 @@ def check_pausable(record: InvocationRecord) -> None:
             f"invocation {record.invocation_id} is not running yet (it waits {waits}): only a started "
             "invocation is paused; cancel or kill it instead"
         )
+
+
+def decide_pause(record: InvocationRecord) -> Decision:
+    """Decide the pause of `record` from outside: FORCE_PAUSE (the epoch moves on: an attempt under
+    way is not cut short, but its outcome is discarded), then `NotifyWaiters`. Raises `Conflict` as
+    `check_pausable` does (completed, or not started yet)."""
+    check_pausable(record)
+    return Decision(Transition.FORCE_PAUSE, {}, (NotifyWaiters(),))
 
 
 def decide_cancel(record: InvocationRecord, started: bool) -> Decision:

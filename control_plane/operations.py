@@ -26,14 +26,15 @@ from collections.abc import Callable, Mapping
 from control_plane.decisions import (
     Decision,
     Enqueue,
+    NotifyWaiters,
     Signal,
     Transition,
     WakeNow,
     check_open,
-    check_pausable,
     check_purge,
     completion_changes,
     decide_cancel,
+    decide_pause,
     decide_resume,
 )
 from control_plane.errors import Conflict, NotFound, TorporError
@@ -293,11 +294,9 @@ class Operations:
         """Stop running the invocation until it is resumed (its key, if any, stays held).
 
         An attempt under way is not cut short, but its outcome is discarded (the epoch moves on).
-        Raises `NotFound`, or `Conflict` if it already completed or has not started (`check_pausable`).
+        Raises `NotFound`, or `Conflict` if it already completed or has not started (`decide_pause`).
         """
-        check_pausable(self._loaded_or_404(invocation_id).record)
-        self._force(self.store.force_pause, invocation_id)
-        self.waiters.notify(invocation_id)
+        self._carry_out(invocation_id, decide_pause(self._loaded_or_404(invocation_id).record))
 
     def resume(self, invocation_id: str, deployment_id: str | None = None) -> None:
         """Run a paused invocation again now, with a fresh retry budget; optionally on another deployment.
@@ -318,14 +317,16 @@ class Operations:
         self._carry_out(invocation_id, decision)
 
     def _carry_out(self, invocation_id: str, decision: Decision) -> None:
-        """Carry out an operation's `decision` (`decide_cancel`, `decide_resume`): its transition, forced
-        (RESUME: the epoch moves on, so a worker holding the old lease cannot write after it; RUN
-        writes nothing), then its effects in order: `Enqueue` (its key's queue), `WakeNow`, `Signal`
-        (the cancel signal, stored and rung through `Effects.notify`). Raises `Conflict` if it has
-        completed meanwhile."""
+        """Carry out an operation's `decision` (`decide_cancel`, `decide_pause`, `decide_resume`): its
+        transition, forced (RESUME, FORCE_PAUSE: the epoch moves on, so a worker holding the old lease
+        cannot write after it; RUN writes nothing), then its effects in order: `Enqueue` (its key's
+        queue), `WakeNow`, `NotifyWaiters`, `Signal` (the cancel signal, stored and rung through
+        `Effects.notify`). Raises `Conflict` if it has completed meanwhile."""
         updated: InvocationRecord | None = None
         if decision.transition is Transition.RESUME:
             updated = self._force(self.store.resume, invocation_id, **decision.changes)
+        elif decision.transition is Transition.FORCE_PAUSE:
+            updated = self._force(self.store.force_pause, invocation_id, **decision.changes)
         elif decision.transition is not Transition.RUN:
             raise ValueError(f"an operation does not write {decision.transition}")
         for effect in decision.effects:
@@ -333,6 +334,8 @@ class Operations:
                 self.keys.enqueue(updated)
             elif isinstance(effect, WakeNow):
                 self.scheduler.wake_now(invocation_id)
+            elif isinstance(effect, NotifyWaiters):
+                self.waiters.notify(invocation_id)
             elif isinstance(effect, Signal):
                 signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
                 self.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))

@@ -26,6 +26,7 @@ from control_plane.decisions import (
     completion_changes,
     decide_cancel,
     decide_failure,
+    decide_pause,
     decide_resume,
     decide_start,
     decide_suspension,
@@ -273,8 +274,11 @@ def test_only_a_paused_invocation_resumes() -> None:
 def test_only_a_started_invocation_is_paused(status: str) -> None:
     with pytest.raises(Conflict):
         check_pausable(invocation(status=status))
+    with pytest.raises(Conflict):
+        decide_pause(invocation(status=status))
 
 
 @pytest.mark.parametrize("status", ["ready", "running", "suspended", "backing-off", "paused"])
 def test_a_started_invocation_may_be_paused(status: str) -> None:
     check_pausable(invocation(status=status))
+    assert decide_pause(invocation(status=status)) == Decision(Transition.FORCE_PAUSE, {}, (NotifyWaiters(),))
