@@ -1,28 +1,35 @@
 """Pure decisions of the invocation engine: given what is loaded and what happened, what to write.
 
 Nothing here reads or writes a store, sends a request or reads a clock: each function takes the
-invocation's record, the event and `now_ms`, and returns values the engine then carries out (the
-journal first, conditionally, then each effect). So every rule here is tested without processes
-(tests/unit/test_decisions.py).
+invocation's record, the event and `now_ms`, and returns values the engine then carries out. So
+every rule here is tested without processes (tests/unit/test_decisions.py).
+
+Every decision is one `Decision`: one named `Transition` (a named transition of the store,
+`InvocationTransitions`, or RUN: nothing written), the fields it writes (`changes`), the doorbell it
+is conditional on, and the `Effect`s that follow the write, in order. One executor entry,
+`Executor.apply`, carries out any of them for an invocation held under its lease; the operations
+from outside (`control_plane/operations.py`) carry out theirs with the forced transitions.
 
 - `completion_changes`: the fields of an invocation's completing write, whoever completes it (the
   handler's Output, a terminal failure, the retry policy giving up, a cancel or a kill).
 - `decide_failure`: what a failed attempt leads to under the retry policy: back off, pause, fail or
   kill (Restate's retry policy: exponential backoff, then `on_max_attempts`).
-- `suspension_changes`: the fields of a suspension (Restate service protocol, SuspensionMessage).
+- `decide_suspension` (`suspension_changes`): a suspension (Restate service protocol,
+  SuspensionMessage).
 - `decide_start`: what a wake-up that took the lease does first: queue for the object key, end a
-  delayed invocation cancelled before its time, go back to sleep (not due yet), or run.
+  delayed invocation cancelled before its time, go back to sleep (not due yet), or run;
+  `retry_not_due` and `not_due`: a back-off woken before its time sleeps again.
 - the operations from outside the handler (`control_plane/operations.py` carries them out):
   `decide_cancel` (end now, or deliver the cancel signal, resuming a paused one first),
   `decide_resume` (runnable now, or back in its key's queue in its old place), `check_open` (kill:
-  refused once completed), `check_pausable` (only a started one) and `check_purge` (only a
-  completed one is purged).
+  refused once completed), `decide_pause` (`check_pausable`: only a started one) and
+  `check_purge` (only a completed one is purged).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -36,6 +43,110 @@ from control_plane.retry import RetryPolicy
 Changes = dict[str, Any]
 """Fields of `InvocationRecord` and their new values, as the store's named transitions take them
 (`InvocationTransitions`: `complete`, `suspend`, `back_off`, `pause`, `wait_for_key`)."""
+
+
+class Transition(StrEnum):
+    """The one named transition of a `Decision`: the store's transition it writes
+    (`InvocationTransitions`, same name), or RUN, which writes nothing."""
+
+    RUN = "run"  # nothing written: the attempt goes on (or, from outside, the cancel signal is delivered)
+    RENEW_LEASE = "renew_lease"  # a longer lease for the next attempt
+    RELEASE_LEASE = "release_lease"  # handed off, or woken before its time
+    WAIT_FOR_KEY = "wait_for_key"  # wait in its object key's queue (`pending`)
+    SUSPEND = "suspend"  # wait for a notification (`suspended`)
+    BACK_OFF = "back_off"  # retried later (`backing-off`)
+    PAUSE = "pause"  # parked until resumed (`paused`)
+    COMPLETE = "complete"  # completed (succeeded, failed, cancelled or killed)
+    RESUME = "resume"  # a paused one runs again (forced, from outside)
+    FORCE_PAUSE = "force_pause"  # parked from outside, whoever holds the lease (the epoch moves on)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    """A timer due at `due_ms` (ms since the epoch): its record is written BEFORE the transition (a
+    crash after the write cannot lose it), its wake-up asked of the scheduler after."""
+
+    due_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    """Into its object key's queue after the write. `place_ms`: a new place in the queue at that time
+    (ms since the epoch), drawn before the write (`creation.inbox_seq`); 0 keeps its place."""
+
+    place_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WakeNow:
+    """Wake it now (the scheduler's work queue) after the write."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyWaiters:
+    """Tell the in-process waiters on its result to look again (it paused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelSleeps:
+    """Delete the timers of the sleeps it no longer awaits (it completed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KillCalleesBehind:
+    """Kill the callees waiting in the queue of the object key it holds (killed: before the key goes on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TellCallers:
+    """What follows a completing write (`Endings.ended`): waiters woken, callers attached since told,
+    the object key handed on, a workflow's retention started. Its callers known before the write
+    were told before it (`Endings.tell_callers`, part of the COMPLETE transition)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KillStartedCallees:
+    """Kill the callees it started that have not completed (killed: the retry policy's `kill`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """Deliver the cancel signal (a notification: stored, its doorbell rung, it is woken)."""
+
+
+Effect = (
+    ArmTimer
+    | Enqueue
+    | WakeNow
+    | NotifyWaiters
+    | CancelSleeps
+    | KillCalleesBehind
+    | TellCallers
+    | KillStartedCallees
+    | Signal
+)
+"""What follows a decision's write, in its order (`Decision.effects`); each is idempotent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The one result of every decision here: `transition`, the fields it writes (`changes`), the
+    doorbell the write is conditional on (`doorbell`, None: the epoch only) and the `effects` that
+    follow it, in order (`ArmTimer`'s record goes before the write). A COMPLETE decided before the
+    completion's time is known (a cancel) names only its `completion` and `failure` (`ending`)."""
+
+    transition: Transition
+    changes: Changes = field(default_factory=dict)
+    effects: tuple[Effect, ...] = ()
+    doorbell: int | None = None
+
+    def ending(self) -> tuple[str, dict[str, Any]]:
+        """`(completion, failure)` of a COMPLETE decision: how it ends (`cancelled`, ...) and its failure."""
+        return str(self.changes["completion"]), dict(self.changes["failure"])
+
+
+RUN = Decision(Transition.RUN)
+"""Nothing to write: go on."""
 
 
 def completion_changes(
@@ -103,24 +214,14 @@ def suspension_changes(
     }
 
 
-class AfterFailure(StrEnum):
-    """What a failed attempt leads to (`decide_failure`)."""
-
-    BACK_OFF = "back-off"  # retried at `FailureDecision.retry_at_ms`
-    PAUSE = "pause"  # parked until resumed (the handler asked, or the policy's attempts ran out)
-    FAIL = "fail"  # completed with the failure (the handler said it is terminal)
-    KILL = "kill"  # completed as killed (the policy's attempts ran out, `on_max_attempts = kill`)
-
-
-@dataclass(frozen=True, slots=True)
-class FailureDecision:
-    """The decision on a failed attempt: `then`, the fields to write (`changes`, the completing
-    write's included for FAIL and KILL), and for BACK_OFF the due time of the retry (ms since the
-    epoch; its timer is written before `changes`, so a crash cannot lose it)."""
-
-    then: AfterFailure
-    changes: Changes
-    retry_at_ms: int = 0
+def decide_suspension(
+    doorbell: int, waiting_on: Mapping[str, object], sleeps_due_ms: list[int], journal_length: int
+) -> Decision:
+    """A suspension (`suspension_changes`, same arguments), conditional on `doorbell`: a
+    notification stored since it was read makes the write fail, and the holder looks again."""
+    return Decision(
+        Transition.SUSPEND, suspension_changes(doorbell, waiting_on, sleeps_due_ms, journal_length), doorbell=doorbell
+    )
 
 
 def decide_failure(
@@ -130,7 +231,7 @@ def decide_failure(
     policy: RetryPolicy,
     now_ms: int,
     retention: Mapping[str, int],
-) -> FailureDecision:
+) -> Decision:
     """Decide what the failed attempt `failure` of `record` (its journal now `journal_length`
     entries long) leads to under `policy`, at `now_ms`.
 
@@ -143,6 +244,12 @@ def decide_failure(
     Failures in a row grow however the journal did (the backoff and the attempt limit count them);
     `retry_count`, the SDK's count, restarts at 1 when the journal grew since the last failure.
     `retention` is what `Retention.changes` gives for a completion now (used by FAIL and KILL).
+
+    Returns COMPLETE (failed: then `CancelSleeps`, `TellCallers`; killed, as the kill API: its open
+    callees are killed too, `KillCalleesBehind` before the key goes on, `KillStartedCallees` after),
+    PAUSE (conditional on the record's doorbell: a cancel stored meanwhile must not be parked; then
+    `NotifyWaiters`), or BACK_OFF with `ArmTimer` at the retry's due time (its record written first,
+    so a crash cannot lose it).
     """
     grew = journal_length > record.retry_at_length
     in_a_row = record.failures_in_a_row + 1
@@ -165,42 +272,23 @@ def decide_failure(
     }
     exhausted = policy.exhausted(in_a_row)
     if failure.behavior == pb.FAIL or (exhausted and policy.on_max_attempts == "kill"):
-        then = AfterFailure.FAIL if failure.behavior == pb.FAIL else AfterFailure.KILL
+        killed = failure.behavior != pb.FAIL
         ending = completion_changes(
             now_ms,
-            "failed" if then is AfterFailure.FAIL else "killed",
+            "killed" if killed else "failed",
             retention,
             failure={"code": failure.code, "message": failure.message},
         )
-        return FailureDecision(then, {**common, **ending})
+        then: tuple[Effect, ...] = (CancelSleeps(), TellCallers())
+        if killed:
+            then = (CancelSleeps(), KillCalleesBehind(), TellCallers(), KillStartedCallees())
+        return Decision(Transition.COMPLETE, {**common, **ending}, then)
     if failure.behavior == pb.PAUSE or exhausted:
-        return FailureDecision(AfterFailure.PAUSE, {**common, "status": "paused", "next_retry_at_ms": 0})
+        paused = {**common, "status": "paused", "next_retry_at_ms": 0}
+        return Decision(Transition.PAUSE, paused, (NotifyWaiters(),), doorbell=record.doorbell)
     due = now_ms + policy.delay_ms(in_a_row, failure.next_retry_delay_ms)
-    return FailureDecision(
-        AfterFailure.BACK_OFF, {**common, "status": "backing-off", "next_retry_at_ms": due, "wake_up_at_ms": due}, due
-    )
-
-
-class Start(StrEnum):
-    """What a wake-up that took the lease does first (`decide_start`)."""
-
-    QUEUE = "queue"  # wait in the object key's queue (`pending`): `StartDecision.changes`, then enqueue
-    CANCEL = "cancel"  # a delayed invocation cancelled before its time: completed as cancelled (409)
-    NOT_DUE = "not-due"  # woken before its time: re-arm `StartDecision.due_ms`, release as `status`
-    RUN = "run"  # go on: attempt, unless `retry_not_due` says the back-off is not over
-
-
-@dataclass(frozen=True, slots=True)
-class StartDecision:
-    """The decision of `decide_start`: `then`; for QUEUE the fields of the `pending` write
-    (`changes`) and whether it needs a new place in the queue (`new_place`: the engine draws it,
-    `creation.inbox_seq`); for NOT_DUE the status it is released with and when it is due (ms)."""
-
-    then: Start
-    changes: Changes | None = None
-    new_place: bool = False
-    status: str = ""
-    due_ms: int = 0
+    backing_off = {**common, "status": "backing-off", "next_retry_at_ms": due, "wake_up_at_ms": due}
+    return Decision(Transition.BACK_OFF, backing_off, (ArmTimer(due),))
 
 
 def key_unsure(record: InvocationRecord) -> bool:
@@ -212,29 +300,40 @@ def key_unsure(record: InvocationRecord) -> bool:
 
 def decide_start(
     record: InvocationRecord, holds_key: bool | None, fresh: Collection[str], now_ms: int, cancel_key: str
-) -> StartDecision:
+) -> Decision:
     """Decide what a wake-up that took the lease on `record` does first, at `now_ms`.
 
     `holds_key` is whether it holds its object key (read only when `key_unsure`, else None);
     `fresh` the keys of the notifications stored and not yet journaled; `cancel_key` the cancel
     signal's notification key. Rules, in order:
-    - an exclusive invocation that never took its key (`holds_key` False) queues, in its place;
+    - an exclusive invocation that never took its key (`holds_key` False) queues, in its place
+      (WAIT_FOR_KEY, then `Enqueue`);
     - a delayed exclusive invocation whose time has come queues, in a new place (its turn for the
-      key starts now);
+      key starts now: `Enqueue(place_ms=now_ms)`);
     - a delayed invocation not yet due starts at its time, whatever arrives: cancelled now if the
-      cancel signal arrived, else back to sleep as `scheduled` until `execution_time_ms`;
-    - otherwise it runs.
+      cancel signal arrived (COMPLETE, `ending` 409 `cancelled`), else back to sleep as `scheduled`
+      until `execution_time_ms` (`not_due`);
+    - otherwise it runs (RUN).
     """
     if holds_key is False:
-        return StartDecision(Start.QUEUE, {"status": "pending", "lease_until_ms": 0, "inbox_seq": record.inbox_seq})
+        changes: Changes = {"status": "pending", "lease_until_ms": 0, "inbox_seq": record.inbox_seq}
+        return Decision(Transition.WAIT_FOR_KEY, changes, (Enqueue(),))
     if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now_ms:
-        changes: Changes = {"status": "pending", "lease_until_ms": 0, "execution_time_ms": 0}
-        return StartDecision(Start.QUEUE, changes, new_place=True)
+        changes = {"status": "pending", "lease_until_ms": 0, "execution_time_ms": 0}
+        return Decision(Transition.WAIT_FOR_KEY, changes, (Enqueue(place_ms=now_ms),))
     if record.execution_time_ms > now_ms:
         if cancel_key in fresh:
-            return StartDecision(Start.CANCEL)
-        return StartDecision(Start.NOT_DUE, status="scheduled", due_ms=record.execution_time_ms)
-    return StartDecision(Start.RUN)
+            return Decision(
+                Transition.COMPLETE, {"completion": "cancelled", "failure": {"code": 409, "message": "cancelled"}}
+            )
+        return not_due("scheduled", record.execution_time_ms)
+    return RUN
+
+
+def not_due(status: str, due_ms: int) -> Decision:
+    """Woken before its time (a duplicate or early timer, a back-off not over): its timer armed again
+    for `due_ms` (ms since the epoch; recorded before the write) and the lease released as `status`."""
+    return Decision(Transition.RELEASE_LEASE, {"status": status, "lease_until_ms": 0}, (ArmTimer(due_ms),))
 
 
 def retry_not_due(record: InvocationRecord, fresh: bool, due_sleep: bool, now_ms: int) -> bool:
@@ -267,50 +366,46 @@ def check_pausable(record: InvocationRecord) -> None:
         )
 
 
-class Cancel(StrEnum):
-    """What a cancel does (`decide_cancel`)."""
+def decide_pause(record: InvocationRecord) -> Decision:
+    """Decide the pause of `record` from outside: FORCE_PAUSE (the epoch moves on: an attempt under
+    way is not cut short, but its outcome is discarded), then `NotifyWaiters`. Raises `Conflict` as
+    `check_pausable` does (completed, or not started yet)."""
+    check_pausable(record)
+    return Decision(Transition.FORCE_PAUSE, {}, (NotifyWaiters(),))
 
-    END_NOW = "end-now"  # not started: completed as cancelled (409), only if no worker took it meanwhile
-    SIGNAL = "signal"  # deliver the cancel signal: the handler sees a terminal error at its next await
-    RESUME_THEN_SIGNAL = "resume-then-signal"  # paused: made runnable (fresh retry budget), then signalled
 
-
-def decide_cancel(record: InvocationRecord, started: bool) -> Cancel:
+def decide_cancel(record: InvocationRecord, started: bool) -> Decision:
     """Decide what cancelling `record` does; `started` is whether its journal holds more than its
     Input (an attempt committed something). One that never started and waits (`ready`, `scheduled`,
-    `pending`) ends now; a paused one is resumed so the signal reaches it; any other gets the signal
-    (as restate-server 1.7.12: the handler may compensate). Raises `Conflict` if it completed."""
+    `pending`) ends now (COMPLETE, `ending` 409 `cancelled`, only if no worker took it meanwhile: else
+    the signal); a paused one is resumed so the signal reaches it (RESUME with a fresh retry budget,
+    then `Signal`); any other gets the signal (RUN, then `Signal`; as restate-server 1.7.12: the
+    handler may compensate). Raises `Conflict` if it completed."""
     check_open(record)
     if record.status in ("ready", "scheduled", "pending") and not started:
-        return Cancel.END_NOW
+        return Decision(
+            Transition.COMPLETE, {"completion": "cancelled", "failure": {"code": 409, "message": "cancelled"}}
+        )
     if record.status == "paused":
-        return Cancel.RESUME_THEN_SIGNAL
-    return Cancel.SIGNAL
+        return Decision(Transition.RESUME, {}, (Signal(),))
+    return Decision(Transition.RUN, {}, (Signal(),))
 
 
-@dataclass(frozen=True, slots=True)
-class ResumeDecision:
-    """The decision of `decide_resume`: the fields of the `resume` write (`changes`, a fresh retry
-    budget) and whether it goes back in its object key's queue (`queue`) rather than woken now."""
-
-    changes: Changes
-    queue: bool
-
-
-def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int) -> ResumeDecision:
-    """Decide how paused `record` runs again at `now_ms`, with a fresh retry budget. An exclusive
-    invocation paused before it held its object key (`holds_key` False) goes back in the key's
-    queue, in its old place if it had one (its entry stayed in the queue while it was paused: a new
-    one would be left behind once it completes; found by the simulator, seed 317), else in a new
-    place at `now_ms`. Raises `Conflict` if it is not paused."""
+def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int) -> Decision:
+    """Decide how paused `record` runs again at `now_ms`, with a fresh retry budget (RESUME). An
+    exclusive invocation paused before it held its object key (`holds_key` False) goes back in the
+    key's queue (`Enqueue`), in its old place if it had one (its entry stayed in the queue while it
+    was paused: a new one would be left behind once it completes; found by the simulator, seed 317),
+    else in a new place at `now_ms`; any other is woken now (`WakeNow`). Raises `Conflict` if it is
+    not paused."""
     if record.status != "paused":
         raise Conflict(f"invocation {record.invocation_id} is {record.status}, not paused; only paused ones resume")
     changes: Changes = {"status": "ready", "retry_count": 0, "failures_in_a_row": 0, "next_retry_at_ms": 0}
     changes["lease_until_ms"] = 0
-    queue = is_exclusive(record) and not holds_key
-    if queue:
+    if is_exclusive(record) and not holds_key:
         changes.update(status="pending", inbox_seq=record.inbox_seq or f"{now_ms:013d}{record.invocation_id}")
-    return ResumeDecision(changes, queue)
+        return Decision(Transition.RESUME, changes, (Enqueue(),))
+    return Decision(Transition.RESUME, changes, (WakeNow(),))
 
 
 def check_purge(record: InvocationRecord) -> None:

@@ -3,14 +3,16 @@
 The journal first, conditionally: `commit` appends a batch at the journal's current length under
 the lease's epoch (losing that write means another commit landed first). Then each effect of what
 was committed, idempotently (`commit_and_apply`, through `Effects.apply`; the epoch is re-checked
-first when the entries reach beyond the invocation). Then the transition, one conditional write on
-the record: `suspend`, `complete`, `fail_terminally`, `failed` (back off, pause, fail or kill, as
-`decisions.decide_failure` says), each through `update`. An effect that fails propagates: the
+first when the entries reach beyond the invocation). Then the decision (`decisions.Decision`), through
+the one entry `apply`: its transition, one conditional write on the record (`update`, or
+`completing_write` for COMPLETE), then its effects in order, each idempotent. `suspend`, `complete`,
+`fail_terminally` and `failed` (back off, pause, fail or kill, as `decisions.decide_failure` says)
+decide and hand the decision to `apply`. An effect of a committed entry that fails propagates: the
 invocation never completes as a success without it (`complete` applies what is not known applied
 first), and `Engine._run_guarded` counts it as a failed attempt.
 
 The pure rules (what each transition writes) are in `control_plane.decisions`; the engine
-(`control_plane.invocation.Engine`) chooses the transition, this module writes it.
+(`control_plane.invocation.Engine`) chooses the decision, this module carries it out.
 """
 
 from __future__ import annotations
@@ -24,14 +26,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from control_plane.attempt import AttemptFailure
-from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, lease_ms
-from control_plane.decisions import AfterFailure, completion_changes, decide_failure, suspension_changes
+from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, inbox_seq, lease_ms
+from control_plane.decisions import (
+    ArmTimer,
+    CancelSleeps,
+    Decision,
+    Enqueue,
+    KillCalleesBehind,
+    KillStartedCallees,
+    NotifyWaiters,
+    TellCallers,
+    Transition,
+    WakeNow,
+    completion_changes,
+    decide_failure,
+    decide_suspension,
+)
 from control_plane.effects import Effects
 from control_plane.endings import Endings
 from control_plane.errors import TorporError
 from control_plane.failures import stored_failure
 from control_plane.held import Held, Outcome, log_fields
-from control_plane.keyed import STATE_COMMANDS, is_exclusive, is_workflow_run
+from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_workflow_run
 from control_plane.observability import Metrics
 from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
 from control_plane.ports import (
@@ -52,6 +68,14 @@ from control_plane.waiters import CompletionWaiters
 
 log = logging.getLogger("torpor.invocation")
 
+_COUNTED = {Transition.SUSPEND: "suspensions", Transition.PAUSE: "invocations_paused"}
+"""Transitions counted (`Metrics.count`, by service and handler) once written."""
+_AFTER_FAILURE = {
+    Transition.COMPLETE: Outcome.COMPLETED,
+    Transition.PAUSE: Outcome.PAUSED,
+    Transition.BACK_OFF: Outcome.BACKING_OFF,
+}
+"""The outcome of a failed attempt's decision once written."""
 _COMPLETING_ROUNDS = 16  # completing writes tried while callers attach (`Executor.completing_write`)
 _EFFECTFUL = frozenset(
     {
@@ -87,7 +111,7 @@ class Executor:
     state of its own between calls.
 
     Args:
-        store, registry, clock, settings, metrics, waiters, retention, timers: the engine's
+        store, registry, clock, settings, metrics, waiters, retention, timers, keys: the engine's
             ports and parts.
         effects: what committed entries do beyond the journal (`Effects.apply`).
         endings: callers told before a completing write, and what follows it.
@@ -105,6 +129,7 @@ class Executor:
         waiters: CompletionWaiters,
         retention: Retention,
         timers: Timers,
+        keys: Keys,
         effects: Effects,
         endings: Endings,
         operations: Operations,
@@ -119,6 +144,7 @@ class Executor:
         self.retention = retention
         self.timers = timers
         self.scheduler = timers.scheduler
+        self.keys = keys
         self.effects = effects
         self.endings = endings
         self.operations = operations
@@ -129,7 +155,9 @@ class Executor:
         than an attempt's worth (the inactivity timeout and half the margin) is left; nothing otherwise.
         Raises `StoreConflict` if the epoch moved on."""
         if held.record.lease_until_ms - now < options.inactivity_timeout_ms + self.settings.lease_margin_ms // 2:
-            self.update(held, self.store.renew_lease, lease_until_ms=now + lease_ms(options, self.settings))
+            renewed = Decision(Transition.RENEW_LEASE, {"lease_until_ms": now + lease_ms(options, self.settings)})
+            if not self.apply(held, renewed):
+                raise StoreConflict(f"{held.record.invocation_id}: its epoch moved on")
 
     def commit_new(self, held: Held, entries: list[Frame]) -> list[Frame] | Outcome | AttemptFailure | None:
         """The one commit path of an attempt's checked entries (an answer, or what the SDK sent so
@@ -265,16 +293,13 @@ class Executor:
         raise StoreConflict(f"{held.record.invocation_id}: its doorbell kept ringing while it completed")
 
     def suspend(self, held: Held) -> Outcome | None:
-        """Release the lease as `suspended`, unless a notification was stored meanwhile (then None)."""
+        """Release the lease as `suspended` (`decide_suspension`), unless a notification was stored
+        meanwhile (then None: look again)."""
         assert held.awaiting is not None
         sleeps = [at for cid, at in held.journal.open_sleeps().items() if cid in held.awaiting.completions]
-        doorbell = held.record.doorbell
-        changes = suspension_changes(doorbell, held.awaiting.to_json(), sleeps, len(held.journal))
-        try:
-            self.update(held, self.store.suspend, doorbell=doorbell, **changes)
-        except StoreConflict:
+        decision = decide_suspension(held.record.doorbell, held.awaiting.to_json(), sleeps, len(held.journal))
+        if not self.apply(held, decision):
             return None if self.reload(held) else Outcome.LEASE_LOST
-        self.metrics.count("suspensions", service=held.record.service, handler=held.record.handler)
         return Outcome.SUSPENDED
 
     def fail_terminally(self, held: Held, code: int, message: str, completion: str = "failed") -> Outcome:
@@ -298,12 +323,8 @@ class Executor:
             failure={"code": code, "message": message},
             journal_length=len(held.journal),
         )
-        try:
-            told = self.completing_write(held, changes)  # callers told before the write
-        except StoreConflict:
+        if not self.apply(held, Decision(Transition.COMPLETE, changes, (CancelSleeps(), TellCallers()))):
             return Outcome.LEASE_LOST
-        self.timers.cancel_sleeps(held)
-        self.endings.ended(held.record, told)
         return Outcome.COMPLETED
 
     def complete(self, held: Held) -> Outcome:
@@ -341,29 +362,25 @@ class Executor:
             changes = completion_changes(now, "succeeded", retention, output=value, journal_length=length)
         changes["attempts"] = held.record.attempts
         try:
-            told = self.completing_write(held, changes)  # callers told before the write
-        except StoreConflict:
-            return Outcome.LEASE_LOST
+            if not self.apply(held, Decision(Transition.COMPLETE, changes, (CancelSleeps(), TellCallers()))):
+                return Outcome.LEASE_LOST
         except ItemTooLarge:  # never retried forever: the caller sees why instead (callers told above keep
             # the result they were told first: a CallCompletion's value fits, it is what the check above measured)
+            if held.record.status == "completed":  # not the completing write's: an effect's after it
+                raise
             message = (
                 f"the invocation's result and input ({len(held.record.input_entry)} bytes) do not fit in one "
                 f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
             )
             return self.fail_terminally(held, 413, message)
-        self.timers.cancel_sleeps(held)
-        self.endings.ended(held.record, told)
         return Outcome.COMPLETED
 
     def failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
-        """Record a failed attempt; retry later by policy, pause, or fail the invocation."""
+        """Record a failed attempt; retry later by policy, pause, or fail the invocation (`decide_failure`)."""
         record = held.record
         if self.stopping.is_set():  # the attempt broke because this process stops: not the handler's fault
-            try:
-                self.update(held, self.store.release_lease, lease_until_ms=0)
-            except StoreConflict:
-                return Outcome.LEASE_LOST
-            return Outcome.HANDED_OFF
+            released = self.apply(held, Decision(Transition.RELEASE_LEASE, {"lease_until_ms": 0}))
+            return Outcome.HANDED_OFF if released else Outcome.LEASE_LOST
         policy = (
             options or self.registry.pinned_options(record.deployment_id, record.service, record.handler)
         ).retry_policy
@@ -381,36 +398,83 @@ class Executor:
         )
         self.metrics.count("attempt_failures", service=record.service, handler=record.handler)
         try:
-            if decision.then in (AfterFailure.FAIL, AfterFailure.KILL):
-                killed = decision.then is AfterFailure.KILL  # as the kill API: its open callees are killed too
-                told = self.completing_write(held, decision.changes)  # callers told before the write
-                self.timers.cancel_sleeps(held)
-                deadline = time.monotonic() + KILL_BUDGET_S
-                if killed:
-                    self.operations.kill_callees_behind(held, deadline)
-                self.endings.ended(held.record, told)
-                if killed:
-                    self.operations.kill_started_callees(record.invocation_id, 1, deadline, held)
-                return Outcome.COMPLETED
-            if decision.then is AfterFailure.PAUSE:
-                # conditional on the doorbell: a cancel stored meanwhile must not be parked
-                self.update(held, self.store.pause, doorbell=record.doorbell, **decision.changes)
-                self.waiters.notify(record.invocation_id)
-                self.metrics.count("invocations_paused", service=record.service, handler=record.handler)
-                return Outcome.PAUSED
-            due = self.timers.record(record.invocation_id, decision.retry_at_ms, held)  # first: a crash cannot lose it
-            self.update(held, self.store.back_off, **decision.changes)
+            written = self.apply(held, decision)
+        except StoreConflict:  # an effect's (a callee's kill, ...): as a lost write
+            written = False
+        if written:
+            return _AFTER_FAILURE[decision.transition]
+        if self.reload(held):  # the doorbell rang while pausing: deliver what arrived
+            released = self.apply(held, Decision(Transition.RELEASE_LEASE, {"lease_until_ms": 0}, (WakeNow(),)))
+            return Outcome.BACKING_OFF if released else Outcome.LEASE_LOST
+        return Outcome.LEASE_LOST
+
+    def apply(self, held: Held, decision: Decision) -> bool:
+        """The one entry that carries out a `Decision` for `held`, an invocation under our lease: its
+        transition, one conditional write on our epoch (and on `decision.doorbell` when set) through
+        the store's transition of that name (`update`; COMPLETE through `completing_write`, its
+        callers told before the write; RUN writes nothing), then its effects in order, each
+        idempotent. An `ArmTimer`'s record is written before the transition and an `Enqueue`'s new
+        place drawn before it, so a crash after the write loses neither; a SUSPEND or PAUSE written
+        is counted (`suspensions`, `invocations_paused`).
+
+        Returns False if the write lost (`StoreConflict`: the epoch, or the doorbell, moved on):
+        nothing after it is done (a timer recorded before it stays, noted in `held.timers`). An
+        effect's errors, and the write's `ItemTooLarge`, propagate.
+        """
+        invocation_id = held.record.invocation_id
+        changes = dict(decision.changes)
+        armed: list[int] = []
+        for effect in decision.effects:  # before the write: what a crash after it must not lose
+            if isinstance(effect, ArmTimer):
+                armed.append(self.timers.record(invocation_id, effect.due_ms, held))
+            elif isinstance(effect, Enqueue) and effect.place_ms:  # its turn for the key starts now
+                changes["inbox_seq"] = inbox_seq(effect.place_ms, invocation_id)
+        told: frozenset[str] = frozenset()
+        try:
+            if decision.transition is Transition.COMPLETE:
+                told = self.completing_write(held, changes)
+            elif decision.transition is not Transition.RUN:
+                self.update(held, self._transition(decision.transition), doorbell=decision.doorbell, **changes)
         except StoreConflict:
-            if self.reload(held):  # the doorbell rang while pausing: deliver what arrived
-                try:
-                    self.update(held, self.store.release_lease, lease_until_ms=0)
-                except StoreConflict:
-                    return Outcome.LEASE_LOST
-                self.scheduler.wake_now(record.invocation_id)
-                return Outcome.BACKING_OFF
-            return Outcome.LEASE_LOST
-        self.timers.hop(record.invocation_id, due)
-        return Outcome.BACKING_OFF
+            return False
+        if decision.transition in _COUNTED:
+            self.metrics.count(_COUNTED[decision.transition], service=held.record.service, handler=held.record.handler)
+        deadline: float | None = None  # a kill's budget for killing callees, from the first such effect
+        for effect in decision.effects:
+            if isinstance(effect, ArmTimer):
+                self.timers.hop(invocation_id, armed.pop(0))
+            elif isinstance(effect, Enqueue):
+                self.keys.enqueue(held.record)
+            elif isinstance(effect, WakeNow):
+                self.scheduler.wake_now(invocation_id)
+            elif isinstance(effect, NotifyWaiters):
+                self.waiters.notify(invocation_id)
+            elif isinstance(effect, CancelSleeps):
+                self.timers.cancel_sleeps(held)
+            elif isinstance(effect, TellCallers):
+                self.endings.ended(held.record, told)
+            elif isinstance(effect, KillCalleesBehind | KillStartedCallees):
+                if deadline is None:
+                    deadline = time.monotonic() + KILL_BUDGET_S
+                if isinstance(effect, KillCalleesBehind):
+                    self.operations.kill_callees_behind(held, deadline)
+                else:
+                    self.operations.kill_started_callees(invocation_id, 1, deadline, held)
+            else:  # `Signal`: delivered from outside the handler (`Operations.cancel`)
+                raise TypeError(f"{effect!r} is not an effect of a held invocation's decision")
+        return True
+
+    def _transition(self, transition: Transition) -> Callable[..., InvocationRecord | None]:
+        """The store's named transition (`InvocationTransitions`) a held invocation's `transition` writes."""
+        transitions: dict[Transition, Callable[..., InvocationRecord | None]] = {
+            Transition.RENEW_LEASE: self.store.renew_lease,
+            Transition.RELEASE_LEASE: self.store.release_lease,
+            Transition.WAIT_FOR_KEY: self.store.wait_for_key,
+            Transition.SUSPEND: self.store.suspend,
+            Transition.BACK_OFF: self.store.back_off,
+            Transition.PAUSE: self.store.pause,
+        }
+        return transitions[transition]
 
     def update(
         self,

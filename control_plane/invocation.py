@@ -26,8 +26,9 @@ own module:
 - `control_plane.attempts.Attempts`: the attempt seam, request/response (with in-process
   checkpoints) or bidirectional, chosen per deployment;
 - `control_plane.executor.Executor`: carries out a decision: the journal first, conditionally,
-  then the effects, then the transition (suspend, complete, back off, pause, fail, kill), whose
-  fields `control_plane.decisions` computes;
+  then the committed entries' effects, then the `decisions.Decision` (queue, not due, suspend,
+  complete, back off, pause, fail, kill), through its one entry `Executor.apply`: the named
+  transition, conditionally, then the decision's effects in order;
 - `control_plane.timers.Timers`: every timer armed, re-armed or cancelled; `Engine.wake` is the one
   entry of a wake-up (`timers.Wake`);
 - `control_plane.effects.Effects`: what committed entries do beyond the journal (timers, callees,
@@ -46,8 +47,8 @@ from dataclasses import replace
 
 from control_plane.attempt import AttemptAnswer, AttemptFailure, explain_mismatch, parse_answer, without_handled_cancel
 from control_plane.attempts import Attempts, check
-from control_plane.creation import JOURNAL_ENTRY_LIMIT_BYTES, Creation, inbox_seq
-from control_plane.decisions import Changes, Start, decide_start, key_unsure, retry_not_due
+from control_plane.creation import JOURNAL_ENTRY_LIMIT_BYTES, Creation
+from control_plane.decisions import Decision, Transition, WakeNow, decide_start, key_unsure, not_due, retry_not_due
 from control_plane.effects import Effects
 from control_plane.endings import Endings
 from control_plane.errors import TorporError
@@ -191,6 +192,7 @@ class Engine:
             waiters,
             self.retention,
             self.timers,
+            self.keys,
             self.effects,
             self.endings,
             self.operations,
@@ -269,27 +271,20 @@ class Engine:
             holds_key = self.store.lock_holder(record.service, record.key) == invocation_id
         fresh = [n for n in held.stored if not held.journal.has(n.key)]
         start = decide_start(record, holds_key, {n.key for n in fresh}, now, f"s{CANCEL_SIGNAL}")
-        if start.then is Start.QUEUE and start.changes is not None:  # wait in the key's queue
-            changes: Changes = dict(start.changes)
-            if start.new_place:  # its turn for the key starts now
-                changes["inbox_seq"] = inbox_seq(now, invocation_id)
-            try:
-                self.executor.update(held, self.store.wait_for_key, **changes)
-            except StoreConflict:
-                return Outcome.LEASE_LOST
-            self.keys.enqueue(held.record)
-            return Outcome.BUSY
-        if start.then is Start.CANCEL:
-            return self.executor.fail_terminally(held, 409, "cancelled", "cancelled")
-        if start.then is Start.NOT_DUE:
-            return self._not_due(held, start.status, start.due_ms)
+        if start.transition is Transition.WAIT_FOR_KEY:  # wait in the key's queue
+            return Outcome.BUSY if self.executor.apply(held, start) else Outcome.LEASE_LOST
+        if start.transition is Transition.COMPLETE:  # cancelled before its time
+            completion, failure = start.ending()
+            return self.executor.fail_terminally(held, failure["code"], failure["message"], completion)
+        if start.transition is Transition.RELEASE_LEASE:
+            return self._not_due(held, start)
         due_sleep = any(at <= now for at in held.journal.open_sleeps().values())
         if not due_sleep and not fresh:
             due_sleep = self.timers.wait_for_sleep(held, now)
         if not due_sleep:
             self.timers.rearm_read_ahead(held)
         if retry_not_due(record, bool(fresh), due_sleep, now):  # woken early: wait again
-            return self._not_due(held, "backing-off", record.next_retry_at_ms)
+            return self._not_due(held, not_due("backing-off", record.next_retry_at_ms))
         return self._run_guarded(held)
 
     def _run_guarded(self, held: Held, deadline_ms: int | None = None) -> Outcome:
@@ -312,15 +307,11 @@ class Engine:
             self.timers.drop_orphans(held)
         return outcome
 
-    def _not_due(self, held: Held, status: str, due_ms: int) -> Outcome:
-        """Woken before its time (a duplicate or early timer): arm the timer again and release."""
-        due_ms = self.timers.record(held.record.invocation_id, due_ms, held)  # first, so a crash cannot lose it
-        try:
-            self.executor.update(held, self.store.release_lease, status=status, lease_until_ms=0)
-        except StoreConflict:
+    def _not_due(self, held: Held, decision: Decision) -> Outcome:
+        """Woken before its time (a duplicate or early timer): arm the timer again and release (`not_due`)."""
+        if not self.executor.apply(held, decision):
             self.timers.drop_orphans(held)
             return Outcome.LEASE_LOST
-        self.timers.hop(held.record.invocation_id, due_ms)
         return Outcome.NOT_DUE
 
     def wake(self, wake: Wake) -> Outcome:
@@ -429,14 +420,11 @@ class Engine:
         now = self.clock.now_ms()
         stopping = self.stopping.is_set()
         if stopping or (deadline_ms is not None and now >= deadline_ms and attempted):
-            try:
-                self.executor.update(
-                    held, self.store.release_lease, lease_until_ms=0, effects_applied_upto=len(held.journal)
-                )
-            except StoreConflict:
+            changes = {"lease_until_ms": 0, "effects_applied_upto": len(held.journal)}
+            # when stopping, the next process's start-up sweep resumes it
+            handed = Decision(Transition.RELEASE_LEASE, changes, () if stopping else (WakeNow(),))
+            if not self.executor.apply(held, handed):
                 return Outcome.LEASE_LOST
-            if not stopping:  # when stopping, the next process's start-up sweep resumes it
-                self.scheduler.wake_now(held.record.invocation_id)
             return Outcome.HANDED_OFF
         try:
             self.executor.renew_lease(held, options, now)

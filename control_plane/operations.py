@@ -24,12 +24,17 @@ import time
 from collections.abc import Callable, Mapping
 
 from control_plane.decisions import (
-    Cancel,
+    Decision,
+    Enqueue,
+    NotifyWaiters,
+    Signal,
+    Transition,
+    WakeNow,
     check_open,
-    check_pausable,
     check_purge,
     completion_changes,
     decide_cancel,
+    decide_pause,
     decide_resume,
 )
 from control_plane.errors import Conflict, NotFound, TorporError
@@ -142,16 +147,14 @@ class Operations:
         loaded = self._loaded_or_404(invocation_id)
         record = loaded.record
         decision = decide_cancel(record, started=bool(loaded.batches))
-        if decision is Cancel.END_NOW:
+        if decision.transition is Transition.COMPLETE:
+            completion, failure = decision.ending()
             try:  # only if no worker started it since we read it (the epoch would have moved)
-                self._finish_now(record, {"code": 409, "message": "cancelled"}, "cancelled", epoch=record.epoch)
+                self._finish_now(record, failure, completion, epoch=record.epoch)
                 return
-            except StoreConflict:
-                pass  # it started: deliver the signal instead, so the handler can compensate
-        if decision is Cancel.RESUME_THEN_SIGNAL:
-            self._force(self.store.resume, invocation_id)
-        signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
-        self.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
+            except StoreConflict:  # it started: deliver the signal instead, so the handler can compensate
+                decision = Decision(Transition.RUN, {}, (Signal(),))
+        self._carry_out(invocation_id, decision)
 
     def kill(self, invocation_id: str, deadline: float | None = None) -> None:
         """Complete the invocation at once with 409, running no more handler code; drop its timers.
@@ -291,11 +294,9 @@ class Operations:
         """Stop running the invocation until it is resumed (its key, if any, stays held).
 
         An attempt under way is not cut short, but its outcome is discarded (the epoch moves on).
-        Raises `NotFound`, or `Conflict` if it already completed or has not started (`check_pausable`).
+        Raises `NotFound`, or `Conflict` if it already completed or has not started (`decide_pause`).
         """
-        check_pausable(self._loaded_or_404(invocation_id).record)
-        self._force(self.store.force_pause, invocation_id)
-        self.waiters.notify(invocation_id)
+        self._carry_out(invocation_id, decide_pause(self._loaded_or_404(invocation_id).record))
 
     def resume(self, invocation_id: str, deployment_id: str | None = None) -> None:
         """Run a paused invocation again now, with a fresh retry budget; optionally on another deployment.
@@ -306,16 +307,40 @@ class Operations:
         record = self._loaded_or_404(invocation_id).record
         holds_key = not is_exclusive(record) or self.store.lock_holder(record.service, record.key) == invocation_id
         decision = decide_resume(record, holds_key, self.clock.now_ms())
-        changes = decision.changes
         if deployment_id:
             deployment = self.registry.deployment(deployment_id)
-            changes["deployment_id"] = deployment.deployment_id
-            changes["protocol_version"] = self.registry.protocol_version(deployment)
-        updated = self._force(self.store.resume, invocation_id, **changes)
-        if decision.queue:
-            self.keys.enqueue(updated)
-        else:
-            self.scheduler.wake_now(invocation_id)
+            moved = {
+                "deployment_id": deployment.deployment_id,
+                "protocol_version": self.registry.protocol_version(deployment),
+            }
+            decision = dataclasses.replace(decision, changes={**decision.changes, **moved})
+        self._carry_out(invocation_id, decision)
+
+    def _carry_out(self, invocation_id: str, decision: Decision) -> None:
+        """Carry out an operation's `decision` (`decide_cancel`, `decide_pause`, `decide_resume`): its
+        transition, forced (RESUME, FORCE_PAUSE: the epoch moves on, so a worker holding the old lease
+        cannot write after it; RUN writes nothing), then its effects in order: `Enqueue` (its key's
+        queue), `WakeNow`, `NotifyWaiters`, `Signal` (the cancel signal, stored and rung through
+        `Effects.notify`). Raises `Conflict` if it has completed meanwhile."""
+        updated: InvocationRecord | None = None
+        if decision.transition is Transition.RESUME:
+            updated = self._force(self.store.resume, invocation_id, **decision.changes)
+        elif decision.transition is Transition.FORCE_PAUSE:
+            updated = self._force(self.store.force_pause, invocation_id, **decision.changes)
+        elif decision.transition is not Transition.RUN:
+            raise ValueError(f"an operation does not write {decision.transition}")
+        for effect in decision.effects:
+            if isinstance(effect, Enqueue) and updated is not None:  # resumed: back in its key's queue
+                self.keys.enqueue(updated)
+            elif isinstance(effect, WakeNow):
+                self.scheduler.wake_now(invocation_id)
+            elif isinstance(effect, NotifyWaiters):
+                self.waiters.notify(invocation_id)
+            elif isinstance(effect, Signal):
+                signal = pb.SignalNotificationMessage(idx=CANCEL_SIGNAL, void=pb.Void())
+                self.effects.notify(invocation_id, notification(f"s{CANCEL_SIGNAL}", signal))
+            else:
+                raise ValueError(f"{effect!r} is not an operation's effect")
 
     def purge(self, invocation_id: str) -> None:
         """Delete a completed invocation: its record, journal and notifications, and a workflow

@@ -1,5 +1,6 @@
 """The engine's pure decisions (control_plane/decisions.py): a completing write's fields, and what a
-failed attempt leads to under the retry policy. No store, no process, no clock."""
+failed attempt, a wake-up, a cancel or a resume leads to, each one `Decision` (a named transition,
+its fields, its effects). No store, no process, no clock."""
 
 from __future__ import annotations
 
@@ -7,18 +8,30 @@ import pytest
 
 from control_plane.attempt import AttemptFailure
 from control_plane.decisions import (
-    AfterFailure,
-    Cancel,
-    Start,
+    RUN,
+    ArmTimer,
+    CancelSleeps,
+    Decision,
+    Enqueue,
+    KillCalleesBehind,
+    KillStartedCallees,
+    NotifyWaiters,
+    Signal,
+    TellCallers,
+    Transition,
+    WakeNow,
     check_open,
     check_pausable,
     check_purge,
     completion_changes,
     decide_cancel,
     decide_failure,
+    decide_pause,
     decide_resume,
     decide_start,
+    decide_suspension,
     key_unsure,
+    not_due,
     retry_not_due,
     suspension_changes,
 )
@@ -68,10 +81,11 @@ def test_a_completion_has_exactly_one_result(result: dict[str, object]) -> None:
 def test_a_retryable_failure_backs_off_exponentially_with_failures_in_a_row() -> None:
     record = invocation(attempts=3, failures_in_a_row=2, retry_count=2, retry_at_length=4, retry_since_ms=10_000)
     decision = decide_failure(record, 4, AttemptFailure(500, "boom"), POLICY, NOW, RETENTION)
-    assert decision.then is AfterFailure.BACK_OFF
-    assert decision.retry_at_ms == NOW + 400  # 100 ms x 2 x 2: the third failure in a row
+    assert decision.transition is Transition.BACK_OFF
+    assert decision.effects == (ArmTimer(NOW + 400),)  # 100 ms x 2 x 2: the third failure in a row
+    assert decision.doorbell is None
     assert decision.changes["status"] == "backing-off"
-    assert decision.changes["wake_up_at_ms"] == decision.retry_at_ms
+    assert decision.changes["wake_up_at_ms"] == NOW + 400
     assert decision.changes["failures_in_a_row"] == 3
     assert decision.changes["retry_count"] == 3  # the journal did not grow: the SDK's count goes on
     assert decision.changes["retry_since_ms"] == 10_000
@@ -84,23 +98,26 @@ def test_a_journal_that_grew_restarts_the_sdks_retry_count_but_not_the_backoff()
     decision = decide_failure(record, 6, AttemptFailure(500, "boom"), POLICY, NOW, RETENTION)
     assert decision.changes["retry_count"] == 1
     assert decision.changes["retry_since_ms"] == NOW
-    assert decision.retry_at_ms == NOW + 400
+    assert decision.effects == (ArmTimer(NOW + 400),)
 
 
 def test_the_handlers_next_retry_delay_overrides_the_policy_once() -> None:
     failure = AttemptFailure(500, "later", next_retry_delay_ms=7_000)
-    assert decide_failure(invocation(), 1, failure, POLICY, NOW, RETENTION).retry_at_ms == NOW + 7_000
+    assert decide_failure(invocation(), 1, failure, POLICY, NOW, RETENTION).effects == (ArmTimer(NOW + 7_000),)
 
 
 def test_the_last_attempt_pauses_or_kills_as_the_policy_says() -> None:
-    record = invocation(failures_in_a_row=4)
+    record = invocation(failures_in_a_row=4, doorbell=3)
     paused = decide_failure(record, 1, AttemptFailure(500, "boom"), POLICY, NOW, RETENTION)
-    assert paused.then is AfterFailure.PAUSE
+    assert paused.transition is Transition.PAUSE
     assert paused.changes["status"] == "paused"
-    assert paused.retry_at_ms == 0
+    assert paused.changes["next_retry_at_ms"] == 0
+    assert paused.doorbell == 3  # a cancel stored meanwhile must not be parked
+    assert paused.effects == (NotifyWaiters(),)
     kill_policy = RetryPolicy(max_attempts=5, on_max_attempts="kill")
     killed = decide_failure(record, 1, AttemptFailure(500, "boom"), kill_policy, NOW, RETENTION)
-    assert killed.then is AfterFailure.KILL
+    assert killed.transition is Transition.COMPLETE
+    assert killed.effects == (CancelSleeps(), KillCalleesBehind(), TellCallers(), KillStartedCallees())
     assert killed.changes["status"] == "completed"
     assert killed.changes["completion"] == "killed"
     assert killed.changes["failure"] == {"code": 500, "message": "boom"}
@@ -109,20 +126,21 @@ def test_the_last_attempt_pauses_or_kills_as_the_policy_says() -> None:
 
 def test_the_handlers_behaviour_fails_or_pauses_at_once() -> None:
     failed = decide_failure(invocation(), 2, AttemptFailure(400, "bad", behavior=pb.FAIL), POLICY, NOW, RETENTION)
-    assert failed.then is AfterFailure.FAIL
+    assert failed.transition is Transition.COMPLETE
+    assert failed.effects == (CancelSleeps(), TellCallers())
     assert failed.changes["completion"] == "failed"
     assert failed.changes["journal_length"] == 2
     assert failed.changes["last_failure"]["code"] == 400
     paused = decide_failure(invocation(), 2, AttemptFailure(500, "wait", behavior=pb.PAUSE), POLICY, NOW, RETENTION)
-    assert paused.then is AfterFailure.PAUSE
+    assert paused.transition is Transition.PAUSE
 
 
 def test_no_limit_means_it_never_stops_backing_off() -> None:
     record = invocation(failures_in_a_row=10_000)
     unlimited = RetryPolicy(max_attempts=0, max_interval_ms=60_000)
     decision = decide_failure(record, 1, AttemptFailure(500, "boom"), unlimited, NOW, RETENTION)
-    assert decision.then is AfterFailure.BACK_OFF
-    assert decision.retry_at_ms == NOW + 60_000
+    assert decision.transition is Transition.BACK_OFF
+    assert decision.effects == (ArmTimer(NOW + 60_000),)
 
 
 def test_a_suspension_records_the_doorbell_it_read_and_wakes_at_the_soonest_awaited_sleep() -> None:
@@ -135,6 +153,8 @@ def test_a_suspension_records_the_doorbell_it_read_and_wakes_at_the_soonest_awai
     assert changes["failures_in_a_row"] == 0
     assert changes["effects_applied_upto"] == 5
     assert suspension_changes(0, waiting_on, [], 5)["wake_up_at_ms"] == 0  # only a notification wakes it
+    decision = decide_suspension(7, waiting_on, [NOW + 900, NOW + 300], 5)
+    assert decision == Decision(Transition.SUSPEND, changes, doorbell=7)  # conditional on the doorbell it read
 
 
 # --- decide_start: what a wake-up that took the lease does first ----------------------------------
@@ -147,25 +167,30 @@ def test_an_exclusive_invocation_that_never_took_its_key_queues_in_its_place() -
     record = invocation(**OBJECT, inbox_seq="0001")
     assert key_unsure(record)
     decision = decide_start(record, False, set(), NOW, CANCEL)
-    assert (decision.then, decision.new_place) == (Start.QUEUE, False)
+    assert (decision.transition, decision.effects) == (Transition.WAIT_FOR_KEY, (Enqueue(),))
     assert decision.changes == {"status": "pending", "lease_until_ms": 0, "inbox_seq": "0001"}
-    assert decide_start(record, True, set(), NOW, CANCEL).then is Start.RUN
+    assert decide_start(record, True, set(), NOW, CANCEL) == RUN
 
 
 def test_a_delayed_exclusive_invocation_whose_time_came_queues_in_a_new_place() -> None:
     record = invocation(**OBJECT, execution_time_ms=NOW - 1)
     assert not key_unsure(record)
     decision = decide_start(record, None, set(), NOW, CANCEL)
-    assert (decision.then, decision.new_place) == (Start.QUEUE, True)
+    assert (decision.transition, decision.effects) == (Transition.WAIT_FOR_KEY, (Enqueue(place_ms=NOW),))
     assert decision.changes == {"status": "pending", "lease_until_ms": 0, "execution_time_ms": 0}
 
 
 def test_a_delayed_invocation_starts_at_its_time_unless_cancelled_before() -> None:
     record = invocation(execution_time_ms=NOW + 5_000)
     decision = decide_start(record, None, {"c3"}, NOW, CANCEL)
-    assert (decision.then, decision.status, decision.due_ms) == (Start.NOT_DUE, "scheduled", NOW + 5_000)
-    assert decide_start(record, None, {CANCEL}, NOW, CANCEL).then is Start.CANCEL
-    assert decide_start(invocation(execution_time_ms=NOW), None, set(), NOW, CANCEL).then is Start.RUN
+    assert decision == not_due("scheduled", NOW + 5_000)
+    assert decision.transition is Transition.RELEASE_LEASE
+    assert decision.changes == {"status": "scheduled", "lease_until_ms": 0}
+    assert decision.effects == (ArmTimer(NOW + 5_000),)
+    cancelled = decide_start(record, None, {CANCEL}, NOW, CANCEL)
+    assert cancelled.transition is Transition.COMPLETE
+    assert cancelled.ending() == ("cancelled", {"code": 409, "message": "cancelled"})
+    assert decide_start(invocation(execution_time_ms=NOW), None, set(), NOW, CANCEL) == RUN
 
 
 def test_a_back_off_waits_again_only_when_nothing_new_came() -> None:
@@ -182,20 +207,27 @@ def test_a_back_off_waits_again_only_when_nothing_new_came() -> None:
 @pytest.mark.parametrize(
     ("status", "started", "expected"),
     [
-        ("ready", False, Cancel.END_NOW),
-        ("scheduled", False, Cancel.END_NOW),
-        ("pending", False, Cancel.END_NOW),
-        ("ready", True, Cancel.SIGNAL),  # it ran and was woken again: its handler may compensate
-        ("running", False, Cancel.SIGNAL),
-        ("suspended", True, Cancel.SIGNAL),
-        ("backing-off", True, Cancel.SIGNAL),
-        ("paused", True, Cancel.RESUME_THEN_SIGNAL),
+        ("ready", False, Transition.COMPLETE),
+        ("scheduled", False, Transition.COMPLETE),
+        ("pending", False, Transition.COMPLETE),
+        ("ready", True, Transition.RUN),  # it ran and was woken again: its handler may compensate
+        ("running", False, Transition.RUN),
+        ("suspended", True, Transition.RUN),
+        ("backing-off", True, Transition.RUN),
+        ("paused", True, Transition.RESUME),
     ],
 )
 def test_a_cancel_ends_what_never_started_resumes_what_is_paused_and_signals_the_rest(
-    status: str, started: bool, expected: Cancel
+    status: str, started: bool, expected: Transition
 ) -> None:
-    assert decide_cancel(invocation(status=status), started) is expected
+    decision = decide_cancel(invocation(status=status), started)
+    assert decision.transition is expected
+    if expected is Transition.COMPLETE:
+        assert decision.ending() == ("cancelled", {"code": 409, "message": "cancelled"})
+        assert decision.effects == ()
+    else:  # the signal, after a paused one is made runnable
+        assert decision.effects == (Signal(),)
+        assert decision.changes == {}
 
 
 def test_kill_pause_and_cancel_refuse_a_completed_invocation_and_purge_takes_only_completed_ones() -> None:
@@ -211,7 +243,7 @@ def test_kill_pause_and_cancel_refuse_a_completed_invocation_and_purge_takes_onl
 
 def test_a_resume_gives_a_fresh_retry_budget_and_wakes_now() -> None:
     decision = decide_resume(invocation(status="paused", retry_count=4, failures_in_a_row=4), True, NOW)
-    assert decision.queue is False
+    assert (decision.transition, decision.effects) == (Transition.RESUME, (WakeNow(),))
     assert decision.changes == {
         "status": "ready",
         "retry_count": 0,
@@ -225,12 +257,12 @@ def test_a_resume_of_an_exclusive_one_paused_before_its_key_queues_it_in_its_old
     exclusive = {"status": "paused", "service_type": "VIRTUAL_OBJECT", "handler_type": "EXCLUSIVE", "key": "k"}
     waiting = invocation(**exclusive)
     kept = decide_resume(invocation(**exclusive, inbox_seq="0000000001000inv_1"), False, NOW)
-    assert kept.queue is True
+    assert (kept.transition, kept.effects) == (Transition.RESUME, (Enqueue(),))
     assert kept.changes["status"] == "pending"
     assert kept.changes["inbox_seq"] == "0000000001000inv_1"  # its entry stayed in the queue (seed 317)
     fresh = decide_resume(waiting, False, NOW)
     assert fresh.changes["inbox_seq"] == f"{NOW:013d}inv_1"
-    assert decide_resume(waiting, True, NOW).queue is False  # it holds its key: it runs now
+    assert decide_resume(waiting, True, NOW).effects == (WakeNow(),)  # it holds its key: it runs now
 
 
 def test_only_a_paused_invocation_resumes() -> None:
@@ -242,8 +274,11 @@ def test_only_a_paused_invocation_resumes() -> None:
 def test_only_a_started_invocation_is_paused(status: str) -> None:
     with pytest.raises(Conflict):
         check_pausable(invocation(status=status))
+    with pytest.raises(Conflict):
+        decide_pause(invocation(status=status))
 
 
 @pytest.mark.parametrize("status", ["ready", "running", "suspended", "backing-off", "paused"])
 def test_a_started_invocation_may_be_paused(status: str) -> None:
     check_pausable(invocation(status=status))
+    assert decide_pause(invocation(status=status)) == Decision(Transition.FORCE_PAUSE, {}, (NotifyWaiters(),))
