@@ -21,9 +21,9 @@ from outside (`control_plane/operations.py`) carry out theirs with the forced tr
   `retry_not_due` and `not_due`: a back-off woken before its time sleeps again.
 - the operations from outside the handler (`control_plane/operations.py` carries them out):
   `decide_cancel` (end now, or deliver the cancel signal, resuming a paused one first),
-  `decide_resume` (runnable now, or back in its key's queue in its old place), `check_open` (kill:
-  refused once completed), `decide_pause` (`check_pausable`: only a started one) and
-  `check_purge` (only a completed one is purged).
+  `decide_resume` (runnable now, or back in its key's queue in its old place), `decide_kill` (a
+  forced completion, then its callees killed), `decide_pause` (`check_pausable`: only a started
+  one), `check_open` (each refused once completed) and `check_purge` (only a completed one).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class Transition(StrEnum):
     COMPLETE = "complete"  # completed (succeeded, failed, cancelled or killed)
     RESUME = "resume"  # a paused one runs again (forced, from outside)
     FORCE_PAUSE = "force_pause"  # parked from outside, whoever holds the lease (the epoch moves on)
+    FORCE_COMPLETE = "force_complete"  # completed from outside (a kill), whoever holds the lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,8 @@ class Decision:
     doorbell: int | None = None
 
     def ending(self) -> tuple[str, dict[str, Any]]:
-        """`(completion, failure)` of a COMPLETE decision: how it ends (`cancelled`, ...) and its failure."""
+        """`(completion, failure)` of a COMPLETE or FORCE_COMPLETE decision: how it ends (`cancelled`,
+        `killed`, ...) and its failure."""
         return str(self.changes["completion"]), dict(self.changes["failure"])
 
 
@@ -389,6 +391,19 @@ def decide_cancel(record: InvocationRecord, started: bool) -> Decision:
     if record.status == "paused":
         return Decision(Transition.RESUME, {}, (Signal(),))
     return Decision(Transition.RUN, {}, (Signal(),))
+
+
+def decide_kill(record: InvocationRecord) -> Decision:
+    """Decide the kill of `record` (Restate's kill: no more handler code runs): FORCE_COMPLETE, killed
+    with 409, whoever holds the lease (the epoch moves on, so its later writes fail), then
+    `CancelSleeps`, `KillCalleesBehind` (callees queued behind it for its object key, before the key
+    goes on), `TellCallers` (what follows the completing write) and `KillStartedCallees` (every callee
+    it started that has not completed, as restate-server 1.7.12). Raises `Conflict` if it completed."""
+    check_open(record)
+    changes: Changes = {"completion": "killed", "failure": {"code": 409, "message": "killed"}}
+    return Decision(
+        Transition.FORCE_COMPLETE, changes, (CancelSleeps(), KillCalleesBehind(), TellCallers(), KillStartedCallees())
+    )
 
 
 def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int) -> Decision:

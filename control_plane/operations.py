@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from control_plane.decisions import (
     Decision,
     Enqueue,
+    KillCalleesBehind,
+    KillStartedCallees,
     NotifyWaiters,
     Signal,
     Transition,
@@ -34,6 +36,7 @@ from control_plane.decisions import (
     check_purge,
     completion_changes,
     decide_cancel,
+    decide_kill,
     decide_pause,
     decide_resume,
 )
@@ -179,19 +182,23 @@ class Operations:
         if deadline is None:
             deadline = time.monotonic() + KILL_BUDGET_S
         loaded = self._loaded_or_404(invocation_id)
+        decision = decide_kill(loaded.record)
         try:
             held: Held | None = Held(loaded.record, Journal.load(loaded.record.input_entry, loaded.batches), [])
         except TorporError as exc:  # a corrupt journal: kill is the way out, callees or not
             log.error("kill of %s: its journal cannot be read (%s); its callees are not killed", invocation_id, exc)
             held = None
+        completion, failure = decision.ending()
+        behind = held is not None and KillCalleesBehind() in decision.effects
+        # FORCE_COMPLETE, then `CancelSleeps` and `KillCalleesBehind` before `TellCallers` (`_finish_now`)
         self._finish_now(
             loaded.record,
-            {"code": 409, "message": "killed"},
-            "killed",
-            before_ended=(lambda: self.kill_callees_behind(held, deadline)) if held is not None else None,
+            failure,
+            completion,
+            before_ended=(lambda: self.kill_callees_behind(held, deadline)) if behind and held is not None else None,
         )
         self.knocks.add(invocation_id)  # a lease holder here stops before its next attempt
-        if held is not None:
+        if held is not None and KillStartedCallees() in decision.effects:
             self.kill_started_callees(invocation_id, 1, deadline, held)
 
     def kill_callees_behind(self, held: Held, deadline: float) -> None:

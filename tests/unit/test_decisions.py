@@ -26,6 +26,7 @@ from control_plane.decisions import (
     completion_changes,
     decide_cancel,
     decide_failure,
+    decide_kill,
     decide_pause,
     decide_resume,
     decide_start,
@@ -282,3 +283,13 @@ def test_only_a_started_invocation_is_paused(status: str) -> None:
 def test_a_started_invocation_may_be_paused(status: str) -> None:
     check_pausable(invocation(status=status))
     assert decide_pause(invocation(status=status)) == Decision(Transition.FORCE_PAUSE, {}, (NotifyWaiters(),))
+
+
+def test_a_kill_completes_whoever_holds_the_lease_then_kills_its_callees() -> None:
+    decision = decide_kill(invocation(status="running", epoch=7))
+    assert decision.transition is Transition.FORCE_COMPLETE
+    assert decision.ending() == ("killed", {"code": 409, "message": "killed"})
+    # the callees queued behind it for its key before the key goes on; the others after
+    assert decision.effects == (CancelSleeps(), KillCalleesBehind(), TellCallers(), KillStartedCallees())
+    with pytest.raises(Conflict, match="already completed"):
+        decide_kill(invocation(status="completed"))
