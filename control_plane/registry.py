@@ -121,6 +121,8 @@ class Registry:
         self._services: dict[str, tuple[float, ServiceRecord | None]] = {}
         # pinned_options by (deployment, service, handler), with the records they were computed from
         self._pinned: dict[tuple[str, str, str], tuple[DeploymentRecord, ServiceRecord | None, HandlerOptions]] = {}
+        # resolve by (service, handler), with the service record it was computed from
+        self._targets: dict[tuple[str, str], tuple[ServiceRecord, Target]] = {}
 
     # --- discovery and registration ---------------------------------------------------------------
 
@@ -377,8 +379,19 @@ class Registry:
         return record
 
     def resolve(self, service: str, handler: str) -> Target:
-        """Resolve `service/handler` to a `Target`. Raises `NotFound` naming the service or handler."""
+        """Resolve `service/handler` to a `Target`. Raises `NotFound` naming the service or handler.
+
+        Computed once per service record read (`service`): the same record gives the same target."""
         record = self.service(service)
+        cached = self._targets.get((service, handler))
+        if cached is not None and cached[0] is record:
+            return cached[1]
+        target = self._target(record, service, handler)
+        with self._lock:
+            self._targets[(service, handler)] = (record, target)
+        return target
+
+    def _target(self, record: ServiceRecord, service: str, handler: str) -> Target:
         spec = next((h for h in manifest_entries(record.manifest, "handlers") if h.get("name") == handler), None)
         if spec is None:
             known = ", ".join(sorted(str(h.get("name")) for h in manifest_entries(record.manifest, "handlers")))
@@ -529,6 +542,7 @@ class Registry:
         with self._lock:
             self._deployments.clear()
             self._services.clear()
+            self._targets.clear()
 
 
 def _max_attempts(given: Any, default: int) -> int:

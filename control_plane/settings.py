@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from control_plane.errors import BadRequest
 from control_plane.retry import RetryPolicy
@@ -180,12 +181,7 @@ class Settings:
 
     def keeps_header(self, name: str) -> bool:
         """Whether an ingress request header `name` is kept with the invocation (`persisted_headers`)."""
-        name = name.lower()
-        if name in self.persisted_headers:
-            return True
-        if is_credential_header(name):
-            return False
-        return any(fnmatchcase(name, pattern) for pattern in self.persisted_headers)
+        return _keeps_header(self.persisted_headers, name.lower())
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields changed (keyword names as the attributes)."""
@@ -314,3 +310,13 @@ def retry_policy_changes(values: Mapping[str, str], where: Callable[[str], str])
             raise BadRequest(f"{where(name)} has value {text!r}: {exc}") from exc
         out[name] = value
     return out
+
+
+@lru_cache(maxsize=4096)
+def _keeps_header(persisted_headers: tuple[str, ...], name: str) -> bool:
+    """`Settings.keeps_header` for a lower-case `name`, remembered: the patterns are matched once per name."""
+    if name in persisted_headers:
+        return True
+    if is_credential_header(name):
+        return False
+    return any(fnmatchcase(name, pattern) for pattern in persisted_headers)

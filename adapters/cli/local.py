@@ -62,7 +62,7 @@ def _configure_logging(log_format: str = "text") -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s: %(message)s", "%H:%M:%S"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    logging.getLogger("torpor.hypercorn").setLevel(logging.WARNING)  # "Running on ..." repeats our line
+    logging.getLogger("torpor.hypercorn").setLevel(logging.WARNING)  # the UI proxy: "Running on ..." repeats our line
     for noisy in ("botocore", "urllib3", "httpx", "httpcore", "werkzeug"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -1,4 +1,4 @@
-"""An ASGI bridge from a server (hypercorn) to a `http_api.http.Router`.
+"""An ASGI bridge from a server (uvicorn) to a `http_api.http.Router`.
 
 The routes are blocking functions (they talk to DynamoDB and may wait for an invocation to
 finish), so each request runs `router.dispatch` on a worker thread of the app's own pool, sized for
@@ -185,7 +185,7 @@ def asgi_app(
         read_timeout_s: The whole body must arrive within this many seconds of the request's
             headers; else the answer is `408` `{"code", "message"}` with `connection: close` (a
             `content-length` larger than the body sent, a stalled or dripping client). Request
-            headers are bounded by hypercorn's `keep_alive_timeout` (5 s), after which it closes
+            headers are bounded by the server's keep-alive timeout (5 s), after which it closes
             the connection.
 
     Returns:

@@ -10,8 +10,9 @@ Parts, started in this order and stopped in reverse:
    then calls (and STS too);
 4. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
    `ControlPlane.advance`, and the start-up sweep re-arms unfinished invocations;
-5. two hypercorn servers (HTTP/1.1) in one asyncio loop on a background thread: ingress
-   (default 127.0.0.1:8080) and admin (default 127.0.0.1:9070).
+5. two uvicorn servers (HTTP/1.1, the httptools parser) in one event loop (uvloop where it is
+   installed) on a background thread: ingress (default 127.0.0.1:8080) and admin (default
+   127.0.0.1:9070). See `adapters.local.http_server`.
 
 `DevServer(...).start()` returns once both servers answer HTTP; `.stop()` shuts everything down.
 `run_dev(...)` does the same in the foreground until SIGINT or SIGTERM.
@@ -29,19 +30,19 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
-from hypercorn.asyncio import serve
-from hypercorn.config import Config
+import uvicorn
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
 from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests replace it here
+from adapters.local import http_server
 from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
 from adapters.local.guard import LocalGuard
 from adapters.local.moto_server import SerialMotoServer
@@ -67,7 +68,6 @@ _T = TypeVar("_T")
 _DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 _DUMMY_SESSION = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 _READY_TIMEOUT_S = 15.0  # how long start() waits for both servers to answer
-_GRACEFUL_TIMEOUT_S = 2.0  # hypercorn: how long open requests may finish after shutdown starts
 _SWEEP_INTERVAL_S = 60.0  # the safety net for lost wake-ups also runs while the server runs
 SQLITE_FILE = "torpor.sqlite3"
 """The SQLite database's name in a data directory (`DevServer(data_dir=...)`, `torpor dev --data-dir`)."""
@@ -89,6 +89,15 @@ def _has_aws_credentials() -> bool:
     import botocore.session
 
     return botocore.session.get_session().get_credentials() is not None
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's event loop where it is installed (not on Windows), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
 
 
 def http_url(host: str, port: int) -> str:
@@ -229,7 +238,7 @@ class DevServer:
         self._control_plane: HttpControlPlane | None = None
         self._ingress_url: str | None = None
         self._admin_url: str | None = None
-        self._sockets: list[socket.socket] = []  # bound, not yet handed to hypercorn
+        self._sockets: list[socket.socket] = []  # bound, not yet handed to the HTTP servers
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shutdown: asyncio.Event | None = None
@@ -531,38 +540,36 @@ class DevServer:
             (served(self._ingress_guard(control_plane.ingress.router)), ingress_socket),
             (served(self._admin_guard(control_plane.admin.router)), admin_socket),
         ]
-        # hypercorn takes the sockets over by file descriptor and closes them when it stops
-        configs = [(app, self._config(sock.detach())) for app, sock in apps]
-        self._thread = threading.Thread(target=self._serve, args=(configs,), name="torpor-http", daemon=True)
+        servers = [(http_server.server(app), sock) for app, sock in apps]  # each closes its socket when it stops
+        self._thread = threading.Thread(target=self._serve, args=(servers,), name="torpor-http", daemon=True)
         self._thread.start()
         self._wait_until_answering([self._ingress_url, self._admin_url])
 
-    def _config(self, fd: int) -> Config:
-        config = Config()
-        config.bind = [f"fd://{fd}"]
-        config.alpn_protocols = ["http/1.1"]
-        config.accesslog = None
-        config.errorlog = logging.getLogger("torpor.hypercorn")
-        config.graceful_timeout = _GRACEFUL_TIMEOUT_S
-        config.include_server_header = False
-        return config
-
-    def _serve(self, configs: list[tuple[object, Config]]) -> None:
+    def _serve(self, servers: list[tuple[uvicorn.Server, socket.socket]]) -> None:
         try:
-            asyncio.run(self._serve_all(configs))
+            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                runner.run(self._serve_all(servers))
         except BaseException as exc:  # reported by start() and logged; the thread ends
             self._serve_error = exc
             log.exception("the dev server's HTTP loop failed")
         finally:
             self._loop_ready.set()  # never leave stop() waiting for a loop that will not come
 
-    async def _serve_all(self, configs: list[tuple[object, Config]]) -> None:
+    async def _serve_all(self, servers: list[tuple[uvicorn.Server, socket.socket]]) -> None:
         self._loop = asyncio.get_running_loop()
-        self._shutdown = asyncio.Event()
+        self._shutdown = shutdown = asyncio.Event()
         self._loop_ready.set()
-        await asyncio.gather(
-            *(serve(app, config, shutdown_trigger=self._shutdown.wait, mode="asgi") for app, config in configs)  # type: ignore[arg-type]
-        )
+
+        async def stop_on_shutdown() -> None:
+            await shutdown.wait()
+            for server, _ in servers:
+                server.should_exit = True  # each stops within 0.1 s (uvicorn's tick), open requests get a grace
+
+        stopper = asyncio.ensure_future(stop_on_shutdown())
+        try:
+            await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+        finally:
+            stopper.cancel()
 
     def _wait_until_answering(self, urls: list[str]) -> None:
         """Block until each URL answers an HTTP request (any status). Raises `DevServerError`."""
@@ -605,9 +612,9 @@ class DevServer:
             if loop is not None and shutdown is not None and not loop.is_closed():
                 with contextlib.suppress(RuntimeError):  # the loop closed in between
                     loop.call_soon_threadsafe(shutdown.set)
-            self._thread.join(timeout=_GRACEFUL_TIMEOUT_S + 10)
+            self._thread.join(timeout=http_server.GRACEFUL_TIMEOUT_S + 10)
             if self._thread.is_alive():
-                log.warning("the HTTP servers did not stop within %.0f s", _GRACEFUL_TIMEOUT_S + 10)
+                log.warning("the HTTP servers did not stop within %.0f s", http_server.GRACEFUL_TIMEOUT_S + 10)
             self._thread = None
         if self._sweeper is not None:
             self._sweeping.set()

@@ -157,19 +157,22 @@ def _retention_due_ms(journal_expires_at_ms: int | None, expires_at_s: int | Non
     return journal_expires_at_ms or 1000 * (expires_at_s or 0)
 
 
+_JSON_FIELDS = tuple(name for name in _FIELDS if name not in _BLOBS)
+_SET_FIELDS = tuple(name for name, f in _FIELDS.items() if "frozenset" in str(f.type))
+_MAPPING_FIELDS = tuple(name for name, f in _FIELDS.items() if "Mapping" in str(f.type))
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _record_json(record: InvocationRecord) -> str:
     """The record's fields except the BLOB columns, as JSON (sets as sorted lists, mappings as objects)."""
-    values: dict[str, Any] = {}
-    for name in _FIELDS:
-        if name in _BLOBS:
-            continue
-        value = getattr(record, name)
-        if isinstance(value, frozenset):
-            value = sorted(value)
-        elif isinstance(value, Mapping):
-            value = dict(value)
-        values[name] = value
-    return json.dumps(values, separators=(",", ":"))
+    values: dict[str, Any] = {name: getattr(record, name) for name in _JSON_FIELDS}
+    for name in _SET_FIELDS:
+        values[name] = sorted(values[name])
+    for name in _MAPPING_FIELDS:
+        value = values[name]
+        if value is not None and type(value) is not dict:
+            values[name] = dict(value)
+    return _encode_json(values)
 
 
 def _decoded(row: sqlite3.Row) -> InvocationRecord:
@@ -554,10 +557,17 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             db.execute("DELETE FROM invocations WHERE invocation_id = ?", (invocation_id,))
 
     def _update(
-        self, db: sqlite3.Connection, row: sqlite3.Row, changes: Mapping[str, object], too_large: str
+        self,
+        db: sqlite3.Connection,
+        row: sqlite3.Row,
+        changes: Mapping[str, object],
+        too_large: str,
+        before: InvocationRecord | None = None,
     ) -> InvocationRecord:
-        """Write `changes` to the invocation of `row` (inside the caller's transaction); the record after."""
-        before = _record_of(row)
+        """Write `changes` to the invocation of `row` (inside the caller's transaction); the record after.
+        `before`: the row's record, if decoded already."""
+        if before is None:
+            before = _record_of(row)
         after = _changed(before, changes)
         encoded = _record_json(after)
         if not _fits(after, encoded):
@@ -622,7 +632,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 "modified_at_ms": now_ms,
             }
             too_large = f"invocation {invocation_id}: the metadata item exceeds DynamoDB's 400 KB limit"
-            return self._update(db, row, lease, too_large)
+            return self._update(db, row, lease, too_large, record)
 
     def _update_invocation(
         self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
@@ -657,7 +667,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 raise StoreConflict(conflict)
             if doorbell is not None and record.doorbell != doorbell:
                 raise StoreConflict(conflict)
-            after = self._update(db, row, changes, too_large)
+            after = self._update(db, row, changes, too_large, record)
         return after if returning else None
 
     def _update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord:

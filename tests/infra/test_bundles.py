@@ -23,7 +23,10 @@ from tests.infra.facts import REPO_ROOT
 NOT_ON_LAMBDA = {
     "click": "the torpor CLI",
     "rich": "the torpor CLI's tables",
-    "hypercorn": "torpor dev's HTTP servers",
+    "hypercorn": "the local UI proxy's HTTP server",
+    "uvicorn": "torpor dev's HTTP servers",
+    "httptools": "torpor dev's HTTP parser",
+    "uvloop": "torpor dev's event loop",
     "moto": "torpor dev's embedded DynamoDB",
     "werkzeug": "torpor dev's local Lambda emulator",
 }

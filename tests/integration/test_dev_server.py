@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
+from adapters.local import http_server
 from adapters.local.dev import DevServer, DevServerError
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane.ports import InvokerError
@@ -236,7 +238,7 @@ def test_a_body_shorter_than_its_content_length_is_answered_408_and_the_connecti
             answer, closed = _read_answer(sock, 20)
     # THEN it gets a 408 naming the setting, and the connection is closed (not left hanging)
     status_line, _, rest = answer.partition(b"\r\n")
-    assert status_line == b"HTTP/1.1 408 ", answer
+    assert status_line.split(b" ")[:2] == [b"HTTP/1.1", b"408"], answer
     assert b"TORPOR_REQUEST_READ_TIMEOUT_MS" in rest
     assert closed
 
@@ -263,5 +265,42 @@ def test_a_body_dripping_slower_than_the_read_timeout_is_answered_408() -> None:
             answer, closed = _read_answer(sock, 20)
             stop.set()
     # THEN the whole body's deadline ends it: a 408, the connection closed
-    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert answer.split(b" ")[:2] == [b"HTTP/1.1", b"408"], answer
     assert closed
+
+
+@pytest.mark.parametrize("port_of", ["ingress_url", "admin_url"])
+def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(port_of: str) -> None:
+    # GIVEN torpor dev
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, workers=2) as dev:
+        host, port = getattr(dev, port_of).removeprefix("http://").rsplit(":", 1)
+        # WHEN a client opens a connection and sends nothing
+        with socket.create_connection((host, int(port))) as sock:
+            started = time.monotonic()
+            answer, closed = _read_answer(sock, 20)
+            waited = time.monotonic() - started
+    # THEN the server closes it after its keep-alive timeout (5 s), without an answer
+    assert closed
+    assert answer == b""
+    assert http_server.KEEP_ALIVE_TIMEOUT_S - 0.5 <= waited < http_server.KEEP_ALIVE_TIMEOUT_S + 5
+
+
+@pytest.mark.parametrize("port_of", ["ingress_url", "admin_url"])
+def test_a_request_head_over_the_bound_is_refused_and_the_connection_closed(port_of: str) -> None:
+    # GIVEN torpor dev
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, workers=2) as dev:
+        host, port = getattr(dev, port_of).removeprefix("http://").rsplit(":", 1)
+        # WHEN a client sends a request whose headers add up to more than the bound
+        with socket.create_connection((host, int(port))) as sock:
+            padding = "".join(f"x-pad-{i}: {'a' * 1000}\r\n" for i in range(http_server.MAX_HEAD_BYTES // 1000 + 2))
+            head = f"GET /health HTTP/1.1\r\nhost: {host}:{port}\r\n{padding}\r\n"
+            with contextlib.suppress(OSError):  # the server may close before it has read it all
+                sock.sendall(head.encode())
+            answer, closed = _read_answer(sock, 20)
+        # AND one just under it
+        with httpx.Client(base_url=getattr(dev, port_of)) as client:
+            fits = client.get("/health", headers={"x-pad": "a" * (http_server.MAX_HEAD_BYTES - 1000)})
+    # THEN the first gets a 400 and its connection is closed; the second is served
+    assert answer.split(b" ")[:2] == [b"HTTP/1.1", b"400"], answer[:200]
+    assert closed
+    assert fits.status_code != 400, fits.text
