@@ -82,7 +82,9 @@ class Endings:
         self.waiters.notify(record.invocation_id)
         outcome = "success" if record.failure is None else f"failure-{dict(record.failure).get('code', 500)}"
         self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
-        log.info("%s completed: %s", record.invocation_id, outcome, extra=log_fields(record))
+        level = logging.DEBUG if record.failure is None else logging.INFO  # a success a line only when debugging
+        if log.isEnabledFor(level):
+            log.log(level, "%s completed: %s", record.invocation_id, outcome, extra=log_fields(record))
         self.tell_callers(record, told)
         if is_exclusive(record):
             self.keys.release(record)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -53,7 +54,16 @@ def _parse_lambda_functions(ctx: click.Context, param: click.Parameter, values: 
 
 def _configure_logging(log_format: str = "text") -> None:
     """Log to stderr: readable lines, or with `json` one JSON object per line carrying the structured
-    fields (invocation_id, service, handler, attempt) the engine attaches (powertools' formatter)."""
+    fields (invocation_id, service, handler, attempt) the engine attaches (powertools' formatter).
+
+    The level is `TORPOR_LOG_LEVEL` (`debug`, `info`, `warning`, `error`; default `info`); `debug`
+    adds a line per invocation that completed successfully (failures and failed attempts are `info`).
+    Raises `click.UsageError` for another value."""
+    level_name = os.environ.get("TORPOR_LOG_LEVEL", "info").strip().upper()
+    if level_name not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise click.UsageError(
+            f"TORPOR_LOG_LEVEL={os.environ['TORPOR_LOG_LEVEL']!r} is not a log level; use debug, info, warning or error"
+        )
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
@@ -61,7 +71,7 @@ def _configure_logging(log_format: str = "text") -> None:
         handler.setFormatter(LambdaPowertoolsFormatter(service="torpor"))
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s: %(message)s", "%H:%M:%S"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logging.basicConfig(level=getattr(logging, level_name), handlers=[handler])
     logging.getLogger("torpor.hypercorn").setLevel(logging.WARNING)  # the UI proxy: "Running on ..." repeats our line
     for noisy in ("botocore", "urllib3", "httpx", "httpcore", "werkzeug"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

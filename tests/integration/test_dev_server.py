@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -304,3 +307,19 @@ def test_a_request_head_over_the_bound_is_refused_and_the_connection_closed(port
     assert answer.split(b" ")[:2] == [b"HTTP/1.1", b"400"], answer[:200]
     assert closed
     assert fits.status_code != 400, fits.text
+
+
+def test_torpor_dev_refuses_an_unknown_log_level_naming_the_fix() -> None:
+    # WHEN torpor dev starts with TORPOR_LOG_LEVEL set to something that is not a level
+    result = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "dev", "--in-memory", "--ingress-port", "0", "--admin-port", "0"],
+        env={**os.environ, "TORPOR_LOG_LEVEL": "loud"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # THEN it exits at once with a usage error naming the variable and the levels, not a stack trace
+    assert result.returncode == 2, result.stderr
+    assert "TORPOR_LOG_LEVEL='loud' is not a log level; use debug, info, warning or error" in result.stderr
+    assert "Traceback" not in result.stderr
