@@ -22,9 +22,10 @@ the client is `hey` (its own process):
 - object state read + write: `Counter/{key}/add` (its handler also pauses 10 ms), sequential;
 - ten `ctx.run` steps: `Steps/ten_steps`, sequential;
 - sleep lateness: `Waits/sleep` 1000 ms, `--sleeps` calls at once; lateness = answer time - 1 s;
-- throughput: `Steps/one_step`, 32 concurrent clients for `--load-s` seconds; CPU per call is the
-  CPU time of the orchestrator's processes (torpor dev, plus the moto or dynalite process if it is
-  one; restate-server) over the calls.
+- throughput, each of `LOADS` (a call without steps, `Greeter/greet`, and one step,
+  `Steps/one_step`): 32 concurrent clients for `--load-s` seconds; CPU per call is the CPU time of
+  the orchestrator's processes (torpor dev, plus the moto or dynalite process if it is one;
+  restate-server) over the calls; the resident set is torpor dev's at the end of its runs.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from bench.common import (
     free_port,
     hey,
     load,
+    memory_mb,
     store,
     summary,
     torpor_dev,
@@ -135,6 +137,12 @@ WORKLOADS = {
     "10 ctx.run steps (Steps/ten_steps)": ("/Steps/ten_steps", '"b"'),
 }
 
+LOADS = {
+    "no steps (Greeter/greet)": ("/Greeter/greet", '"bench"'),
+    "one step (Steps/one_step)": ("/Steps/one_step", "1"),
+}
+"""The throughput workloads: (path, body), each run by 32 clients for `--load-s` seconds."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run both systems alternately and print a table per figure."""
@@ -172,13 +180,15 @@ def main(argv: list[str] | None = None) -> int:
 def measure(args: argparse.Namespace, systems: dict[str, tuple[str, list[int]]]) -> tuple[dict, dict, dict]:
     """Every workload, the systems alternating round by round: (latency samples, throughput runs, CPU ms).
 
-    `systems` maps a name to (ingress URL, pids of the orchestrator's processes).
+    `systems` maps a name to (ingress URL, pids of the orchestrator's processes); throughput runs and
+    CPU ms are keyed by (load name, system), and `cpu_ms["rss_mb", "torpor"]` is torpor dev's resident
+    set after the load runs (MB).
     """
     samples: dict[tuple[str, str], list[float]] = {}
-    runs: dict[str, list[HeyRun]] = {name: [] for name in systems}
-    cpu_ms: dict[str, float] = dict.fromkeys(systems, 0.0)
+    runs: dict[tuple[str, str], list[HeyRun]] = {}
+    cpu_ms: dict[tuple[str, str], float] = {}
     for system, (url, _) in systems.items():  # warm-up: connections, caches, lazy imports
-        for path, body in WORKLOADS.values():
+        for path, body in [*WORKLOADS.values(), *LOADS.values()]:
             hey(url + path.format(system=system), body, requests=10)
     for _ in range(args.rounds):
         for name, (path, body) in WORKLOADS.items():
@@ -189,14 +199,21 @@ def measure(args: argparse.Namespace, systems: dict[str, tuple[str, list[int]]])
             run = hey(url + "/Waits/sleep", "1000", requests=args.sleeps, concurrency=args.sleeps)
             samples.setdefault(("1 s sleep: lateness", system), []).extend(x - 1000 for x in run.latencies_ms)
     for _ in range(args.load_rounds):
-        for system, (url, pids) in systems.items():
-            before = sum(cpu_seconds(pid) for pid in pids)
-            runs[system].append(hey(url + "/Steps/one_step", "1", concurrency=32, duration_s=args.load_s))
-            cpu_ms[system] += (sum(cpu_seconds(pid) for pid in pids) - before) * 1000
+        for load_name, (path, body) in LOADS.items():
+            for system, (url, pids) in systems.items():
+                before = sum(cpu_seconds(pid) for pid in pids)
+                runs.setdefault((load_name, system), []).append(
+                    hey(url + path, body, concurrency=32, duration_s=args.load_s)
+                )
+                spent = (sum(cpu_seconds(pid) for pid in pids) - before) * 1000
+                cpu_ms[load_name, system] = cpu_ms.get((load_name, system), 0.0) + spent
+    cpu_ms["rss_mb", "torpor"] = memory_mb(systems["torpor"][1][0])[0]
     return samples, runs, cpu_ms
 
 
-def print_tables(args: argparse.Namespace, samples: dict, runs: dict[str, list[HeyRun]], cpu_ms: dict) -> None:
+def print_tables(
+    args: argparse.Namespace, samples: dict, runs: dict[tuple[str, str], list[HeyRun]], cpu_ms: dict
+) -> None:
     """Markdown tables: latencies and throughput, torpor beside restate, with torpor ÷ restate."""
     print(
         f"\n{args.rounds} rounds of {args.calls} sequential calls each ({args.sleeps} concurrent sleeps), alternating"
@@ -212,22 +229,29 @@ def print_tables(args: argparse.Namespace, samples: dict, runs: dict[str, list[H
             f"| {name} | {t['p50']:.1f} ms | {r['p50']:.1f} ms | {t['p50'] / r['p50']:.1f} "
             f"| {t['p99']:.1f} ms | {r['p99']:.1f} ms | {t['p99'] / r['p99']:.1f} |"
         )
-    rate = {s: sum(len(r.latencies_ms) for r in rs) / sum(r.seconds for r in rs) for s, rs in runs.items()}
-    errors = {s: sum(r.errors for r in rs) for s, rs in runs.items()}
-    calls = {s: sum(len(r.latencies_ms) for r in rs) for s, rs in runs.items()}
-    p50 = {s: summary([x for r in rs for x in r.latencies_ms])["p50"] for s, rs in runs.items()}
-    cpu = {s: cpu_ms[s] / max(1, calls[s]) for s in runs}
-    print(f"\nthroughput, Steps/one_step, 32 concurrent clients, {args.load_rounds} runs of {args.load_s:.0f} s")
-    print("\n| figure | torpor | restate | torpor ÷ restate |\n| --- | --- | --- | --- |")
-    for label, values, unit, digits in (
-        ("calls per second", rate, "", 0),
-        ("p50 latency under load", p50, " ms", 0),
-        ("orchestrator CPU per call", cpu, " ms", 1),
-    ):
-        t, r = values["torpor"], values["restate"]
-        print(f"| {label} | {t:.{digits}f}{unit} | {r:.{digits}f}{unit} | {t / r:.2f} |")
-    print(f"| errors | {errors['torpor']} | {errors['restate']} | |")
-    print("\n" + json.dumps({"rate": rate, "cpu_ms_per_call": cpu, "errors": errors}))
+    figures: dict[str, dict[str, float]] = {}
+    for load_name in LOADS:
+        by_system = {system: rs for (name, system), rs in runs.items() if name == load_name}
+        rate = {s: sum(len(r.latencies_ms) for r in rs) / sum(r.seconds for r in rs) for s, rs in by_system.items()}
+        errors = {s: sum(r.errors for r in rs) for s, rs in by_system.items()}
+        calls = {s: sum(len(r.latencies_ms) for r in rs) for s, rs in by_system.items()}
+        p50 = {s: summary([x for r in rs for x in r.latencies_ms])["p50"] for s, rs in by_system.items()}
+        cpu = {s: cpu_ms[load_name, s] / max(1, calls[s]) for s in by_system}
+        print(f"\nthroughput, {load_name}, 32 concurrent clients, {args.load_rounds} runs of {args.load_s:.0f} s")
+        print("\n| figure | torpor | restate | torpor ÷ restate |\n| --- | --- | --- | --- |")
+        for label, values, unit, digits in (
+            ("calls per second", rate, "", 0),
+            ("p50 latency under load", p50, " ms", 0),
+            ("orchestrator CPU per call", cpu, " ms", 2),
+        ):
+            t, r = values["torpor"], values["restate"]
+            print(f"| {label} | {t:.{digits}f}{unit} | {r:.{digits}f}{unit} | {t / r:.2f} |")
+        print(f"| errors | {errors['torpor']} | {errors['restate']} | |")
+        figures[load_name] = {"rate_torpor": rate["torpor"], "rate_restate": rate["restate"],
+                              "cpu_ms_torpor": cpu["torpor"], "cpu_ms_restate": cpu["restate"],
+                              "errors": errors["torpor"] + errors["restate"]}  # fmt: skip
+    print(f"\ntorpor dev's resident set after the load runs: {cpu_ms['rss_mb', 'torpor']:.0f} MB")
+    print("\n" + json.dumps(figures))
     steps = "10 ctx.run steps (Steps/ten_steps)"
     t, r = summary(samples[steps, "torpor"])["p50"], summary(samples[steps, "restate"])["p50"]
     mode = "over HTTP/2, bidirectional" if args.http2 else "request/response"
