@@ -33,6 +33,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
+from urllib3.poolmanager import SSL_KEYWORDS
 
 from control_plane.ports import AnswerTooLarge, HttpReply, InvokerError
 
@@ -43,7 +44,7 @@ _READ_CHUNK_BYTES = 64 * 1024
 class HttpInvoker:
     """Sends Restate service-protocol requests (request/response mode) to HTTP deployments.
 
-    Thread-safe: one `urllib3.PoolManager` serves all callers; it keeps up to
+    Thread-safe: one `urllib3` connection pool per endpoint serves all callers; it keeps up to
     `max_keepalive_connections` idle connections per endpoint (host and port) and opens more when
     more requests run at once (those are closed after use). A pooled connection the server closed
     meanwhile is noticed before reuse and replaced. Requests are never retried here: a failed
@@ -69,6 +70,7 @@ class HttpInvoker:
             "ca_certs": cafile or certifi.where(),
         }
         self._direct = urllib3.PoolManager(num_pools=64, **self._pool_kw)  # type: ignore[arg-type]
+        self._pools: dict[str, urllib3.HTTPConnectionPool] = {}  # direct, by endpoint: no URL parse per request
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
         self._via_proxy: dict[str, urllib3.ProxyManager] = {}
         self._lock = threading.Lock()
@@ -79,6 +81,25 @@ class HttpInvoker:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _opener(self, base: str, url: str) -> urllib3.PoolManager | urllib3.HTTPConnectionPool:
+        """What sends a request to `url` (under the endpoint `base`): the endpoint's own connection
+        pool when it is reached directly (made once per endpoint), else the proxy's manager."""
+        pool = self._pools.get(base)
+        if pool is not None:
+            return pool
+        manager = self._manager(url)
+        if manager is not self._direct:
+            return manager
+        with self._lock:
+            if base not in self._pools:
+                kw = (
+                    self._pool_kw
+                    if base.startswith("https://")
+                    else {name: value for name, value in self._pool_kw.items() if name not in SSL_KEYWORDS}
+                )
+                self._pools[base] = urllib3.connection_from_url(base, **kw)  # type: ignore[arg-type]
+            return self._pools[base]
 
     def _manager(self, url: str) -> urllib3.PoolManager:
         """The direct pool, or the proxy's when the environment names one for this URL's scheme and host."""
@@ -132,7 +153,7 @@ class HttpInvoker:
         deadline = time.monotonic() + timeout_s
         timeout = urllib3.Timeout(connect=min(timeout_s, _CONNECT_TIMEOUT_S), read=timeout_s)
         try:
-            response = self._manager(url).urlopen(
+            response = self._opener(base, url).urlopen(
                 method, url, body=body, headers=dict(headers), timeout=timeout,
                 redirect=False, retries=False, preload_content=False, decode_content=False,
             )  # fmt: skip
@@ -174,6 +195,10 @@ class HttpInvoker:
         """Close every pooled connection. Requests after this raise `InvokerError`."""
         self._closed = True
         self._direct.clear()
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
         with self._lock:
             for manager in self._via_proxy.values():
                 manager.clear()

@@ -8,6 +8,7 @@ the number of requests served at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -112,9 +113,33 @@ class _RouterApp:
             headers=headers,
             body=b"".join(chunks),
         )
+        await self._send(send, await self._dispatched(request))
+
+    def _dispatched(self, request: HttpRequest) -> asyncio.Future[HttpResponse]:
+        """`router.dispatch(request)` on a worker thread; its answer comes back to the loop in one
+        `call_soon_threadsafe` (lighter than `run_in_executor`'s chained futures)."""
         loop = asyncio.get_running_loop()
-        response: HttpResponse = await loop.run_in_executor(self._pool(), self._router.dispatch, request)
-        await self._send(send, response)
+        answer: asyncio.Future[HttpResponse] = loop.create_future()
+
+        def settle(response: HttpResponse | None, error: BaseException | None) -> None:
+            if answer.cancelled():  # the client left and the server cancelled the request
+                return
+            if error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(response)  # type: ignore[arg-type]
+
+        def run() -> None:
+            response, error = None, None
+            try:
+                response = self._router.dispatch(request)
+            except Exception as exc:  # noqa: BLE001 - handed to the awaiting request, which raises it there
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (the server stopped)
+                loop.call_soon_threadsafe(settle, response, error)
+
+        self._pool().submit(run)
+        return answer
 
     def _timed_out(self) -> HttpResponse:
         message = (

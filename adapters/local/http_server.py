@@ -67,8 +67,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 def server(app: Any) -> uvicorn.Server:
     """A uvicorn server for the ASGI `app`, to run with `Server.serve(sockets=[...])` on the caller's
     event loop: HTTP/1.1 through `BoundedHttpToolsProtocol`, lifespan events on, no access log, no
-    `server` header, and the process's logging left as it is (uvicorn's own at WARNING: its
-    "running on" line would repeat `torpor dev`'s)."""
+    `server` header, `X-Forwarded-*` left as plain headers (no proxy is trusted), and the process's
+    logging left as it is (uvicorn's own at WARNING: its "running on" line would repeat `torpor
+    dev`'s)."""
     config = uvicorn.Config(
         app,
         http=BoundedHttpToolsProtocol,
@@ -76,6 +77,7 @@ def server(app: Any) -> uvicorn.Server:
         lifespan="on",
         access_log=False,
         server_header=False,
+        proxy_headers=False,  # no proxy in front: X-Forwarded-* are the client's words, not facts
         log_config=None,
         log_level="warning",
         timeout_keep_alive=int(KEEP_ALIVE_TIMEOUT_S),
