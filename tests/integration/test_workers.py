@@ -7,6 +7,8 @@ answers on a key must be exactly 1..n, each once), some sent twice at once with 
 every answer right, each counter exact, no handler run twice (the example services record one side
 effect per `Counter/add` run and per executed `ctx.run` of `one_step`, with the invocation id), and
 both processes served (`/health` names the pid that answered: both children of `torpor dev`).
+Both processes sweep every 200 ms meanwhile (`tests.helpers.sweeping_dev`), each re-arming every
+unfinished invocation, the other's included.
 Then one worker is SIGKILLed: it is started again and the load goes on, counters still exact.
 A last test checks the refusals of `--workers` above 1 with a store one process owns.
 """
@@ -33,6 +35,7 @@ from tests.helpers.dev import torpor_dev_process, wait_for
 from tests.helpers.dynalite import dynalite_server
 from tests.helpers.moto import unique_table_name
 from tests.helpers.services import REPO_ROOT
+from tests.helpers.sweeping_dev import SWEEP_ENV
 
 KEYS = 4
 ADDS_PER_KEY = 30
@@ -173,7 +176,9 @@ class Load:
 def test_two_workers_share_a_load_with_no_invocation_run_twice(
     store_args: tuple[str, ...], examples_url: str, effects_file: Path
 ) -> None:
-    with torpor_dev_process(*store_args, "--workers", "2", *LEASE_ARGS) as (ingress, admin, process):
+    with torpor_dev_process(
+        *store_args, "--workers", "2", *LEASE_ARGS, module="tests.helpers.sweeping_dev", env={SWEEP_ENV: "200"}
+    ) as (ingress, admin, process):
         workers = wait_for(lambda: _two_workers(process.pid), 30, "2 workers")
         reply = httpx.post(f"{admin}/deployments", json={"uri": examples_url}, timeout=30)
         assert reply.status_code == 201, reply.text
