@@ -14,7 +14,8 @@ Parts, started in this order and stopped in reverse:
    (default 127.0.0.1:8080) and admin (default 127.0.0.1:9070).
 
 `DevServer(...).start()` returns once both servers answer HTTP; `.stop()` shuts everything down.
-`run_dev(...)` does the same in the foreground until SIGINT or SIGTERM.
+`run_dev(...)` does the same in the foreground until SIGINT or SIGTERM; with `workers` above 1 it
+binds both ports and runs that many processes, each a `DevServer` on them (`adapters.local.workers`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ both processes served (`/health` names the pid that answered: both children of `
 Both processes sweep every 200 ms meanwhile (`tests.helpers.sweeping_dev`), each re-arming every
 unfinished invocation, the other's included.
 Then one worker is SIGKILLed: it is started again and the load goes on, counters still exact.
+Sleeps whose timers were armed in two workers that both die fire in the workers started again.
 A last test checks the refusals of `--workers` above 1 with a store one process owns.
 """
 
@@ -43,6 +44,7 @@ TWINS = 8  # adds sent twice at once with one idempotency key
 GREETS = 40
 STEPS = 40
 CLIENTS = 12
+SLEEP_MS = 3_000
 LEASE_ARGS = ("--inactivity-timeout", "30s", "--lease-margin", "10s")  # no takeover of a slow attempt under load
 
 
@@ -75,9 +77,9 @@ def _children(parent: int) -> set[int]:
     return found
 
 
-def _two_workers(parent: int, killed: int = 0) -> set[int] | None:
+def _two_workers(parent: int, *killed: int) -> set[int] | None:
     """The two worker pids of `parent` (none of them `killed`), or None while there are not two."""
-    found = _children(parent) - {killed}
+    found = _children(parent) - set(killed)
     return found if len(found) == 2 else None
 
 
@@ -199,6 +201,39 @@ def test_two_workers_share_a_load_with_no_invocation_run_twice(
         assert process.poll() is None
     assert process.returncode in (0, -signal.SIGTERM)
     assert not _children(process.pid)
+
+
+def test_sleeps_armed_in_workers_that_died_fire_in_the_workers_started_again(
+    store_args: tuple[str, ...], examples_url: str
+) -> None:
+    """Timers live in the memory of the worker that armed them: with both workers SIGKILLed while the
+    sleeps wait (and the periodic sweep a minute away), only the start-up sweeps of the workers started
+    again can re-arm them; every sleep then completes, none before its time."""
+    with torpor_dev_process(*store_args, "--workers", "2") as (ingress, admin, process):
+        workers = wait_for(lambda: _two_workers(process.pid), 30, "2 workers")
+        reply = httpx.post(f"{admin}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        sent_at = time.time()
+        ids = []
+        with httpx.Client(timeout=30) as client:  # a connection each: both workers arm some
+            for _ in range(10):
+                with httpx.Client(timeout=30) as one:
+                    ids.append(one.post(f"{ingress}/Waits/sleep/send", json=SLEEP_MS).json()["invocationId"])
+            wait_for(
+                lambda: all(client.get(f"{admin}/invocations/{i}").json()["status"] == "suspended" for i in ids),
+                30,
+                "every sleep to suspend",
+            )
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: _two_workers(process.pid, *workers), 30, "both workers to start again")
+            for invocation_id in ids:
+                reply = client.get(f"{ingress}/restate/invocation/{invocation_id}/attach", timeout=60)
+                assert reply.status_code == 200, reply.text
+                assert reply.json() == f"slept {SLEEP_MS} ms"
+                completed = client.get(f"{admin}/invocations/{invocation_id}").json()
+                assert completed["status"] == "completed"
+        assert time.time() - sent_at >= SLEEP_MS / 1000
 
 
 @pytest.mark.parametrize(
