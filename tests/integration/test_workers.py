@@ -256,3 +256,15 @@ def test_workers_above_one_refuse_a_store_one_process_owns(args: list[str], says
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert len(error_lines) == 1, result.stderr
     assert time.monotonic() - started < 30
+
+
+def test_a_worker_that_cannot_start_fails_the_start_with_its_error(tmp_path: Path) -> None:
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    command = [sys.executable, "-m", "adapters.cli", "dev", "--workers", "2", "--data-dir", str(not_a_directory / "d")]
+    command += ["--ingress-port", "0", "--admin-port", "0"]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1, result.stderr
+    assert "worker 0: cannot open the SQLite store" in result.stderr
+    assert "pick another --data-dir" in result.stderr
+    assert result.stderr.rstrip().endswith("Error: torpor dev: worker 0 did not start (its error is above)")
