@@ -6,10 +6,10 @@ Parts, in order (each also runs alone as `python -m bench.<module>`): `side_by_s
 beside restate-server; then again with dynalite as Torpor's store), `breakdown` (where the time goes
 in `torpor dev`), `partitions` (requests and write units per invocation, the hottest partition key
 and the projected ceiling), `cost` (the cost model beside Step Functions and Lambda durable
-functions), `scale` (10,000 invocations over 1,000 keys), `soak` (`Counter/add` before and after 10,000
-invocations), then the older figures `latency`, `timers` and
-`aws_requests`. `--quick` passes `--quick` to the parts that have it and small counts to the
-others: a smoke run of a few minutes. The exit status is 1 if any part failed.
+functions), `scale` (10,000 invocations over 1,000 keys), `workers` (`torpor dev --workers 1`
+beside `--workers 2`), `soak` (`Counter/add` before and after 10,000 invocations), then the older
+figures `latency`, `timers` and `aws_requests`. `--quick` passes `--quick` to the parts that have
+it and small counts to the others: a smoke run of a few minutes. The exit status is 1 if any part failed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ PARTS = {  # name: (module, arguments, arguments with --quick)
     "partitions": ("partitions", [], ["--quick"]),
     "cost": ("cost", [], ["--quick"]),
     "scale": ("scale", [], ["--quick"]),
+    "workers": ("workers", [], ["--quick"]),
     "soak": ("soak", [], ["--invocations", "500", "--probe-calls", "50"]),
     "latency": ("latency", ["--calls", "200", "--warmup", "20"], ["--calls", "20", "--warmup", "5"]),
     "timers": ("timers", [], ["--count", "20", "--gap-ms", "250"]),

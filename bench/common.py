@@ -95,6 +95,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid`, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # it ended meanwhile
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` and of its live children (`torpor dev --workers N`: the parent and its
+    workers), from /proc; a child that ends is counted no more."""
+    total = cpu_seconds(pid)
+    for child in children(pid):
+        try:
+            total += cpu_seconds(child)
+        except OSError:
+            continue
+    return total
+
+
 def memory_mb(pid: int) -> tuple[float, float]:
     """(current, peak) resident set size of a process in MB (VmRSS, VmHWM from /proc)."""
     values = {}
@@ -200,8 +226,10 @@ class TorporDev:
 
 
 @contextmanager
-def torpor_dev(dynamodb_endpoint: str | None, *, workers: int = 32) -> Iterator[TorporDev]:
-    """`torpor dev` in its own process on free loopback ports.
+def torpor_dev(dynamodb_endpoint: str | None, *, concurrency: int = 32, processes: int = 1) -> Iterator[TorporDev]:
+    """`torpor dev` in its own process on free loopback ports: `--concurrency concurrency` (invocations
+    each process advances at once), `--workers processes` (orchestrator processes: above 1, children
+    of the one started here; `tree_cpu_seconds` counts their CPU).
 
     With `dynamodb_endpoint` None, on its default store (SQLite) in a fresh data directory under
     `.cache/bench`, removed when it stops; else its table is on that DynamoDB (a moto server or
@@ -217,7 +245,7 @@ def torpor_dev(dynamodb_endpoint: str | None, *, workers: int = 32) -> Iterator[
         command += ["--data-dir", str(data_dir)]
     else:
         command += ["--dynamodb-endpoint", dynamodb_endpoint, "--table", f"bench-{uuid.uuid4().hex[:8]}"]
-    command += ["--workers", str(workers)]
+    command += ["--concurrency", str(concurrency), "--workers", str(processes)]
     env = {**os.environ, **DUMMY_AWS_ENV, "PYTHONPATH": str(REPO_ROOT)}
     with open(CACHE / "torpor-dev.log", "ab") as log:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=log)  # type: ignore[arg-type]

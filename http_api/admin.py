@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -391,9 +392,10 @@ class Admin:
         return HttpResponse(200, metrics.render().encode(), {"content-type": "text/plain; version=0.0.4"})
 
     def health(self, request: HttpRequest) -> HttpResponse:
-        """`200 {"status": "ok"}` once the store answers."""
+        """`200 {"status": "ok", "pid"}` once the store answers; `pid`: the process that answered
+        (`torpor dev --workers N` runs several on one port)."""
         self.store.list_deployments()
-        return HttpResponse.json({"status": "ok"})
+        return HttpResponse.json({"status": "ok", "pid": os.getpid()})
 
     def version(self, request: HttpRequest) -> HttpResponse:
         """`{"version", "min_admin_api_version", "max_admin_api_version", "ingress_endpoint", "features"}`

@@ -136,10 +136,18 @@ def version() -> None:
 )
 @click.option(
     "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Orchestrator processes over the one store, serving the same ports (above 1: needs --data-dir "
+    "or --dynamodb-endpoint, and no --lambda).",
+)
+@click.option(
+    "--concurrency",
     type=click.IntRange(1, 1024),
     default=32,
     show_default=True,
-    help="Invocations advanced at the same time.",
+    help="Invocations each process advances at the same time.",
 )
 @click.option(
     "--lambda",
@@ -193,6 +201,7 @@ def dev(
     call_wait: int | None,
     lease_margin: int | None,
     workers: int,
+    concurrency: int,
     lambda_functions: dict[str, str],
     lambda_request_response: bool,
     lambda_timeout: int | None,
@@ -205,10 +214,15 @@ def dev(
     for a throwaway run), or DynamoDB with --dynamodb-endpoint (or on an embedded moto server, --moto).
     A restart on the same data directory resumes what was running.
 
+    With --workers N (N above 1), N processes serve the same ports over the shared store (a data
+    directory or a DynamoDB endpoint), each advancing up to --concurrency invocations; one that dies
+    is started again.
+
     With --lambda, Lambda handlers run in a local emulator (a subprocess) that Lambda deployments
     are invoked on, through the same boto3 path as on AWS. Stop it with Ctrl+C (SIGINT) or SIGTERM.
     """
     from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, run_dev  # hypercorn, moto: only here
+    from adapters.local.workers import shared_store_refusal
 
     _configure_logging(log_format)
     if lambda_timeout is not None and not 0 < lambda_timeout <= 900_000:
@@ -223,6 +237,9 @@ def dev(
         raise click.UsageError(f"choose one store: {' or '.join(chosen)}")
     if not chosen and DEFAULT_STORE == "sqlite":
         data_dir = DEFAULT_DATA_DIR
+    refusal = shared_store_refusal(workers, dynamodb_endpoint, data_dir, in_memory, moto, lambda_functions)
+    if refusal is not None:
+        raise click.UsageError(refusal)
     try:
         settings = Settings.load()
     except TorporError as exc:
@@ -251,6 +268,7 @@ def dev(
             region=region,
             settings=settings,
             workers=workers,
+            concurrency=concurrency,
             lambda_functions=lambda_functions,
             lambda_checkpoints=not lambda_request_response,
             lambda_timeout_ms=lambda_timeout,

@@ -15,7 +15,8 @@ Parts, started in this order and stopped in reverse:
    127.0.0.1:9070). See `adapters.local.http_server`.
 
 `DevServer(...).start()` returns once both servers answer HTTP; `.stop()` shuts everything down.
-`run_dev(...)` does the same in the foreground until SIGINT or SIGTERM.
+`run_dev(...)` does the same in the foreground until SIGINT or SIGTERM; with `workers` above 1 it
+binds both ports and runs that many processes, each a `DevServer` on them (`adapters.local.workers`).
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ class DevServer:
         table: DynamoDB table name (created if missing).
         region: AWS region the store signs requests for.
         settings: Runtime settings; None reads them with `Settings.load()`.
-        workers: Size of the scheduler's worker pool (concurrent `advance` calls).
+        concurrency: Size of the scheduler's worker pool (concurrent `advance` calls).
         http_concurrency: Requests each HTTP server dispatches at the same time.
         lambda_functions: Function name → `module:attr` of its Lambda handler: runs them in the local
             Lambda emulator (a subprocess, stopped by `stop`; started again on the same port if it
@@ -172,6 +173,10 @@ class DevServer:
         request_identity_key_file: PEM file of the Ed25519 key that signs every request to
             deployments (written, mode 0600, if missing); None: the key the `TORPOR_REQUEST_IDENTITY_KEY*`
             environment names (`adapters.request_identity`), or unsigned requests.
+        listen_sockets: `(ingress, admin)` sockets already listening (`listen_socket`), served instead
+            of binding `ingress_port` and `admin_port` (whose URLs then name their ports): how each
+            process of `torpor dev --workers N` serves the sockets its parent bound
+            (`adapters.local.workers`). Closed by `stop`.
     """
 
     def __init__(
@@ -188,13 +193,14 @@ class DevServer:
         table: str = "torpor",
         region: str = "us-east-1",
         settings: Settings | None = None,
-        workers: int = 32,
+        concurrency: int = 32,
         http_concurrency: int = 64,
         lambda_functions: Mapping[str, str] | None = None,
         lambda_endpoint: str | None = None,
         lambda_checkpoints: bool = True,
         lambda_timeout_ms: int | None = None,
         request_identity_key_file: str | os.PathLike[str] | None = None,
+        listen_sockets: tuple[socket.socket, socket.socket] | None = None,
     ) -> None:
         if lambda_functions and lambda_endpoint:
             raise ValueError("give lambda_functions (run the local emulator) or lambda_endpoint, not both")
@@ -215,7 +221,7 @@ class DevServer:
         self.table = table
         self.region = region
         self.settings = settings if settings is not None else Settings.load()
-        self.workers = workers
+        self.concurrency = concurrency
         self.http_concurrency = http_concurrency
         self.lambda_functions = dict(lambda_functions or {})
         self._lambda_endpoint = lambda_endpoint
@@ -238,7 +244,8 @@ class DevServer:
         self._control_plane: HttpControlPlane | None = None
         self._ingress_url: str | None = None
         self._admin_url: str | None = None
-        self._sockets: list[socket.socket] = []  # bound, not yet handed to the HTTP servers
+        self._sockets: list[socket.socket] = list(listen_sockets or ())  # bound, not yet handed to the HTTP servers
+        self._given_sockets = listen_sockets is not None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shutdown: asyncio.Event | None = None
@@ -429,7 +436,7 @@ class DevServer:
             cloud_run_factory=_cloud_run_invoker,
             signer=self.request_signer,
         )
-        self._scheduler = LocalScheduler(workers=self.workers)
+        self._scheduler = LocalScheduler(workers=self.concurrency)
         self._control_plane = HttpControlPlane(
             self.store, self._invoker, self._scheduler, settings=self.settings, facts=self.store.facts
         )
@@ -499,8 +506,9 @@ class DevServer:
                 log.exception("periodic sweep failed")
 
     def _bind(self) -> None:
-        self._sockets.append(listen_socket(self.host, self._ingress_port, "ingress", "--ingress-port"))
-        self._sockets.append(listen_socket(self.host, self._admin_port, "admin", "--admin-port"))
+        if not self._given_sockets:
+            self._sockets.append(listen_socket(self.host, self._ingress_port, "ingress", "--ingress-port"))
+            self._sockets.append(listen_socket(self.host, self._admin_port, "admin", "--admin-port"))
         self._ingress_url = http_url(self.host, self._sockets[0].getsockname()[1])
         self._admin_url = http_url(self.host, self._sockets[1].getsockname()[1])
 
@@ -650,7 +658,8 @@ def run_dev(
     table: str = "torpor",
     region: str = "us-east-1",
     settings: Settings | None = None,
-    workers: int = 32,
+    workers: int = 1,
+    concurrency: int = 32,
     lambda_functions: Mapping[str, str] | None = None,
     lambda_checkpoints: bool = True,
     lambda_timeout_ms: int | None = None,
@@ -658,7 +667,9 @@ def run_dev(
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
-    A second SIGINT during the shutdown interrupts it (KeyboardInterrupt).
+    A second SIGINT during the shutdown interrupts it (KeyboardInterrupt). With `workers` above 1,
+    this process binds both ports and supervises that many processes, each a `DevServer` on them
+    (`adapters.local.workers.run_workers`).
 
     Args:
         host: Address both HTTP servers listen on.
@@ -671,54 +682,81 @@ def run_dev(
         table: DynamoDB table name.
         region: AWS region.
         settings: Runtime settings; None reads `Settings.load()`.
-        workers: Size of the scheduler's worker pool.
+        workers: Orchestrator processes over the store (1: this process serves alone).
+        concurrency: Size of each process's scheduler pool (invocations advanced at the same time).
         lambda_functions: Function name → `module:attr`, run in the local Lambda emulator.
         lambda_checkpoints: Run them with in-process checkpoints (False: request/response).
         lambda_timeout_ms: Their timeout, enforced as Lambda does (None: 900 s).
         request_identity_key_file: PEM file of the request identity key (written if missing).
 
     Raises:
-        DevServerError: The server could not start (the message names the fix).
+        DevServerError: The server could not start (the message names the fix), or `workers` above
+            1 with a store only one process can use (in memory, embedded moto) or `lambda_functions`.
         RequestIdentityKeyError: The request identity key cannot be read or written.
     """
+
+    def make_server(listen_sockets: tuple[socket.socket, socket.socket] | None = None) -> DevServer:
+        return DevServer(
+            host=host,
+            ingress_port=ingress_port,
+            admin_port=admin_port,
+            dynamodb_endpoint=dynamodb_endpoint,
+            data_dir=data_dir,
+            in_memory=in_memory,
+            moto=moto,
+            table=table,
+            region=region,
+            settings=settings,
+            concurrency=concurrency,
+            lambda_functions=lambda_functions,
+            lambda_checkpoints=lambda_checkpoints,
+            lambda_timeout_ms=lambda_timeout_ms,
+            request_identity_key_file=request_identity_key_file,
+            listen_sockets=listen_sockets,
+        )
+
+    if workers > 1:
+        from adapters.local.workers import run_workers, shared_store_refusal
+
+        refusal = shared_store_refusal(workers, dynamodb_endpoint, data_dir, in_memory, moto, lambda_functions)
+        if refusal is not None:
+            raise DevServerError(refusal)
+        if request_identity_key_file is not None:  # written once, here, not by each process at once
+            signer_from_file(request_identity_key_file, create=True)
+        run_workers(workers, host, ingress_port, admin_port, make_server)
+        return
+    serve_until_signalled(make_server())
+
+
+def serve_until_signalled(server: DevServer, started: Callable[[], object] | None = None) -> None:
+    """Start `server`, call `started()` (if given), serve until SIGINT or SIGTERM, then stop it.
+
+    A second SIGINT during the shutdown interrupts it (KeyboardInterrupt). The previous signal
+    handlers are put back on return.
+
+    Raises:
+        DevServerError: The server could not start.
+    """
     stop_requested = threading.Event()
-    servers: list[DevServer] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
         log.info("torpor dev: %s received, shutting down", signal.Signals(signum).name)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl+C interrupts the shutdown
-        for server in servers:
-            server.stopping()
+        server.stopping()
         stop_requested.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = DevServer(
-        host=host,
-        ingress_port=ingress_port,
-        admin_port=admin_port,
-        dynamodb_endpoint=dynamodb_endpoint,
-        data_dir=data_dir,
-        in_memory=in_memory,
-        moto=moto,
-        table=table,
-        region=region,
-        settings=settings,
-        workers=workers,
-        lambda_functions=lambda_functions,
-        lambda_checkpoints=lambda_checkpoints,
-        lambda_timeout_ms=lambda_timeout_ms,
-        request_identity_key_file=request_identity_key_file,
-    )
-    servers.append(server)
-    started = False
+    began = False
     try:
         server.start()
-        started = True
+        began = True
+        if started is not None:
+            started()
         while not stop_requested.wait(0.5):  # a timed wait keeps the main thread responsive to signals
             pass
     finally:
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if started:
+        if began:
             log.info("torpor dev: stopped")

@@ -26,7 +26,7 @@ from control_plane.settings import Settings
 @pytest.fixture(scope="module")
 def dev() -> Iterator[DevServer]:
     """One dev server for this module: free ports, the default store, short call wait."""
-    server = DevServer(ingress_port=0, admin_port=0, settings=Settings(call_wait_ms=2_000), workers=4)
+    server = DevServer(ingress_port=0, admin_port=0, settings=Settings(call_wait_ms=2_000), concurrency=4)
     with server:
         yield server
 
@@ -51,7 +51,7 @@ def test_start_exposes_urls_and_the_default_store_sqlite_in_memory(dev: DevServe
 
 
 def test_the_embedded_moto_store_has_one_shard() -> None:
-    with DevServer(ingress_port=0, admin_port=0, moto=True, workers=2) as dev:
+    with DevServer(ingress_port=0, admin_port=0, moto=True, concurrency=2) as dev:
         assert dev.embedded_moto
         assert dev.dynamodb_endpoint.startswith("http://127.0.0.1:")
         assert isinstance(dev.store, DynamoDBStore)
@@ -196,7 +196,7 @@ def test_the_invoker_bounds_the_whole_answer_by_its_timeout() -> None:
 
 def test_on_every_address_the_web_ui_can_still_make_changes() -> None:
     # GIVEN torpor dev listening on every address (no Host check), its UI opened as localhost
-    with DevServer(host="0.0.0.0", ingress_port=0, admin_port=0, in_memory=True, workers=2) as dev:
+    with DevServer(host="0.0.0.0", ingress_port=0, admin_port=0, in_memory=True, concurrency=2) as dev:
         port = dev.admin_url.rsplit(":", 1)[1]
         ui = f"http://localhost:{port}"
         body = {"uri": "ftp://nowhere"}
@@ -230,7 +230,7 @@ def _read_answer(sock: socket.socket, limit_s: float) -> tuple[bytes, bool]:
 def test_a_body_shorter_than_its_content_length_is_answered_408_and_the_connection_closed(port_of: str) -> None:
     # GIVEN torpor dev with a 1 s read timeout
     settings = Settings(request_read_timeout_ms=1_000)
-    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings, workers=2) as dev:
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings, concurrency=2) as dev:
         url = getattr(dev, port_of)
         host, port = url.removeprefix("http://").rsplit(":", 1)
         # WHEN a client announces 100 bytes of body, sends 10 and stalls
@@ -249,7 +249,7 @@ def test_a_body_shorter_than_its_content_length_is_answered_408_and_the_connecti
 def test_a_body_dripping_slower_than_the_read_timeout_is_answered_408() -> None:
     # GIVEN torpor dev with a 1 s read timeout
     settings = Settings(request_read_timeout_ms=1_000)
-    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings, workers=2) as dev:
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=settings, concurrency=2) as dev:
         host, port = dev.ingress_url.removeprefix("http://").rsplit(":", 1)
         stop = threading.Event()
         # WHEN a client sends its 1,000-byte body one byte every 0.2 s (each read well within 1 s)
@@ -275,7 +275,7 @@ def test_a_body_dripping_slower_than_the_read_timeout_is_answered_408() -> None:
 @pytest.mark.parametrize("port_of", ["ingress_url", "admin_url"])
 def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(port_of: str) -> None:
     # GIVEN torpor dev
-    with DevServer(ingress_port=0, admin_port=0, in_memory=True, workers=2) as dev:
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, concurrency=2) as dev:
         host, port = getattr(dev, port_of).removeprefix("http://").rsplit(":", 1)
         # WHEN a client opens a connection and sends nothing
         with socket.create_connection((host, int(port))) as sock:
@@ -291,7 +291,7 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_keep_alive_timeout(
 @pytest.mark.parametrize("port_of", ["ingress_url", "admin_url"])
 def test_a_request_head_over_the_bound_is_refused_and_the_connection_closed(port_of: str) -> None:
     # GIVEN torpor dev
-    with DevServer(ingress_port=0, admin_port=0, in_memory=True, workers=2) as dev:
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, concurrency=2) as dev:
         host, port = getattr(dev, port_of).removeprefix("http://").rsplit(":", 1)
         # WHEN a client sends a request whose headers add up to more than the bound
         with socket.create_connection((host, int(port))) as sock:

@@ -264,7 +264,7 @@ def exchange(port: int, raw: bytes) -> tuple[str, int | None]:
 
 @pytest.fixture(scope="module")
 def dev(examples_url: str) -> Iterator[DevServer]:
-    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=SETTINGS, workers=4) as server:
+    with DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=SETTINGS, concurrency=4) as server:
         reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
         assert reply.status_code == 201, reply.text
         yield server
