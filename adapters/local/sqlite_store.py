@@ -157,6 +157,8 @@ def _retention_due_ms(journal_expires_at_ms: int | None, expires_at_s: int | Non
     return journal_expires_at_ms or 1000 * (expires_at_s or 0)
 
 
+_FIXED_COLUMNS = ("created_at_ms", "service", "handler", "key", "input_entry")
+"""Columns of the `invocations` row that hold record fields set at creation."""
 _JSON_FIELDS = tuple(name for name in _FIELDS if name not in _BLOBS)
 _SET_FIELDS = tuple(name for name, f in _FIELDS.items() if "frozenset" in str(f.type))
 _MAPPING_FIELDS = tuple(name for name, f in _FIELDS.items() if "Mapping" in str(f.type))
@@ -494,6 +496,26 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
         )  # fmt: skip
 
     @staticmethod
+    def _rewrite_record(
+        db: sqlite3.Connection,
+        before: InvocationRecord,
+        after: InvocationRecord,
+        retention_due_ms: int | None,
+        encoded: str,
+    ) -> None:
+        """Update the row of `before` to hold `after` (`encoded` its `_record_json`): an UPDATE of the
+        columns that may change, so only the indexes over those are touched (an INSERT OR REPLACE
+        deletes and inserts the row and every index entry)."""
+        columns = ["status", "completion", "retention_due_ms", "output", "record"]
+        values: list[object] = [after.status, after.completion, retention_due_ms, after.output, encoded]
+        for name in _FIXED_COLUMNS:  # set at creation; written only if a change names them
+            if getattr(after, name) != getattr(before, name):
+                columns.append(name)
+                values.append(getattr(after, name))
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        db.execute(f"UPDATE invocations SET {assignments} WHERE invocation_id = ?", (*values, after.invocation_id))
+
+    @staticmethod
     def _get_row(db: sqlite3.Connection, invocation_id: str) -> sqlite3.Row | None:
         row: sqlite3.Row | None = db.execute(
             "SELECT * FROM invocations WHERE invocation_id = ?", (invocation_id,)
@@ -581,7 +603,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 )
                 or None
             )
-        self._put_record(db, after, due, encoded)
+        self._rewrite_record(db, before, after, due, encoded)
         return after
 
     def attach_caller(self, invocation_id: str, caller: str) -> None:
@@ -735,7 +757,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             record = None if row is None else _record_of(row)
             if record is None or record.status == "completed":
                 raise StoreConflict(f"invocation {invocation_id} does not exist or has completed")
-            self._put_record(db, dataclasses.replace(record, doorbell=record.doorbell + 1), row["retention_due_ms"])
+            rung = dataclasses.replace(record, doorbell=record.doorbell + 1)
+            self._rewrite_record(db, record, rung, row["retention_due_ms"], _record_json(rung))
 
     # --- timers ----------------------------------------------------------------------------------
 
@@ -817,7 +840,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 or record.journal_expires_at_ms != due.journal_expires_at_ms
             ):
                 return False
-            self._put_record(db, dataclasses.replace(record, journal_expires_at_ms=0), due.expires_at_s * 1000 or None)
+            kept = dataclasses.replace(record, journal_expires_at_ms=0)
+            self._rewrite_record(db, record, kept, due.expires_at_s * 1000 or None, _record_json(kept))
             db.execute("DELETE FROM batches WHERE invocation_id = ?", (invocation_id,))
             db.execute("DELETE FROM notifications WHERE invocation_id = ?", (invocation_id,))
         return True
