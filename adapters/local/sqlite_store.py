@@ -481,17 +481,18 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
     # --- invocations -----------------------------------------------------------------------------
 
     @staticmethod
-    def _put_record(
-        db: sqlite3.Connection, record: InvocationRecord, retention_due_ms: int | None, encoded: str | None = None
+    def _insert_record(
+        db: sqlite3.Connection, record: InvocationRecord, retention_due_ms: int | None, encoded: str
     ) -> None:
-        """Insert or replace the row of `record`; `encoded` is its `_record_json`, if known already."""
+        """Insert the row of `record` (`encoded`: its `_record_json`). Raises `sqlite3.IntegrityError`
+        if a row with its id exists (nothing written)."""
         db.execute(
-            "INSERT OR REPLACE INTO invocations (invocation_id, status, created_at_ms, service, handler, key, "
+            "INSERT INTO invocations (invocation_id, status, created_at_ms, service, handler, key, "
             "completion, retention_due_ms, input_entry, output, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.invocation_id, record.status, record.created_at_ms, record.service, record.handler,
                 record.key, record.completion, retention_due_ms, record.input_entry, record.output,
-                encoded if encoded is not None else _record_json(record),
+                encoded,
             ),
         )  # fmt: skip
 
@@ -537,9 +538,12 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             )
         due = _retention_due_ms(invocation.journal_expires_at_ms, invocation.expires_at_s)
         with self._write("create_invocation") as db:
-            if self._get_row(db, invocation.invocation_id) is not None:
-                raise StoreConflict(f"invocation {invocation.invocation_id} exists already")
-            self._put_record(db, invocation, due if due and invocation.status == COMPLETED else None, encoded)
+            try:
+                self._insert_record(db, invocation, due if due and invocation.status == COMPLETED else None, encoded)
+            except sqlite3.IntegrityError as exc:  # the primary key: one query, not a read before the write
+                if "UNIQUE" not in str(exc):
+                    raise
+                raise StoreConflict(f"invocation {invocation.invocation_id} exists already") from None
 
     def get_invocation(self, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record, or None if there is no such invocation."""
