@@ -70,7 +70,7 @@ class HttpInvoker:
             "ca_certs": cafile or certifi.where(),
         }
         self._direct = urllib3.PoolManager(num_pools=64, **self._pool_kw)  # type: ignore[arg-type]
-        self._pools: dict[str, urllib3.HTTPConnectionPool] = {}  # direct, by endpoint: no URL parse per request
+        self._pools: dict[str, tuple[urllib3.HTTPConnectionPool, str]] = {}  # direct ones by endpoint, with its path
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
         self._via_proxy: dict[str, urllib3.ProxyManager] = {}
         self._lock = threading.Lock()
@@ -82,15 +82,17 @@ class HttpInvoker:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _opener(self, base: str, url: str) -> urllib3.PoolManager | urllib3.HTTPConnectionPool:
-        """What sends a request to `url` (under the endpoint `base`): the endpoint's own connection
-        pool when it is reached directly (made once per endpoint), else the proxy's manager."""
-        pool = self._pools.get(base)
-        if pool is not None:
-            return pool
+    def _opener(self, base: str, path: str) -> tuple[urllib3.PoolManager | urllib3.HTTPConnectionPool, str]:
+        """What sends a request to `base + path`, and the target to give it: the endpoint's own
+        connection pool and the URL's path when it is reached directly (the pool made once per
+        endpoint: no URL parsed per request), else the proxy's manager and the whole URL."""
+        known = self._pools.get(base)
+        if known is not None:
+            return known[0], known[1] + path
+        url = base + path
         manager = self._manager(url)
         if manager is not self._direct:
-            return manager
+            return manager, url
         with self._lock:
             if base not in self._pools:
                 kw = (
@@ -98,8 +100,9 @@ class HttpInvoker:
                     if base.startswith("https://")
                     else {name: value for name, value in self._pool_kw.items() if name not in SSL_KEYWORDS}
                 )
-                self._pools[base] = urllib3.connection_from_url(base, **kw)  # type: ignore[arg-type]
-            return self._pools[base]
+                self._pools[base] = (urllib3.connection_from_url(base, **kw), urlsplit(base).path)  # type: ignore[arg-type]
+            pool, prefix = self._pools[base]
+        return pool, prefix + path
 
     def _manager(self, url: str) -> urllib3.PoolManager:
         """The direct pool, or the proxy's when the environment names one for this URL's scheme and host."""
@@ -149,12 +152,12 @@ class HttpInvoker:
             raise InvokerError(f"cannot call {base}: the HTTP invoker was closed")
         if not base.startswith(("http://", "https://")):
             raise InvokerError(f"deployment endpoint {base!r} is not an http:// or https:// URL")
-        url = base + path
         deadline = time.monotonic() + timeout_s
         timeout = urllib3.Timeout(connect=min(timeout_s, _CONNECT_TIMEOUT_S), read=timeout_s)
         try:
-            response = self._opener(base, url).urlopen(
-                method, url, body=body, headers=dict(headers), timeout=timeout,
+            opener, target = self._opener(base, path)
+            response = opener.urlopen(
+                method, target, body=body, headers=dict(headers), timeout=timeout,
                 redirect=False, retries=False, preload_content=False, decode_content=False,
             )  # fmt: skip
             complete = False
@@ -196,7 +199,7 @@ class HttpInvoker:
         self._closed = True
         self._direct.clear()
         with self._lock:
-            pools, self._pools = list(self._pools.values()), {}
+            pools, self._pools = [pool for pool, _ in self._pools.values()], {}
         for pool in pools:
             pool.close()
         with self._lock:
