@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Protocol
 from urllib.parse import quote
 
@@ -193,7 +192,7 @@ class AttemptParts:
         if record.key:  # URL-encoded: keys are any UTF-8 string, headers are not
             headers["x-restate-service-key"] = quote(record.key, safe="")
         body = encode_frames([frame(start), *held.journal.frames, *pending])
-        held.record = replace(record, attempts=record.attempts + 1)
+        held.record = record.evolve(attempts=record.attempts + 1)
         # never outlive the lease: a worker still inside its attempt must not meet its successor
         lease_left_ms = record.lease_until_ms - self.clock.now_ms() - self.settings.lease_margin_ms // 2
         timeout_ms = max(1_000, min(options.inactivity_timeout_ms, lease_left_ms))

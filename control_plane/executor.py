@@ -179,7 +179,7 @@ class Executor:
             except StoreConflict:
                 return Outcome.LEASE_LOST
             return None
-        held.record = replace(held.record, failures_in_a_row=0)  # saved with the next write
+        held.record = held.record.evolve(failures_in_a_row=0)  # saved with the next write
         return derived
 
     def commit_and_apply(self, held: Held, entries: list[Frame]) -> Outcome | bool:
@@ -281,8 +281,8 @@ class Executor:
                 current = self.store.get_invocation(record.invocation_id)
                 if current is None or current.epoch != record.epoch:
                     raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
-                record, doorbell = replace(record, callers=current.callers), current.doorbell
-            told = self.endings.tell_callers(replace(record, **changes))  # type: ignore[arg-type]
+                record, doorbell = record.evolve(callers=current.callers), current.doorbell
+            told = self.endings.tell_callers(record.evolve(**changes))
             try:
                 self.update(held, self.store.complete, doorbell=doorbell, **changes)
             except StoreConflict:
@@ -511,5 +511,5 @@ class Executor:
         if completing:
             extra["returning"] = True
         fresh = transition(held.record.invocation_id, held.record.epoch, **extra, **changes)
-        held.record = fresh or replace(held.record, **changes)  # type: ignore[arg-type]
+        held.record = fresh or held.record.evolve(**changes)
         held.meter.clear()

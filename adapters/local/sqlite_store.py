@@ -231,7 +231,7 @@ def _changed(record: InvocationRecord, changes: Mapping[str, object]) -> Invocat
         elif name == "callers":
             value = frozenset(value)  # type: ignore[arg-type]
         values[name] = value
-    return dataclasses.replace(record, **values)
+    return record.evolve(**values)
 
 
 _JSON_SLACK_BYTES = 1_024  # what the JSON may count below DynamoDB's sizes (numbers: 21 bytes each)
