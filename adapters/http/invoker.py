@@ -6,18 +6,23 @@ exchange can break in transport (refused, reset, timed out, malformed answer) be
 `InvokerError` with a short message; an HTTP error status is an answer, not an error, and is
 returned as an `HttpReply` for the core to judge.
 
-urllib3 rather than httpx on this path: every attempt of every invocation crosses it, and urllib3
-costs about a third less CPU per request (`bench/README.md`, "the invoker's HTTP client"), which
-is most of the control plane's CPU in `torpor dev`.
+Every attempt of every invocation crosses this path, and it is most of the control plane's CPU in
+`torpor dev` (`bench/README.md`, "the invoker's HTTP client"). So an endpoint reached directly is
+spoken to with the standard library's `http.client` over kept-alive connections (`_Endpoint`), about
+half urllib3's CPU per request; through a proxy (`HTTP(S)_PROXY`), urllib3's `ProxyManager` carries it.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
+import select
+import socket
+import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import certifi
@@ -33,7 +38,6 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
-from urllib3.poolmanager import SSL_KEYWORDS
 
 from control_plane.ports import AnswerTooLarge, HttpReply, InvokerError
 
@@ -41,10 +45,74 @@ _CONNECT_TIMEOUT_S = 10.0  # at most this long to open a TCP (and TLS) connectio
 _READ_CHUNK_BYTES = 64 * 1024
 
 
+class _Endpoint:
+    """Kept-alive `http.client` connections to one endpoint reached directly, shared by every thread.
+
+    `take` hands out an idle connection the server has not closed meanwhile (a readable socket on an
+    idle HTTP/1.1 connection is its end, or bytes nobody asked for: it is dropped), else a new,
+    not yet connected one; `give_back` keeps at most `max_idle` and closes the rest.
+    """
+
+    def __init__(self, base: str, max_idle: int, context: ssl.SSLContext | None) -> None:
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise LocationParseError(base)
+        self.prefix = parts.path
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)  # ValueError for a bad port
+        self._context = context
+        self._max_idle = max_idle
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self, connect_timeout_s: float) -> http.client.HTTPConnection:
+        """An idle connection still open, else a new one (not connected yet: its first request connects
+        within `connect_timeout_s`)."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                break
+            if conn.sock is not None and not _readable(conn.sock):
+                return conn
+            conn.close()
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=connect_timeout_s, context=self._context)
+        return http.client.HTTPConnection(self._host, self._port, timeout=connect_timeout_s)
+
+    def give_back(self, conn: http.client.HTTPConnection) -> None:
+        """Keep `conn` for the next request (its answer was read whole), unless enough are idle."""
+        with self._lock:
+            if not self._closed and len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections; those in use are closed when given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection's socket has something to read (its end, or stray bytes) now."""
+    poller = select.poll()
+    try:
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile
+        return True
+
+
 class HttpInvoker:
     """Sends Restate service-protocol requests (request/response mode) to HTTP deployments.
 
-    Thread-safe: one `urllib3` connection pool per endpoint serves all callers; it keeps up to
+    Thread-safe: one set of kept-alive connections per endpoint serves all callers; it keeps up to
     `max_keepalive_connections` idle connections per endpoint (host and port) and opens more when
     more requests run at once (those are closed after use). A pooled connection the server closed
     meanwhile is noticed before reuse and replaced. Requests are never retried here: a failed
@@ -69,8 +137,10 @@ class HttpInvoker:
             "retries": False,
             "ca_certs": cafile or certifi.where(),
         }
-        self._direct = urllib3.PoolManager(num_pools=64, **self._pool_kw)  # type: ignore[arg-type]
-        self._pools: dict[str, tuple[urllib3.HTTPConnectionPool, str]] = {}  # direct ones by endpoint, with its path
+        self._max_idle = max_keepalive_connections
+        self._cafile = cafile or certifi.where()
+        self._context: ssl.SSLContext | None = None  # made on the first https endpoint
+        self._endpoints: dict[str, _Endpoint] = {}  # reached directly, by base URL
         self._proxies = urllib.request.getproxies_environment() if trust_env else {}
         self._via_proxy: dict[str, urllib3.ProxyManager] = {}
         self._lock = threading.Lock()
@@ -82,36 +152,33 @@ class HttpInvoker:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _opener(self, base: str, path: str) -> tuple[urllib3.PoolManager | urllib3.HTTPConnectionPool, str]:
-        """What sends a request to `base + path`, and the target to give it: the endpoint's own
-        connection pool and the URL's path when it is reached directly (the pool made once per
-        endpoint: no URL parsed per request), else the proxy's manager and the whole URL."""
-        known = self._pools.get(base)
+    def _endpoint(self, base: str) -> _Endpoint | None:
+        """The kept-alive connections to `base` when it is reached directly (made once per endpoint),
+        None when the environment sends it through a proxy. Raises `LocationParseError` or
+        `ValueError` for a URL that names no host or a bad port."""
+        known = self._endpoints.get(base)
         if known is not None:
-            return known[0], known[1] + path
-        url = base + path
-        manager = self._manager(url)
-        if manager is not self._direct:
-            return manager, url
+            return known
+        if self._manager(base) is not None:
+            return None
         with self._lock:
-            if base not in self._pools:
-                kw = (
-                    self._pool_kw
-                    if base.startswith("https://")
-                    else {name: value for name, value in self._pool_kw.items() if name not in SSL_KEYWORDS}
-                )
-                self._pools[base] = (urllib3.connection_from_url(base, **kw), urlsplit(base).path)  # type: ignore[arg-type]
-            pool, prefix = self._pools[base]
-        return pool, prefix + path
+            if base not in self._endpoints:
+                context = None
+                if base.startswith("https://"):
+                    if self._context is None:
+                        self._context = ssl.create_default_context(cafile=self._cafile)
+                    context = self._context
+                self._endpoints[base] = _Endpoint(base, self._max_idle, context)
+            return self._endpoints[base]
 
-    def _manager(self, url: str) -> urllib3.PoolManager:
-        """The direct pool, or the proxy's when the environment names one for this URL's scheme and host."""
+    def _manager(self, url: str) -> urllib3.ProxyManager | None:
+        """The proxy's manager when the environment names one for this URL's scheme and host, else None."""
         if not self._proxies:
-            return self._direct
+            return None
         parts = urlsplit(url)
         proxy = self._proxies.get(parts.scheme)
         if not proxy or urllib.request.proxy_bypass_environment(parts.hostname or "", self._proxies):
-            return self._direct
+            return None
         with self._lock:
             if proxy not in self._via_proxy:
                 self._via_proxy[proxy] = urllib3.ProxyManager(proxy, num_pools=64, **self._pool_kw)  # type: ignore[arg-type]
@@ -153,11 +220,78 @@ class HttpInvoker:
         if not base.startswith(("http://", "https://")):
             raise InvokerError(f"deployment endpoint {base!r} is not an http:// or https:// URL")
         deadline = time.monotonic() + timeout_s
+        try:
+            peer = self._endpoint(base)
+        except (LocationParseError, ValueError) as exc:
+            raise InvokerError(f"invalid deployment endpoint {base!r}: {exc}") from exc
+        if peer is None:
+            return self._through_proxy(base, method, path, headers, body, timeout_s, deadline)
+        conn = peer.take(min(timeout_s, _CONNECT_TIMEOUT_S))
+        connecting = conn.sock is None
+        reusable = False
+        try:
+            if connecting:
+                conn.connect()
+                connecting = False
+            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
+            conn.request(method, peer.prefix + path, body=body, headers=dict(headers))
+            response = conn.getresponse()
+            declared = response.getheader("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_answer_bytes:
+                raise AnswerTooLarge(self.max_answer_bytes)
+            data = self._read(response.read1, conn.sock, base, timeout_s, deadline)
+            if response.length:  # the connection ended before the announced body came whole
+                raise http.client.IncompleteRead(data, response.length)
+            response.close()  # read whole: the connection may carry the next request
+            reusable = not response.will_close
+            return HttpReply(status=response.status, headers=_merged(response.getheaders()), body=data)
+        except (OSError, http.client.HTTPException) as exc:
+            raise InvokerError(_describe_direct(exc, base, timeout_s, connecting)) from exc
+        finally:
+            if reusable:
+                peer.give_back(conn)
+            else:  # unread bytes, or the server's end: the connection cannot serve another request
+                conn.close()
+
+    def _read(
+        self, read1: Callable[[int], bytes], sock: socket.socket | None, base: str, timeout_s: float, deadline: float
+    ) -> bytes:
+        """An answer's whole body, one socket read at a time, each given only what is left of
+        `timeout_s`. Raises `AnswerTooLarge` past `max_answer_bytes`, `InvokerError` past the deadline."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
+            if sock is not None:
+                sock.settimeout(remaining)
+            chunk = read1(_READ_CHUNK_BYTES)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > self.max_answer_bytes:
+                raise AnswerTooLarge(self.max_answer_bytes)
+            chunks.append(chunk)
+
+    def _through_proxy(
+        self,
+        base: str,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        timeout_s: float,
+        deadline: float,
+    ) -> HttpReply:
+        """`request` through the proxy the environment names for `base` (urllib3's `ProxyManager`)."""
+        url = base + path
+        manager = self._manager(url)
+        assert manager is not None
         timeout = urllib3.Timeout(connect=min(timeout_s, _CONNECT_TIMEOUT_S), read=timeout_s)
         try:
-            opener, target = self._opener(base, path)
-            response = opener.urlopen(
-                method, target, body=body, headers=dict(headers), timeout=timeout,
+            response = manager.urlopen(
+                method, url, body=body, headers=dict(headers), timeout=timeout,
                 redirect=False, retries=False, preload_content=False, decode_content=False,
             )  # fmt: skip
             complete = False
@@ -165,27 +299,13 @@ class HttpInvoker:
                 declared = response.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > self.max_answer_bytes:
                     raise AnswerTooLarge(self.max_answer_bytes)
-                chunks: list[bytes] = []
-                size = 0
                 sock = getattr(getattr(response, "connection", None), "sock", None)
-                while True:  # one socket read at a time, each given only what is left of timeout_s
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
-                    if sock is not None:
-                        sock.settimeout(remaining)
-                    chunk = response.read1(_READ_CHUNK_BYTES, decode_content=False)
-                    if not chunk:
-                        break
-                    size += len(chunk)
-                    if size > self.max_answer_bytes:
-                        raise AnswerTooLarge(self.max_answer_bytes)
-                    chunks.append(chunk)
+                data = self._read(lambda n: response.read1(n, decode_content=False), sock, base, timeout_s, deadline)
                 complete = True
                 return HttpReply(
                     status=response.status,
                     headers={name.lower(): value for name, value in response.headers.itermerged()},
-                    body=b"".join(chunks),
+                    body=data,
                 )
             finally:
                 if not complete:  # unread bytes: the connection cannot serve another request
@@ -197,11 +317,10 @@ class HttpInvoker:
     def close(self) -> None:
         """Close every pooled connection. Requests after this raise `InvokerError`."""
         self._closed = True
-        self._direct.clear()
         with self._lock:
-            pools, self._pools = [pool for pool, _ in self._pools.values()], {}
-        for pool in pools:
-            pool.close()
+            endpoints, self._endpoints = list(self._endpoints.values()), {}
+        for endpoint in endpoints:
+            endpoint.close()
         with self._lock:
             for manager in self._via_proxy.values():
                 manager.clear()
@@ -238,6 +357,36 @@ def _describe(exc: BaseException, base: str, timeout_s: float) -> str:
     if isinstance(exc, OSError):
         return f"connection to {base} broke: {_reason(exc)}"
     return f"request to {base} failed: {type(exc).__name__}: {exc}"
+
+
+def _describe_direct(exc: BaseException, base: str, timeout_s: float, connecting: bool) -> str:
+    """A one-line reason for a failed exchange with `base` over `http.client` (`connecting`: it
+    failed while opening the connection, TLS included), worded as `_describe` words urllib3's."""
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS with {base} failed: {_reason(exc)}"
+    if connecting:
+        if isinstance(exc, ConnectionRefusedError):
+            return f"connection refused by {base}"
+        if isinstance(exc, TimeoutError):
+            return f"could not connect to {base} within {min(timeout_s, _CONNECT_TIMEOUT_S):.1f} s"
+        return f"could not connect to {base}: {_reason(exc)}"
+    if isinstance(exc, TimeoutError):
+        return f"no answer from {base} within {timeout_s:.1f} s"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):  # RemoteDisconnected too
+        return f"connection to {base} broke: {_reason(exc)}"
+    if isinstance(exc, http.client.HTTPException):
+        why = str(exc) or "connection closed without a complete answer"  # IncompleteRead, BadStatusLine('')
+        return f"{base} broke the HTTP exchange: {why}"
+    return f"connection to {base} broke: {_reason(exc)}"
+
+
+def _merged(headers: list[tuple[str, str]]) -> dict[str, str]:
+    """Header names lower-cased; a repeated header's values joined with ", " in arrival order."""
+    merged: dict[str, str] = {}
+    for name, value in headers:
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    return merged
 
 
 def _reason(exc: BaseException) -> str:

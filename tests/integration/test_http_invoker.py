@@ -1,0 +1,219 @@
+"""`HttpInvoker` against scripted HTTP/1.1 servers on loopback: kept-alive connections, a server that
+closes them, malformed and oversized answers, TLS; each way an exchange breaks is one `InvokerError`."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from adapters.http.invoker import HttpInvoker
+from control_plane.ports import AnswerTooLarge, InvokerError
+
+OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.restate.invocation.v5\r\ncontent-length: 2\r\n\r\nok"
+
+
+class Scripted:
+    """A loopback server: each accepted connection is handed to `serve(conn)` on its own thread;
+    `connections` counts the connections accepted."""
+
+    def __init__(self, serve: Callable[[socket.socket], None], wrap: ssl.SSLContext | None = None) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._serve, self._wrap = serve, wrap
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        try:
+            if self._wrap is not None:
+                conn = self._wrap.wrap_socket(conn, server_side=True)
+            self._serve(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@contextmanager
+def scripted(serve: Callable[[socket.socket], None], wrap: ssl.SSLContext | None = None) -> Iterator[Scripted]:
+    server = Scripted(serve, wrap)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """One request's head and its content-length body; b"" at the connection's end."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+def answer_each(answer: bytes) -> Callable[[socket.socket], None]:
+    def serve(conn: socket.socket) -> None:
+        while _read_request(conn):
+            conn.sendall(answer)
+
+    return serve
+
+
+def test_sequential_requests_share_one_kept_alive_connection() -> None:
+    with scripted(answer_each(OK)) as server, HttpInvoker() as invoker:
+        replies = [
+            invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5) for _ in range(5)
+        ]
+    assert [r.body for r in replies] == [b"ok"] * 5
+    assert server.connections == 1
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_without_an_error() -> None:
+    def one_answer_then_close(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(OK)  # kept alive as far as HTTP says, then closed before the next request
+
+    with scripted(one_answer_then_close) as server, HttpInvoker() as invoker:
+        first = invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5)
+        threading.Event().wait(0.2)  # the close has reached us
+        second = invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5)
+    assert first.body == second.body == b"ok"
+    assert server.connections == 2
+
+
+def test_a_chunked_answer_with_repeated_headers_is_read_whole() -> None:
+    answer = (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nX-Twice: a\r\nx-twice: b\r\n\r\n"
+        b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    )
+    with scripted(answer_each(answer)) as server, HttpInvoker() as invoker:
+        reply = invoker.request(f"http://127.0.0.1:{server.port}/prefix", "POST", "/invoke/A/b", {}, b"x", 5)
+    assert reply.body == b"abcde"
+    assert reply.headers["x-twice"] == "a, b"
+
+
+def test_the_endpoint_path_prefix_is_kept() -> None:
+    seen: list[bytes] = []
+
+    def record(conn: socket.socket) -> None:
+        while head := _read_request(conn):
+            seen.append(head.split(b"\r\n")[0])
+            conn.sendall(OK)
+
+    with scripted(record) as server, HttpInvoker() as invoker:
+        invoker.request(f"http://127.0.0.1:{server.port}/restate/", "POST", "/invoke/A/b", {}, b"x", 5)
+    assert seen == [b"POST /restate/invoke/A/b HTTP/1.1"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (b"garbage\r\n\r\n", "broke the HTTP exchange"),
+        (b"", "connection to .* broke: Remote end closed connection without response"),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", "broke the HTTP exchange"),
+    ],
+    ids=["not HTTP", "closed without an answer", "closed mid-body"],
+)
+def test_a_broken_answer_is_an_invoker_error_naming_the_endpoint(answer: bytes, error: str) -> None:
+    def once(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(answer)
+
+    with scripted(once) as server, HttpInvoker() as invoker, pytest.raises(InvokerError, match=error):
+        invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5)
+
+
+def test_an_answer_over_the_limit_is_refused_by_its_announced_and_by_its_read_length() -> None:
+    announced = b"HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n" + b"a" * 5000
+    streamed = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1388\r\n" + b"a" * 5000 + b"\r\n0\r\n\r\n"
+    for answer in (announced, streamed):
+        with (
+            scripted(answer_each(answer)) as server,
+            HttpInvoker(max_answer_bytes=1000) as invoker,
+            pytest.raises(AnswerTooLarge),
+        ):
+            invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5)
+
+
+def test_an_answer_that_drips_past_the_timeout_is_an_invoker_error() -> None:
+    def drip(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n")
+        for _ in range(100):
+            conn.sendall(b"a")
+            threading.Event().wait(0.05)
+
+    with scripted(drip) as server, HttpInvoker() as invoker, pytest.raises(InvokerError, match=r"within 0\.5 s"):
+        invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.5)
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_https_trusts_ssl_cert_file_and_refuses_an_unknown_certificate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with scripted(answer_each(OK), wrap=context) as server:
+        url = f"https://127.0.0.1:{server.port}"
+        # an invoker that trusts certifi's roots only refuses it
+        with HttpInvoker(trust_env=False) as invoker, pytest.raises(InvokerError, match=f"TLS with {url} failed"):
+            invoker.request(url, "POST", "/invoke/A/b", {}, b"x", 5)
+        # one told to trust the certificate (SSL_CERT_FILE) speaks to it, over one connection
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        with HttpInvoker() as invoker:
+            replies = [invoker.request(url, "POST", "/invoke/A/b", {}, b"x", 5) for _ in range(3)]
+    assert [r.body for r in replies] == [b"ok"] * 3
+    assert server.connections == 2  # the refused handshake, then one kept alive
