@@ -44,9 +44,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from control_plane.attempt import AttemptAnswer, AttemptFailure, answer_too_large, read_answer, read_entries
+from control_plane.decisions import due_sleeps
 from control_plane.errors import ProtocolViolation
 from control_plane.held import Held, Outcome
-from control_plane.journal import notification_key
+from control_plane.journal import notification_key, sleep_completion
 from control_plane.ports import AnswerTooLarge, DuplexStream, InvokerError, StreamIdle
 from control_plane.protocol import HEADER_SIZE, Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
@@ -147,6 +148,7 @@ def stream_attempt(
     timeout_s: Callable[[], float],
     news: News,
     max_answer_bytes: int,
+    now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
 ) -> Streamed | Outcome | None:
     """Drive one streamed attempt on `stream` (see the module doc); closes it (a reset if open).
 
@@ -154,10 +156,11 @@ def stream_attempt(
     `refused` judges the answer's status and headers like a request/response answer; `timeout_s()`
     is the longest wait allowed now (the inactivity timeout, bounded by the lease); `news` is
     looked at while waiting for the SDK (see `News`); `max_answer_bytes` bounds what is held of
-    the answer (one message and what is not committed yet: `TORPOR_MAX_ANSWER_BYTES`). Returns a
+    the answer (one message and what is not committed yet: `TORPOR_MAX_ANSWER_BYTES`); `now_ms()` is
+    the wall clock (ms since the epoch) a sleep's due time is read against. Returns a
     `Streamed`, an `Outcome` to end with, or None to start over (another commit landed first).
     """
-    exchange = _Exchange(stream, held, options, pending, commit, timeout_s, news, max_answer_bytes)
+    exchange = _Exchange(stream, held, options, pending, commit, timeout_s, news, max_answer_bytes, now_ms)
     try:
         stream.send(body, timeout_s())
         status, headers = stream.head(timeout_s())
@@ -203,9 +206,12 @@ class _Exchange:
         timeout_s: Callable[[], float],
         news: News,
         max_answer_bytes: int,
+        now_ms: Callable[[], int],
     ) -> None:
         self.stream, self.held, self.options, self.pending = stream, held, options, pending
         self.commit, self.timeout_s, self.news, self.max_answer_bytes = commit, timeout_s, news, max_answer_bytes
+        self.now_ms = now_ms
+        self.sleeps: dict[int, int] = {}  # Sleep commands sent on this stream: completion id -> wake-up time (ms)
         self.version = held.record.protocol_version
         self.sent: list[Frame] = []  # what the SDK sent since the last commit
         self.sent_bytes = 0  # their size on the wire
@@ -258,9 +264,10 @@ class _Exchange:
                 return found
             if found:
                 self._deliver(found)
+            soonest_s = self._deliver_due_sleeps()
             left = deadline - time.monotonic()
             try:
-                return self.stream.receive(max(min(left, NEWS_POLL_S), 0.001))
+                return self.stream.receive(max(min(left, NEWS_POLL_S, soonest_s), 0.001))
             except StreamIdle:
                 if time.monotonic() >= deadline:
                     raise
@@ -275,6 +282,24 @@ class _Exchange:
         self.delivered.update(notification_key(f) for f in fresh)
         self.pending = [*self.pending, *fresh]
         self.stream.send(encode_frames(fresh), self.timeout_s())
+
+    def _deliver_due_sleeps(self) -> float:
+        """Send on the open stream the completion of every awaited sleep that is due (`due_sleeps`),
+        as restate-server does, instead of ending the body and waiting for a timer to resume the
+        handler. Returns how long (s) until the next open sleep is due (`NEWS_POLL_S` if none)."""
+        if not self.input_open:
+            return NEWS_POLL_S
+        journal = self.held.journal
+        sleeps = {**journal.open_sleeps(), **self.sleeps}
+        open_sleeps = {
+            c: at for c, at in sleeps.items() if f"c{c}" not in self.delivered and c not in journal.completions
+        }
+        now = self.now_ms()
+        due = due_sleeps(open_sleeps, now)
+        if due:
+            self._deliver([sleep_completion(cid) for cid in due])
+        later = [at for cid, at in open_sleeps.items() if cid not in due]
+        return min((min(later) - now) / 1000, NEWS_POLL_S) if later else NEWS_POLL_S
 
     def _end_input(self) -> None:
         self.stream.end()
@@ -295,7 +320,10 @@ class _Exchange:
                     return done
             journal = self.held.journal
             awaited = _awaited_completions(message.awaiting_on)
-            if self.input_open and (not awaited or awaited - self.runs - journal.runs - journal.completions):
+            sent_back = {int(key[1:]) for key in self.delivered if key.startswith("c")}
+            if self.input_open and (
+                not awaited or awaited - self.runs - journal.runs - journal.completions - sent_back
+            ):
                 self._end_input()  # it awaits more than the stream brings (a sleep, a call...): let it suspend
             return False
         self.sent.append(f)
@@ -304,6 +332,9 @@ class _Exchange:
         if isinstance(message, pb.RunCommandMessage):
             self.open_runs.add(message.result_completion_id)
             self.runs.add(message.result_completion_id)
+        if isinstance(message, pb.SleepCommandMessage):  # one already due is completed at once, on the stream
+            self.sleeps[message.result_completion_id] = message.wake_up_time
+            self._deliver_due_sleeps()
         if not isinstance(message, pb.ProposeRunCompletionMessage) or not self.input_open:
             return False
         self.open_runs.discard(message.result_completion_id)
