@@ -20,10 +20,12 @@ round by round:
 `--quick`: one round, 10 sequential calls, (c) with 300 sleeps.
 
 `--aws`: the Lambda path instead, on this machine (`bench.aws_requests.aws_on_this_machine`: a
-moto server with DynamoDB and SQS, the example services on the Lambda emulator): `--aws-count`
-`Waits/sleep/send` 1000 through the ingress function, then the worker function fed by SQS batches
-(as the event source mapping does, `--pollers` threads each receiving up to 10 messages and calling
-the worker once per batch) until every sleep completed. Lateness = the invocation's
+moto server in its own process, `bench.common.moto`, with DynamoDB and SQS; the example services on
+the Lambda emulator): `--aws-count` `Waits/sleep/send` 1000 through the ingress function (16
+threads), then the worker function fed by SQS batches (as the event source mapping does:
+`--pollers` threads, each receiving up to 10 messages and calling the worker once per batch) until
+every sleep completed. Every control-plane function runs in this one process (one GIL), unlike
+Lambda's one execution environment per concurrent batch. Lateness = the invocation's
 `completed_at_ms` - (its send time + 1000 ms).
 """
 
@@ -42,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from bench.common import hey, load, torpor_dev
+from bench.common import hey, load, moto, torpor_dev
 from bench.latency import percentile
 from tests.helpers.services import serve_examples
 
@@ -166,7 +168,7 @@ def aws(args: argparse.Namespace) -> int:
     print(f"before: {load()}", flush=True)
     for name in ("werkzeug", "torpor", "botocore", "urllib3"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    with aws_on_this_machine() as (functions, poll, _, _):
+    with moto() as (endpoint, _pid), aws_on_this_machine(endpoint=endpoint) as (functions, poll, _, _):
         sent_at: dict[str, float] = {}
         lock = threading.Lock()
 

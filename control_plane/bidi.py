@@ -8,7 +8,10 @@ ProposeRunCompletionAck when the proposal asked for one (V7, REQUESTED_ACK), fol
 notification the commit derived (a call's invocation id). So `ctx.run` steps cost no new request.
 A command that reaches other invocations (a call, a one-way call, an awakeable or promise completed,
 a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
-the call's invocation id goes back on the stream.
+the call's invocation id goes back on the stream. A sleep that is due (`decisions.due_sleeps`: already when
+its Sleep command arrives, e.g. a zero-length sleep, or later while the body is open) is completed
+on the stream at once, as restate-server does, rather than after the quiet wait, a suspension and a
+new request.
 
 While it waits for the SDK, the driver looks for news of the invocation every `NEWS_POLL_S`
 (`Engine.knock`: one store read per knock, none otherwise). A kill (the epoch moved) ends the
