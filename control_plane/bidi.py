@@ -8,10 +8,10 @@ ProposeRunCompletionAck when the proposal asked for one (V7, REQUESTED_ACK), fol
 notification the commit derived (a call's invocation id). So `ctx.run` steps cost no new request.
 A command that reaches other invocations (a call, a one-way call, an awakeable or promise completed,
 a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
-the call's invocation id goes back on the stream. A sleep that is due (`decisions.due_sleeps`: already when
-its Sleep command arrives, e.g. a zero-length sleep, or later while the body is open) is completed
-on the stream at once, as restate-server does, rather than after the quiet wait, a suspension and a
-new request.
+the call's invocation id goes back on the stream. A sleep that is due (`decisions.due_sleeps`) is
+completed on the stream, as restate-server does, rather than after the quiet wait, a suspension and
+a new request: one due when its Sleep command arrives (a zero-length sleep) is committed at once,
+then completed; a committed one, as soon as it falls due while the body is open.
 
 While it waits for the SDK, the driver looks for news of the invocation every `NEWS_POLL_S`
 (`Engine.knock`: one store read per knock, none otherwise). A kill (the epoch moved) ends the
@@ -214,7 +214,6 @@ class _Exchange:
         self.stream, self.held, self.options, self.pending = stream, held, options, pending
         self.commit, self.timeout_s, self.news, self.max_answer_bytes = commit, timeout_s, news, max_answer_bytes
         self.now_ms = now_ms
-        self.sleeps: dict[int, int] = {}  # Sleep commands sent on this stream: completion id -> wake-up time (ms)
         self.version = held.record.protocol_version
         self.sent: list[Frame] = []  # what the SDK sent since the last commit
         self.sent_bytes = 0  # their size on the wire
@@ -287,16 +286,14 @@ class _Exchange:
         self.stream.send(encode_frames(fresh), self.timeout_s())
 
     def _deliver_due_sleeps(self) -> float:
-        """Send on the open stream the completion of every awaited sleep that is due (`due_sleeps`),
+        """Send on the open stream the completion of every journaled sleep that is due (`due_sleeps`),
         as restate-server does, instead of ending the body and waiting for a timer to resume the
-        handler. Returns how long (s) until the next open sleep is due (`NEWS_POLL_S` if none)."""
+        handler (a Sleep command is journaled before its completion: one not committed yet waits for
+        its commit). Returns how long (s) until the next open sleep is due (`NEWS_POLL_S` if none)."""
         if not self.input_open:
             return NEWS_POLL_S
-        journal = self.held.journal
-        sleeps = {**journal.open_sleeps(), **self.sleeps}
-        open_sleeps = {
-            c: at for c, at in sleeps.items() if f"c{c}" not in self.delivered and c not in journal.completions
-        }
+        sleeps = self.held.journal.open_sleeps()
+        open_sleeps = {c: at for c, at in sleeps.items() if f"c{c}" not in self.delivered}
         now = self.now_ms()
         due = due_sleeps(open_sleeps, now)
         if due:
@@ -335,8 +332,13 @@ class _Exchange:
         if isinstance(message, pb.RunCommandMessage):
             self.open_runs.add(message.result_completion_id)
             self.runs.add(message.result_completion_id)
-        if isinstance(message, pb.SleepCommandMessage):  # one already due is completed at once, on the stream
-            self.sleeps[message.result_completion_id] = message.wake_up_time
+        due = isinstance(message, pb.SleepCommandMessage) and bool(
+            due_sleeps({message.result_completion_id: message.wake_up_time}, self.now_ms())
+        )
+        if due and self.input_open:
+            done = self._commit_sent(None)  # journaled before its completion, which goes back at once
+            if done is not False:
+                return done
             self._deliver_due_sleeps()
         if not isinstance(message, pb.ProposeRunCompletionMessage) or not self.input_open:
             return False
