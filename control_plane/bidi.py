@@ -301,6 +301,12 @@ class _Exchange:
         later = [at for cid, at in open_sleeps.items() if cid not in due]
         return min((min(later) - now) / 1000, NEWS_POLL_S) if later else NEWS_POLL_S
 
+    def _sleep_issued(self) -> bool:
+        """True if the handler issued a sleep that is not completed (journaled or sent on this
+        stream): silence after a run's ack is then taken as awaiting it, after `QUIET_S` rather than
+        `ACKED_QUIET_S` (a sleep issued before a run and awaited after it, issue 24)."""
+        return bool(self.held.journal.open_sleeps()) or any(e.type == MessageType.Sleep for e in self.sent)
+
     def _end_input(self) -> None:
         self.stream.end()
         self.input_open = False
@@ -328,7 +334,8 @@ class _Exchange:
             return False
         self.sent.append(f)
         self.sent_bytes += HEADER_SIZE + len(f.payload)
-        self.quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
+        stepping = f.type in (MessageType.Run, MessageType.ProposeRunCompletion) and not self._sleep_issued()
+        self.quiet = ACKED_QUIET_S if stepping else QUIET_S
         if isinstance(message, pb.RunCommandMessage):
             self.open_runs.add(message.result_completion_id)
             self.runs.add(message.result_completion_id)
