@@ -29,7 +29,8 @@ request/response mode (`attempt.answer_too_large`: 500, retried). What was commi
 The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
 service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
 (V7) that names more than runs says so; otherwise silence does, while no run is in flight:
-`QUIET_S` after a command other than Run, `ACKED_QUIET_S` after an ack or at the start. The SDK
+`QUIET_S` after a command other than Run (and after an ack while a sleep it issued is open),
+`ACKED_QUIET_S` after another ack or at the start. The SDK
 does not always send AwaitingOn (restate-sdk 1.3 does after a run proposal, not after a call).
 Ending the body early is always safe: the SDK suspends at its next await and the next attempt
 replays. With a run in flight the runtime waits up to the inactivity timeout, then ends its body,
