@@ -8,8 +8,10 @@ in `torpor dev`), `partitions` (requests and write units per invocation, the hot
 and the projected ceiling), `cost` (the cost model beside Step Functions and Lambda durable
 functions), `scale` (10,000 invocations over 1,000 keys), `workers` (`torpor dev --workers 1`
 beside `--workers 2`), `soak` (`Counter/add` before and after 10,000 invocations), then the older
-figures `latency`, `timers` and `aws_requests`. `--quick` passes `--quick` to the parts that have
-it and small counts to the others: a smoke run of a few minutes. The exit status is 1 if any part failed.
+figures `latency`, `timers` and `aws_requests`, then `sleeps` (sleeps due together and zero-length
+sleeps beside restate-server, in request/response mode, then bidirectional; then 1,000 sleeps on the
+Lambda path). `--quick` passes `--quick` to the parts that have it and small counts to the others: a
+smoke run of a few minutes. The exit status is 1 if any part failed.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ PARTS = {  # name: (module, arguments, arguments with --quick)
     "soak": ("soak", [], ["--invocations", "500", "--probe-calls", "50"]),
     "latency": ("latency", ["--calls", "200", "--warmup", "20"], ["--calls", "20", "--warmup", "5"]),
     "timers": ("timers", [], ["--count", "20", "--gap-ms", "250"]),
+    "sleeps": ("sleeps", [], ["--quick"]),
+    "sleeps_http2": ("sleeps", ["--http2", "--rounds", "1", "--big", "300"], ["--quick", "--http2"]),
+    "sleeps_aws": ("sleeps", ["--aws"], ["--aws", "--quick"]),
     "aws_requests": ("aws_requests", ["--runs", "20"], ["--runs", "4"]),
 }
 

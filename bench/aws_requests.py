@@ -76,6 +76,7 @@ class Counted(LocalFunctions):
 def aws_on_this_machine(
     metered: bool = False,
     checkpoints: bool = False,
+    endpoint: str | None = None,
 ) -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
     """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions.
 
@@ -83,13 +84,17 @@ def aws_on_this_machine(
     (write and read units) is `functions.meter`; otherwise that is None.
     `checkpoints`: the examples run with in-process checkpoints (`adapters.aws.checkpoints`, their
     commits metered too); otherwise request/response, the SDK's own Lambda handler.
+    `endpoint`: a moto server already running (in its own process: `bench.common.moto`); None
+    starts one in this process (a thread, sharing this process's GIL).
     """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    server = None
+    if endpoint is None:
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
     table = f"torpor-bench-{uuid.uuid4().hex[:8]}"
     proxy = MeterProxy(endpoint).__enter__() if metered else None
     poll_store = DynamoDBStore(table, region=REGION, endpoint_url=endpoint)
@@ -137,7 +142,8 @@ def aws_on_this_machine(
         lambda_app.reset()
         if proxy is not None:
             proxy.__exit__()
-        server.stop()
+        if server is not None:
+            server.stop()
 
 
 def planes() -> list[Any]:

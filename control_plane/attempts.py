@@ -332,6 +332,7 @@ class Bidirectional(AttemptParts):
                 timeout_s,
                 news,
                 self.settings.max_answer_bytes,
+                self.clock.now_ms,
             )
         finally:
             self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)

@@ -8,7 +8,10 @@ ProposeRunCompletionAck when the proposal asked for one (V7, REQUESTED_ACK), fol
 notification the commit derived (a call's invocation id). So `ctx.run` steps cost no new request.
 A command that reaches other invocations (a call, a one-way call, an awakeable or promise completed,
 a signal) is committed as soon as it arrives, so its effect does not wait for the next step, and
-the call's invocation id goes back on the stream.
+the call's invocation id goes back on the stream. A sleep that is due (`decisions.due_sleeps`) is
+completed on the stream, as restate-server does, rather than after the quiet wait, a suspension and
+a new request: one due when its Sleep command arrives (a zero-length sleep) is committed at once,
+then completed; a committed one, as soon as it falls due while the body is open.
 
 While it waits for the SDK, the driver looks for news of the invocation every `NEWS_POLL_S`
 (`Engine.knock`: one store read per knock, none otherwise). A kill (the epoch moved) ends the
@@ -26,7 +29,8 @@ request/response mode (`attempt.answer_too_large`: 500, retried). What was commi
 The runtime ends its body (the SDK then suspends at its next await that is not satisfied, Restate
 service protocol, "Suspension") when the SDK awaits something else than a run result: an AwaitingOn
 (V7) that names more than runs says so; otherwise silence does, while no run is in flight:
-`QUIET_S` after a command other than Run, `ACKED_QUIET_S` after an ack or at the start. The SDK
+`QUIET_S` after a command other than Run (and after an ack while a sleep it issued is open),
+`ACKED_QUIET_S` after another ack or at the start. The SDK
 does not always send AwaitingOn (restate-sdk 1.3 does after a run proposal, not after a call).
 Ending the body early is always safe: the SDK suspends at its next await and the next attempt
 replays. With a run in flight the runtime waits up to the inactivity timeout, then ends its body,
@@ -44,9 +48,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from control_plane.attempt import AttemptAnswer, AttemptFailure, answer_too_large, read_answer, read_entries
+from control_plane.decisions import due_sleeps
 from control_plane.errors import ProtocolViolation
 from control_plane.held import Held, Outcome
-from control_plane.journal import notification_key
+from control_plane.journal import notification_key, sleep_completion
 from control_plane.ports import AnswerTooLarge, DuplexStream, InvokerError, StreamIdle
 from control_plane.protocol import HEADER_SIZE, Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
@@ -147,6 +152,7 @@ def stream_attempt(
     timeout_s: Callable[[], float],
     news: News,
     max_answer_bytes: int,
+    now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
 ) -> Streamed | Outcome | None:
     """Drive one streamed attempt on `stream` (see the module doc); closes it (a reset if open).
 
@@ -154,10 +160,11 @@ def stream_attempt(
     `refused` judges the answer's status and headers like a request/response answer; `timeout_s()`
     is the longest wait allowed now (the inactivity timeout, bounded by the lease); `news` is
     looked at while waiting for the SDK (see `News`); `max_answer_bytes` bounds what is held of
-    the answer (one message and what is not committed yet: `TORPOR_MAX_ANSWER_BYTES`). Returns a
+    the answer (one message and what is not committed yet: `TORPOR_MAX_ANSWER_BYTES`); `now_ms()` is
+    the wall clock (ms since the epoch) a sleep's due time is read against. Returns a
     `Streamed`, an `Outcome` to end with, or None to start over (another commit landed first).
     """
-    exchange = _Exchange(stream, held, options, pending, commit, timeout_s, news, max_answer_bytes)
+    exchange = _Exchange(stream, held, options, pending, commit, timeout_s, news, max_answer_bytes, now_ms)
     try:
         stream.send(body, timeout_s())
         status, headers = stream.head(timeout_s())
@@ -203,9 +210,11 @@ class _Exchange:
         timeout_s: Callable[[], float],
         news: News,
         max_answer_bytes: int,
+        now_ms: Callable[[], int],
     ) -> None:
         self.stream, self.held, self.options, self.pending = stream, held, options, pending
         self.commit, self.timeout_s, self.news, self.max_answer_bytes = commit, timeout_s, news, max_answer_bytes
+        self.now_ms = now_ms
         self.version = held.record.protocol_version
         self.sent: list[Frame] = []  # what the SDK sent since the last commit
         self.sent_bytes = 0  # their size on the wire
@@ -258,9 +267,10 @@ class _Exchange:
                 return found
             if found:
                 self._deliver(found)
+            soonest_s = self._deliver_due_sleeps()
             left = deadline - time.monotonic()
             try:
-                return self.stream.receive(max(min(left, NEWS_POLL_S), 0.001))
+                return self.stream.receive(max(min(left, NEWS_POLL_S, soonest_s), 0.001))
             except StreamIdle:
                 if time.monotonic() >= deadline:
                     raise
@@ -275,6 +285,28 @@ class _Exchange:
         self.delivered.update(notification_key(f) for f in fresh)
         self.pending = [*self.pending, *fresh]
         self.stream.send(encode_frames(fresh), self.timeout_s())
+
+    def _deliver_due_sleeps(self) -> float:
+        """Send on the open stream the completion of every journaled sleep that is due (`due_sleeps`),
+        as restate-server does, instead of ending the body and waiting for a timer to resume the
+        handler (a Sleep command is journaled before its completion: one not committed yet waits for
+        its commit). Returns how long (s) until the next open sleep is due (`NEWS_POLL_S` if none)."""
+        if not self.input_open:
+            return NEWS_POLL_S
+        sleeps = self.held.journal.open_sleeps()
+        open_sleeps = {c: at for c, at in sleeps.items() if f"c{c}" not in self.delivered}
+        now = self.now_ms()
+        due = due_sleeps(open_sleeps, now)
+        if due:
+            self._deliver([sleep_completion(cid) for cid in due])
+        later = [at for cid, at in open_sleeps.items() if cid not in due]
+        return min((min(later) - now) / 1000, NEWS_POLL_S) if later else NEWS_POLL_S
+
+    def _sleep_issued(self) -> bool:
+        """True if the handler issued a sleep that is not completed (journaled or sent on this
+        stream): silence after a run's ack is then taken as awaiting it, after `QUIET_S` rather than
+        `ACKED_QUIET_S` (a sleep issued before a run and awaited after it, issue 24)."""
+        return bool(self.held.journal.open_sleeps()) or any(e.type == MessageType.Sleep for e in self.sent)
 
     def _end_input(self) -> None:
         self.stream.end()
@@ -295,15 +327,27 @@ class _Exchange:
                     return done
             journal = self.held.journal
             awaited = _awaited_completions(message.awaiting_on)
-            if self.input_open and (not awaited or awaited - self.runs - journal.runs - journal.completions):
+            sent_back = {int(key[1:]) for key in self.delivered if key.startswith("c")}
+            if self.input_open and (
+                not awaited or awaited - self.runs - journal.runs - journal.completions - sent_back
+            ):
                 self._end_input()  # it awaits more than the stream brings (a sleep, a call...): let it suspend
             return False
         self.sent.append(f)
         self.sent_bytes += HEADER_SIZE + len(f.payload)
-        self.quiet = ACKED_QUIET_S if f.type in (MessageType.Run, MessageType.ProposeRunCompletion) else QUIET_S
+        stepping = f.type in (MessageType.Run, MessageType.ProposeRunCompletion) and not self._sleep_issued()
+        self.quiet = ACKED_QUIET_S if stepping else QUIET_S
         if isinstance(message, pb.RunCommandMessage):
             self.open_runs.add(message.result_completion_id)
             self.runs.add(message.result_completion_id)
+        due = isinstance(message, pb.SleepCommandMessage) and bool(
+            due_sleeps({message.result_completion_id: message.wake_up_time}, self.now_ms())
+        )
+        if due and self.input_open:
+            done = self._commit_sent(None)  # journaled before its completion, which goes back at once
+            if done is not False:
+                return done
+            self._deliver_due_sleeps()
         if not isinstance(message, pb.ProposeRunCompletionMessage) or not self.input_open:
             return False
         self.open_runs.discard(message.result_completion_id)

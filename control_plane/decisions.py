@@ -15,7 +15,7 @@ from outside (`control_plane/operations.py`) carry out theirs with the forced tr
 - `decide_failure`: what a failed attempt leads to under the retry policy: back off, pause, fail or
   kill (Restate's retry policy: exponential backoff, then `on_max_attempts`).
 - `decide_suspension` (`suspension_changes`): a suspension (Restate service protocol,
-  SuspensionMessage).
+  SuspensionMessage), or none when an awaited sleep is already due (`due_sleeps`: resumed at once).
 - `decide_start`: what a wake-up that took the lease does first: queue for the object key, end a
   delayed invocation cancelled before its time, go back to sleep (not due yet), or run;
   `retry_not_due` and `not_due`: a back-off woken before its time sleeps again.
@@ -216,11 +216,27 @@ def suspension_changes(
     }
 
 
+def due_sleeps(sleeps: Mapping[int, int], now_ms: int) -> list[int]:
+    """The completion ids of `sleeps` (`{completion_id: wake_up_time}`, ms since the epoch) due at
+    `now_ms`, soonest first: each is completed at once (a SleepCompletion delivered now, on the next
+    attempt's request or on the open stream), with no timer armed and no suspension first. A sleep
+    is due once its wake-up time is reached (Restate service protocol, SleepCommandMessage: the
+    runtime completes it at `wake_up_time`; restate-server 1.7.12 completes one already past at
+    once, on the open stream), so a zero-length sleep never waits for a timer."""
+    return [cid for cid, at in sorted(sleeps.items(), key=lambda kv: (kv[1], kv[0])) if at <= now_ms]
+
+
 def decide_suspension(
-    doorbell: int, waiting_on: Mapping[str, object], sleeps_due_ms: list[int], journal_length: int
+    doorbell: int, waiting_on: Mapping[str, object], sleeps_due_ms: list[int], journal_length: int, now_ms: int
 ) -> Decision:
     """A suspension (`suspension_changes`, same arguments), conditional on `doorbell`: a
-    notification stored since it was read makes the write fail, and the holder looks again."""
+    notification stored since it was read makes the write fail, and the holder looks again.
+
+    Unless an awaited sleep is due at `now_ms` (ms since the epoch; `due_sleeps`): then RUN, nothing
+    written, and the holder resumes the handler at once with the sleep's completion, instead of
+    suspending and waiting for a timer round trip (or a sweep) to wake it."""
+    if due_sleeps(dict(enumerate(sleeps_due_ms)), now_ms):
+        return RUN
     return Decision(
         Transition.SUSPEND, suspension_changes(doorbell, waiting_on, sleeps_due_ms, journal_length), doorbell=doorbell
     )

@@ -20,11 +20,12 @@ import contextlib
 import logging
 
 from control_plane import ids
+from control_plane.decisions import due_sleeps
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import wire_failure
 from control_plane.held import Held
 from control_plane.hooks import EngineHooks
-from control_plane.journal import notification_key
+from control_plane.journal import notification_key, sleep_completion
 from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
 from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
 from control_plane.ports import InvocationRecord, StoreConflict, StoredNotification
@@ -90,10 +91,9 @@ class Effects:
                 continue
             seen.add(stored.key)
             out.extend(decode_frames(stored.entry))
-        now = self.clock.now_ms()
-        for completion_id, wake_up_ms in sorted(held.journal.open_sleeps().items(), key=lambda kv: kv[1]):
-            if wake_up_ms <= now and f"c{completion_id}" not in seen:
-                out.append(frame(pb.SleepCompletionNotificationMessage(completion_id=completion_id, void=pb.Void())))
+        for completion_id in due_sleeps(held.journal.open_sleeps(), self.clock.now_ms()):
+            if f"c{completion_id}" not in seen:
+                out.append(sleep_completion(completion_id))
         for completion_id, index in held.journal.open_calls():
             if f"c{completion_id}" in seen:
                 continue

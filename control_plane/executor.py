@@ -294,10 +294,13 @@ class Executor:
 
     def suspend(self, held: Held) -> Outcome | None:
         """Release the lease as `suspended` (`decide_suspension`), unless a notification was stored
-        meanwhile (then None: look again)."""
+        meanwhile or an awaited sleep is due now (then None: look again, and resume it at once)."""
         assert held.awaiting is not None
         sleeps = [at for cid, at in held.journal.open_sleeps().items() if cid in held.awaiting.completions]
-        decision = decide_suspension(held.record.doorbell, held.awaiting.to_json(), sleeps, len(held.journal))
+        doorbell, now = held.record.doorbell, self.clock.now_ms()
+        decision = decide_suspension(doorbell, held.awaiting.to_json(), sleeps, len(held.journal), now)
+        if decision.transition is Transition.RUN:
+            return None
         if not self.apply(held, decision):
             return None if self.reload(held) else Outcome.LEASE_LOST
         return Outcome.SUSPENDED

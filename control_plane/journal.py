@@ -19,6 +19,7 @@ from control_plane.protocol import (
     Frame,
     MessageType,
     decode_frames,
+    frame,
     is_command,
     is_custom,
     is_notification,
@@ -170,6 +171,11 @@ RUNTIME_COMPLETED: dict[int, Any] = {  # Frame.type is a plain int; MessageType 
     MessageType.CompletePromise: pb.CompletePromiseCommandMessage,
 }
 """Commands whose completion the lease holder derives from stored state or promises, when it can."""
+
+
+def sleep_completion(completion_id: int) -> Frame:
+    """The SleepCompletionNotification (void) of the sleep whose result is `completion_id`."""
+    return frame(pb.SleepCompletionNotificationMessage(completion_id=completion_id, void=pb.Void()))
 
 
 def notification_key(entry: Frame) -> str:

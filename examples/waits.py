@@ -28,6 +28,25 @@ async def sleep(ctx: restate.Context, ms: int) -> str:
 
 
 @waits.handler()
+async def sleeps(ctx: restate.Context, count: int) -> str:
+    """Sleep durably for 0 ms `count` times in a row (each one due as soon as it is issued)."""
+    for _ in range(count):
+        await ctx.sleep(timedelta(milliseconds=0))
+    return f"slept {count} times"
+
+
+@waits.handler()
+async def timed_sleep(ctx: restate.Context, ms: int) -> int:
+    """Sleep durably for `ms` ms and return how late the handler resumed, in ms: the wall time after
+    the sleep minus (the time journaled beside it, in a `ctx.run` issued in the same attempt, + `ms`)."""
+    start = ctx.run_typed("start", lambda: int(time.time() * 1000))
+    slept = ctx.sleep(timedelta(milliseconds=ms))  # issued before the run's result is awaited: one attempt
+    due = await start + ms
+    await slept
+    return int(time.time() * 1000) - due
+
+
+@waits.handler()
 async def awakeable(ctx: restate.Context) -> str:
     """Create an awakeable, publish its id as a side effect, and return what it is resolved with.
 

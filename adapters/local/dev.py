@@ -154,7 +154,9 @@ class DevServer:
         region: AWS region the store signs requests for.
         settings: Runtime settings; None reads them with `Settings.load()`.
         concurrency: Size of the scheduler's worker pool (concurrent `advance` calls).
-        http_concurrency: Requests each HTTP server dispatches at the same time.
+        http_concurrency: Requests each HTTP server dispatches at the same time (threads made as needed;
+            a blocking call holds one while it waits: 64 made the 37th of 100 one-second sleeps called
+            at once wait for the first to end, issue 24).
         lambda_functions: Function name → `module:attr` of its Lambda handler: runs them in the local
             Lambda emulator (a subprocess, stopped by `stop`; started again on the same port if it
             dies, as Lambda replaces a dead execution environment), so `arn:aws:lambda:REGION:ACCOUNT:
@@ -194,7 +196,7 @@ class DevServer:
         region: str = "us-east-1",
         settings: Settings | None = None,
         concurrency: int = 32,
-        http_concurrency: int = 64,
+        http_concurrency: int = 256,
         lambda_functions: Mapping[str, str] | None = None,
         lambda_endpoint: str | None = None,
         lambda_checkpoints: bool = True,

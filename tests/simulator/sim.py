@@ -202,7 +202,13 @@ class SimStore:
                 if current is not None:
                     args = (args[0], current.epoch, *args[2:])
             before = self._inner.get_invocation(args[0]) if name in _RECORD_WRITES else None
+            now = self._sim.clock.now_ms()
             result = value(*args, **kwargs)
+            if name == "suspend" and 0 < kwargs.get("wake_up_at_ms", 0) <= now:
+                self._sim.violate(
+                    f"{args[0]} suspended on a sleep due at {kwargs['wake_up_at_ms']} (now {now}): an awaited "
+                    "sleep already due resumes at once (decide_suspension)"
+                )
             if name == "append_batch":
                 self._sim.committed(args[0], args[1])
             if before is not None and before.status == "completed":
@@ -399,8 +405,9 @@ def workload(rng: random.Random) -> list[Request]:
                 steps.append(["run", f"v{i}.{j}"])
             elif op == "awake":
                 steps.append(["awake", f"w{i}.{j}"])
-            elif op == "sleep":
-                steps.append(["sleep", rng.choice([10, 1_000, 60_000, 600_000])])
+            elif op == "sleep":  # every other 10 ms one is zero-length: due when issued (no extra draw: seeds keep)
+                ms = rng.choice([10, 1_000, 60_000, 600_000])
+                steps.append(["sleep", 0 if ms == 10 and j % 2 else ms])
             elif op == "call":
                 steps.append(["call", f"hi{i}.{j}"])
             else:
@@ -826,6 +833,8 @@ class Scenario:
                 self.covered[f"flaky {request.flaky[0]}"] += 1
             if request.purged_at:
                 self.covered["sent again after its purge"] += 1
+            if b'["sleep", 0]' in request.body:
+                self.covered["zero-length sleep"] += 1
         except StoreConflict:  # sent before: the same invocation
             engine = self.plane.engine
             if request.service == "Wf" and request.handler == "run":

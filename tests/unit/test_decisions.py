@@ -31,6 +31,7 @@ from control_plane.decisions import (
     decide_resume,
     decide_start,
     decide_suspension,
+    due_sleeps,
     key_unsure,
     not_due,
     retry_not_due,
@@ -154,8 +155,26 @@ def test_a_suspension_records_the_doorbell_it_read_and_wakes_at_the_soonest_awai
     assert changes["failures_in_a_row"] == 0
     assert changes["effects_applied_upto"] == 5
     assert suspension_changes(0, waiting_on, [], 5)["wake_up_at_ms"] == 0  # only a notification wakes it
-    decision = decide_suspension(7, waiting_on, [NOW + 900, NOW + 300], 5)
+    decision = decide_suspension(7, waiting_on, [NOW + 900, NOW + 300], 5, NOW)
     assert decision == Decision(Transition.SUSPEND, changes, doorbell=7)  # conditional on the doorbell it read
+
+
+@pytest.mark.parametrize("due", [NOW - 5, NOW])
+def test_an_awaited_sleep_already_due_resumes_at_once_instead_of_suspending(due: int) -> None:
+    """A zero-length sleep (or one whose time came while the attempt ran) is not suspended on: no
+    write, no timer round trip; the holder looks again and delivers its completion (issue 24)."""
+    waiting_on = {"completions": [1, 2], "signals": [], "named_signals": []}
+    assert decide_suspension(7, waiting_on, [NOW + 900, due], 5, NOW) == RUN
+    assert decide_suspension(7, waiting_on, [NOW + 1], 5, NOW).transition is Transition.SUSPEND
+    assert decide_suspension(7, waiting_on, [], 5, NOW).transition is Transition.SUSPEND  # a notification wakes it
+
+
+def test_the_due_sleeps_are_those_whose_wake_up_time_is_reached_soonest_first() -> None:
+    sleeps = {3: NOW + 10, 1: NOW, 2: NOW - 20, 4: NOW - 20}
+    assert due_sleeps(sleeps, NOW) == [2, 4, 1]
+    assert due_sleeps(sleeps, NOW + 10) == [2, 4, 1, 3]
+    assert due_sleeps(sleeps, NOW - 21) == []
+    assert due_sleeps({}, NOW) == []
 
 
 # --- decide_start: what a wake-up that took the lease does first ----------------------------------
