@@ -85,6 +85,7 @@ class H2Stream:
         self._local_ended = False  # `end` was called
         self._end_sent = False  # END_STREAM went out (not when the answer had ended first)
         self._released = False
+        self.ready = threading.Condition(connection.lock)  # notified when the reader changed this stream
 
     def send(self, data: bytes, timeout_s: float) -> None:
         """Write `data` to the request body, waiting (at most `timeout_s`) for flow-control room."""
@@ -106,7 +107,11 @@ class H2Stream:
                     break  # the deployment reset or ended its side; its answer says why
                 if room <= 0:
                     c.flush_locked()
-                    self._wait(deadline, timeout_s)
+                    c.blocked.add(self)  # woken by a window update for the connection too
+                    try:
+                        self._wait(deadline, timeout_s)
+                    finally:
+                        c.blocked.discard(self)
                     continue
                 view = view[room:]
             c.flush_locked()
@@ -218,7 +223,7 @@ class H2Stream:
         left = deadline - time.monotonic()
         if left <= 0:
             raise StreamIdle(f"{self._endpoint} sent nothing for {timeout_s:.1f} s")
-        self._conn.cond.wait(left)
+        self.ready.wait(left)
         if self.error is not None and not self.inbox and not self.remote_ended:
             raise InvokerError(self.error)
 
@@ -247,8 +252,12 @@ class _Connection:
         self.endpoint = endpoint
         self.idle_s = idle_s
         self.requests_left = max_requests  # streams it may still start before it is retired
-        self.cond = threading.Condition()
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)  # the connection's own waits (its SETTINGS)
         self.streams: dict[int, H2Stream] = {}  # the started ones, by stream id
+        self._touched: set[H2Stream] = set()  # streams events changed since the last wake-up (lock held)
+        self._touched_all = False  # an event that concerns every stream (a GOAWAY) came
+        self.blocked: set[H2Stream] = set()  # streams waiting for flow-control room (lock held)
         self.handed_out = 0  # streams given to callers and not closed yet, started or not
         self.broken: str | None = None  # why the connection failed, once it did
         self.draining = False  # a GOAWAY came, or it is closing: no new streams
@@ -403,7 +412,7 @@ class _Connection:
         for stream in self.streams.values():
             if not stream.remote_ended and stream.error is None:
                 stream.error = message
-        self.cond.notify_all()
+        self._wake_locked(everyone=True)
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader thread
         self.sock.close()
@@ -466,13 +475,34 @@ class _Connection:
             self.flush_locked()  # SETTINGS and PING acks, window updates
         except InvokerError:
             return
-        self.cond.notify_all()
+        self._wake_locked()
         if self._goaway and not self.handed_out and self.broken is None:
             self._break_locked(f"{self.endpoint} closed the connection (GOAWAY)")
+
+    def _wake_locked(self, everyone: bool = False) -> None:
+        """Wake the streams the events since the last call changed, and those waiting for room after a
+        window update (each waits on its own condition, so 32 streams on a connection do not all wake
+        for one's data); every stream and the connection's own waits when `everyone` or a GOAWAY."""
+        if everyone or self._touched_all:
+            for stream in self.streams.values():
+                stream.ready.notify_all()
+            self.cond.notify_all()
+        else:
+            for stream in self._touched:
+                stream.ready.notify_all()
+        self._touched.clear()
+        self._touched_all = False
 
     def _dispatch(self, event: h2.events.Event) -> None:
         stream_id = getattr(event, "stream_id", None)
         stream = self.streams.get(stream_id) if stream_id else None
+        if stream is not None:
+            self._touched.add(stream)
+        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+            self._touched |= self.blocked  # more room on the connection, or new stream windows
+            self.cond.notify_all()  # the wait for the peer's first SETTINGS
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self._touched_all = True
         if isinstance(event, h2.events.ResponseReceived) and stream is not None:
             fields = {str(k): str(v) for k, v in event.headers or []}
             stream.status = int(fields.pop(":status", "0"))
