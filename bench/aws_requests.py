@@ -168,7 +168,8 @@ def cost_per_million(counts: dict[str, float], memory_mb: int) -> dict[str, floa
     """Dollars per million runs, by service, from per-run counts (`control_plane.observability` prices)."""
     requests = {k: v for k, v in counts.items() if k.startswith(("dynamodb ", "sqs ", "scheduler "))}
     requests["lambda Invoke"] = counts.get("lambda handler Invoke", 0)
-    requests["sqs event source"] = counts.get("sqs event source receive+delete", 0)
+    # the event source's receives and deletes are in `requests` already (a key starting "sqs "):
+    # priced once (they were counted twice before issue 24)
     priced = {k: v * 1_000_000 for k, v in cost_usd(requests).items()}  # type: ignore[arg-type]
     if "dynamodb write units" in counts:  # metered by `bench.partitions`' proxy, not estimated from requests
         units = counts["dynamodb write units"] * PRICES_USD["dynamodb_write_unit"]
