@@ -38,7 +38,13 @@ journal and the record first and TTL is the backstop (moto and dynalite never ru
 Within an invocation's partition batches (`J#`) sort before `META` and notifications (`N#`) after it,
 so one query reads all three. Mappings are stored as JSON strings, bytes as binary, and a `None` (or
 `expires_at_s == 0`) as an absent attribute; an absent attribute reads back as the record field's
-default (so items written before a field existed still load, e.g. without `doorbell`).
+default (so items written before a field existed still load, e.g. without `doorbell`). A field at
+its default is not stored either (`store_items.OMITTED_AT_DEFAULT`: all but those a condition or
+update expression reads, `epoch`, `lease_until_ms`, `journal_expires_at_ms`, and `key`), and the AWS
+request counts (`requests`) are compact JSON (`store_items.RequestsAttribute`): a write unit is 1 KB
+of the larger of the old and new item, and so the record of a plain invocation stays under 1 KB
+through its life (about 880 bytes for `bench.cost`'s workflow once completed, 1,220 before): 1 write
+unit per write to it (issue 24).
 
 pynamodb binds a model to its table and endpoint in `class Meta`, so each `DynamoDBStore` binds its
 own subclasses of the item templates (`store_items.bind`); all of them share one connection, which
@@ -481,6 +487,25 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         except self._invocations.DoesNotExist:
             return None
         return invocation_record(item)
+
+    def read_fence(self, invocation_id: str) -> tuple[int, int] | None:
+        """The invocation's `(epoch, doorbell)` (a missing doorbell reads 0): one strongly consistent
+        GetItem of those two attributes (`ProjectionExpression`, what the checkpointing function's
+        role allows it to read); None if there is no such invocation. 1 read unit (a record < 4 KB)."""
+        model = self._invocations
+        answer = self._connection.get_item(
+            invocation_pk(invocation_id),
+            META_SK,
+            consistent_read=True,
+            attributes_to_get=[model.epoch.attr_name, model.doorbell.attr_name],
+        )
+        item = answer.get("Item")
+        if item is None:
+            return None
+        return (
+            int(item.get("epoch", {}).get("N", "0")),
+            int(item.get("doorbell", {}).get("N", "0")),
+        )
 
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
         """The invocation, its journal batches and its notifications, in one strongly consistent query on `INV#id`.
