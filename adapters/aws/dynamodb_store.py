@@ -40,7 +40,7 @@ so one query reads all three. Mappings are stored as JSON strings, bytes as bina
 `expires_at_s == 0`) as an absent attribute; an absent attribute reads back as the record field's
 default (so items written before a field existed still load, e.g. without `doorbell`). A field at
 its default is not stored either (`store_items.OMITTED_AT_DEFAULT`: all but those a condition or
-update expression reads, `epoch`, `lease_until_ms`, `journal_expires_at_ms`, and `key`), and the AWS
+update expression reads, `epoch`, `lease_until_ms`, `doorbell`, `journal_expires_at_ms`, and `key`), and the AWS
 request counts (`requests`) are compact JSON (`store_items.RequestsAttribute`): a write unit is 1 KB
 of the larger of the old and new item, and so the record of a plain invocation stays under 1 KB
 through its life (about 880 bytes for `bench.cost`'s workflow once completed, 1,220 before): 1 write
@@ -68,11 +68,13 @@ from pynamodb.connection import Connection, TableConnection
 from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ALL_NEW, PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import PutError, TableDoesNotExist, TableError
+from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
 
 from adapters.aws.store_items import (
+    ACTIVE_STATUSES,
     BATCH_PREFIX,
     CONFIG_PK,
     DEFAULT_SHARDS,
@@ -105,6 +107,7 @@ from adapters.aws.store_items import (
     item_exists,
     journal_retention_is,
     lease_expired,
+    legacy_status_pk,
     not_completed,
     notification_record,
     notification_sk,
@@ -1009,20 +1012,33 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         wanted_statuses = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
 
         per_page = limit + _LIST_SLACK  # room for entries whose record moved to another status meanwhile
+        # one key per status group (a group may hold statuses not wanted: filtered on the projected
+        # status), and the keys active statuses had before they were grouped (`legacy_status_pk`)
+        group_filter = None if set(ACTIVE_STATUSES) <= set(wanted_statuses) else status_in(model, wanted_statuses)
+
+        def keyed(number: int) -> list[tuple[str, Condition | None]]:
+            groups = {status_pk(status, number): status in ACTIVE_STATUSES for status in wanted_statuses}
+            legacy = [legacy_status_pk(status, number) for status in wanted_statuses if status in ACTIVE_STATUSES]
+            return [(key, group_filter if grouped else None) for key, grouped in groups.items()] + [
+                (key, None) for key in legacy
+            ]
 
         def shard(number: int) -> list[list[InvocationItem]]:
-            return [
-                list(
-                    model.by_status.query(
-                        status_pk(status, number),
-                        range_key_condition=older,
-                        filter_condition=wanted,
-                        scan_index_forward=False,
-                        limit=per_page,
+            pages = []
+            for index_key, by_status in keyed(number):
+                condition = wanted if by_status is None else by_status if wanted is None else wanted & by_status
+                pages.append(
+                    list(
+                        model.by_status.query(
+                            index_key,
+                            range_key_condition=older,
+                            filter_condition=condition,
+                            scan_index_forward=False,
+                            limit=per_page,
+                        )
                     )
                 )
-                for status in wanted_statuses
-            ]
+            return pages
 
         pages = [page for by_status in self._each_shard(shard) for page in by_status]
         merged = heapq.merge(
@@ -1032,11 +1048,14 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         )
         left = [len(page) for page in pages]
         out: list[InvocationRecord] = []
+        seen: set[str] = set()  # an entry read under its legacy key and its group key (moved meanwhile) counts once
         while len(out) < limit:
             ids: list[str] = []
             ran_out = False  # a full page was used up: its shard's older entries were not read
             for item, n in merged:
-                ids.append(item.invocation_id)
+                if item.invocation_id not in seen:
+                    seen.add(item.invocation_id)
+                    ids.append(item.invocation_id)
                 left[n] -= 1
                 ran_out = left[n] == 0 and len(pages[n]) == per_page
                 if ran_out or len(ids) == limit - len(out):

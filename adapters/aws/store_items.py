@@ -142,8 +142,29 @@ def service_sk(name: str) -> str:
     return f"SVC#{name}"
 
 
+ACTIVE_STATUSES = ("ready", "running", "backing-off", "suspended")
+"""Statuses that share one status-index key per shard, `STATUS#active#{shard}` (issue 24): an
+invocation goes back and forth between them (lease, suspension, wake-up, back-off), and a move
+between two index keys is two index writes (a delete and a put) where a change of the projected
+`status` under one key is one. `pending`, `scheduled`, `paused` and `completed` keep a key each:
+they are listed alone and can be many."""
+
+
+def status_group(status: str) -> str:
+    """The status-index key's status part for `status`: "active" for `ACTIVE_STATUSES`, else itself."""
+    return "active" if status in ACTIVE_STATUSES else status
+
+
 def status_pk(status: str, shard: int) -> str:
-    """The status index's hash key of an invocation with `status` in shard `shard`: `STATUS#{status}#{shard}`."""
+    """The status index's hash key of an invocation with `status` in shard `shard`:
+    `STATUS#{status_group(status)}#{shard}`."""
+    return f"STATUS#{status_group(status)}#{shard}"
+
+
+def legacy_status_pk(status: str, shard: int) -> str:
+    """Where an invocation whose `status` is one of `ACTIVE_STATUSES` was indexed before issue 24
+    (`STATUS#{status}#{shard}`), and stays until its next status change: `list_invocations` reads
+    these keys too."""
     return f"STATUS#{status}#{shard}"
 
 
@@ -539,10 +560,11 @@ _REQUIRED_INVOCATION_FIELDS = frozenset(
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(InvocationRecord) if f.default is not dataclasses.MISSING}
-KEPT_AT_DEFAULT = frozenset({"epoch", "lease_until_ms", "journal_expires_at_ms", "key", "expires_at_s"})
+KEPT_AT_DEFAULT = frozenset({"epoch", "lease_until_ms", "doorbell", "journal_expires_at_ms", "key", "expires_at_s"})
 """Fields stored even at their default value: the ones a condition or an update expression reads
-(`SET epoch = epoch + 1`, `lease_until_ms < now`, `journal_expires_at_ms = due`: a comparison with a
-missing attribute is false), `key` (a filter of `list_invocations`) and `expires_at_s` (its own rule)."""
+(`SET epoch = epoch + 1`, `lease_until_ms < now`, `doorbell = :read`, `journal_expires_at_ms = due`:
+a comparison with a missing attribute is false), `key` (a filter of `list_invocations`) and
+`expires_at_s` (its own rule)."""
 OMITTED_AT_DEFAULT = frozenset(_DEFAULTS) - KEPT_AT_DEFAULT
 """Fields not stored at their default value (0, "", None, `output_content_type` "application/json",
 ...): an absent attribute reads back as the default (`invocation_record`), and a change back to the

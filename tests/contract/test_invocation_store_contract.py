@@ -76,8 +76,8 @@ def test_a_record_at_its_defaults_stores_only_the_fields_conditions_read(store: 
     dynamodb = as_dynamodb(store)
     if dynamodb is not None:
         item = raw_item(dynamodb, "INV#inv_lean", "META")
-        assert {"epoch", "lease_until_ms", "journal_expires_at_ms", "key"} <= set(item)
-        assert {"attempts", "retry_count", "doorbell", "caller_id", "output_content_type"}.isdisjoint(item)
+        assert {"epoch", "lease_until_ms", "doorbell", "journal_expires_at_ms", "key"} <= set(item)
+        assert {"attempts", "retry_count", "caller_id", "output_content_type"}.isdisjoint(item)
 
 
 def test_read_fence_reads_the_epoch_and_doorbell(store: Store) -> None:
@@ -123,7 +123,7 @@ def test_acquire_lease_first_wins_second_conflicts_until_expiry(store: Store) ->
     if (dynamodb := as_dynamodb(store)) is not None:
         item = raw_item(dynamodb, "INV#inv_1", "META")
         assert (item["status_key"], item["status_order"]) == (
-            {"S": f"STATUS#running#{shard_of('inv_1', dynamodb.shards)}"},
+            {"S": f"STATUS#active#{shard_of('inv_1', dynamodb.shards)}"},
             {"S": "0000000001000#inv_1"},
         )
 

@@ -481,3 +481,7 @@ def test_a_checkpointed_step_costs_one_write_unit_and_the_record_writes_one_each
     ]
     assert len(on_record) == 5 + steps, on_record  # create, lease, suspend, lease again, the steps, complete
     assert [w.units for w in on_record] == [1] * len(on_record), on_record
+    indexed = [w for w in (*before.writes, *after.writes) if w.where != "table"]
+    # create (1), lease, suspension and lease again in place under STATUS#active (1 each), the
+    # completion's move to STATUS#completed (2) and its by_expiry entry (1)
+    assert sum(w.units for w in indexed) == 7, indexed
