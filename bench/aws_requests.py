@@ -53,6 +53,7 @@ class Counted(LocalFunctions):
         self.invocations: Counter[str] = Counter()
         self.seconds = 0.0
         self.meter: Meter | None = None
+        self.handler_meter: Meter | None = None  # the handler's own commits (checkpoints), metered apart
 
     def http(self, api: str, method: str, path: str, body: object = None, **headers: str) -> tuple[int, Any, dict]:
         started = time.perf_counter()
@@ -82,7 +83,8 @@ def aws_on_this_machine(
     `metered`: the functions reach DynamoDB through `bench.partitions.MeterProxy`, whose `Meter`
     (write and read units) is `functions.meter`; otherwise that is None.
     `checkpoints`: the examples run with in-process checkpoints (`adapters.aws.checkpoints`, their
-    commits metered too); otherwise request/response, the SDK's own Lambda handler.
+    commits metered too, through a proxy of their own: `functions.handler_meter`, so that the time
+    the proxy adds to them is known apart); otherwise request/response, the SDK's own Lambda handler.
     """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
@@ -92,6 +94,7 @@ def aws_on_this_machine(
     endpoint = f"http://{host}:{port}"
     table = f"torpor-bench-{uuid.uuid4().hex[:8]}"
     proxy = MeterProxy(endpoint).__enter__() if metered else None
+    handler_proxy = MeterProxy(endpoint).__enter__() if metered and checkpoints else None
     poll_store = DynamoDBStore(table, region=REGION, endpoint_url=endpoint)
     poll_store.ensure_schema()
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
@@ -100,7 +103,7 @@ def aws_on_this_machine(
     dlq_url = sqs.create_queue(QueueName="schedules-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
-        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": proxy.url if proxy else endpoint}
+        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": handler_proxy.url if handler_proxy else endpoint}
         with LambdaEmulatorProcess({"examples": "examples.app:app"}, env=store if checkpoints else None) as emulator:
             os.environ.update(
                 {
@@ -120,6 +123,7 @@ def aws_on_this_machine(
             lambda_app.reset()
             functions = Counted(sqs, queue_url)
             functions.meter = proxy.meter if proxy else None
+            functions.handler_meter = handler_proxy.meter if handler_proxy else None
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             if status != 201:
                 raise SystemExit(f"registering {ARN} failed: {body}")
@@ -135,8 +139,9 @@ def aws_on_this_machine(
             yield functions, poll_store, emulator, calls
     finally:
         lambda_app.reset()
-        if proxy is not None:
-            proxy.__exit__()
+        for meter_proxy in (proxy, handler_proxy):
+            if meter_proxy is not None:
+                meter_proxy.__exit__()
         server.stop()
 
 

@@ -18,7 +18,7 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 
 | index | hash key | range key | projects (INCLUDE) |
 | --- | --- | --- | --- |
-| `by_status_v2` | `status_key`: `STATUS#{status}#{shard}` | `status_order`: `{created_at_ms:013d}#{id}` | filters |
+| `by_status_v2` | `status_key`: `STATUS#{group}#{shard}` | `status_order`: `{created_at_ms:013d}#{id}` | filters |
 | `by_expiry` | `expiry_key`: `EXPIRY#{shard}` | `expiry_order`: `{due_ms:013d}#{id}` | what the sweep needs |
 
 The record field `expires_at_s` is stored as `retained_until`; items written before it existed
@@ -27,11 +27,13 @@ read it from `expires_at`.
 `{shard}` is `shard_of(invocation_id, shards)` (of the key for `SKEYS#`; crc32 mod `shards`: the count recorded in the
 table's `CONFIG` / `SHARDS` item by its first user, `Settings.store_shards` for a new table): an
 invocation's timers and index entries share its shard, and the writes of many invocations spread
-over `shards` keys. The status index's range key is the creation time, so
-only a change of `status` moves an entry (a lease, a renewal, a step write nothing there); reads
-query every shard and merge. `by_expiry` holds completed invocations only: the completing write puts
-one at its journal's end (`journal_expires_at_ms`), the journal's removal moves it to its record's
-end (`retained_until`), the record's removal takes it out; no timer item is written for retention.
+over `shards` keys. `{group}` is `store_items.status_group(status)`. The status index's range key
+is the creation time, so only a change of `status` writes an entry (a lease, a renewal, a step
+write nothing there; a change among `store_items.ACTIVE_STATUSES`, which share a key, rewrites it
+in place: 1 write unit, where a move is 2); reads query every shard and merge. `by_expiry` holds
+completed invocations only: the completing write puts one at its journal's end
+(`journal_expires_at_ms`), the journal's removal moves it to its record's end (`retained_until`),
+the record's removal takes it out; no timer item is written for retention.
 `expires_at` (TTL) is `retained_until` + `TTL_GRACE_S` (a day), so the sweep normally removes the
 journal and the record first and TTL is the backstop (moto and dynalite never run TTL).
 
