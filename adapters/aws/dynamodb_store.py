@@ -45,7 +45,7 @@ its default is not stored either (`store_items.OMITTED_AT_DEFAULT`: all but thos
 update expression reads, `epoch`, `lease_until_ms`, `doorbell`, `journal_expires_at_ms`, and `key`), and the AWS
 request counts (`requests`) are compact JSON (`store_items.RequestsAttribute`): a write unit is 1 KB
 of the larger of the old and new item, and so the record of a plain invocation stays under 1 KB
-through its life (about 880 bytes for `bench.cost`'s workflow once completed, 1,220 before): 1 write
+through its life (about 890 bytes for `bench.cost`'s workflow once completed, 1,220 before): 1 write
 unit per write to it (issue 24).
 
 pynamodb binds a model to its table and endpoint in `class Meta`, so each `DynamoDBStore` binds its
