@@ -53,6 +53,7 @@ class Counted(LocalFunctions):
         self.invocations: Counter[str] = Counter()
         self.seconds = 0.0
         self.meter: Meter | None = None
+        self.handler_meter: Meter | None = None  # the handler's own commits (checkpoints), metered apart
 
     def http(self, api: str, method: str, path: str, body: object = None, **headers: str) -> tuple[int, Any, dict]:
         started = time.perf_counter()
@@ -83,7 +84,8 @@ def aws_on_this_machine(
     `metered`: the functions reach DynamoDB through `bench.partitions.MeterProxy`, whose `Meter`
     (write and read units) is `functions.meter`; otherwise that is None.
     `checkpoints`: the examples run with in-process checkpoints (`adapters.aws.checkpoints`, their
-    commits metered too); otherwise request/response, the SDK's own Lambda handler.
+    commits metered too, through a proxy of their own: `functions.handler_meter`, so that the time
+    the proxy adds to them is known apart); otherwise request/response, the SDK's own Lambda handler.
     `endpoint`: a moto server already running (in its own process: `bench.common.moto`); None
     starts one in this process (a thread, sharing this process's GIL).
     """
@@ -97,6 +99,7 @@ def aws_on_this_machine(
         endpoint = f"http://{host}:{port}"
     table = f"torpor-bench-{uuid.uuid4().hex[:8]}"
     proxy = MeterProxy(endpoint).__enter__() if metered else None
+    handler_proxy = MeterProxy(endpoint).__enter__() if metered and checkpoints else None
     poll_store = DynamoDBStore(table, region=REGION, endpoint_url=endpoint)
     poll_store.ensure_schema()
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
@@ -105,7 +108,7 @@ def aws_on_this_machine(
     dlq_url = sqs.create_queue(QueueName="schedules-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
-        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": proxy.url if proxy else endpoint}
+        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": handler_proxy.url if handler_proxy else endpoint}
         with LambdaEmulatorProcess({"examples": "examples.app:app"}, env=store if checkpoints else None) as emulator:
             os.environ.update(
                 {
@@ -125,6 +128,7 @@ def aws_on_this_machine(
             lambda_app.reset()
             functions = Counted(sqs, queue_url)
             functions.meter = proxy.meter if proxy else None
+            functions.handler_meter = handler_proxy.meter if handler_proxy else None
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             if status != 201:
                 raise SystemExit(f"registering {ARN} failed: {body}")
@@ -140,8 +144,9 @@ def aws_on_this_machine(
             yield functions, poll_store, emulator, calls
     finally:
         lambda_app.reset()
-        if proxy is not None:
-            proxy.__exit__()
+        for meter_proxy in (proxy, handler_proxy):
+            if meter_proxy is not None:
+                meter_proxy.__exit__()
         if server is not None:
             server.stop()
 
@@ -174,7 +179,8 @@ def cost_per_million(counts: dict[str, float], memory_mb: int) -> dict[str, floa
     """Dollars per million runs, by service, from per-run counts (`control_plane.observability` prices)."""
     requests = {k: v for k, v in counts.items() if k.startswith(("dynamodb ", "sqs ", "scheduler "))}
     requests["lambda Invoke"] = counts.get("lambda handler Invoke", 0)
-    requests["sqs event source"] = counts.get("sqs event source receive+delete", 0)
+    # the event source's receives and deletes are in `requests` already (a key starting "sqs "):
+    # priced once (they were counted twice before issue 24)
     priced = {k: v * 1_000_000 for k, v in cost_usd(requests).items()}  # type: ignore[arg-type]
     if "dynamodb write units" in counts:  # metered by `bench.partitions`' proxy, not estimated from requests
         units = counts["dynamodb write units"] * PRICES_USD["dynamodb_write_unit"]

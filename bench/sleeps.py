@@ -162,7 +162,8 @@ def local(args: argparse.Namespace) -> int:
                 print(f"  round done on {system}: {load()}", file=sys.stderr, flush=True)
     print(f"after: {load()}")
     mode = "bidirectional (HTTP/2)" if args.http2 else "request/response (HTTP/1.1)"
-    print(f"\ncommand: python -m bench.sleeps {' '.join(sys.argv[1:])}; torpor dev --concurrency {args.concurrency}; {mode}")
+    command = f"python -m bench.sleeps {' '.join(sys.argv[1:])}; torpor dev --concurrency {args.concurrency}"
+    print(f"\ncommand: {command}; {mode}")
     for title, results in parts.items():
         print_table(title, results)
     summary = {

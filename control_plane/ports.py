@@ -715,6 +715,13 @@ class InvocationStore(InvocationTransitions, Protocol):
 
     def get_invocation(self, invocation_id: str) -> InvocationRecord | None: ...
 
+    def read_fence(self, invocation_id: str) -> tuple[int, int] | None:
+        """The invocation's `(epoch, doorbell)`, read strongly consistent; None if there is no such
+        invocation. A Lambda function's checkpoint fence (`adapters/aws/checkpoints.py`) compares
+        them with its attempt's: a read, not a write (DynamoDB: a GetItem of those two attributes,
+        1 read unit, where a conditional write on the record costs 1 write unit, 5 times the price)."""
+        ...
+
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
         """The invocation, its journal batches (by `start_index`) and stored notifications (one query)."""
 

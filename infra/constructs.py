@@ -109,9 +109,9 @@ ADMIN_PARTITIONS = (*RUN_PARTITIONS, SCHEDULE_PARTITION)
 """Partition keys the admin API writes besides deployments and services: kill, cancel, pause, resume
 and purge of invocations (their timers, the object keys and state they hold), state edits, durable
 schedules, the shard count."""
-CHECKPOINT_FENCE_ATTRIBUTES = ("PK", "SK", "modified_at_ms", "epoch", "doorbell")
-"""Attributes of a checkpoint's fence (`UpdateItem`): the key, `SET modified_at_ms`, the condition on
-`epoch` and `doorbell` (`dynamodb:Attributes`)."""
+CHECKPOINT_FENCE_ATTRIBUTES = ("PK", "SK", "epoch", "doorbell")
+"""Attributes of a checkpoint's fence (`GetItem`): the key, and the two it reads (its
+`ProjectionExpression`: `dynamodb:Attributes`)."""
 CHECKPOINT_BATCH_ATTRIBUTES = ("PK", "SK", "entries", "epoch", "committed_at_ms")
 """Attributes of a checkpoint's journal batch (`PutItem`): its key and `BatchItem`'s fields."""
 
@@ -190,28 +190,29 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
 
 def checkpoint_statements(table: dynamodb.ITable) -> list[iam.PolicyStatement]:
     """What a handler function with in-process checkpoints (`adapters.aws.checkpoints.handler`) needs
-    of Torpor's table, and nothing more: `dynamodb:UpdateItem` (the conditional write on the
-    invocation's epoch that fences each commit) and `dynamodb:PutItem` (the conditional put of a
-    journal batch), on the table itself (no index), in invocation partitions (`INV#...`) only, each
-    with only the attributes it names (`dynamodb:Attributes`: `CHECKPOINT_FENCE_ATTRIBUTES`,
-    `CHECKPOINT_BATCH_ATTRIBUTES`) and no values returned: the function cannot set an invocation's
-    status, output, input or deployment (IAM conditions cannot say which invocation: it can still
-    fence or append to any invocation's journal)."""
+    of Torpor's table, and nothing more: `dynamodb:GetItem` (the read of the invocation's epoch
+    and doorbell that fences each commit) and `dynamodb:PutItem` (the conditional put of a journal
+    batch), on the table itself (no index), in invocation partitions (`INV#...`) only, each with
+    only the attributes it names (`dynamodb:Attributes`: `CHECKPOINT_FENCE_ATTRIBUTES`,
+    `CHECKPOINT_BATCH_ATTRIBUTES`; the read with a projection, `dynamodb:Select`) and no values
+    returned: the function cannot set an invocation's status, output, input or deployment, nor read
+    anything but epochs and doorbells (IAM conditions cannot say which invocation: it can still
+    fence on or append to any invocation's journal)."""
 
-    def only(action: str, attributes: tuple[str, ...]) -> iam.PolicyStatement:
+    def only(action: str, attributes: tuple[str, ...], extra: dict[str, str]) -> iam.PolicyStatement:
         return iam.PolicyStatement(
             actions=[action],
             resources=[table.table_arn],
             conditions={
                 "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]},
                 "ForAllValues:StringEquals": {"dynamodb:Attributes": list(attributes)},
-                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+                "StringEqualsIfExists": extra,
             },
         )
 
     return [
-        only("dynamodb:UpdateItem", CHECKPOINT_FENCE_ATTRIBUTES),
-        only("dynamodb:PutItem", CHECKPOINT_BATCH_ATTRIBUTES),
+        only("dynamodb:GetItem", CHECKPOINT_FENCE_ATTRIBUTES, {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}),
+        only("dynamodb:PutItem", CHECKPOINT_BATCH_ATTRIBUTES, {"dynamodb:ReturnValues": "NONE"}),
     ]
 
 

@@ -11,7 +11,8 @@ instead, the way restate-server drives a deployment over a bidirectional HTTP/2 
    commands before it, as one conditional `Store.append_batch` at the journal's length (the write
    that makes a commit happen at most once, as the orchestrator's own commit of run results),
    fenced by the attempt's epoch and doorbell: the first commit, and then one commit a second at
-   most (`FENCE_EVERY_MS`), is preceded by a record write conditional on both, so a function whose
+   most (`FENCE_EVERY_MS`), is preceded by a strongly consistent read of both on the invocation's
+   record (`InvocationStore.read_fence`; a read unit, not a write unit), so a function whose
    attempt lost its lease or whose invocation was killed, or for which a notification such as a
    cancel arrived, stops committing within a second and lets the SDK suspend (answer header
    `x-torpor-fenced`; the orchestrator re-reads the invocation and delivers what arrived);
@@ -113,9 +114,9 @@ _HEADER = struct.Struct(">HHI")
 _ACK_FLAG = 0x8000
 _OWN_TIMEOUT_MARGIN_MS = 2_000  # commits stop this long before the function's timeout
 FENCE_EVERY_MS = 1_000
-"""After the first commit of an Invoke, the epoch and doorbell are checked again (one more write)
+"""After the first commit of an Invoke, the epoch and doorbell are checked again (one more read)
 before a commit only once this long has passed since the last check (ms): a kill or a cancel reaches
-a function that runs many quick steps within about this long, without a second write per step."""
+a function that runs many quick steps within about this long, without a second request per step."""
 _SETTLE_ROUNDS = 50  # event-loop turns with nothing happening before the SDK counts as waiting
 _RUN_TASK = "create_poll_or_cancel_coroutine.<locals>.wrapper"  # private to restate-sdk (module doc)
 _ENDINGS = frozenset({MessageType.End, MessageType.Suspension, MessageType.Error})
@@ -381,8 +382,15 @@ class Checkpoints:
         return True
 
     def _commit(self, attempt: _Attempt, entries: list[Frame]) -> bool:
-        """Fence on the epoch and doorbell (the first commit, then once per `FENCE_EVERY_MS`), then
-        append `entries` at the journal's length. False: not committed."""
+        """Fence on the epoch and doorbell (the first commit, then once per `FENCE_EVERY_MS`): a
+        strongly consistent read of both (`InvocationStore.read_fence`), compared with the attempt's;
+        then append `entries` at the journal's length (the conditional put that makes the commit
+        happen at most once). False: not committed.
+
+        The fence reads rather than writes (issue 24: a write on the record cost a write unit, 5
+        times a read unit, per Invoke): it is as strong a check as the conditional write it replaces,
+        which also said nothing about what happens after it; either way a kill, a successor or a
+        notification that lands after the check is seen at the next one, within `FENCE_EVERY_MS`."""
         assert self.store is not None
         data = encode_frames(entries)
         if len(data) > _LIMIT_BYTES:
@@ -391,13 +399,14 @@ class Checkpoints:
         now_ms = self._now_ms()
         try:
             if not attempt.committed or now_ms - attempt.fenced_at_ms >= FENCE_EVERY_MS:
-                try:
-                    self.store.record_progress(
-                        attempt.invocation_id, attempt.epoch, doorbell=attempt.doorbell, modified_at_ms=now_ms
-                    )
-                except StoreConflict:
+                fence = self.store.read_fence(attempt.invocation_id)
+                doorbell = fence[1] if attempt.doorbell is None or fence is None else attempt.doorbell
+                if fence is None or fence != (attempt.epoch, doorbell):
                     attempt.fenced = True
-                    raise
+                    raise StoreConflict(
+                        f"invocation {attempt.invocation_id}: epoch {attempt.epoch} or doorbell {attempt.doorbell} "
+                        f"no longer holds (read {fence})"
+                    )
                 attempt.fenced_at_ms = now_ms
             self.store.append_batch(
                 attempt.invocation_id, JournalBatch(attempt.length, data, attempt.epoch, self._now_ms())

@@ -18,7 +18,7 @@ families (their pynamodb templates, keys and record mapping live in `adapters.aw
 
 | index | hash key | range key | projects (INCLUDE) |
 | --- | --- | --- | --- |
-| `by_status_v2` | `status_key`: `STATUS#{status}#{shard}` | `status_order`: `{created_at_ms:013d}#{id}` | filters |
+| `by_status_v2` | `status_key`: `STATUS#{group}#{shard}` | `status_order`: `{created_at_ms:013d}#{id}` | filters |
 | `by_expiry` | `expiry_key`: `EXPIRY#{shard}` | `expiry_order`: `{due_ms:013d}#{id}` | what the sweep needs |
 
 The record field `expires_at_s` is stored as `retained_until`; items written before it existed
@@ -27,18 +27,26 @@ read it from `expires_at`.
 `{shard}` is `shard_of(invocation_id, shards)` (of the key for `SKEYS#`; crc32 mod `shards`: the count recorded in the
 table's `CONFIG` / `SHARDS` item by its first user, `Settings.store_shards` for a new table): an
 invocation's timers and index entries share its shard, and the writes of many invocations spread
-over `shards` keys. The status index's range key is the creation time, so
-only a change of `status` moves an entry (a lease, a renewal, a step write nothing there); reads
-query every shard and merge. `by_expiry` holds completed invocations only: the completing write puts
-one at its journal's end (`journal_expires_at_ms`), the journal's removal moves it to its record's
-end (`retained_until`), the record's removal takes it out; no timer item is written for retention.
+over `shards` keys. `{group}` is `store_items.status_group(status)`. The status index's range key
+is the creation time, so only a change of `status` writes an entry (a lease, a renewal, a step
+write nothing there; a change among `store_items.ACTIVE_STATUSES`, which share a key, rewrites it
+in place: 1 write unit, where a move is 2); reads query every shard and merge. `by_expiry` holds
+completed invocations only: the completing write puts one at its journal's end
+(`journal_expires_at_ms`), the journal's removal moves it to its record's end (`retained_until`),
+the record's removal takes it out; no timer item is written for retention.
 `expires_at` (TTL) is `retained_until` + `TTL_GRACE_S` (a day), so the sweep normally removes the
 journal and the record first and TTL is the backstop (moto and dynalite never run TTL).
 
 Within an invocation's partition batches (`J#`) sort before `META` and notifications (`N#`) after it,
 so one query reads all three. Mappings are stored as JSON strings, bytes as binary, and a `None` (or
 `expires_at_s == 0`) as an absent attribute; an absent attribute reads back as the record field's
-default (so items written before a field existed still load, e.g. without `doorbell`).
+default (so items written before a field existed still load, e.g. without `doorbell`). A field at
+its default is not stored either (`store_items.OMITTED_AT_DEFAULT`: all but those a condition or
+update expression reads, `epoch`, `lease_until_ms`, `doorbell`, `journal_expires_at_ms`, and `key`), and the AWS
+request counts (`requests`) are compact JSON (`store_items.RequestsAttribute`): a write unit is 1 KB
+of the larger of the old and new item, and so the record of a plain invocation stays under 1 KB
+through its life (about 890 bytes for `bench.cost`'s workflow once completed, 1,220 before): 1 write
+unit per write to it (issue 24).
 
 pynamodb binds a model to its table and endpoint in `class Meta`, so each `DynamoDBStore` binds its
 own subclasses of the item templates (`store_items.bind`); all of them share one connection, which
@@ -62,11 +70,13 @@ from pynamodb.connection import Connection, TableConnection
 from pynamodb.connection.base import MetaTable
 from pynamodb.constants import ALL_NEW, PAY_PER_REQUEST_BILLING_MODE
 from pynamodb.exceptions import PutError, TableDoesNotExist, TableError
+from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
 
 from adapters.aws.store_items import (
+    ACTIVE_STATUSES,
     BATCH_PREFIX,
     CONFIG_PK,
     DEFAULT_SHARDS,
@@ -99,6 +109,7 @@ from adapters.aws.store_items import (
     item_exists,
     journal_retention_is,
     lease_expired,
+    legacy_status_pk,
     not_completed,
     notification_record,
     notification_sk,
@@ -481,6 +492,25 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         except self._invocations.DoesNotExist:
             return None
         return invocation_record(item)
+
+    def read_fence(self, invocation_id: str) -> tuple[int, int] | None:
+        """The invocation's `(epoch, doorbell)` (a missing doorbell reads 0): one strongly consistent
+        GetItem of those two attributes (`ProjectionExpression`, what the checkpointing function's
+        role allows it to read); None if there is no such invocation. 1 read unit (a record < 4 KB)."""
+        model = self._invocations
+        answer = self._connection.get_item(
+            invocation_pk(invocation_id),
+            META_SK,
+            consistent_read=True,
+            attributes_to_get=[model.epoch.attr_name, model.doorbell.attr_name],
+        )
+        item = answer.get("Item")
+        if item is None:
+            return None
+        return (
+            int(item.get("epoch", {}).get("N", "0")),
+            int(item.get("doorbell", {}).get("N", "0")),
+        )
 
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
         """The invocation, its journal batches and its notifications, in one strongly consistent query on `INV#id`.
@@ -984,20 +1014,33 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         wanted_statuses = tuple(dict.fromkeys(INVOCATION_STATUSES if statuses is None else statuses))
 
         per_page = limit + _LIST_SLACK  # room for entries whose record moved to another status meanwhile
+        # one key per status group (a group may hold statuses not wanted: filtered on the projected
+        # status), and the keys active statuses had before they were grouped (`legacy_status_pk`)
+        group_filter = None if set(ACTIVE_STATUSES) <= set(wanted_statuses) else status_in(model, wanted_statuses)
+
+        def keyed(number: int) -> list[tuple[str, Condition | None]]:
+            groups = {status_pk(status, number): status in ACTIVE_STATUSES for status in wanted_statuses}
+            legacy = [legacy_status_pk(status, number) for status in wanted_statuses if status in ACTIVE_STATUSES]
+            return [(key, group_filter if grouped else None) for key, grouped in groups.items()] + [
+                (key, None) for key in legacy
+            ]
 
         def shard(number: int) -> list[list[InvocationItem]]:
-            return [
-                list(
-                    model.by_status.query(
-                        status_pk(status, number),
-                        range_key_condition=older,
-                        filter_condition=wanted,
-                        scan_index_forward=False,
-                        limit=per_page,
+            pages = []
+            for index_key, by_status in keyed(number):
+                condition = wanted if by_status is None else by_status if wanted is None else wanted & by_status
+                pages.append(
+                    list(
+                        model.by_status.query(
+                            index_key,
+                            range_key_condition=older,
+                            filter_condition=condition,
+                            scan_index_forward=False,
+                            limit=per_page,
+                        )
                     )
                 )
-                for status in wanted_statuses
-            ]
+            return pages
 
         pages = [page for by_status in self._each_shard(shard) for page in by_status]
         merged = heapq.merge(
@@ -1007,11 +1050,14 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         )
         left = [len(page) for page in pages]
         out: list[InvocationRecord] = []
+        seen: set[str] = set()  # an entry read under its legacy key and its group key (moved meanwhile) counts once
         while len(out) < limit:
             ids: list[str] = []
             ran_out = False  # a full page was used up: its shard's older entries were not read
             for item, n in merged:
-                ids.append(item.invocation_id)
+                if item.invocation_id not in seen:
+                    seen.add(item.invocation_id)
+                    ids.append(item.invocation_id)
                 left[n] -= 1
                 ran_out = left[n] == 0 and len(pages[n]) == per_page
                 if ran_out or len(ids) == limit - len(out):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import types
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -141,8 +142,29 @@ def service_sk(name: str) -> str:
     return f"SVC#{name}"
 
 
+ACTIVE_STATUSES = ("ready", "running", "backing-off", "suspended")
+"""Statuses that share one status-index key per shard, `STATUS#active#{shard}` (issue 24): an
+invocation goes back and forth between them (lease, suspension, wake-up, back-off), and a move
+between two index keys is two index writes (a delete and a put) where a change of the projected
+`status` under one key is one. `pending`, `scheduled`, `paused` and `completed` keep a key each:
+they are listed alone and can be many."""
+
+
+def status_group(status: str) -> str:
+    """The status-index key's status part for `status`: "active" for `ACTIVE_STATUSES`, else itself."""
+    return "active" if status in ACTIVE_STATUSES else status
+
+
 def status_pk(status: str, shard: int) -> str:
-    """The status index's hash key of an invocation with `status` in shard `shard`: `STATUS#{status}#{shard}`."""
+    """The status index's hash key of an invocation with `status` in shard `shard`:
+    `STATUS#{status_group(status)}#{shard}`."""
+    return f"STATUS#{status_group(status)}#{shard}"
+
+
+def legacy_status_pk(status: str, shard: int) -> str:
+    """Where an invocation whose `status` is one of `ACTIVE_STATUSES` was indexed before issue 24
+    (`STATUS#{status}#{shard}`), and stays until its next status change: `list_invocations` reads
+    these keys too."""
     return f"STATUS#{status}#{shard}"
 
 
@@ -287,6 +309,46 @@ class IntAttribute(Attribute[int]):
         return int(value)
 
 
+_SERVICE_CODES = {"dynamodb": "d", "sqs": "q", "scheduler": "e", "lambda": "l"}
+_SERVICES_BY_CODE = {code: service for service, code in _SERVICE_CODES.items()}
+
+
+def _short_kind(kind: str) -> str:
+    """`"dynamodb UpdateItem META"` -> `"dUpdateItem+"`: a request kind as `RequestsAttribute` stores
+    it (a known service's one-letter code, the operation, `+` for " META"); any other kind as `=kind`."""
+    service, _, operation = kind.partition(" ")
+    code = _SERVICE_CODES.get(service)
+    base = operation.removesuffix(" META")
+    if code is None or not base or " " in base or "+" in base or base.startswith("="):
+        return "=" + kind
+    return code + base + ("+" if operation != base else "")
+
+
+def _long_kind(stored: str) -> str:
+    """The inverse of `_short_kind`."""
+    if stored.startswith("="):
+        return stored[1:]
+    base = stored[1:].removesuffix("+")
+    return f"{_SERVICES_BY_CODE[stored[0]]} {base}" + (" META" if stored.endswith("+") else "")
+
+
+class RequestsAttribute(JSONAttribute):
+    """`InvocationRecord.requests` (`{"dynamodb UpdateItem META": 2, ...}`) as compact JSON with short
+    kinds (`{"":1,"dUpdateItem+":2}`, the empty key marking the short form): it grows with every write
+    to the record, and a write unit is 1 KB of it. Reads either form (items written before hold the
+    long one)."""
+
+    def serialize(self, value: Any) -> str:
+        short = {_short_kind(k): v for k, v in value.items()}
+        return json.dumps({"": 1, **short}, separators=(",", ":"))
+
+    def deserialize(self, value: str) -> Any:
+        stored = json.loads(value)
+        if "" not in stored:
+            return stored
+        return {_long_kind(k): v for k, v in stored.items() if k != ""}
+
+
 class _StatusIndex(GlobalSecondaryIndex["InvocationItem"]):  # type: ignore[no-untyped-call]
     """`by_status_v2`: invocations of one status and shard, ordered by `created_at_ms` then id."""
 
@@ -369,7 +431,7 @@ class InvocationItem(Item):
     callers = UnicodeSetAttribute(null=True)  # a string set: `ADD` is idempotent; absent when empty
     journal_expires_at_ms = IntAttribute(null=True)
     trace_id = UnicodeAttribute(null=True)
-    requests = JSONAttribute(null=True)
+    requests = RequestsAttribute(null=True)
     completion = UnicodeAttribute(null=True)  # absent on items written before it existed
 
 
@@ -497,10 +559,27 @@ _REQUIRED_INVOCATION_FIELDS = frozenset(
 )
 
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(InvocationRecord) if f.default is not dataclasses.MISSING}
+KEPT_AT_DEFAULT = frozenset({"epoch", "lease_until_ms", "doorbell", "journal_expires_at_ms", "key", "expires_at_s"})
+"""Fields stored even at their default value: the ones a condition or an update expression reads
+(`SET epoch = epoch + 1`, `lease_until_ms < now`, `doorbell = :read`, `journal_expires_at_ms = due`:
+a comparison with a missing attribute is false), `key` (a filter of `list_invocations`) and
+`expires_at_s` (its own rule)."""
+OMITTED_AT_DEFAULT = frozenset(_DEFAULTS) - KEPT_AT_DEFAULT
+"""Fields not stored at their default value (0, "", None, `output_content_type` "application/json",
+...): an absent attribute reads back as the default (`invocation_record`), and a change back to the
+default removes the attribute. Why: a write unit is 1 KB of the larger of the old and new item, and
+a record carrying ~20 default fields (~260 bytes of attribute names) crossed 1 KB once suspended,
+making every write to it cost 2 units (bench/README.md, "Cost")."""
+
+
 def _stored(name: str, value: object) -> object:
-    """A record field's value as the item holds it: JSON-able dicts, and None for "no attribute"."""
+    """A record field's value as the item holds it: JSON-able dicts, and None for "no attribute"
+    (a field of `OMITTED_AT_DEFAULT` at its default, an empty set)."""
     if name == "expires_at_s" and value == 0:
         return None  # 0 means "keep forever": no TTL attribute at all
+    if name in OMITTED_AT_DEFAULT and value == _DEFAULTS[name]:
+        return None
     if isinstance(value, (set, frozenset)):
         return set(value) or None  # DynamoDB has no empty sets
     if isinstance(value, Mapping):

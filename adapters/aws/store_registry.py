@@ -61,12 +61,20 @@ class DynamoRegistry:
             item.save()
 
     def get_deployment(self, deployment_id: str) -> DeploymentRecord | None:
-        """The deployment `deployment_id`, or None if it is not registered."""
-        try:
-            item = self._deployments.get(DEPLOYMENTS_PK, deployment_sk(deployment_id), consistent_read=True)
-        except self._deployments.DoesNotExist:
-            return None
-        return deployment_record(item)
+        """The deployment `deployment_id`, or None if it is not registered.
+
+        Read eventually consistent first (half the read units: a deployment item holds its whole
+        manifest, often 10-20 KB, and every attempt's worker reads it), then, if that finds
+        nothing, strongly consistent (one registered a moment ago). An update of a deployment
+        (registered again) may so be seen up to about a second late, within the 2 s that
+        `control_plane.registry` caches it anyway (issue 24)."""
+        for consistent in (False, True):
+            try:
+                item = self._deployments.get(DEPLOYMENTS_PK, deployment_sk(deployment_id), consistent_read=consistent)
+            except self._deployments.DoesNotExist:
+                continue
+            return deployment_record(item)
+        return None
 
     def list_deployments(self) -> list[DeploymentRecord]:
         """Every deployment, ordered by id (one query, paged)."""

@@ -551,6 +551,11 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             row = self._get_row(db, invocation_id)
         return None if row is None else _record_of(row)
 
+    def read_fence(self, invocation_id: str) -> tuple[int, int] | None:
+        """The invocation's `(epoch, doorbell)`; None if there is no such invocation (`InvocationStore`)."""
+        record = self.get_invocation(invocation_id)
+        return None if record is None else (record.epoch, record.doorbell)
+
     def load_invocation(self, invocation_id: str) -> LoadedInvocation | None:
         """The invocation, its batches by `start_index` and its notifications by `created_at_ms` then key
         (one snapshot); None if the invocation does not exist (even if notifications were stored for it)."""

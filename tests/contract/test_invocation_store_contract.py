@@ -55,7 +55,7 @@ def test_create_then_get_round_trips_every_field(store: Store) -> None:
 
 
 def test_defaults_and_empty_values_round_trip(store: Store) -> None:
-    # None fields and expires_at_s=0 are stored as absent attributes; b"" and "" are values.
+    # None fields, expires_at_s=0 and fields at their default ("" here) are absent attributes; b"" is a value.
     record = invocation("inv_empty", output=b"", idempotency_key="", key="")
 
     store.create_invocation(record)
@@ -65,6 +65,28 @@ def test_defaults_and_empty_values_round_trip(store: Store) -> None:
         item = raw_item(dynamodb, "INV#inv_empty", "META")
         assert item["output"] == {"B": b""}
         assert [name for name in ("waiting_on", "last_failure", "failure", "expires_at") if name in item] == []
+
+
+def test_a_record_at_its_defaults_stores_only_the_fields_conditions_read(store: Store) -> None:
+    # issue 24: a field at its default is an absent attribute (the record stays under 1 KB, 1 write
+    # unit a write); epoch, lease_until_ms, journal_expires_at_ms and key stay (conditions read them)
+    record = invocation("inv_lean")
+    store.create_invocation(record)
+    assert store.get_invocation("inv_lean") == record
+    dynamodb = as_dynamodb(store)
+    if dynamodb is not None:
+        item = raw_item(dynamodb, "INV#inv_lean", "META")
+        assert {"epoch", "lease_until_ms", "doorbell", "journal_expires_at_ms", "key"} <= set(item)
+        assert {"attempts", "retry_count", "caller_id", "output_content_type"}.isdisjoint(item)
+
+
+def test_read_fence_reads_the_epoch_and_doorbell(store: Store) -> None:
+    assert store.read_fence("inv_none") is None
+    store.create_invocation(invocation("inv_fence", status="ready"))
+    assert store.read_fence("inv_fence") == (0, 0)
+    leased = store.acquire_lease("inv_fence", 1, 10_000, ["ready"])
+    store.ring("inv_fence")
+    assert store.read_fence("inv_fence") == (leased.epoch, 1)
 
 
 def test_create_twice_conflicts_and_keeps_the_first(store: Store) -> None:
@@ -101,7 +123,7 @@ def test_acquire_lease_first_wins_second_conflicts_until_expiry(store: Store) ->
     if (dynamodb := as_dynamodb(store)) is not None:
         item = raw_item(dynamodb, "INV#inv_1", "META")
         assert (item["status_key"], item["status_order"]) == (
-            {"S": f"STATUS#running#{shard_of('inv_1', dynamodb.shards)}"},
+            {"S": f"STATUS#active#{shard_of('inv_1', dynamodb.shards)}"},
             {"S": "0000000001000#inv_1"},
         )
 

@@ -61,7 +61,8 @@ def _as_list(value: Any) -> list[Any]:
 def dynamodb_request_context(operation: str, kwargs: dict[str, Any]) -> dict[str, list[str]]:
     """The IAM condition keys DynamoDB evaluates for one low-level request (`operation`, botocore's
     `kwargs`): `dynamodb:LeadingKeys` (the partition keys it names), `dynamodb:Attributes` (the
-    top-level attribute names it names: key, item, expressions) and `dynamodb:ReturnValues` if sent.
+    top-level attribute names it names: key, item, expressions), `dynamodb:ReturnValues` if sent and,
+    for a read, `dynamodb:Select` (`SPECIFIC_ATTRIBUTES` with a projection, else `ALL_ATTRIBUTES`).
     (AWS DynamoDB developer guide, "Using IAM policy conditions for fine-grained access control".)"""
     keys: list[str] = [kwargs[k]["PK"]["S"] for k in ("Key", "Item") if k in kwargs]
     attributes: set[str] = set()
@@ -77,6 +78,10 @@ def dynamodb_request_context(operation: str, kwargs: dict[str, Any]) -> dict[str
     context = {"dynamodb:LeadingKeys": keys, "dynamodb:Attributes": sorted(attributes)}
     if kwargs.get("ReturnValues"):
         context["dynamodb:ReturnValues"] = [kwargs["ReturnValues"]]
+    if operation in ("GetItem", "Query", "Scan"):  # a read names its attributes, or reads them all
+        projected = "ProjectionExpression" in kwargs or "AttributesToGet" in kwargs
+        select = kwargs.get("Select") or ("SPECIFIC_ATTRIBUTES" if projected else "ALL_ATTRIBUTES")
+        context["dynamodb:Select"] = [select]
     return context
 
 

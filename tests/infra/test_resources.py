@@ -89,8 +89,8 @@ CONSUME = {
     (action, "${WakeQueue.Arn}") for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 }
 
-CHECKPOINTS = {("dynamodb:UpdateItem", "${Table.Arn}"), ("dynamodb:PutItem", "${Table.Arn}")}
-"""In-process checkpoints (`adapters.aws.checkpoints`): the epoch fence and the journal batch, no more."""
+CHECKPOINTS = {("dynamodb:GetItem", "${Table.Arn}"), ("dynamodb:PutItem", "${Table.Arn}")}
+"""In-process checkpoints (`adapters.aws.checkpoints`): the epoch fence (a read) and the journal batch, no more."""
 
 EXPECTED_PERMISSIONS = {
     # runs attempts in-process (calls), creates invocations: reads, puts and updates items, no index;
@@ -390,14 +390,15 @@ def test_no_function_scans_describes_or_administers_the_table(facts: Facts) -> N
     assert actions == set(READS) | set(WRITES)
 
 
-CHECKPOINT_FENCE = ["PK", "SK", "modified_at_ms", "epoch", "doorbell"]
+CHECKPOINT_FENCE = ["PK", "SK", "epoch", "doorbell"]
 CHECKPOINT_BATCH = ["PK", "SK", "entries", "epoch", "committed_at_ms"]
 
 
 def test_example_handler_commits_only_its_fence_and_journal_batches(facts: Facts) -> None:
-    """Its table writes (in-process checkpoints) are limited by IAM to `INV#...` partitions and to
-    the attributes of the epoch fence (`UpdateItem`) and of a journal batch (`PutItem`), with no
-    values returned: it cannot rewrite an invocation's status, output, input or deployment."""
+    """Its table requests (in-process checkpoints) are limited by IAM to `INV#...` partitions and to
+    the attributes of the epoch fence (a `GetItem` of epoch and doorbell) and of a journal batch
+    (`PutItem`, no values returned): it cannot rewrite an invocation's status, output, input or
+    deployment, nor read anything else."""
     role_id = facts.target(facts.function("ExampleHandlerFunction")["Role"])
     statements = [s for s in facts.role_statements(role_id) if any(a.startswith("dynamodb:") for a in s.actions)]
     assert [(list(s.actions), s.condition) for s in statements] == [
@@ -406,10 +407,13 @@ def test_example_handler_commits_only_its_fence_and_journal_batches(facts: Facts
             {
                 "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INV#*"]},
                 "ForAllValues:StringEquals": {"dynamodb:Attributes": attributes},
-                "StringEqualsIfExists": {"dynamodb:ReturnValues": "NONE"},
+                "StringEqualsIfExists": extra,
             },
         )
-        for action, attributes in (("dynamodb:UpdateItem", CHECKPOINT_FENCE), ("dynamodb:PutItem", CHECKPOINT_BATCH))
+        for action, attributes, extra in (
+            ("dynamodb:GetItem", CHECKPOINT_FENCE, {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"}),
+            ("dynamodb:PutItem", CHECKPOINT_BATCH, {"dynamodb:ReturnValues": "NONE"}),
+        )
     ]
 
 

@@ -107,13 +107,50 @@ def test_item_layout_keys_gsi_keys_and_ttl_attribute(store: DynamoDBStore) -> No
 
     item = raw_item(store, "INV#inv_every", "META")
     shard = shard_of("inv_every", store.shards)
-    assert item["status_key"] == {"S": f"STATUS#backing-off#{shard}"}
+    assert item["status_key"] == {"S": f"STATUS#active#{shard}"}  # backing-off: one of ACTIVE_STATUSES
     assert item["status_order"] == {"S": "1700000000000#inv_every"}  # created_at_ms: never moves
     assert item["retained_until"] == {"N": "1700086400"}
     assert item["expires_at"] == {"N": str(1_700_086_400 + TTL_GRACE_S)}  # the sweep removes it first
     assert "expiry_key" not in item  # not completed: nothing to retire
     assert item["output"] == {"B": b"\x00binary\xff"}
     assert "expires_at_s" not in item
+
+
+def test_active_statuses_share_an_index_key_and_entries_under_their_old_keys_are_still_listed(
+    store: DynamoDBStore,
+) -> None:
+    """Issue 24: ready, running, backing-off and suspended share `STATUS#active#{shard}` (a change
+    among them rewrites the entry in place); an invocation indexed before, under `STATUS#{status}#…`,
+    is listed from there until its next status change moves it, and never twice."""
+    client = boto3.client("dynamodb", region_name=store.region, endpoint_url=store.endpoint_url)
+    for invocation_id, status, created in (
+        ("inv_old", "suspended", 1),
+        ("inv_new", "suspended", 2),
+        ("inv_run", "running", 3),
+    ):
+        store.create_invocation(invocation(invocation_id, status=status, created_at_ms=created))
+    shard = shard_of("inv_old", store.shards)
+    client.update_item(
+        TableName=store.table_name,
+        Key={"PK": {"S": "INV#inv_old"}, "SK": {"S": "META"}},
+        UpdateExpression="SET status_key = :k",
+        ExpressionAttributeValues={":k": {"S": f"STATUS#suspended#{shard}"}},
+    )
+    assert raw_item(store, "INV#inv_new", "META")["status_key"] == {
+        "S": f"STATUS#active#{shard_of('inv_new', store.shards)}"
+    }
+
+    assert [r.invocation_id for r in store.list_invocations(["suspended"])] == ["inv_new", "inv_old"]
+    assert [r.invocation_id for r in store.list_invocations(["running"])] == ["inv_run"]
+    assert [r.invocation_id for r in store.list_invocations(["running", "suspended"], limit=2)] == [
+        "inv_run",
+        "inv_new",
+    ]
+    assert [r.invocation_id for r in store.list_invocations(None)] == ["inv_run", "inv_new", "inv_old"]
+
+    store._update_invocation("inv_old", 0, status="running")  # moves it to the group key
+    assert raw_item(store, "INV#inv_old", "META")["status_key"] == {"S": f"STATUS#active#{shard}"}
+    assert [r.invocation_id for r in store.list_invocations(["running"])] == ["inv_run", "inv_old"]
 
 
 def without_doorbell(store: DynamoDBStore, invocation_id: str) -> None:

@@ -270,16 +270,16 @@ def test_a_cancel_reaches_a_function_committing_steps_within_a_second(dev: DevSe
 
 
 class CountingStore:
-    """The function's store, counting its writes (what each checkpoint costs)."""
+    """The function's store, counting its requests (what each checkpoint costs): fences (reads) and batches."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
         self.fences = 0
         self.batches = 0
 
-    def record_progress(self, *args: Any, **kwargs: Any) -> Any:
+    def read_fence(self, *args: Any, **kwargs: Any) -> Any:
         self.fences += 1
-        return self.store.record_progress(*args, **kwargs)
+        return self.store.read_fence(*args, **kwargs)
 
     def append_batch(self, *args: Any, **kwargs: Any) -> Any:
         self.batches += 1
@@ -351,7 +351,8 @@ def test_a_step_longer_than_the_functions_timeout_is_cut_off_retried_within_the_
 def test_the_checkpoints_dynamodb_writes_are_all_the_example_handler_role_allows(moto_endpoint: str) -> None:
     """The function commits steps on DynamoDB (moto) with every request recorded: each is one its role
     in `template.yaml` allows, condition keys included; writes that would rewrite an invocation
-    (its status and output, a whole record, a read-back) are not."""
+    (its status and output, a whole record, a read-back) and reads of more than its epoch and
+    doorbell (a whole record, a journal) are not."""
     from cfnlint.decode.cfn_yaml import load
 
     from adapters.aws import dynamodb_store
@@ -389,6 +390,8 @@ def test_the_checkpoints_dynamodb_writes_are_all_the_example_handler_role_allows
         store._update_invocation(invocation_id, leased.epoch, status="completed", output=b'"forged"')
         store._update_invocation(invocation_id, leased.epoch, returning=True, modified_at_ms=now)
         store.create_invocation(replace(loaded.record, invocation_id=ids.new_invocation_id(), status="completed"))
+        store.get_invocation(invocation_id)  # a whole record read back
+        store.load_invocation(invocation_id)  # a journal read
     assert answer["headers"]["x-torpor-journal-length"] == str(1 + 3 * 2)  # input, then 3 x (Run, its result)
     forged = requests[len(committed) :]
 
@@ -404,6 +407,81 @@ def test_the_checkpoints_dynamodb_writes_are_all_the_example_handler_role_allows
             for s in statements
         )  # fmt: skip
 
-    assert {op for op, _ in committed} == {"UpdateItem", "PutItem"}
+    assert {op for op, _ in committed} == {"GetItem", "PutItem"}
     assert [op for op, kwargs in committed if not allowed(op, kwargs)] == []
     assert [op for op, kwargs in forged if allowed(op, kwargs)] == []
+
+
+def test_a_checkpointed_step_costs_one_write_unit_and_the_record_writes_one_each(moto_endpoint: str) -> None:
+    """The AWS-cost goal (issue 24): with in-process checkpoints, a `ctx.run` step costs at most 1
+    DynamoDB write unit (its journal batch, under 1 KB), plus a constant per Invoke: the fence, a
+    read of the record's epoch and doorbell (1 read unit, no write); and every write to the record
+    of an invocation that went through a suspension costs 1 unit in the table: the record stays
+    under 1 KB (a write unit is 1 KB of the larger of the old and new item), with realistic fields
+    (`bench.cost`'s workflow: a trace id, the AWS requests counted so far, what it waited on).
+    Units are metered at the wire by `bench.partitions`' proxy, DynamoDB's rules."""
+    from bench.partitions import MeterProxy
+    from control_plane.ports import InvocationRecord
+    from tests.helpers.moto import fresh_store
+
+    steps = 5
+    with MeterProxy(moto_endpoint) as proxy:
+        store = fresh_store(proxy.url)
+        now = int(time.time() * 1000)
+        invocation_id = ids.new_invocation_id()
+        body = json.dumps({"n": steps, "pause_ms": 0, "padding": "x" * 40}).encode()
+        input_entry = encode_frames([frame(pb.InputCommandMessage(value=pb.Value(content=body)))])
+        requests = {
+            "dynamodb PutItem META": 1,
+            "dynamodb GetItem": 3,
+            "dynamodb UpdateItem META": 1,
+            "dynamodb Query": 2,
+            "lambda Invoke": 1,
+            "dynamodb PutItem": 2,
+            "scheduler CreateSchedule": 1,
+        }
+        record = InvocationRecord(
+            invocation_id=invocation_id, service="Paced", handler="slow_steps", key="",
+            deployment_id="dp_10xnMSRD4HruVXdXDn1X2RM", protocol_version=5, status="ready", input_entry=input_entry,
+            created_at_ms=now, modified_at_ms=now, random_seed=6561927396010995930,
+            trace_id="e526a75e161aba157e07d21c476e6a5b", requests={"dynamodb PutItem META": 1},
+        )  # fmt: skip
+        proxy.meter.take()
+        store.create_invocation(record)
+        first = store.acquire_lease(invocation_id, now, now + 60_000, ["ready"])
+        store.suspend(
+            invocation_id, first.epoch, doorbell=first.doorbell, doorbell_read=first.doorbell,
+            waiting_on={"completions": [6], "signals": [1], "named_signals": []}, wake_up_at_ms=now + 3_600_000,
+            journal_length=1, effects_applied_upto=1, modified_at_ms=now, attempts=1, requests=requests,
+        )  # fmt: skip
+        leased = store.acquire_lease(invocation_id, now + 1, now + 60_000, ["suspended"])
+        loaded = store.load_invocation(invocation_id)
+        assert loaded is not None
+        before = proxy.meter.take()
+        app = asgi_app_of(checkpoint_app.app)
+        assert app is not None
+        answer = Checkpoints(app, store)(invoke_event(Held.of(loaded), [], epoch=leased.epoch, doorbell=0), None)
+        assert answer["headers"]["x-torpor-journal-length"] == str(1 + steps * 2)  # every step committed here
+        function = proxy.meter.take()
+        store.complete(
+            invocation_id, leased.epoch, completion="succeeded", completed_at_ms=now + 2, modified_at_ms=now + 2,
+            output=b"55", expires_at_s=(now // 1000) + 86_400, journal_expires_at_ms=now + 86_400_000,
+            journal_length=1 + steps * 2, effects_applied_upto=1 + steps * 2, attempts=2,
+            requests={**requests, "dynamodb GetItem": 5, "dynamodb Query": 4, "lambda Invoke": 2},
+        )  # fmt: skip
+        after = proxy.meter.take()
+
+    units = [w.units for w in function.writes]
+    assert sum(units) <= steps, function.writes  # 1 unit a step
+    assert all(u == 1 for u in units), function.writes
+    assert function.read_units == 1  # the fence: one strongly consistent read of a record under 4 KB
+    mine = f"INV#{invocation_id}"
+    on_record = [
+        w for w in (*before.writes, *function.writes, *after.writes) if (w.where, w.partition) == ("table", mine)
+    ]
+    assert len(on_record) == 5 + steps, on_record  # create, lease, suspend, lease again, the steps, complete
+    assert [w.units for w in on_record] == [1] * len(on_record), on_record
+    indexed = [w for w in (*before.writes, *after.writes) if w.where != "table"]
+    # create (1), lease, suspension and lease again in place under STATUS#active (1 each), the
+    # completion's move to STATUS#completed (2) and its by_expiry entry (1)
+    assert sum(w.units for w in indexed) == 7, indexed
