@@ -348,8 +348,10 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             self._request_counts[method] = self._request_counts.get(method, 0) + 1
 
     @contextmanager
-    def _write(self, method: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, method: str, *, one_statement: bool = False) -> Iterator[sqlite3.Connection]:
         """One `BEGIN IMMEDIATE` transaction: committed if the block returns, rolled back if it raises.
+        `one_statement`: the block writes with a single statement, which SQLite runs as a transaction
+        of its own (autocommit), so no `BEGIN` and `COMMIT` go around it.
 
         Raises:
             StoreUnavailable: The disk is full (507) or the file cannot be written (503); rolled back.
@@ -357,10 +359,12 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
         with self._lock, self._faults():
             self._count(method)
             self._ensure_tables()
-            self._db.execute("BEGIN IMMEDIATE")
+            if not one_statement:
+                self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
-                self._db.execute("COMMIT")
+                if not one_statement:
+                    self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # a failed COMMIT (disk full, I/O error) leaves it open
                     with contextlib.suppress(sqlite3.Error):  # the error that got here is the one to tell
@@ -537,7 +541,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 "(400 KB, 409,600 bytes, with the invocation's other fields); send a smaller body"
             )
         due = _retention_due_ms(invocation.journal_expires_at_ms, invocation.expires_at_s)
-        with self._write("create_invocation") as db:
+        with self._write("create_invocation", one_statement=True) as db:
             try:
                 self._insert_record(db, invocation, due if due and invocation.status == COMPLETED else None, encoded)
             except sqlite3.IntegrityError as exc:  # the primary key: one query, not a read before the write
@@ -872,7 +876,7 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 f"({len(batch.entries)} bytes) do not fit in one DynamoDB item (400 KB); keep run results, state "
                 "values and call payloads below ~350 KB"
             )
-        with self._write("append_batch") as db:
+        with self._write("append_batch", one_statement=True) as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO batches (invocation_id, start_index, entries, epoch, committed_at_ms) "
                 "VALUES (?, ?, ?, ?, ?)",
