@@ -299,8 +299,6 @@ def admin_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 # --- worker: SQS wake-ups ---------------------------------------------------------------------------
 
-_wake_processor = AsyncBatchProcessor(event_type=EventType.SQS)
-
 
 async def _wake(record: SQSRecord) -> str:
     """One wake-up message, delivered to `ControlPlane.wake` on a thread of its own."""
@@ -325,9 +323,15 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     Returns `{"batchItemFailures": [{"itemIdentifier": message id}, ...]}`: a message whose advance
     raised goes back to the queue (and to its dead-letter queue after the redrive limit); the
     others are deleted. Every advance is idempotent, so a redelivery changes nothing it should not.
+
+    Each call has a batch processor of its own: powertools' `AsyncBatchProcessor` keeps the batch
+    in hand on itself, so one shared by two calls at once (a process hosting several, as a local
+    poller with threads does) let the second call's records replace the first's, whose messages
+    were then reported done and deleted undelivered (`tests/unit/test_lambda_worker.py`).
     """
     build_control_plane()
-    return async_process_partial_response(event=event, record_handler=_wake, processor=_wake_processor, context=context)
+    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    return async_process_partial_response(event=event, record_handler=_wake, processor=processor, context=context)
 
 
 # --- sweeper ----------------------------------------------------------------------------------------
