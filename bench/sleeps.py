@@ -213,7 +213,8 @@ def worker_loop(pollers: int) -> int:
     _quiet()
     sqs = boto3.client("sqs")  # AWS_ENDPOINT_URL_SQS, AWS_DEFAULT_REGION: from the parent
     functions = LocalFunctions(sqs, os.environ["TORPOR_WAKE_QUEUE_URL"])
-    lambda_app.build_control_plane()
+    shards = lambda_app.build_control_plane().store.shards  # type: ignore[attr-defined]  # its first DynamoDB read
+    print("ready", shards, flush=True)  # warm: the parent starts timing once every worker said so
     stop = threading.Event()
     errors: list[str] = []
     threads = [
@@ -235,8 +236,14 @@ def _worker_processes(count: int, pollers: int) -> Iterator[None]:
     """`count` worker processes (`worker_loop`), each one Lambda execution environment of the worker."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     command = [sys.executable, "-m", "bench.sleeps", "--worker-loop", "--pollers", str(pollers)]
-    processes = [subprocess.Popen(command, stdin=subprocess.PIPE, env=env, cwd=REPO_ROOT) for _ in range(count)]
+    processes = [
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT)
+        for _ in range(count)
+    ]
     try:
+        for process in processes:  # each imports and builds its control plane: a cold start, untimed
+            if process.stdout is None or not process.stdout.readline().startswith(b"ready"):
+                raise SystemExit("a worker process did not start")
         yield
     finally:
         for process in processes:
