@@ -35,10 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import functools
 import json
 import os
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, cast
 
@@ -300,16 +303,27 @@ def admin_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 # --- worker: SQS wake-ups ---------------------------------------------------------------------------
 
 
+WORKER_BATCH_SIZE = 10
+"""The wake queue's event source batch size (template.yaml `BatchSize`): a batch's messages all run at once."""
+
+_wake_threads = ThreadPoolExecutor(max_workers=WORKER_BATCH_SIZE, thread_name_prefix="torpor-wake")
+"""The worker's threads, kept across invocations: a wake-up mostly waits on DynamoDB and on the
+handler, so every message of a batch gets one (asyncio's default executor has `cpu_count + 4`, 5 or 6
+on Lambda, and a fresh loop per batch outside Lambda made new threads for every batch)."""
+
+
 async def _wake(record: SQSRecord) -> str:
-    """One wake-up message, delivered to `ControlPlane.wake` on a thread of its own."""
+    """One wake-up message, delivered to `ControlPlane.wake` on a thread of its own (`_wake_threads`)."""
     control_plane = build_control_plane()
-    outcome = await asyncio.to_thread(
+    deliver = functools.partial(
         handle_wake_message,
         record.body,
         wake=control_plane.wake,
         scheduler=cast(SqsScheduler, control_plane.scheduler),  # as `build_control_plane` made it
         now_ms=control_plane.clock.now_ms(),
     )
+    context = contextvars.copy_context()  # the logger's keys, as `asyncio.to_thread` would carry them
+    outcome = await asyncio.get_running_loop().run_in_executor(_wake_threads, context.run, deliver)
     metrics.add_metric(name=f"Wake{str(outcome).title()}", unit=MetricUnit.Count, value=1)
     return str(outcome)
 

@@ -89,3 +89,20 @@ def test_concurrent_worker_calls_each_deliver_their_own_batch_and_report_only_th
     assert all(n == 1 for n in plane.woken.values())
     for b in range(len(batches)):
         assert answers[b] == {"batchItemFailures": [{"itemIdentifier": f"m-fail-{b}"}]}
+
+
+def test_every_message_of_a_full_batch_is_delivered_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wake-up mostly waits (DynamoDB, the handler): ten of them wait together, not six then four."""
+    batch = [f"inv-{i}" for i in range(lambda_app.WORKER_BATCH_SIZE)]
+    together = threading.Barrier(len(batch), timeout=5)
+
+    class Waiting(_Plane):
+        def wake(self, wake: Wake) -> None:
+            together.wait()  # broken (an exception) unless every message of the batch is here at once
+            super().wake(wake)
+
+    plane = Waiting()
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setattr(lambda_app, "build_control_plane", lambda *a, **k: plane)
+    assert lambda_app.worker_handler(_event(batch), Context()) == {"batchItemFailures": []}
+    assert set(plane.woken) == set(batch)
