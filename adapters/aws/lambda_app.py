@@ -13,9 +13,9 @@ Each container builds one `ControlPlane` (`build_control_plane`) on first use, f
 it would remove it expires or hands to the worker, `StoreFacts.may_delete`):
 `TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
 Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
-`TORPOR_SCHEDULE_GROUP`; `TORPOR_INGRESS_URL` (the admin function: the web UI's playground posts
-there); `TORPOR_*` settings as in `control_plane.settings`; the request identity key that signs every
-request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
+`TORPOR_SCHEDULE_GROUP`; `TORPOR_WAKE_HOLD_MS` (`WAKE_HOLD_MS`); `TORPOR_INGRESS_URL` (the admin
+function: the web UI's playground posts there); `TORPOR_*` settings as in `control_plane.settings`;
+the request identity key that signs every request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
 `TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN` (or the other variables `adapters.request_identity` reads),
 read once per container. Endpoints come from
 boto3's own `AWS_ENDPOINT_URL_<SERVICE>` variables (tests point them at a moto server and the local
@@ -83,6 +83,12 @@ __all__ = [
 INGRESS_CALL_WAIT_MS = 25_000
 """Longest an ingress call waits for its result on Lambda: under API Gateway's 29 s limit."""
 
+WAKE_HOLD_MS = 0
+"""`SqsScheduler.hold_ms` of the functions unless `TORPOR_WAKE_HOLD_MS` says otherwise (0 to 1,000).
+At 1,000 a timer's message arrives up to 1 s early and the worker holds it until due, so a sleep
+resumes on time rather than up to 1 s late (SQS delays are whole seconds), for up to 1 s of the
+worker's billed time per batch; off by default until a quiet measurement shows it worth that."""
+
 INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
 """`TORPOR_INGRESS_AUTH` values: the API Gateway authorization the ingress route requires."""
 
@@ -136,6 +142,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN"),
             dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
+            hold_ms=int(env.get("TORPOR_WAKE_HOLD_MS") or WAKE_HOLD_MS),
             clock=clock,
         )
         settings = replace(settings, call_wait_ms=min(settings.call_wait_ms, INGRESS_CALL_WAIT_MS))

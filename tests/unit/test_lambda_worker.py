@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -37,7 +38,7 @@ class _Plane:
     woken: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
     clock: _Clock = field(default_factory=_Clock)
-    scheduler: Any = None
+    scheduler: Any = field(default_factory=lambda: SimpleNamespace(hold_ms=0))  # no body is early here
 
     def wake(self, wake: Wake) -> None:
         time.sleep(0.01)  # a DynamoDB round trip: the calls overlap
