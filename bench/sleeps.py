@@ -192,7 +192,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
-def _poll_queue(functions: LocalFunctions, stop: threading.Event, errors: list[str]) -> None:
+def _poll_queue(functions: LocalFunctions, stop: threading.Event, errors: list[str], wait_s: int = 1) -> None:
     """One SQS poller of the event source mapping: receive a batch, run the worker on it, again.
 
     A batch whose worker call raised is counted and its messages stay on the queue (visible again
@@ -200,12 +200,13 @@ def _poll_queue(functions: LocalFunctions, stop: threading.Event, errors: list[s
     """
     while not stop.is_set():
         try:
-            functions.work(wait_s=1)
+            if not functions.work(wait_s=wait_s) and not wait_s:
+                time.sleep(0.05)  # short polls: an empty queue is asked again 50 ms later
         except Exception as exc:  # noqa: BLE001  # the worker or SQS failed: Lambda retries the batch, so do we
             errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def worker_loop(pollers: int) -> int:
+def worker_loop(pollers: int, wait_s: int = 1) -> int:
     """`--worker-loop`: one worker execution environment in this process, fed by `pollers` SQS
     pollers (threads) until stdin closes; its environment comes from the bench's process."""
     from adapters.aws import lambda_app
@@ -218,7 +219,8 @@ def worker_loop(pollers: int) -> int:
     stop = threading.Event()
     errors: list[str] = []
     threads = [
-        threading.Thread(target=_poll_queue, args=(functions, stop, errors), daemon=True) for _ in range(pollers)
+        threading.Thread(target=_poll_queue, args=(functions, stop, errors, wait_s), daemon=True)
+        for _ in range(pollers)
     ]
     for thread in threads:
         thread.start()
@@ -232,10 +234,11 @@ def worker_loop(pollers: int) -> int:
 
 
 @contextmanager
-def _worker_processes(count: int, pollers: int) -> Iterator[None]:
+def _worker_processes(count: int, pollers: int, wait_s: int) -> Iterator[None]:
     """`count` worker processes (`worker_loop`), each one Lambda execution environment of the worker."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     command = [sys.executable, "-m", "bench.sleeps", "--worker-loop", "--pollers", str(pollers)]
+    command += ["--poll-wait-s", str(wait_s)]
     processes = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT)
         for _ in range(count)
@@ -301,7 +304,7 @@ def aws(args: argparse.Namespace) -> int:
         stop = threading.Event()
         errors: list[str] = []
         threads = [] if args.workers else [
-            threading.Thread(target=_poll_queue, args=(functions, stop, errors), daemon=True)
+            threading.Thread(target=_poll_queue, args=(functions, stop, errors, args.poll_wait_s), daemon=True)
             for _ in range(args.pollers)
         ]  # fmt: skip
         swept: list[int] = []
@@ -311,7 +314,7 @@ def aws(args: argparse.Namespace) -> int:
                 swept.append(lambda_app.build_control_plane().sweep_due())
 
         threads.append(threading.Thread(target=sweeper, daemon=True))
-        with _worker_processes(args.workers, args.pollers):
+        with _worker_processes(args.workers, args.pollers, args.poll_wait_s):
             for thread in threads:
                 thread.start()
             warm_up(functions, poll, 4 * max(args.workers, 1))
@@ -378,10 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=8, help="--aws: worker processes (0: pollers in this one)")
     parser.add_argument("--store", choices=("moto", "dynalite"), default="dynalite", help="--aws: DynamoDB")
     parser.add_argument("--stall-s", type=float, default=120, help="--aws: give up after this long without progress")
+    parser.add_argument(
+        "--poll-wait-s", type=int, default=1, help="--aws: each receive's WaitTimeSeconds (0: short polls 50 ms apart)"
+    )
     parser.add_argument("--worker-loop", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker_loop:
-        return worker_loop(args.pollers)
+        return worker_loop(args.pollers, args.poll_wait_s)
     run: Callable[[argparse.Namespace], int] = aws if args.aws else local
     return run(args)
 
