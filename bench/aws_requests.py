@@ -78,6 +78,7 @@ def aws_on_this_machine(
     metered: bool = False,
     checkpoints: bool = False,
     endpoint: str | None = None,
+    dynamodb_endpoint: str | None = None,
 ) -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
     """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions.
 
@@ -88,6 +89,8 @@ def aws_on_this_machine(
     the proxy adds to them is known apart); otherwise request/response, the SDK's own Lambda handler.
     `endpoint`: a moto server already running (in its own process: `bench.common.moto`); None
     starts one in this process (a thread, sharing this process's GIL).
+    `dynamodb_endpoint`: DynamoDB somewhere else than `endpoint` (dynalite: `bench.common.dynalite`);
+    None: on `endpoint` too.
     """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
@@ -97,10 +100,11 @@ def aws_on_this_machine(
         server.start()
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
+    dynamodb = dynamodb_endpoint or endpoint
     table = f"torpor-bench-{uuid.uuid4().hex[:8]}"
-    proxy = MeterProxy(endpoint).__enter__() if metered else None
-    handler_proxy = MeterProxy(endpoint).__enter__() if metered and checkpoints else None
-    poll_store = DynamoDBStore(table, region=REGION, endpoint_url=endpoint)
+    proxy = MeterProxy(dynamodb).__enter__() if metered else None
+    handler_proxy = MeterProxy(dynamodb).__enter__() if metered and checkpoints else None
+    poll_store = DynamoDBStore(table, region=REGION, endpoint_url=dynamodb)
     poll_store.ensure_schema()
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
     queue_url = sqs.create_queue(QueueName="wake")["QueueUrl"]
@@ -108,7 +112,7 @@ def aws_on_this_machine(
     dlq_url = sqs.create_queue(QueueName="schedules-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
-        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": handler_proxy.url if handler_proxy else endpoint}
+        store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": handler_proxy.url if handler_proxy else dynamodb}
         with LambdaEmulatorProcess({"examples": "examples.app:app"}, env=store if checkpoints else None) as emulator:
             os.environ.update(
                 {
@@ -117,7 +121,7 @@ def aws_on_this_machine(
                     "TORPOR_WAKE_QUEUE_ARN": queue_arn,  # waits over 15 min: EventBridge Scheduler schedules
                     "TORPOR_SCHEDULER_ROLE_ARN": SCHEDULER_ROLE,
                     "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
-                    "AWS_ENDPOINT_URL_DYNAMODB": proxy.url if proxy else endpoint,
+                    "AWS_ENDPOINT_URL_DYNAMODB": proxy.url if proxy else dynamodb,
                     "AWS_ENDPOINT_URL_SQS": endpoint,
                     "AWS_ENDPOINT_URL_SCHEDULER": endpoint,
                     "AWS_ENDPOINT_URL_LAMBDA": emulator.url,

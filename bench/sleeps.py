@@ -21,13 +21,18 @@ round by round:
 `--quick`: one round, 10 sequential calls, (c) with 300 sleeps.
 
 `--aws`: the Lambda path instead, on this machine (`bench.aws_requests.aws_on_this_machine`: a
-moto server in its own process, `bench.common.moto`, with DynamoDB and SQS; the example services on
-the Lambda emulator): `--aws-count` `Waits/sleep/send` 1000 through the ingress function (16
-threads), then the worker function fed by SQS batches (as the event source mapping does:
-`--pollers` threads, each receiving up to 10 messages and calling the worker once per batch) until
-every sleep completed. Every control-plane function runs in this one process (one GIL), unlike
-Lambda's one execution environment per concurrent batch. Lateness = the invocation's
-`completed_at_ms` - (its send time + 1000 ms).
+moto server in its own process, `bench.common.moto`, for SQS, and DynamoDB on dynalite,
+`bench.common.dynalite`, or with `--store moto` on moto too; the example services on the Lambda
+emulator): `--aws-count` `Waits/timed_sleep/send` 1000 through the ingress function (16 threads),
+after an untimed warm-up (4 sleeps per worker process), while the worker function is fed by SQS
+batches as the event source mapping does: `--workers` processes (Lambda's concurrent execution
+environments, each with its own GIL), each with `--pollers` SQS pollers receiving up to 10
+messages, calling the worker once per batch and deleting its successes in one batch (`--workers
+0`: the pollers are threads of this process); the sweeper function runs every 60 s, as the stack
+schedules it. It waits until every sleep completed, or nothing completed for `--stall-s`, then
+names the sleeps that did not complete (and their status) and the sends the ingress refused.
+Lateness = what the handler measured on resuming (as in (c)); end to end = the invocation's
+`completed_at_ms` - (its send time + 1000 ms), which includes the queueing of its first attempt.
 """
 
 from __future__ import annotations
@@ -36,18 +41,25 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from typing import Any
 
+import boto3
 import httpx
 
-from bench.common import hey, load, moto, torpor_dev
+from bench.common import dynalite, hey, load, moto, torpor_dev
 from bench.latency import percentile
-from tests.helpers.services import serve_examples
+from tests.helpers.aws_functions import LocalFunctions
+from tests.helpers.services import REPO_ROOT, serve_examples
 
 SLEEP_MS = 1000
 
@@ -162,8 +174,8 @@ def local(args: argparse.Namespace) -> int:
                 print(f"  round done on {system}: {load()}", file=sys.stderr, flush=True)
     print(f"after: {load()}")
     mode = "bidirectional (HTTP/2)" if args.http2 else "request/response (HTTP/1.1)"
-    command = f"python -m bench.sleeps {' '.join(sys.argv[1:])}; torpor dev --concurrency {args.concurrency}"
-    print(f"\ncommand: {command}; {mode}")
+    command = f"python -m bench.sleeps {' '.join(sys.argv[1:])}"
+    print(f"\ncommand: {command}; torpor dev --concurrency {args.concurrency}; {mode}")
     for title, results in parts.items():
         print_table(title, results)
     summary = {
@@ -174,65 +186,182 @@ def local(args: argparse.Namespace) -> int:
     return 0 if all(v[1] == 0 for res in parts.values() for v in res.values()) else 1
 
 
+def _quiet() -> None:
+    for name in ("werkzeug", "torpor", "botocore", "urllib3", "aws_lambda_powertools"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+
+def _poll_queue(functions: LocalFunctions, stop: threading.Event, errors: list[str], wait_s: int = 1) -> None:
+    """One SQS poller of the event source mapping: receive a batch, run the worker on it, again.
+
+    A batch whose worker call raised is counted and its messages stay on the queue (visible again
+    after the visibility timeout), as Lambda does with a failed invocation; the poller goes on.
+    """
+    while not stop.is_set():
+        try:
+            if not functions.work(wait_s=wait_s) and not wait_s:
+                time.sleep(0.05)  # short polls: an empty queue is asked again 50 ms later
+        except Exception as exc:  # noqa: BLE001  # the worker or SQS failed: Lambda retries the batch, so do we
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def worker_loop(pollers: int, wait_s: int = 1) -> int:
+    """`--worker-loop`: one worker execution environment in this process, fed by `pollers` SQS
+    pollers (threads) until stdin closes; its environment comes from the bench's process."""
+    from adapters.aws import lambda_app
+
+    _quiet()
+    sqs = boto3.client("sqs")  # AWS_ENDPOINT_URL_SQS, AWS_DEFAULT_REGION: from the parent
+    functions = LocalFunctions(sqs, os.environ["TORPOR_WAKE_QUEUE_URL"])
+    shards = lambda_app.build_control_plane().store.shards  # type: ignore[attr-defined]  # its first DynamoDB read
+    print("ready", shards, flush=True)  # warm: the parent starts timing once every worker said so
+    stop = threading.Event()
+    errors: list[str] = []
+    threads = [
+        threading.Thread(target=_poll_queue, args=(functions, stop, errors, wait_s), daemon=True)
+        for _ in range(pollers)
+    ]
+    for thread in threads:
+        thread.start()
+    sys.stdin.read()  # the parent closes it to stop us
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=5)
+    for error in errors:
+        print(f"worker error: {error}", file=sys.stderr)
+    return 0
+
+
+@contextmanager
+def _worker_processes(count: int, pollers: int, wait_s: int) -> Iterator[None]:
+    """`count` worker processes (`worker_loop`), each one Lambda execution environment of the worker."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "bench.sleeps", "--worker-loop", "--pollers", str(pollers)]
+    command += ["--poll-wait-s", str(wait_s)]
+    processes = [
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT)
+        for _ in range(count)
+    ]
+    try:
+        for process in processes:  # each imports and builds its control plane: a cold start, untimed
+            if process.stdout is None or not process.stdout.readline().startswith(b"ready"):
+                raise SystemExit("a worker process did not start")
+        yield
+    finally:
+        for process in processes:
+            if process.stdin is not None:
+                process.stdin.close()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def warm_up(functions: LocalFunctions, poll: Any, count: int, timeout_s: float = 120) -> None:
+    """`count` one-second sleeps sent and waited for, untimed: every worker process has imported,
+    built its control plane and opened its clients (cold starts are not what this bench measures)."""
+    ids = []
+    for _ in range(count):
+        status, body, _headers = functions.http("ingress", "POST", "/Waits/timed_sleep/send", SLEEP_MS)
+        if status == 202:
+            ids.append(str(body["invocationId"]))
+    deadline = time.monotonic() + timeout_s
+    while ids and time.monotonic() < deadline:
+        time.sleep(0.5)
+        ids = [i for i in ids if (r := poll.get_invocation(i)) is None or r.status != "completed"]
+    if ids:
+        raise SystemExit(f"the warm-up did not complete within {timeout_s:.0f} s: {len(ids)} open")
+
+
 def aws(args: argparse.Namespace) -> int:
-    """1,000 one-second sleeps through the Lambda path (moto, SQS delays, the worker function)."""
+    """1,000 one-second sleeps through the Lambda path (SQS delays on moto, the worker function)."""
+    from adapters.aws import lambda_app
     from bench.aws_requests import aws_on_this_machine  # moto, the emulator: only with --aws
 
     count = 200 if args.quick else args.aws_count
     print(f"before: {load()}", flush=True)
-    for name in ("werkzeug", "torpor", "botocore", "urllib3"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    with moto() as (endpoint, _pid), aws_on_this_machine(endpoint=endpoint) as (functions, poll, _, _):
+    _quiet()
+    with (
+        moto() as (endpoint, _pid),
+        dynalite() if args.store == "dynalite" else nullcontext((None, None)) as (dynamodb, _),
+        aws_on_this_machine(endpoint=endpoint, dynamodb_endpoint=dynamodb) as (functions, poll, _, _),
+    ):
         sent_at: dict[str, float] = {}
+        refused: list[str] = []
         lock = threading.Lock()
 
         def send(_: int) -> None:
             started = _now_ms()
-            status, body, _headers = functions.http("ingress", "POST", "/Waits/sleep/send", SLEEP_MS)
-            if status == 202:
-                with lock:
+            status, body, _headers = functions.http("ingress", "POST", "/Waits/timed_sleep/send", SLEEP_MS)
+            with lock:
+                if status == 202:
                     sent_at[str(body["invocationId"])] = started
+                else:
+                    refused.append(f"{status} {body!r:.200}")
 
         stop = threading.Event()
+        errors: list[str] = []
+        threads = [] if args.workers else [
+            threading.Thread(target=_poll_queue, args=(functions, stop, errors, args.poll_wait_s), daemon=True)
+            for _ in range(args.pollers)
+        ]  # fmt: skip
+        swept: list[int] = []
 
-        def poller() -> None:
-            while not stop.is_set():
-                functions.work(wait_s=1)
+        def sweeper() -> None:  # the stack's sweeper function, every minute
+            while not stop.wait(60):
+                swept.append(lambda_app.build_control_plane().sweep_due())
 
-        pollers = [threading.Thread(target=poller, daemon=True) for _ in range(args.pollers)]
-        for thread in pollers:
-            thread.start()
-        started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            list(pool.map(send, range(count)))
-        sending_s = time.monotonic() - started
-        late: dict[str, float] = {}
-        deadline = time.monotonic() + 120 + count / 10
-        while len(late) < len(sent_at) and time.monotonic() < deadline:
-            for invocation_id, sent in list(sent_at.items()):
-                if invocation_id in late:
-                    continue
-                record = poll.get_invocation(invocation_id)
-                if record is not None and record.status == "completed":
-                    late[invocation_id] = record.completed_at_ms - sent - SLEEP_MS
-            time.sleep(0.2)
-        stop.set()
-        for thread in pollers:
-            thread.join(timeout=5)
-    samples = list(late.values())
+        threads.append(threading.Thread(target=sweeper, daemon=True))
+        with _worker_processes(args.workers, args.pollers, args.poll_wait_s):
+            for thread in threads:
+                thread.start()
+            warm_up(functions, poll, 4 * max(args.workers, 1))
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=16) as pool:
+                list(pool.map(send, range(count)))
+            sending_s = time.monotonic() - started
+            late: dict[str, float] = {}  # handler-measured: resumed - (journaled start + 1000 ms)
+            end_to_end: dict[str, float] = {}  # completed_at_ms - (send time + 1000 ms)
+            progress = time.monotonic()
+            while len(late) < len(sent_at) and time.monotonic() - progress < args.stall_s:
+                time.sleep(2)  # each pass reads every open invocation: not too often, it loads the store
+                for invocation_id, sent in list(sent_at.items()):
+                    if invocation_id in late:
+                        continue
+                    record = poll.get_invocation(invocation_id)
+                    if record is not None and record.status == "completed" and record.output is not None:
+                        late[invocation_id] = float(json.loads(record.output))
+                        end_to_end[invocation_id] = record.completed_at_ms - sent - SLEEP_MS
+                        progress = time.monotonic()
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=5)
+        for invocation_id in sent_at.keys() - late.keys():
+            record = poll.get_invocation(invocation_id)
+            print(f"not completed: {invocation_id} {record.status if record else None}", file=sys.stderr)
+        for answer in refused:
+            print(f"send refused: {answer}", file=sys.stderr)
+        for error in errors:
+            print(f"worker error: {error}", file=sys.stderr)
+    samples, totals = list(late.values()), list(end_to_end.values())
     print(f"after: {load()}")
     print(f"\ncommand: python -m bench.sleeps {' '.join(sys.argv[1:])}")
+    feeders = f"{args.workers} worker processes x {args.pollers} pollers" if args.workers else f"{args.pollers} pollers"
     print(
-        f"\nLambda path (moto: DynamoDB + SQS; worker fed by {args.pollers} pollers): {count} one-second sleeps "
-        f"sent in {sending_s:.1f} s, {len(samples)} completed"
+        f"\nLambda path (SQS on moto, DynamoDB on {args.store}; worker fed by {feeders}): {count} one-second "
+        f"sleeps (Waits/timed_sleep) sent in {sending_s:.1f} s; {len(sent_at)} accepted, {len(samples)} completed"
     )
-    print("lateness = completed_at_ms - (send time + 1000 ms)\n")
-    print("| figure | value |\n| --- | --- |")
+    print("lateness = the handler's clock on resuming - (its journaled start + 1000 ms);")
+    print("end to end = completed_at_ms - (send time + 1000 ms)\n")
+    print("| figure | lateness | end to end |\n| --- | --- | --- |")
     for label, q in (("p50", 0.50), ("p99", 0.99), ("max", 1.0)):
-        print(f"| {label} | {_cell(samples, q):.1f} ms |")
+        print(f"| {label} | {_cell(samples, q):.1f} ms | {_cell(totals, q):.1f} ms |")
     if samples:
-        print(f"| mean | {statistics.mean(samples):.1f} ms |")
-    print(f"| completed / sent | {len(samples)} / {count} |")
+        print(f"| mean | {statistics.mean(samples):.1f} ms | {statistics.mean(totals):.1f} ms |")
+    print(f"| completed / sent | {len(samples)} / {count} | |")
+    print(f"\nthe sweeper (every 60 s) sent {sum(swept)} wake-up(s) in {len(swept)} sweeps")
     return 0 if len(samples) == count else 1
 
 
@@ -248,8 +377,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http2", action="store_true", help="serve and register over HTTP/2: bidirectional mode")
     parser.add_argument("--aws", action="store_true", help="the Lambda path (moto + SQS + the worker function)")
     parser.add_argument("--aws-count", type=int, default=1000)
-    parser.add_argument("--pollers", type=int, default=8, help="--aws: SQS pollers calling the worker")
+    parser.add_argument("--pollers", type=int, default=1, help="--aws: SQS pollers per worker process")
+    parser.add_argument("--workers", type=int, default=8, help="--aws: worker processes (0: pollers in this one)")
+    parser.add_argument("--store", choices=("moto", "dynalite"), default="dynalite", help="--aws: DynamoDB")
+    parser.add_argument("--stall-s", type=float, default=120, help="--aws: give up after this long without progress")
+    parser.add_argument(
+        "--poll-wait-s", type=int, default=1, help="--aws: each receive's WaitTimeSeconds (0: short polls 50 ms apart)"
+    )
+    parser.add_argument("--worker-loop", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker_loop:
+        return worker_loop(args.pollers, args.poll_wait_s)
     run: Callable[[argparse.Namespace], int] = aws if args.aws else local
     return run(args)
 

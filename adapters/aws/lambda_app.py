@@ -13,9 +13,9 @@ Each container builds one `ControlPlane` (`build_control_plane`) on first use, f
 it would remove it expires or hands to the worker, `StoreFacts.may_delete`):
 `TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
 Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
-`TORPOR_SCHEDULE_GROUP`; `TORPOR_INGRESS_URL` (the admin function: the web UI's playground posts
-there); `TORPOR_*` settings as in `control_plane.settings`; the request identity key that signs every
-request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
+`TORPOR_SCHEDULE_GROUP`; `TORPOR_WAKE_HOLD_MS` (`WAKE_HOLD_MS`); `TORPOR_INGRESS_URL` (the admin
+function: the web UI's playground posts there); `TORPOR_*` settings as in `control_plane.settings`;
+the request identity key that signs every request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
 `TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN` (or the other variables `adapters.request_identity` reads),
 read once per container. Endpoints come from
 boto3's own `AWS_ENDPOINT_URL_<SERVICE>` variables (tests point them at a moto server and the local
@@ -35,10 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
+import functools
 import json
 import os
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, cast
 
@@ -79,6 +82,12 @@ __all__ = [
 
 INGRESS_CALL_WAIT_MS = 25_000
 """Longest an ingress call waits for its result on Lambda: under API Gateway's 29 s limit."""
+
+WAKE_HOLD_MS = 0
+"""`SqsScheduler.hold_ms` of the functions unless `TORPOR_WAKE_HOLD_MS` says otherwise (0 to 1,000).
+At 1,000 a timer's message arrives up to 1 s early and the worker holds it until due, so a sleep
+resumes on time rather than up to 1 s late (SQS delays are whole seconds), for up to 1 s of the
+worker's billed time per batch; off by default until a quiet measurement shows it worth that."""
 
 INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
 """`TORPOR_INGRESS_AUTH` values: the API Gateway authorization the ingress route requires."""
@@ -133,6 +142,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN"),
             dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
+            hold_ms=int(env.get("TORPOR_WAKE_HOLD_MS") or WAKE_HOLD_MS),
             clock=clock,
         )
         settings = replace(settings, call_wait_ms=min(settings.call_wait_ms, INGRESS_CALL_WAIT_MS))
@@ -299,19 +309,28 @@ def admin_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 # --- worker: SQS wake-ups ---------------------------------------------------------------------------
 
-_wake_processor = AsyncBatchProcessor(event_type=EventType.SQS)
+
+WORKER_BATCH_SIZE = 10
+"""The wake queue's event source batch size (template.yaml `BatchSize`): a batch's messages all run at once."""
+
+_wake_threads = ThreadPoolExecutor(max_workers=WORKER_BATCH_SIZE, thread_name_prefix="torpor-wake")
+"""The worker's threads, kept across invocations: a wake-up mostly waits on DynamoDB and on the
+handler, so every message of a batch gets one (asyncio's default executor has `cpu_count + 4`, 5 or 6
+on Lambda, and a fresh loop per batch outside Lambda made new threads for every batch)."""
 
 
 async def _wake(record: SQSRecord) -> str:
-    """One wake-up message, delivered to `ControlPlane.wake` on a thread of its own."""
+    """One wake-up message, delivered to `ControlPlane.wake` on a thread of its own (`_wake_threads`)."""
     control_plane = build_control_plane()
-    outcome = await asyncio.to_thread(
+    deliver = functools.partial(
         handle_wake_message,
         record.body,
         wake=control_plane.wake,
         scheduler=cast(SqsScheduler, control_plane.scheduler),  # as `build_control_plane` made it
         now_ms=control_plane.clock.now_ms(),
     )
+    context = contextvars.copy_context()  # the logger's keys, as `asyncio.to_thread` would carry them
+    outcome = await asyncio.get_running_loop().run_in_executor(_wake_threads, context.run, deliver)
     metrics.add_metric(name=f"Wake{str(outcome).title()}", unit=MetricUnit.Count, value=1)
     return str(outcome)
 
@@ -325,9 +344,15 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     Returns `{"batchItemFailures": [{"itemIdentifier": message id}, ...]}`: a message whose advance
     raised goes back to the queue (and to its dead-letter queue after the redrive limit); the
     others are deleted. Every advance is idempotent, so a redelivery changes nothing it should not.
+
+    Each call has a batch processor of its own: powertools' `AsyncBatchProcessor` keeps the batch
+    in hand on itself, so one shared by two calls at once (a process hosting several, as a local
+    poller with threads does) let the second call's records replace the first's, whose messages
+    were then reported done and deleted undelivered (`tests/unit/test_lambda_worker.py`).
     """
     build_control_plane()
-    return async_process_partial_response(event=event, record_handler=_wake, processor=_wake_processor, context=context)
+    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    return async_process_partial_response(event=event, record_handler=_wake, processor=processor, context=context)
 
 
 # --- sweeper ----------------------------------------------------------------------------------------

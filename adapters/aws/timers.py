@@ -9,14 +9,17 @@ How a wake-up gets onto the queue:
 
 - `wake_now(id)`: SendMessage, no delay.
 - `wake_at(id, due_ms)` with at most 900 s to wait (SQS's largest `DelaySeconds`): SendMessage with
-  `DelaySeconds = ceil(remaining s)`, so the message never becomes visible before the due time.
+  `DelaySeconds = ceil((remaining ms - hold_ms) / 1000)`: with `hold_ms` 0 the message never becomes
+  visible before the due time (but up to 1 s after it); with `hold_ms` 1,000 it becomes visible up
+  to 1 s before, and the worker holds it until the due time.
 - a longer wait: an EventBridge Scheduler one-time schedule, `at(...)` `lead_ms` before the due time,
   whose target sends the same body to the same queue; it deletes itself after it ran.
 - a longer wait without a Scheduler client: a 900 s SendMessage; each time the message arrives
   early, `handle_wake_message` re-delays the remainder (one message per 15 minutes of waiting).
 
 Nothing fires early: whatever delivers a body before its `due_ms` (a schedule that lands `lead_ms`
-ahead, a relayed hop, a clock that runs slightly ahead), `handle_wake_message` only re-delays it.
+ahead, a relayed hop, a clock that runs slightly ahead), `handle_wake_message` re-delays it, or holds
+it until due if it is at most `hold_ms` early.
 
 Duplicates are harmless by construction: SQS delivers at least once, a schedule created twice is one
 schedule, and a wake-up that runs twice just calls `advance` twice, which is idempotent (a second
@@ -33,6 +36,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -65,6 +69,9 @@ MAX_LEAD_MS = 840_000
 
 EARLY_TOLERANCE_MS = 5
 """A body that arrives at most this many ms before its due time fires (re-delaying would cost more)."""
+
+MAX_HOLD_MS = 1000
+"""Largest `hold_ms`: SQS delays are whole seconds, so a wake-up need never come more than 1 s early."""
 
 SCHEDULE_RETRY_POLICY = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
 """EventBridge Scheduler's largest retry window (24 h, 185 attempts): a wake-up is worth retrying for
@@ -126,10 +133,16 @@ class SqsScheduler:
         schedule_group: EventBridge Scheduler group the schedules go in (must exist).
         lead_ms: How long before the due time a schedule lands, in ms (0 to 840,000); the worker
             re-delays the rest through SQS, which has second precision.
+        hold_ms: How early (0 to 1,000 ms) a message up to 900 s ahead may arrive: its `DelaySeconds`
+            is rounded up from the remaining time less `hold_ms`, and the worker holds a body that
+            arrives at most `hold_ms` early until it is due (`handle_wake_message`). 0: rounded up
+            from the remaining time, so a wake-up arrives up to 1 s late (SQS delays are whole
+            seconds); 1,000: on time, for up to 1 s of the worker's time per batch.
         clock: Wall clock, ms since the UNIX epoch; the system clock if None.
 
     Raises:
-        ValueError: `scheduler_client` without `schedule_target_role_arn`, or `lead_ms` out of range.
+        ValueError: `scheduler_client` without `schedule_target_role_arn`, `lead_ms` or `hold_ms`
+            out of range.
     """
 
     def __init__(
@@ -143,12 +156,16 @@ class SqsScheduler:
         dead_letter_arn: str | None = None,
         schedule_group: str = "default",
         lead_ms: int = 60_000,
+        hold_ms: int = 0,
         clock: Clock | None = None,
     ) -> None:
         if scheduler_client is not None and not schedule_target_role_arn:
             raise ValueError("scheduler_client needs schedule_target_role_arn: the role the schedules send with")
         if not 0 <= lead_ms <= MAX_LEAD_MS:
             raise ValueError(f"lead_ms must be between 0 and {MAX_LEAD_MS} ms, got {lead_ms}")
+        if not 0 <= hold_ms <= MAX_HOLD_MS:
+            raise ValueError(f"hold_ms must be between 0 and {MAX_HOLD_MS} ms, got {hold_ms}")
+        self.hold_ms = hold_ms
         self._sqs = sqs_client
         self._queue_url = queue_url
         self._scheduler = scheduler_client
@@ -172,8 +189,8 @@ class SqsScheduler:
     def wake_at(self, invocation_id: str, due_ms: int, *, now_ms: int | None = None) -> None:
         """Arrange a wake-up that reaches the worker no earlier than `due_ms` (as far as it decides).
 
-        Up to 900 s ahead: an SQS message delayed by the remaining time rounded up to the second (a
-        due time in the past: no delay). Further: a one-time schedule `lead_ms` before `due_ms`
+        Up to 900 s ahead: an SQS message delayed by the remaining time less `hold_ms`, rounded up to
+        the second (a due time in the past: no delay). Further: a one-time schedule `lead_ms` before `due_ms`
         (or, without a Scheduler client, a 900 s message that the worker re-delays). Idempotent:
         the same `(invocation_id, due_ms)` twice makes one schedule, or two harmless messages.
 
@@ -187,7 +204,7 @@ class SqsScheduler:
         remaining_ms = due_ms - now
         body = wake_body(invocation_id, due_ms)
         if remaining_ms <= MAX_SQS_DELAY_S * 1000:
-            self._send(body, max(0, math.ceil(remaining_ms / 1000)))
+            self._send(body, max(0, math.ceil((remaining_ms - self.hold_ms) / 1000)))
         elif self._scheduler is None:
             self._send(body, MAX_SQS_DELAY_S)
         else:
@@ -312,11 +329,13 @@ def handle_wake_message(
     wake: Callable[[Wake], object],
     scheduler: SqsScheduler,
     now_ms: int,
+    sleep: Callable[[float], object] = time.sleep,
 ) -> WakeOutcome:
     """Act on one wake-up body: deliver it if it is due, else put it back on the queue for the rest.
 
-    A body before its due time (by more than 5 ms) is re-delayed with `scheduler.wake_at`: that is
-    how a schedule landing `lead_ms` early, or a long wait hopping through SQS, never fires early.
+    A body before its due time (by more than 5 ms and more than `scheduler.hold_ms`) is re-delayed
+    with `scheduler.wake_at`: that is how a schedule landing `lead_ms` early, or a long wait hopping
+    through SQS, never fires early. One at most `hold_ms` early is held (`sleep`) until due, then fired.
     A due body calls `wake(Wake.at(id, due_ms))` (no due times for `due_ms` 0: a wake-up now); a
     schedule's tick body (EventBridge Scheduler's, `{"schedule", "scheduled_time"}`) calls
     `wake(Wake.at(schedule_wake_id(name), scheduled ms or 0))`, which `ControlPlane.wake` turns
@@ -330,6 +349,8 @@ def handle_wake_message(
         wake: The one wake entry (`ControlPlane.wake`).
         scheduler: Where a body that came early goes back to.
         now_ms: The current time, ms since the UNIX epoch.
+        sleep: Waits that many seconds: a body at most `scheduler.hold_ms` early is held until its
+            due time, then fired (the scheduler sent it that early on purpose, see `SqsScheduler`).
 
     Returns:
         `"fired"`, `"redelayed"`, or `"dropped"` for a body that is not a wake-up (logged; raising
@@ -350,9 +371,11 @@ def handle_wake_message(
         log.error("dropped a malformed wake-up message: %.200r", body)
         return "dropped"
     invocation_id, due_ms = parsed
-    if due_ms > now_ms + EARLY_TOLERANCE_MS:
+    if due_ms > now_ms + max(EARLY_TOLERANCE_MS, scheduler.hold_ms):
         scheduler.wake_at(invocation_id, due_ms, now_ms=now_ms)
         return "redelayed"
+    if due_ms > now_ms + EARLY_TOLERANCE_MS:  # sent early on purpose (`hold_ms`): hold it until due
+        sleep((due_ms - now_ms) / 1000)
     wake(Wake.at(invocation_id, due_ms))
     return "fired"
 

@@ -127,9 +127,13 @@ class LocalFunctions:
         ]
         answer = lambda_app.worker_handler({"Records": records}, Context())
         failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
-        for message in received:
-            if message["MessageId"] not in failed:
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        done = [
+            {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
+            for index, message in enumerate(received)
+            if message["MessageId"] not in failed
+        ]
+        if done:  # one DeleteMessageBatch, as the event source mapping deletes a batch's successes
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
         return len(received)
 
     @contextmanager

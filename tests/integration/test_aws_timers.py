@@ -206,6 +206,40 @@ def test_wake_at_rounds_the_delay_up_and_a_past_due_time_to_no_delay(sqs: Any, q
     assert counts(sqs, queue) == (1, 0, 2)
 
 
+def test_with_hold_ms_a_wake_up_arrives_up_to_1_s_early_and_is_held_until_due_never_fired_early(
+    sqs: Any, queue: Queue
+) -> None:
+    # GIVEN a scheduler that may send wake-ups up to 1 s early, and a clock that stands still
+    scheduler = SqsScheduler(sqs, queue.url, hold_ms=1000, clock=FixedClock(JAN_1_2030_MS))
+    sent = record_sends(sqs)
+
+    # WHEN wake-ups are armed 1 ms, 950 ms, 1 s, 1.5 s and 900 s ahead
+    for ahead_ms in (1, 950, 1000, 1500, 900_000):
+        scheduler.wake_at("inv_a", JAN_1_2030_MS + ahead_ms)
+
+    # THEN their delays are rounded up from the remaining time less 1 s: at most 1 s early, never late
+    assert [p["DelaySeconds"] for p in sent] == [0, 0, 0, 1, 899]
+
+    # AND a body that arrives at most 1 s early is held until its due time and then fired
+    held: list[float] = []
+    woken: list[str] = []
+    due_ms = JAN_1_2030_MS + 950
+    body = json.dumps({"invocation_id": "inv_a", "due_ms": due_ms})
+    outcome = handle_wake_message(
+        body, wake=ids_into(woken), scheduler=scheduler, now_ms=JAN_1_2030_MS, sleep=held.append
+    )
+    assert (outcome, woken, held) == ("fired", ["inv_a"], [0.95])
+
+    # AND one that arrives more than 1 s early is re-delayed, held by nobody
+    early = json.dumps({"invocation_id": "inv_a", "due_ms": JAN_1_2030_MS + 1001})
+    outcome = handle_wake_message(early, wake=never, scheduler=scheduler, now_ms=JAN_1_2030_MS, sleep=held.append)
+    assert (outcome, held, sent[-1]["DelaySeconds"]) == ("redelayed", [0.95], 1)
+
+    # AND hold_ms is at most 1 s
+    with pytest.raises(ValueError, match="hold_ms"):
+        SqsScheduler(sqs, queue.url, hold_ms=1001)
+
+
 # --- (b) a long wait is a one-time schedule that lands early, and the worker re-delays the rest ---
 
 
