@@ -363,6 +363,7 @@ def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer)
     assert reply.json() == {
         "code": 400,
         "message": "path segment '%ff' is not valid UTF-8 after percent-decoding",
+        "source": "ingress",
     }
 
 
