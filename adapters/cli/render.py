@@ -306,13 +306,14 @@ def entry_preview(entry: Mapping[str, Any]) -> str:
 
 
 def journal_table(journal: Sequence[Mapping[str, Any]]) -> Table:
-    """The decoded journal: index, entry type, name and a value preview, one row per entry."""
+    """The decoded journal, one row per entry: index, entry type, name, and what it touches (state
+    key, promise, call target and callee, wake-up time, awakeable) with a value preview."""
     count = f"{len(journal)} entry" if len(journal) == 1 else f"{len(journal)} entries"
     table = Table(title=f"Journal ({count})", title_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("ENTRY", no_wrap=True)
     table.add_column("NAME", overflow="fold")
-    table.add_column("VALUE", overflow="fold")
+    table.add_column("DETAILS", overflow="fold")
     for entry in journal:
         kind = entry.get("kind")
         entry_type = Text(str(entry.get("type", "")))

@@ -5,20 +5,26 @@
 (whose id it keeps in the state key `awakeable`), completes the promise `note`, peeks the promise
 `approval` and then waits on it: it stays suspended until `Journaled/{id}/approve` resolves it.
 `Crashing/boom` fails with a retryable `ValueError` raised three functions deep (a stack trace to
-keep); `Crashing/deep` fails the same way with a trace of about 10 KB.
+keep); `Crashing/deep 400` fails the same way with a trace of about 100 KB.
 
 `python -m tests.helpers.journal_services --port 0` serves them over HTTP/1.1 and prints
-`serving journal services on URL` once listening.
+`serving journal services on URL` once listening; `serve_journal_services()` runs that in a
+subprocess for a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import re
 import signal
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +34,7 @@ from hypercorn.config import Config
 from restate.server import install_shutdown_hook
 
 from examples.serve import bind_socket, http11_only
+from tests.helpers.services import REPO_ROOT, stop_process
 
 tally = restate.VirtualObject("Tally")
 
@@ -77,10 +84,14 @@ def _checkout(amount: int) -> None:
     _charge(amount)
 
 
-def _recurse(depth: int) -> None:
+def _ping(depth: int) -> None:
     if depth == 0:
         raise ValueError("too deep")
-    _recurse(depth - 1)
+    _pong(depth - 1)
+
+
+def _pong(depth: int) -> None:
+    _ping(depth)  # two functions in turn: Python folds only a frame repeated in a row
 
 
 @crashing.handler()
@@ -91,8 +102,8 @@ async def boom(ctx: restate.Context, amount: int) -> None:
 
 @crashing.handler()
 async def deep(ctx: restate.Context, depth: int) -> None:
-    """Fail with `ValueError('too deep')` after `depth` recursive calls: a long stack trace."""
-    _recurse(depth)
+    """Fail with `ValueError('too deep')` after `2 * depth` nested calls: a long stack trace."""
+    _ping(depth)
 
 
 SERVICES = (tally, journaled, crashing)
@@ -126,9 +137,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level="WARNING", stream=sys.stderr)
+    logging.getLogger("restate").setLevel(logging.CRITICAL)  # the failures on purpose, logged at every attempt
     os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)  # the SDK would build a Lambda handler
     asyncio.run(serve(args.host, args.port))
     return 0
+
+
+@contextlib.contextmanager
+def serve_journal_services(startup_timeout_s: float = 60.0) -> Iterator[str]:
+    """Serve these services in a subprocess (a free port) until the block exits; yields the base URL.
+
+    Raises:
+        RuntimeError: the process exited or printed no ready line within `startup_timeout_s`.
+    """
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "tests.helpers.journal_services", "--port", "0"]
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        assert process.stdout is not None
+        line = process.stdout.readline()  # blocks until the ready line or EOF
+        match = re.search(r"serving journal services on (http://\S+)", line)
+        if match is None or time.monotonic() > deadline:
+            raise RuntimeError(f"tests.helpers.journal_services did not start: {line!r}")
+        yield match.group(1)
+    finally:
+        stop_process(process)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 if __name__ == "__main__":
