@@ -285,10 +285,12 @@ def waiting_on_text(invocation: Mapping[str, Any]) -> str | None:
 
 def entry_preview(entry: Mapping[str, Any]) -> str:
     """One journal entry's cell: what it touches (`details`: `key email`, `promise approval`,
-    `→ Tally/w1/add inv_1…`, `until …`, `awakeable sign_1…`), then its value or failure."""
+    `→ Tally/w1/add inv_1…`, `wakes up at …`, `awakeable sign_1…`), then its value or failure."""
     parts: list[str] = []
     details = entry.get("details")
-    if details:
+    if "wake_up_time" in entry:
+        parts.append(f"wakes up at {entry['wake_up_time']}")
+    elif details:
         parts.append(f"→ {details}" if "target" in entry else str(details))
     elif "target" in entry:  # an admin API without `details`
         target = str(entry["target"])
@@ -296,8 +298,6 @@ def entry_preview(entry: Mapping[str, Any]) -> str:
             service, _, handler = target.partition("/")
             target = f"{service}/{entry['key']}/{handler}"
         parts.append(f"→ {target}")
-    elif "wake_up_time" in entry:
-        parts.append(f"wakes up at {entry['wake_up_time']}")
     if "value" in entry:
         parts.append(compact(entry["value"]))
     if "failure" in entry:

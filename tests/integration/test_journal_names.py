@@ -283,7 +283,7 @@ def test_torpor_describe_names_what_each_entry_touches(torpor: Side) -> None:
     assert table["GetPromise"] == "promise approval"
     assert table["CompletePromise"] == "promise note"
     assert re.fullmatch(r"→ Tally/w2/add inv_1\w+", table["Call"])
-    assert re.fullmatch(r"until \d{4}-\d\d-\d\dT[\d:.]+Z", table["Sleep"])
+    assert re.fullmatch(r"wakes up at \d{4}-\d\d-\d\dT[\d:.]+Z", table["Sleep"])
     assert re.search(r"Waiting on +GetPromise #\d+ promise approval", out)
     assert re.search(r"│ +\d+ │ Run +│ charge card +│", out)
 
