@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from control_plane.durations import rfc3339
+from control_plane.errors import ProtocolViolation
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
@@ -23,10 +24,13 @@ from control_plane.protocol import protocol_pb2 as pb
 BUILT_IN_SIGNALS = {1: "Cancel"}
 """Signal indexes below `FIRST_AWAKEABLE_SIGNAL` that have a meaning (Restate: `BuiltInSignal`)."""
 
-_STATE_COMMANDS = frozenset(
-    {MessageType.GetLazyState, MessageType.GetEagerState, MessageType.SetState, MessageType.ClearState}
+_STATE_MESSAGES = (
+    pb.GetLazyStateCommandMessage,
+    pb.GetEagerStateCommandMessage,
+    pb.SetStateCommandMessage,
+    pb.ClearStateCommandMessage,
 )
-_PROMISE_COMMANDS = frozenset({MessageType.GetPromise, MessageType.PeekPromise, MessageType.CompletePromise})
+_PROMISE_MESSAGES = (pb.GetPromiseCommandMessage, pb.PeekPromiseCommandMessage, pb.CompletePromiseCommandMessage)
 _CALLS = frozenset({MessageType.Call, MessageType.OneWayCall})
 _ATTACH_COMMANDS = frozenset({MessageType.AttachInvocation, MessageType.GetInvocationOutput})
 
@@ -97,7 +101,9 @@ class EntryNaming:
         if self.signal is not None and self.invoked_id is not None:
             return f"signal {self.signal} to {self.invoked_id}"
         if self.awakeable_id is not None:
-            return f"id {self.awakeable_id}" if self.entry_type.startswith("Command") else f"awakeable {self.awakeable_id}"
+            return (
+                f"id {self.awakeable_id}" if self.entry_type.startswith("Command") else f"awakeable {self.awakeable_id}"
+            )
         if self.invoked_id is not None:
             return self.invoked_id
         if self.attach_to is not None:
@@ -152,7 +158,7 @@ def name_entry(entry: Frame, invocation_id: str = "", callees: Mapping[int, str]
     kind = entry_type(entry.type)
     try:
         message = entry.decode()
-    except Exception:  # a stored entry is well-formed; a view must not fail on one that is not
+    except ProtocolViolation:  # a stored entry is well-formed; a view must not fail on one that is not
         message = None
     if message is None:
         return EntryNaming(kind, name="" if is_command(entry.type) else None)
@@ -180,10 +186,10 @@ def name_entry(entry: Frame, invocation_id: str = "", callees: Mapping[int, str]
     if not is_command(t):
         return EntryNaming(kind)
     name = str(getattr(message, "name", ""))
-    if t in _STATE_COMMANDS:
-        return EntryNaming(kind, name=name, state_key=bytes(getattr(message, "key")).decode("utf-8", "replace"))
-    if t in _PROMISE_COMMANDS:
-        return EntryNaming(kind, name=name, promise_name=str(getattr(message, "key")))
+    if isinstance(message, _STATE_MESSAGES):
+        return EntryNaming(kind, name=name, state_key=message.key.decode("utf-8", "replace"))
+    if isinstance(message, _PROMISE_MESSAGES):
+        return EntryNaming(kind, name=name, promise_name=message.key)
     if t in _CALLS:
         assert isinstance(message, pb.CallCommandMessage | pb.OneWayCallCommandMessage)
         target = CallTarget(message.service_name, message.handler_name, message.key or None)

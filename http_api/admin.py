@@ -59,7 +59,9 @@ def preview(data: bytes) -> Any:
             return "base64:" + base64.b64encode(data).decode()
 
 
-def describe_entry(index: int, entry: Frame, stored_at_ms: int = 0, naming: EntryNaming | None = None) -> dict[str, Any]:
+def describe_entry(
+    index: int, entry: Frame, stored_at_ms: int = 0, naming: EntryNaming | None = None
+) -> dict[str, Any]:
     """One journal entry decoded for people: index, kind, type, name, ids, what it touches and a
     value preview (`describe_frame`; `naming` as `name_journal` gives it for the entry, which knows
     a call's callee).

@@ -20,6 +20,7 @@ from typing import Any
 
 from control_plane import ids
 from control_plane.entry_names import EntryNaming
+from control_plane.errors import ProtocolViolation
 from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
 
@@ -45,7 +46,7 @@ def entry_json(entry: Frame, naming: EntryNaming, kinds: ServiceKinds, full: boo
     a custom entry or one whose payload does not parse (restate-server has neither)."""
     try:
         message = entry.decode()
-    except Exception:  # a view must not fail on an entry it cannot read
+    except ProtocolViolation:  # a view must not fail on an entry it cannot read
         return None
     if message is None:
         return None
@@ -196,7 +197,11 @@ def _command(t: int, m: Any, naming: EntryNaming, kinds: ServiceKinds, full: boo
     elif t == MessageType.SendSignal:
         which = m.WhichOneof("signal_id")
         signal_id = {"Index": m.idx} if which == "idx" else {"Name": m.name}
-        out = {"target_invocation_id": m.target_invocation_id, "signal_id": signal_id, "result": _result(m, "result", full)}
+        out = {
+            "target_invocation_id": m.target_invocation_id,
+            "signal_id": signal_id,
+            "result": _result(m, "result", full),
+        }
         return {**out, "name": m.entry_name} if full else out
     elif t == MessageType.Run:
         out = {"completion_id": m.result_completion_id}

@@ -10,8 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from control_plane import ids
 from adapters.query.entries import ServiceKinds, entry_json
+from control_plane import ids
 from control_plane.entry_names import name_entry, name_journal
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord

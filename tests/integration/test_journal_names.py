@@ -204,7 +204,8 @@ def test_the_journal_v1_columns_name_calls_sleeps_and_promises_too(torpor: Side)
     }
     calls = [r for r in ours if r["entry_type"] in ("Command: Call", "Command: OneWayCall")]
     assert [r["invoked_target"] for r in calls] == ["Tally/w1/add", "Tally/w1/add"]
-    assert {r["invoked_id"] for r in calls} == callee_ids and len(callee_ids) == 2
+    assert {r["invoked_id"] for r in calls} == callee_ids
+    assert len(callee_ids) == 2
     assert [r["promise_name"] for r in ours if r.get("promise_name")] == ["note", "approval", "approval"]
     [sleep] = [r for r in ours if r["entry_type"] == "Command: Sleep"]
     assert sleep.get("sleep_wakeup_at") is not None
@@ -223,7 +224,11 @@ def restate_describe(side: Side, invocation_id: str) -> str:
         "COLUMNS": "240",
     }
     done = subprocess.run(
-        [str(restate_cli()), "invocations", "describe", invocation_id], env=env, capture_output=True, text=True, timeout=60
+        [str(restate_cli()), "invocations", "describe", invocation_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -323,7 +328,9 @@ def test_a_failing_handlers_stack_trace_is_shown_by_describe_the_admin_api_and_s
     assert "Traceback (most recent call last):" in out
     assert "ValueError: card declined for 42" in out
 
-    [row] = rows(torpor.admin, f"SELECT last_failure, last_failure_error_code FROM sys_invocation WHERE id = '{torpor.boom}'")
+    [row] = rows(
+        torpor.admin, f"SELECT last_failure, last_failure_error_code FROM sys_invocation WHERE id = '{torpor.boom}'"
+    )
     assert row["last_failure"].startswith("[500 Internal] ValueError('card declined for 42')\nTraceback")
     assert row["last_failure_error_code"] == "500"
 
@@ -338,8 +345,20 @@ def test_a_long_stack_trace_is_kept_bounded_with_its_middle_cut(torpor: Side) ->
     assert row["last_failure"].endswith(trace)
 
 
-def test_the_stack_trace_is_on_restate_server_too(restate_server: Side) -> None:
-    """What the tests above show on Torpor is what restate-server shows for the same handler."""
-    [row] = rows(restate_server.admin, f"SELECT last_failure FROM sys_invocation WHERE id = '{restate_server.boom}'")
-    assert row["last_failure"].startswith("[500 Internal] ValueError('card declined for 42')\nTraceback")
+def test_sys_invocations_last_failure_reads_as_restate_servers(torpor: Side, restate_server: Side) -> None:
+    """The same failing handler's `sys_invocation.last_failure` on both: `[500 Internal] message`, the
+    trace's frames (by function) and its last line alike."""
 
+    def last_failure(side: Side) -> str:
+        [row] = rows(side.admin, f"SELECT last_failure FROM sys_invocation WHERE id = '{side.boom}'")
+        text: str = row["last_failure"]
+        return text
+
+    ours, theirs = last_failure(torpor), last_failure(restate_server)
+    assert ours.splitlines()[:2] == theirs.splitlines()[:2]
+    assert ours.splitlines()[:2] == [
+        "[500 Internal] ValueError('card declined for 42')",
+        "Traceback (most recent call last):",
+    ]
+    assert re.findall(r", in (\w+)", ours) == re.findall(r", in (\w+)", theirs)
+    assert ours.rstrip().splitlines()[-1] == theirs.rstrip().splitlines()[-1] == "ValueError: card declined for 42"

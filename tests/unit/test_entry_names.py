@@ -122,7 +122,7 @@ def test_an_entry_that_does_not_parse_is_named_by_its_type_alone() -> None:
         (
             pb.RunCompletionNotificationMessage(completion_id=2, value=pb.Value(content=b'"charged"')),
             '{"Notification":{"Completion":{"Run":{"completion_id":2,"result":{"Success":[34,99,104,97,114,103,'
-            '101,100,34]}}}}}',
+            "101,100,34]}}}}}",
             '{"Notification":{"ty":{"Completion":"Run"},"id":{"CompletionId":2},"result":"Success"}}',
         ),
         (
@@ -137,9 +137,7 @@ def test_an_entry_that_does_not_parse_is_named_by_its_type_alone() -> None:
         ),
         (
             pb.CallInvocationIdCompletionNotificationMessage(completion_id=3, invocation_id=CALLEE),
-            '{"Notification":{"Completion":{"CallInvocationId":{"completion_id":3,"invocation_id":"'
-            + CALLEE
-            + '"}}}}',
+            '{"Notification":{"Completion":{"CallInvocationId":{"completion_id":3,"invocation_id":"' + CALLEE + '"}}}}',
             '{"Notification":{"ty":{"Completion":"CallInvocationId"},"id":{"CompletionId":3},"result":"InvocationId"}}',
         ),
     ],
@@ -174,7 +172,7 @@ def test_a_call_is_written_with_its_callee_and_target_as_restate_server_writes_i
 
 
 def test_a_trace_that_fits_is_kept_whole() -> None:
-    trace = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: no\n"
+    trace = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: no\n'
     assert clip_stacktrace(trace) == trace
 
 
