@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from adapters.query.entries import entry_json
+from adapters.query.entries import entry_json, invocation_target
 from adapters.query.rows import last_failure_text
 from control_plane.attempt import AttemptFailure, parse_answer
 from control_plane.decisions import decide_failure
@@ -206,3 +206,36 @@ def test_sys_invocations_last_failure_reads_as_restate_servers() -> None:
     assert last_failure_text(failure) == "[500 Internal] ValueError('x')\nTraceback\nValueError: x\n"
     assert last_failure_text({"code": 599, "message": "odd", "metadata": {"k": "v"}}) == "[599] odd\nmetadata:\n  k: v"
     assert last_failure_text(None) is None
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (CallTarget("Greeter", "greet"), {"Service": {"name": "Greeter", "handler": "greet", "scope": None}}),
+        (
+            CallTarget("Signup", "run", "ann"),
+            {"Workflow": {"name": "Signup", "key": "ann", "handler": "run", "handler_ty": "Workflow", "scope": None}},
+        ),
+        (
+            CallTarget("Signup", "confirm", "ann"),
+            {"Workflow": {"name": "Signup", "key": "ann", "handler": "confirm", "handler_ty": "Shared", "scope": None}},
+        ),
+        (
+            CallTarget("Unknown", "add", "k"),  # a service no longer registered: an object's exclusive handler
+            {
+                "VirtualObject": {
+                    "name": "Unknown",
+                    "key": "k",
+                    "handler": "add",
+                    "handler_ty": "Exclusive",
+                    "scope": None,
+                }
+            },
+        ),
+    ],
+)
+def test_a_call_target_is_a_service_object_or_workflow_with_its_handler_type(
+    target: CallTarget, expected: dict[str, object]
+) -> None:
+    kinds = {**KINDS, "Signup": ("WORKFLOW", {"run": "WORKFLOW", "confirm": "SHARED"})}
+    assert invocation_target(EntryNaming("Command: Call", target=target), kinds) == expected
