@@ -137,7 +137,10 @@ def callee_ids(entries: Iterable[Frame]) -> dict[int, str]:
     found: dict[int, str] = {}
     for entry in entries:
         if entry.type == MessageType.CallInvocationIdCompletion:
-            message = entry.decode()
+            try:
+                message = entry.decode()
+            except ProtocolViolation:  # named by its type alone, as `name_entry` does
+                continue
             if isinstance(message, pb.CallInvocationIdCompletionNotificationMessage):
                 found[message.completion_id] = message.invocation_id
     return found
