@@ -354,7 +354,7 @@ def test_describe_shows_a_call_to_a_virtual_object_with_its_key(dev: DevServer) 
 
     described = torpor(dev, "invocations", "describe", invocation_id)
     assert described.exit_code == 0, described.output
-    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add +│", described.stdout)
+    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add {call['invoked_id']} +│", described.stdout)
 
 
 def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer) -> None:
