@@ -9,12 +9,12 @@ restate-server's status:
 
 - 404 unknown invocation (the caller's `NotFound`);
 - 425 not running yet (`scheduled`, or `pending` in its object key's queue);
-- 409 still running (any other status but `completed`), or a deployment other than `latest` with
-  `from` = 0 (the new invocation then starts like any other, on the latest deployment);
+- 409 still running (any other status but `completed`);
 - 410 its journal is no longer retained (its journal retention ended);
 - 422 a workflow's invocation, or `from` > 0 on an invocation that spoke service protocol < 6;
-- 400 `from` past the end of the journal, a command of the prefix without its completion, or a
-  deployment that does not speak the invocation's protocol version.
+- 400 `from` past the end of the journal, a command of the prefix without its completion anywhere
+  in the journal, a deployment that is not `keep`, `latest` or a known deployment id, or (with a
+  prefix) one that does not speak the invocation's protocol version.
 
 The old invocation is never changed; `Engine.restart_as_new` creates the new one.
 """
@@ -106,7 +106,7 @@ def decide_restart_as_new(
         status, service_type, protocol_version: the old invocation record's.
         journal: its journal, None if its journal retention ended.
         copy_upto: `from`: the last journal index copied (0: the Input command alone).
-        deployment: `latest` (default), `keep`, or a deployment id; other than `latest` only with a prefix.
+        deployment: `latest` (default), `keep`, or a deployment id.
 
     Raises `TooEarly` (425), `Conflict` (409), `Gone` (410), `Unprocessable` (422), `BadRequest` (400).
     """
@@ -115,13 +115,10 @@ def decide_restart_as_new(
     if copy_upto < 0:
         raise BadRequest(f"from: expected a journal index >= 0, got {copy_upto}")
     chosen = deployment or DEPLOYMENT_LATEST
+    if chosen not in (DEPLOYMENT_LATEST, DEPLOYMENT_KEEP) and not chosen.startswith("dp_"):
+        raise BadRequest(f"deployment: expected keep, latest or a deployment id (dp_…), got {chosen!r}")
     if copy_upto == 0:
-        if chosen != DEPLOYMENT_LATEST:
-            raise Conflict(
-                f"invocation {invocation_id}: the deployment can only be chosen with a journal prefix (from > 0); "
-                "without one it runs on the latest deployment"
-            )
-        return RestartPlan(b"", 0, DEPLOYMENT_LATEST, keep_seed=False)
+        return RestartPlan(b"", 0, chosen, keep_seed=False)
     if protocol_version < MIN_PREFIX_PROTOCOL:
         raise Unprocessable(
             f"invocation {invocation_id} ran with service protocol version {protocol_version}: only invocations "
