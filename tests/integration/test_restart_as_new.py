@@ -7,6 +7,7 @@ status codes agree with restate-server's."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from adapters.local.dev import DevServer
 from control_plane import ids
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, dev_with_examples, wait_completed
+from tests.integration.test_restate_cli import RESTATE_CLI, ok, restate
 
 SETTINGS = Settings(call_wait_ms=20_000)
 
@@ -187,3 +189,12 @@ def test_answers_agree_with_restate_server(case: str, dev: DevServer, restate_se
         assert set(on_torpor.json()) == set(on_restate.json()) == {"new_invocation_id"}
     else:
         assert {"code", "message"} <= set(on_torpor.json()), on_torpor.text
+
+
+@pytest.mark.skipif(not RESTATE_CLI.exists(), reason=f"restate CLI not installed at {RESTATE_CLI}: run scripts/test.sh")
+def test_restates_cli_restarts_as_new(dev: DevServer, tmp_path: Path) -> None:
+    old, output = _place(dev.ingress_url)
+    said = ok(restate(dev, "invocations", "restart-as-new", old, "--yes", home=tmp_path))
+    new = re.findall(r"inv_1\w+", said.replace(old, ""))
+    assert new, said
+    assert _output(dev.ingress_url, new[0])["order_id"] == output["order_id"]
