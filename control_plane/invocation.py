@@ -45,8 +45,8 @@ import threading
 from collections import Counter
 from dataclasses import replace
 
-from control_plane.attempt import AttemptAnswer, AttemptFailure, explain_mismatch, parse_answer, without_handled_cancel
 from control_plane import restart
+from control_plane.attempt import AttemptAnswer, AttemptFailure, explain_mismatch, parse_answer, without_handled_cancel
 from control_plane.attempts import Attempts, check
 from control_plane.creation import JOURNAL_ENTRY_LIMIT_BYTES, Creation
 from control_plane.decisions import Decision, Transition, WakeNow, decide_start, key_unsure, not_due, retry_not_due
