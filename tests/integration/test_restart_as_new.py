@@ -198,3 +198,27 @@ def test_restates_cli_restarts_as_new(dev: DevServer, tmp_path: Path) -> None:
     new = re.findall(r"inv_1\w+", said.replace(old, ""))
     assert new, said
     assert _output(dev.ingress_url, new[0])["order_id"] == output["order_id"]
+
+
+def _counter_restarts(ingress: str, admin: str) -> list[object]:
+    """On one server: `Counter/add` 5 to a new key, its restart from 0 (adds again, reading the state
+    anew), then from 1 (replays the copied state read: the first output again); each output."""
+    key = f"restart-{uuid.uuid4().hex[:8]}"
+    first = httpx.post(f"{ingress}/Counter/{key}/add", json=5, timeout=60)
+    assert first.status_code == 200, first.text
+    old = first.headers["x-restate-id"]
+    outputs: list[object] = [first.json()]
+    for query in ("", "?from=1"):
+        reply = _restart(admin, old, query)
+        assert reply.status_code == 200, reply.text
+        attached = httpx.get(f"{ingress}/restate/invocation/{reply.json()['new_invocation_id']}/attach", timeout=60)
+        outputs.append(attached.json())
+    return outputs
+
+
+def test_an_object_restarted_as_new_reads_its_state_as_restate_server_does(
+    dev: DevServer, restate_server: tuple[str, str]
+) -> None:
+    on_restate = _counter_restarts(*restate_server)
+    assert on_restate == [5, 10, 5]
+    assert _counter_restarts(dev.ingress_url, dev.admin_url) == on_restate
