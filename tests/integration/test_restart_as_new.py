@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from adapters.cli import main as torpor_cli
 from adapters.local.dev import DevServer
 from control_plane import ids
+from control_plane.ports import RetentionDue
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, dev_with_examples, wait_completed
 from tests.integration.test_restate_cli import RESTATE_CLI, ok, restate
@@ -222,3 +223,14 @@ def test_an_object_restarted_as_new_reads_its_state_as_restate_server_does(
     on_restate = _counter_restarts(*restate_server)
     assert on_restate == [5, 10, 5]
     assert _counter_restarts(dev.ingress_url, dev.admin_url) == on_restate
+
+
+def test_an_invocation_whose_journal_retention_ended_is_gone_for_a_restart(dev: DevServer) -> None:
+    old, _ = _place(dev.ingress_url)
+    record = dev.store.get_invocation(old)
+    assert record is not None and record.journal_expires_at_ms
+    # what the retention sweep does once the journal retention ended (the record stays: attach, output)
+    assert dev.store.remove_journal(RetentionDue(old, 0, record.journal_expires_at_ms, record.expires_at_s))
+    reply = _restart(dev.admin_url, old)
+    assert reply.status_code == 410, reply.text
+    assert "no longer retained" in reply.json()["message"]
