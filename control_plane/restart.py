@@ -72,6 +72,16 @@ class RestartPlan:
     keep_seed: bool
 
 
+def check_deployment_choice(deployment: str | None) -> str:
+    """The deployment a restart names: `latest` (also for None), `keep` or a deployment id (`dp_…`);
+    `BadRequest` (400) for anything else, before the invocation is looked up, as restate-server
+    refuses a malformed query."""
+    chosen = deployment or DEPLOYMENT_LATEST
+    if chosen not in (DEPLOYMENT_LATEST, DEPLOYMENT_KEEP) and not chosen.startswith("dp_"):
+        raise BadRequest(f"deployment: expected keep, latest or a deployment id (dp_…), got {chosen!r}")
+    return chosen
+
+
 def check_restartable(status: str, service_type: str, journal_retained: bool, invocation_id: str) -> None:
     """Refuse, with restate-server's statuses, an invocation that cannot restart as new whatever the
     prefix: 425 `scheduled`/`pending`, 409 not completed, 410 journal no longer retained, 422 workflow."""
@@ -114,9 +124,7 @@ def decide_restart_as_new(
     assert journal is not None
     if copy_upto < 0:
         raise BadRequest(f"from: expected a journal index >= 0, got {copy_upto}")
-    chosen = deployment or DEPLOYMENT_LATEST
-    if chosen not in (DEPLOYMENT_LATEST, DEPLOYMENT_KEEP) and not chosen.startswith("dp_"):
-        raise BadRequest(f"deployment: expected keep, latest or a deployment id (dp_…), got {chosen!r}")
+    chosen = check_deployment_choice(deployment)
     if copy_upto == 0:
         return RestartPlan(b"", 0, chosen, keep_seed=False)
     if protocol_version < MIN_PREFIX_PROTOCOL:
@@ -166,6 +174,7 @@ def restart_as_new(
 
     Raises `NotFound` (404) for an unknown invocation, and the refusals of `decide_restart_as_new`.
     """
+    check_deployment_choice(deployment)
     loaded = store.load_invocation(invocation_id)
     if loaded is None:
         raise NotFound(f"invocation {invocation_id} not found")

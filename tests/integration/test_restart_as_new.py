@@ -176,6 +176,7 @@ CASES: dict[str, tuple[Callable[[str], str], str]] = {
     "a workflow's run, from 1": (_workflow, "?from=1"),
     "a workflow's shared handler": (lambda i: _workflow(i, "status"), ""),
     "unknown": (lambda i: ids.new_invocation_id(), ""),
+    "unknown, a deployment that is no id": (lambda i: ids.new_invocation_id(), "?deployment=junk"),
 }
 
 
