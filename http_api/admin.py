@@ -525,8 +525,9 @@ class Admin:
 
         Body (all optional, null removes an override): `inactivity_timeout`, `abort_timeout`,
         `journal_retention`, `idempotency_retention`, `workflow_completion_retention` (durations:
-        `"30s"`, `"PT1H"` or ms), `public` (bool), `retry_policy` {`initial_interval`,
-        `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`: pause|kill}.
+        `"30s"`, `"1 hour"`, `"PT1H"` or ms: `parse_duration_ms`), `public` (bool), `retry_policy`
+        {`initial_interval`, `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`:
+        pause|kill}.
         Answers like `GET /services/{name}`; 400 naming a bad field. By a versioned path (`/v4/...`,
         as Restate's CLI sends its `ModifyServiceRequest`) a null leaves that option unchanged.
         """

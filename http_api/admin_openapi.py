@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-_DURATION = {"type": "string", "description": "A duration: `500ms`, `10m`, `1h 30m`, `1d`, ISO 8601 `PT10S`."}
+_DURATION = {
+    "type": "string",
+    "description": "A duration as restate-server reads it: `500ms`, `10m`, `1h 30m`, `90sec`, `1 hour`, `1d`, "
+    "ISO 8601 `PT10S`; or ms.",
+}
 _NULLABLE_DURATION = {**_DURATION, "type": ["string", "null"]}
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 

@@ -202,7 +202,7 @@ def config_edit(config: CliConfig, name: str) -> None:
     """Open $EDITOR on the overridable options of service NAME (JSON), then apply what changed.
 
     The editor shows the service's current admin overrides (durations as "1m", "1h 30m") and null
-    for the options without one. Durations are written as "30s", "PT1H" or ms; setting an override to
+    for the options without one. Durations are written as "30s", "1 hour", "PT1H" or ms; setting an override to
     `null` removes it; `public: false` makes the service private to the ingress.
     """
     path = f"/services/{quote(name, safe='')}"
