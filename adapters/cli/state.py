@@ -180,18 +180,19 @@ def edit(config: CliConfig, service: str, key: str, binary: bool, force: bool, y
 @click.option("--yes", "-y", is_flag=True, help="Clear without asking (asked only in a terminal).")
 @pass_config
 def clear(config: CliConfig, target: str, force: bool, yes: bool) -> None:
-    """Delete the state of SERVICE/KEY, or of every key of SERVICE that has state.
+    """Delete the state of SERVICE/KEY, or of every key of SERVICE that has state (1000 at a time).
 
     Each key is cleared with the version of the state that was read (--force: whatever it is);
     a key an invocation holds is refused, and the keys before it stay cleared.
     """
     service, _, key = target.partition("/")
+    more = False
     with admin_api(config) as api:
         if key:
             keys = [key]
         else:
             listing = api.request("GET", _state_path(service)).json()
-            keys = list(listing.get("keys") or [])
+            keys, more = list(listing.get("keys") or []), bool(listing.get("truncated"))
         found = [(k, *read_state(api, service, k)) for k in keys]
         found = [(k, values, version) for k, values, version in found if values]
         if not found:
@@ -206,3 +207,5 @@ def clear(config: CliConfig, target: str, force: bool, yes: bool) -> None:
         for k, _, version in found:
             write_state(api, service, k, {}, None if force else version)
             console().print(f"Cleared the state of {service}/{k}.", markup=False)
+    if more:
+        console().print(f"More keys of {service} have state: run `torpor state clear {service}` again.", markup=False)

@@ -158,6 +158,15 @@ def test_state_clear_of_one_key_then_of_every_key_of_the_service(dev: DevServer)
     assert "no state found for LazyCounter" in again.stderr
 
 
+def test_the_state_routes_the_cli_reads_refuse_what_they_cannot_answer(dev: DevServer) -> None:
+    hex_values = httpx.get(f"{dev.admin_url}/services/Counter/state/k?encoding=hex", timeout=10)
+    assert hex_values.status_code == 400 and "encoding=base64" in hex_values.json()["message"]
+    stateless = httpx.get(f"{dev.admin_url}/services/Greeter/state", timeout=10)
+    assert stateless.status_code == 400 and "only virtual objects and workflows" in stateless.json()["message"]
+    bad_limit = httpx.get(f"{dev.admin_url}/services/Counter/state?limit=0", timeout=10)
+    assert bad_limit.status_code == 400 and "limit" in bad_limit.json()["message"]
+
+
 # --- services config patch -----------------------------------------------------------------------
 
 
