@@ -376,6 +376,7 @@ class Admin:
         r.add("GET", "/services/{name}/handlers", self.list_handlers)
         r.add("GET", "/services/{name}/handlers/{handler}", self.get_handler)
         r.add("POST", "/services/{name}/state", self.modify_state)
+        r.add("GET", "/services/{name}/state", self.list_state_keys)
         r.add("GET", "/services/{name}/state/{key}", self.get_state)
         r.add("DELETE", "/services/{name}/state/{key}", self.clear_state)
         r.add("GET", "/invocations", self.list_invocations)
@@ -550,8 +551,9 @@ class Admin:
 
         Body (all optional, null removes an override): `inactivity_timeout`, `abort_timeout`,
         `journal_retention`, `idempotency_retention`, `workflow_completion_retention` (durations:
-        `"30s"`, `"PT1H"` or ms), `public` (bool), `retry_policy` {`initial_interval`,
-        `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`: pause|kill}.
+        `"30s"`, `"1 hour"`, `"PT1H"` or ms: `parse_duration_ms`), `public` (bool), `retry_policy`
+        {`initial_interval`, `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`:
+        pause|kill}.
         Answers like `GET /services/{name}`; 400 naming a bad field. By a versioned path (`/v4/...`,
         as Restate's CLI sends its `ModifyServiceRequest`) a null leaves that option unchanged.
         """
@@ -564,11 +566,41 @@ class Admin:
         return self.get_service(request, name)
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
-        """`{"key": key, "state": {name: value}}` of a virtual object or workflow (values decoded for display)."""
+        """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow key.
+
+        Values are decoded for display (JSON if they parse, else text; cut at 200 bytes), or with
+        `?encoding=base64` each whole value in base64, as `torpor state get|edit` reads them.
+        `version` is `admin_shapes.state_version` of this state, which `POST /services/{name}/state`
+        compares with its `version` (so an edit fails if the state changed since it was read).
+        400 for a service without state or an unknown encoding; 404 for an unknown service.
+        """
         self._keyed(name)
+        encoding = request.query("encoding")
+        if encoding not in (None, "base64"):
+            raise BadRequest(f"unknown encoding {encoding!r}: leave it out, or ask for encoding=base64")
         state = self.store.load_state(name, key)
-        shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
-        return HttpResponse.json({"key": key, "state": shown})
+        if encoding == "base64":
+            shown = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
+        else:
+            shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
+        return HttpResponse.json({"key": key, "state": shown, "version": state_version(state)})
+
+    def list_state_keys(self, request: HttpRequest, name: str) -> HttpResponse:
+        """`{"keys": [...]}`: the keys of a virtual object or workflow that have state, sorted; at
+        most `?limit=` (1..10000, default 1000), with `"truncated": true` if there are more. 400 for
+        a service without state or a bad limit; 404 for an unknown service."""
+        self._keyed(name)
+        try:
+            limit = int(request.query("limit") or 1000)
+        except ValueError as exc:
+            raise BadRequest("limit must be an integer from 1 to 10000") from exc
+        if not 1 <= limit <= 10_000:
+            raise BadRequest("limit must be an integer from 1 to 10000")
+        keys = self.store.state_keys(name, limit + 1)
+        body: dict[str, Any] = {"keys": sorted(keys)[:limit]}
+        if len(keys) > limit:
+            body["truncated"] = True
+        return HttpResponse.json(body)
 
     def clear_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
         """Delete all state of one key; 202. Refused (409) while an invocation holds the key."""
