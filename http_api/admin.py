@@ -37,6 +37,7 @@ from control_plane.protocol import Frame, MessageType, decode_frames, is_command
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
+from http_api.admin_debug import WaitsCache, awaited_by, waiting_for
 from http_api.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
 from http_api.http import HttpRequest, HttpResponse, Router
 from http_api.prices import cost_usd
@@ -82,7 +83,7 @@ def describe_frame(entry: Frame) -> dict[str, Any]:
     fields = {f.name: v for f, v in message.ListFields()}
     if "name" in fields and entry.type != MessageType.Signal:
         out["name"] = fields["name"]
-    for id_field in ("result_completion_id", "completion_id", "signal_id", "idx"):
+    for id_field in ("result_completion_id", "completion_id", "signal_id", "idx", "invocation_id_notification_idx"):
         if id_field in fields:
             out[id_field] = fields[id_field]
     value = fields.get("value")
@@ -196,6 +197,7 @@ def invocation_json(
         "journal_length": len(journal) if journal is not None else record.journal_length,
         "idempotency_key": record.idempotency_key or None,
         "trace_id": record.trace_id or None,
+        "invoked_by_id": record.caller_id or None,
         "aws_requests": dict(record.requests or {}),
         "aws_cost_usd": {k: round(v, 9) for k, v in cost_usd(record.requests or {}).items()},
     }
@@ -330,6 +332,7 @@ class Admin:
         self.engine = engine
         self.ingress_url = ingress_url  # for the web UI's playground (GET /ui/config.json); None: unknown
         self.sql: SqlEngine | None = None  # POST /query; set by the edge when the `query` extra is installed
+        self._waits = WaitsCache()  # `waiting_for` of suspended invocations in lists (`?waiting_for=true`)
         self.router = Router(optional_prefix=_VERSION_PREFIX)
         r = self.router
         r.add("GET", "/", self.ui_redirect)
@@ -538,11 +541,16 @@ class Admin:
         return self.get_service(request, name)
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
-        """`{"key": key, "state": {name: value}}` of a virtual object or workflow (values decoded for display)."""
+        """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow (values decoded
+        for display, cut at 200 bytes; `version` as `POST /services/{name}/state` compares it). With
+        `?raw=true`, also `raw`: `{name: base64 of the stored bytes}`, whole (for an editor)."""
         self._keyed(name)
         state = self.store.load_state(name, key)
         shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
-        return HttpResponse.json({"key": key, "state": shown})
+        out: dict[str, Any] = {"key": key, "state": shown, "version": state_version(state)}
+        if request.flag("raw"):
+            out["raw"] = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
+        return HttpResponse.json(out)
 
     def clear_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
         """Delete all state of one key; 202. Refused (409) while an invocation holds the key."""
@@ -607,7 +615,9 @@ class Admin:
 
         Filters: `?status=`, `?service=`, `?handler=`, `?key=`, `?completion=` (a completed one's
         `completion_kind`: succeeded, failed, cancelled, killed); `?limit=` (1..1000, default 100)
-        and `?page_token=` (from the previous answer) page through the rest. A stored record the
+        and `?page_token=` (from the previous answer) page through the rest. With `?waiting_for=true`
+        a suspended one has `waiting_for` (`admin_debug.waiting_for`: its journal read once per
+        version of its record, then cached) and a pending one `waiting_for_key_holder`. A stored record the
         store cannot decode is left out and named in `unreadable` (`[{"invocation_id", "message"}]`).
         """
         status = request.query("status")
@@ -637,6 +647,9 @@ class Admin:
             completion=completion,
         )
         body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
+        if request.flag("waiting_for"):
+            for record, shown in zip(records[:limit], body["invocations"], strict=True):
+                self._add_waits(record, shown)
         unreadable = getattr(records, "unreadable", ())  # rows the store could not decode (InvocationPage)
         if unreadable:
             body["unreadable"] = [{"invocation_id": i, "message": message} for i, message in unreadable]
@@ -648,7 +661,11 @@ class Admin:
     def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """One invocation with its journal decoded entry by entry, each with `stored_at`, and the
         `pending_notifications` waiting outside it; a suspended one lists the ids of the awakeables
-        it awaits (`awaiting_awakeables`). 404 if unknown."""
+        it awaits (`awaiting_awakeables`) and what it waits for in words (`waiting_for`, see
+        `admin_debug.waiting_for`). `invoked_by_id` is the invocation whose Call created it (null
+        for one from the ingress or a one-way send: the store keeps no sender), with its target in
+        `invoked_by_target` (null once purged); `awaited_by` lists the other callers waiting for
+        its result. 404 if unknown."""
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
@@ -663,6 +680,12 @@ class Admin:
             ]
         if record.status == "pending":
             out["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        out["waiting_for"] = waiting_for(record, journal)
+        out["invoked_by_target"] = None
+        if record.caller_id:
+            caller = self.store.get_invocation(record.caller_id)
+            out["invoked_by_target"] = invocation_json(caller)["target"] if caller else None
+        out["awaited_by"] = awaited_by(record)
         cycle = self.engine.operations.deadlock(loaded) if record.status != "completed" else None
         if cycle:
             out["deadlock"] = {
@@ -673,6 +696,21 @@ class Admin:
                 ),
             }
         return HttpResponse.json(out)
+
+    def _add_waits(self, record: InvocationRecord, shown: dict[str, Any]) -> None:
+        """Add `waiting_for` (suspended) or `waiting_for_key_holder` (pending) to a listed invocation."""
+        if record.status == "pending":
+            shown["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        if record.status != "suspended":
+            return
+        cached = self._waits.get(record)
+        if cached is None:
+            loaded = self.store.load_invocation(record.invocation_id)
+            if loaded is None:
+                return
+            cached = waiting_for(loaded.record, Journal.load(loaded.record.input_entry, loaded.batches))
+            self._waits.put(loaded.record, cached)
+        shown["waiting_for"] = cached
 
     def cancel_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Send the cancel signal (the handler sees a terminal error at its next await); 202.

@@ -113,3 +113,55 @@ export function table(headers, rows, attrs = {}) {
     h("tbody", {}, rows),
   );
 }
+
+/**
+ * A failure's message (and stack trace, when the API has one) with its line breaks kept: a bounded,
+ * scrollable <pre> each. `failure` is `{message, stacktrace?}` as the admin API shows failures.
+ */
+export function errorText(failure) {
+  const trace = failure?.stacktrace || failure?.stack_trace;
+  return [
+    h("pre", { class: "error-text", "data-testid": "error-text" }, failure?.message ?? ""),
+    trace ? h("details", { class: "stacktrace" }, h("summary", {}, "Stack trace"), h("pre", { class: "error-text", "data-testid": "stacktrace" }, trace)) : null,
+  ];
+}
+
+/** The first line of a (multi-line) message, with "…" when lines were left out. */
+export function firstLine(message) {
+  const text = String(message ?? "");
+  const cut = text.indexOf("\n");
+  return cut < 0 ? text : `${text.slice(0, cut)} …`;
+}
+
+/**
+ * What a suspended invocation waits for, in words: the admin API's `waiting_for` items
+ * (`{kind: "sleep" | "call" | "awakeable" | "promise" | "run" | "command" | "completion" | "cancel" | "signal", ...}`)
+ * as inline nodes separated by commas; a call links to its callee. Null when there is nothing.
+ */
+export function waits(items) {
+  if (!items || !items.length) return null;
+  const words = items.map((w) => {
+    const at = w.index !== undefined ? ` #${w.index}` : "";
+    switch (w.kind) {
+      case "sleep":
+        return h("span", { "data-wait": "sleep" }, `Sleep${at} until ${w.until} `, h("span", { class: "muted" }, `(wakes up ${relative(w.until)})`));
+      case "call":
+        return h("span", { "data-wait": "call" }, `Call${at} to ${w.target}`, w.invocation_id ? [" ", link(`#/invocations/${encodeURIComponent(w.invocation_id)}`, w.invocation_id, { class: "mono", "data-testid": "waits-callee" })] : null);
+      case "awakeable":
+        return h("span", { "data-wait": "awakeable" }, "awakeable ", h("code", {}, w.id));
+      case "promise":
+        return h("span", { "data-wait": "promise" }, `promise “${w.name}”`);
+      case "run":
+        return h("span", { "data-wait": "run" }, `Run${at}${w.name ? ` “${w.name}”` : ""}`);
+      case "command":
+        return h("span", { "data-wait": "command" }, `${w.type}${at}`);
+      case "cancel":
+        return h("span", { "data-wait": "cancel" }, "a cancel");
+      case "signal":
+        return h("span", { "data-wait": "signal" }, w.name !== undefined ? `signal “${w.name}”` : `signal ${w.signal_id}`);
+      default:
+        return h("span", { "data-wait": w.kind }, `completion ${w.completion_id ?? "?"}`);
+    }
+  });
+  return h("span", { class: "waits", "data-testid": "waiting-for" }, words.flatMap((node, i) => (i ? [", ", node] : [node])));
+}
