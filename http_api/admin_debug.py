@@ -35,22 +35,23 @@ def waiting_for(record: InvocationRecord, journal: Journal) -> list[dict[str, An
     - `command`: `index`, `type` (any other command awaited by its completion);
     - `completion`: `completion_id` (no command in the journal names it);
     - `awakeable`: `id` (`sign_1…`), `signal_id`;
-    - `cancel`; `signal`: `signal_id` or `name` (a named signal).
+    - `signal`: `signal_id` or `name` (a named signal).
+    The cancel signal is left out: the SDK awaits it beside whatever the handler awaits.
     """
     if record.status != "suspended" or not record.waiting_on:
         return []
     point = AwaitPoint.from_json(dict(record.waiting_on))
     by_completion: dict[int, int] = {}
     callee_of: dict[int, str] = {}  # notification completion id -> callee invocation id
-    for index, entry in enumerate(journal.frames):
-        message = entry.decode()
+    for position, entry in enumerate(journal.frames):
+        message: Any = entry.decode()
         if message is None:
             continue
-        if entry.type == MessageType.CallInvocationIdCompletionNotification:
+        if entry.type == MessageType.CallInvocationIdCompletion:
             callee_of[message.completion_id] = message.invocation_id
         result_id = getattr(message, "result_completion_id", 0)
         if result_id:
-            by_completion.setdefault(result_id, index)
+            by_completion.setdefault(result_id, position)
     out: list[dict[str, Any]] = []
     for completion_id in sorted(point.completions):
         index = by_completion.get(completion_id)
@@ -60,8 +61,8 @@ def waiting_for(record: InvocationRecord, journal: Journal) -> list[dict[str, An
         out.append(_awaited_command(journal, index, callee_of))
     for signal in sorted(point.signals):
         if signal == CANCEL_SIGNAL:
-            out.append({"kind": "cancel"})
-        elif signal >= FIRST_AWAKEABLE_SIGNAL:
+            continue  # the SDK awaits the cancel signal beside anything else: it says nothing
+        if signal >= FIRST_AWAKEABLE_SIGNAL:
             out.append({"kind": "awakeable", "id": awakeable_id(record.invocation_id, signal), "signal_id": signal})
         else:
             out.append({"kind": "signal", "signal_id": signal})

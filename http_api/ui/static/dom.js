@@ -135,7 +135,7 @@ export function firstLine(message) {
 
 /**
  * What a suspended invocation waits for, in words: the admin API's `waiting_for` items
- * (`{kind: "sleep" | "call" | "awakeable" | "promise" | "run" | "command" | "completion" | "cancel" | "signal", ...}`)
+ * (`{kind: "sleep" | "call" | "awakeable" | "promise" | "run" | "command" | "completion" | "signal", ...}`)
  * as inline nodes separated by commas; a call links to its callee. Null when there is nothing.
  */
 export function waits(items) {
@@ -155,8 +155,6 @@ export function waits(items) {
         return h("span", { "data-wait": "run" }, `Run${at}${w.name ? ` “${w.name}”` : ""}`);
       case "command":
         return h("span", { "data-wait": "command" }, `${w.type}${at}`);
-      case "cancel":
-        return h("span", { "data-wait": "cancel" }, "a cancel");
       case "signal":
         return h("span", { "data-wait": "signal" }, w.name !== undefined ? `signal “${w.name}”` : `signal ${w.signal_id}`);
       default:
