@@ -541,15 +541,16 @@ class Admin:
         return self.get_service(request, name)
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
-        """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow (values decoded
-        for display, cut at 200 bytes; `version` as `POST /services/{name}/state` compares it). With
-        `?raw=true`, also `raw`: `{name: base64 of the stored bytes}`, whole (for an editor)."""
+        """`{"key": key, "state": {name: value}}` of a virtual object or workflow (values decoded for
+        display, cut at 200 bytes). With `?raw=true` (for an editor), also `raw` (`{name: base64 of the
+        stored bytes}`, whole) and `version` (as `POST /services/{name}/state` compares it)."""
         self._keyed(name)
         state = self.store.load_state(name, key)
         shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
-        out: dict[str, Any] = {"key": key, "state": shown, "version": state_version(state)}
+        out: dict[str, Any] = {"key": key, "state": shown}
         if request.flag("raw"):
             out["raw"] = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
+            out["version"] = state_version(state)
         return HttpResponse.json(out)
 
     def clear_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
