@@ -149,10 +149,16 @@ def test_the_list_says_what_each_suspended_invocation_waits_for(page: Page, dev:
 
     page.goto("/ui/#/invocations?status=suspended&limit=500")
 
-    expect(row(page, sleeping["id"]).get_by_test_id("waiting-for")).to_contain_text(f"Sleep #1 until {until}")
-    expect(row(page, awaiting["id"]).get_by_test_id("waiting-for")).to_contain_text(f"awakeable {awakeable}")
+    # compact: a sleep's time and the long ids are whole in their tooltips
+    sleep = row(page, sleeping["id"]).get_by_test_id("waiting-for").locator("[data-wait=sleep]")
+    expect(sleep).to_have_text(re.compile(r"^Sleep #1: wakes up in (\d+ s|1 min)$"))
+    expect(sleep).to_have_attribute("title", until)
+    awakeable_wait = row(page, awaiting["id"]).get_by_test_id("waiting-for").locator("[data-wait=awakeable]")
+    expect(awakeable_wait).to_have_text(f"awakeable {awakeable[:14]}…")
+    expect(awakeable_wait).to_have_attribute("title", awakeable)
     waits = row(page, calling["id"]).get_by_test_id("waiting-for")
-    expect(waits).to_contain_text(f"Call #1 to Waits/sleep {callee_id}")
+    expect(waits).to_contain_text("Call #1 to Waits/sleep inv_")
+    expect(waits.get_by_test_id("waits-callee")).to_have_attribute("title", callee_id)
     waits.get_by_test_id("waits-callee").click()
     expect(page).to_have_url(re.compile(f"#/invocations/{callee_id}$"))
     for invocation_id in (sleeping["id"], awaiting["id"], calling["id"], callee_id):

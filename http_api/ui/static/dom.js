@@ -137,18 +137,21 @@ export function firstLine(message) {
  * What a suspended invocation waits for, in words: the admin API's `waiting_for` items
  * (`{kind: "sleep" | "call" | "awakeable" | "promise" | "run" | "command" | "completion" | "signal", ...}`)
  * as inline nodes separated by commas; a call links to its callee. Null when there is nothing.
+ * `compact` (the list): times as "wakes up in 59 s" and long ids cut, each whole in its tooltip.
  */
-export function waits(items) {
+export function waits(items, { compact = false } = {}) {
+  const short = (id) => (compact && id.length > 16 ? `${id.slice(0, 14)}…` : id);
   if (!items || !items.length) return null;
   const words = items.map((w) => {
     const at = w.index !== undefined ? ` #${w.index}` : "";
     switch (w.kind) {
       case "sleep":
+        if (compact) return h("span", { "data-wait": "sleep", title: w.until }, `Sleep${at}: wakes up ${relative(w.until)}`);
         return h("span", { "data-wait": "sleep" }, `Sleep${at} until ${w.until} `, h("span", { class: "muted" }, `(wakes up ${relative(w.until)})`));
       case "call":
-        return h("span", { "data-wait": "call" }, `Call${at} to ${w.target}`, w.invocation_id ? [" ", link(`#/invocations/${encodeURIComponent(w.invocation_id)}`, w.invocation_id, { class: "mono", "data-testid": "waits-callee" })] : null);
+        return h("span", { "data-wait": "call" }, `Call${at} to ${w.target}`, w.invocation_id ? [" ", link(`#/invocations/${encodeURIComponent(w.invocation_id)}`, short(w.invocation_id), { class: "mono", title: w.invocation_id, "data-testid": "waits-callee" })] : null);
       case "awakeable":
-        return h("span", { "data-wait": "awakeable" }, "awakeable ", h("code", {}, w.id));
+        return h("span", { "data-wait": "awakeable", title: w.id }, "awakeable ", h("code", {}, short(w.id)));
       case "promise":
         return h("span", { "data-wait": "promise" }, `promise “${w.name}”`);
       case "run":
