@@ -81,9 +81,6 @@ def take_debug(browser: Browser, dev: DevServer, out: Path, seeded: dict[str, st
     page.get_by_test_id("state-editor").locator("tr").last.get_by_label("name").fill("note")
     page.get_by_test_id("state-editor").locator("tr").last.locator("textarea").fill('"checked by support"')
     saved.append(shoot(page, None, out, "torpor-ui-state-edit", "[data-testid=state-editor]"))
-    page.goto("/ui/#/services")
-    page.get_by_role("search").get_by_label("invocation id").fill(seeded["caller"])
-    saved.append(shoot(page, None, out, "torpor-ui-search", "form.search"))
     context.close()
     return saved
 
