@@ -194,7 +194,13 @@ _SCHEMAS: dict[str, Any] = {
             "items": _obj(["invocation_id", "message"], invocation_id={"type": "string"}, message={"type": "string"}),
         },
     ),
-    "ObjectState": _obj(["key", "state"], key={"type": "string"}, state={"type": "object"}),
+    "ObjectState": _obj(
+        ["key", "state"],
+        key={"type": "string"},
+        state={"type": "object"},
+        raw={"type": "object", "description": "with ?raw=true: each value's stored bytes, base64"},
+        version={"type": "string", "description": "with ?raw=true: the state's version, for POST .../state"},
+    ),
 }
 
 
@@ -277,13 +283,15 @@ def _paths() -> dict[str, Any]:
         },
         "/services/{service}/state/{key}": {
             "get": _op("get_service_state", "Torpor: all state of one key, values decoded for display",
-                       "ObjectState", parameters=_path("service", "key"), tag="service"),
+                       "ObjectState", parameters=_path("service", "key") + _query("raw"), tag="service"),
             "delete": _op("clear_service_state", "Torpor: delete all state of one key", status="202",
                           parameters=_path("service", "key"), tag="service"),
         },
         "/invocations": {
             "get": _op("list_invocations", "Torpor: list invocations, newest first", "ListInvocationsResponse",
-                       parameters=_query("status", "completion", "service", "handler", "key", "limit", "page_token"),
+                       parameters=_query(
+                           "status", "completion", "service", "handler", "key", "limit", "page_token", "waiting_for"
+                       ),
                        tag="invocation"),
         },
         "/invocations/{invocation_id}": {
