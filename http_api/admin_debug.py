@@ -6,6 +6,7 @@ Both are derived at display time from what the store already keeps (the invocati
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -103,25 +104,31 @@ def awaited_by(record: InvocationRecord) -> list[str]:
 class WaitsCache:
     """`waiting_for` of suspended invocations, kept per `(invocation id, epoch, modified_at_ms)`:
     a suspended invocation's journal does not change until its record does, so a list refreshed
-    every 2 s reads each suspended journal once. Holds at most `size` entries (oldest dropped)."""
+    every 2 s reads each suspended journal once. Holds at most `size` entries (least recently used
+    dropped); safe to share between the admin API's request threads."""
 
     def __init__(self, size: int = 2000) -> None:
         self.size = size
         self._items: OrderedDict[tuple[str, int, int], list[dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, record: InvocationRecord) -> list[dict[str, Any]] | None:
         """The cached answer for this version of `record`, or None."""
-        found = self._items.get(self._key(record))
-        if found is not None:
-            self._items.move_to_end(self._key(record))
-        return found
+        key = self._key(record)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
 
     def put(self, record: InvocationRecord, value: list[dict[str, Any]]) -> None:
         """Remember `value` for this version of `record`."""
-        self._items[self._key(record)] = value
-        self._items.move_to_end(self._key(record))
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        key = self._key(record)
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
 
     @staticmethod
     def _key(record: InvocationRecord) -> tuple[str, int, int]:
