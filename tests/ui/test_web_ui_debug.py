@@ -74,6 +74,21 @@ def test_a_call_links_to_its_callee_and_the_callee_links_back_to_its_caller(page
     httpx.patch(f"{dev.admin_url}/invocations/{callee_id}/kill", timeout=10)
 
 
+def test_a_one_way_send_links_to_the_invocation_it_created(page: Page, dev: DevServer) -> None:
+    sender = call(dev, "/Waits/send_later", 60_000)
+    sent_id = sender.json()
+    page.goto(f"/ui/#/invocations/{sender.headers['x-restate-id']}")
+
+    send = page.locator("[data-testid=journal-entry][data-type=OneWayCall]")
+    expect(send).to_contain_text("→ Waits/stamp")
+    expect(send).to_contain_text(f"sent {sent_id}")
+    send.get_by_test_id("callee-link").click()
+    expect(page.locator(".title-row h1")).to_have_text("Waits/stamp")
+    expect(page.locator(".title-row [data-status]")).to_have_attribute("data-status", "scheduled")
+    expect(page.get_by_test_id("invoked-by")).to_have_count(0)  # a send's callee does not know its sender
+    httpx.patch(f"{dev.admin_url}/invocations/{sent_id}/kill", timeout=10)
+
+
 def test_the_search_box_opens_an_invocation_by_its_id(page: Page, dev: DevServer) -> None:
     invocation_id = call(dev, "/Greeter/greet", "Searched").headers["x-restate-id"]
     page.goto("/ui/#/services")
