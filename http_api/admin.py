@@ -18,6 +18,7 @@ from typing import Any
 from control_plane import ids
 from control_plane.durations import parse_duration_ms, rfc3339
 from control_plane.endpoints import parse_additional_headers, parse_metadata, parse_registration
+from control_plane.entry_names import EntryNaming, name_entry, name_journal
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
@@ -59,31 +60,51 @@ def preview(data: bytes) -> Any:
             return "base64:" + base64.b64encode(data).decode()
 
 
-def describe_entry(index: int, entry: Frame, stored_at_ms: int = 0) -> dict[str, Any]:
-    """One journal entry decoded for people: index, kind, type, name, ids and a value preview.
+def describe_entry(
+    index: int, entry: Frame, stored_at_ms: int = 0, naming: EntryNaming | None = None
+) -> dict[str, Any]:
+    """One journal entry decoded for people: index, kind, type, name, ids, what it touches and a
+    value preview (`describe_frame`; `naming` as `name_journal` gives it for the entry, which knows
+    a call's callee).
 
     `stored_at` is when the entry was committed (RFC 3339; omitted if `stored_at_ms` is 0); a Sleep
     command has its `wake_up_at` (also as `wake_up_time`, the name the CLI reads).
     """
-    out: dict[str, Any] = {"index": index, **describe_frame(entry)}
+    out: dict[str, Any] = {"index": index, **describe_frame(entry, naming)}
     if stored_at_ms:
         out["stored_at"] = rfc3339(stored_at_ms)
     return out
 
 
-def describe_frame(entry: Frame) -> dict[str, Any]:
+def describe_frame(entry: Frame, naming: EntryNaming | None = None) -> dict[str, Any]:
     """A protocol message decoded for people: kind, type, name, ids, value preview, failure (code,
-    message, metadata if any), wake-up
-    time; a Call or OneWayCall has its `target` (`service/handler`) and, to a keyed service, `key`."""
+    message, metadata if any), wake-up time; a Call or OneWayCall has its `target` (`service/handler`)
+    and, to a keyed service, `key`.
+
+    What the entry touches (`control_plane.entry_names`, `naming` or else `name_entry(entry)`):
+    `entry_type` (`Command: SetState`, Restate's words), `details` (`key email`, `Tally/w1/add
+    inv_1…`, `until …`, `awakeable sign_1…`, as `restate invocations describe` words them),
+    and, those the entry has, `state_key`, `promise_name`, `invoked_id` (a call's callee, an attach's
+    invocation), `invoke_at` (a delayed send), `awakeable_id`, `signal`, `attach_to`."""
+    naming = naming if naming is not None else name_entry(entry)
     kind = "command" if is_command(entry.type) else "notification" if is_notification(entry.type) else "custom"
-    out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type)}
+    out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type), "entry_type": naming.entry_type}
+    details = naming.details()
+    if details:
+        out["details"] = details
+    for field_name in ("state_key", "promise_name", "invoked_id", "awakeable_id", "signal", "attach_to"):
+        value = getattr(naming, field_name)
+        if value is not None:
+            out[field_name] = value
+    if naming.invoke_at_ms:
+        out["invoke_at"] = rfc3339(naming.invoke_at_ms)
     message = entry.decode()
     if message is None:
         return out
     fields = {f.name: v for f, v in message.ListFields()}
     if "name" in fields and entry.type != MessageType.Signal:
         out["name"] = fields["name"]
-    for id_field in ("result_completion_id", "completion_id", "signal_id", "idx", "invocation_id_notification_idx"):
+    for id_field in ("result_completion_id", "completion_id", "signal_id", "idx"):
         if id_field in fields:
             out[id_field] = fields[id_field]
     value = fields.get("value")
@@ -126,7 +147,8 @@ def pending_notifications(loaded: LoadedInvocation, journal: Journal) -> list[di
         if journal.has(stored.key):
             continue
         for entry in decode_frames(stored.entry):
-            out.append({"key": stored.key, **describe_frame(entry), "stored_at": rfc3339(stored.created_at_ms)})
+            naming = name_entry(entry, loaded.record.invocation_id)
+            out.append({"key": stored.key, **describe_frame(entry, naming), "stored_at": rfc3339(stored.created_at_ms)})
     return out
 
 
@@ -210,7 +232,11 @@ def invocation_json(
             out["completion_output"] = preview(record.output)
     if journal is not None:
         times = list(stored_at_ms) or [0] * len(journal)
-        out["journal"] = [describe_entry(i, f, at) for i, (f, at) in enumerate(zip(journal, times, strict=True))]
+        namings = name_journal(record.invocation_id, journal)
+        out["journal"] = [
+            describe_entry(i, f, at, naming)
+            for i, (f, at, naming) in enumerate(zip(journal, times, namings, strict=True))
+        ]
     return out
 
 

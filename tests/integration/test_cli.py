@@ -354,7 +354,7 @@ def test_describe_shows_a_call_to_a_virtual_object_with_its_key(dev: DevServer) 
 
     described = torpor(dev, "invocations", "describe", invocation_id)
     assert described.exit_code == 0, described.output
-    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add +│", described.stdout)
+    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add {call['invoked_id']} +│", described.stdout)
 
 
 def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer) -> None:
@@ -363,6 +363,7 @@ def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer)
     assert reply.json() == {
         "code": 400,
         "message": "path segment '%ff' is not valid UTF-8 after percent-decoding",
+        "source": "ingress",
     }
 
 

@@ -114,16 +114,10 @@ export function table(headers, rows, attrs = {}) {
   );
 }
 
-/**
- * A failure's message (and stack trace, when the API has one) with its line breaks kept: a bounded,
- * scrollable <pre> each. `failure` is `{message, stacktrace?}` as the admin API shows failures.
- */
+/** A failure's message with its line breaks kept: a bounded, scrollable <pre>. `failure` is
+ * `{message, ...}` as the admin API shows failures (a last failure's stack trace is shown beside it). */
 export function errorText(failure) {
-  const trace = failure?.stacktrace || failure?.stack_trace;
-  return [
-    h("pre", { class: "error-text", "data-testid": "error-text" }, failure?.message ?? ""),
-    trace ? h("details", { class: "stacktrace" }, h("summary", {}, "Stack trace"), h("pre", { class: "error-text", "data-testid": "stacktrace" }, trace)) : null,
-  ];
+  return h("pre", { class: "error-text", "data-testid": "error-text" }, failure?.message ?? "");
 }
 
 /** The first line of a (multi-line) message, with "…" when lines were left out. */
@@ -134,20 +128,19 @@ export function firstLine(message) {
 }
 
 /**
- * What a suspended invocation waits for, in words: the admin API's `waiting_for` items
+ * What a suspended invocation waits for, in words, for the list: the admin API's `waiting_for` items
  * (`{kind: "sleep" | "call" | "awakeable" | "promise" | "run" | "command" | "completion" | "signal", ...}`)
- * as inline nodes separated by commas; a call links to its callee. Null when there is nothing.
- * `compact` (the list): times as "wakes up in 59 s" and long ids cut, each whole in its tooltip.
+ * as inline nodes separated by commas; a call links to its callee. Times as "wakes up in 59 s" and
+ * long ids cut, each whole in its tooltip. Null when there is nothing.
  */
-export function waits(items, { compact = false } = {}) {
-  const short = (id) => (compact && id.length > 16 ? `${id.slice(0, 14)}…` : id);
+export function waits(items) {
+  const short = (id) => (id.length > 16 ? `${id.slice(0, 14)}…` : id);
   if (!items || !items.length) return null;
   const words = items.map((w) => {
     const at = w.index !== undefined ? ` #${w.index}` : "";
     switch (w.kind) {
       case "sleep":
-        if (compact) return h("span", { "data-wait": "sleep", title: w.until }, `Sleep${at}: wakes up ${relative(w.until)}`);
-        return h("span", { "data-wait": "sleep" }, `Sleep${at} until ${w.until} `, h("span", { class: "muted" }, `(wakes up ${relative(w.until)})`));
+        return h("span", { "data-wait": "sleep", title: w.until }, `Sleep${at}: wakes up ${relative(w.until)}`);
       case "call":
         return h("span", { "data-wait": "call" }, `Call${at} to ${w.target}`, w.invocation_id ? [" ", link(`#/invocations/${encodeURIComponent(w.invocation_id)}`, short(w.invocation_id), { class: "mono", title: w.invocation_id, "data-testid": "waits-callee" })] : null);
       case "awakeable":

@@ -2,7 +2,7 @@
 // Refreshes every second until the invocation has completed.
 
 import { admin, completeAwakeable, seg } from "./api.js";
-import { add, duration, errorText, facts, h, link, notice, pretty, relative, replace, statusBadge, table, time, waits } from "./dom.js";
+import { add, duration, errorText, facts, h, link, notice, pretty, relative, replace, statusBadge, table, time } from "./dom.js";
 
 const ACTIONS = [
   // [label, admin action, when it applies, what to ask first (null: no question)]
@@ -66,7 +66,7 @@ function page(inv, state, actions) {
       ["Protocol", inv.protocol_version && `V${inv.protocol_version}`],
       ["Idempotency key", inv.idempotency_key],
       ["Trace id", inv.trace_id && h("span", { class: "mono" }, inv.trace_id)],
-      ["Waiting on", waits(inv.waiting_for) || waitingOn(inv)],
+      ["Waiting on", waitingOn(inv)],
     ]),
     problems(inv),
     result(inv),
@@ -125,7 +125,7 @@ function waitingOn(inv) {
   const parts = [
     ...(w.completions || []).map((id) => {
       const c = command(id);
-      return c ? `${c.type} #${c.index}${c.wake_up_at ? ` until ${c.wake_up_at}` : ""}` : `completion ${id}`;
+      return c ? `${c.type} #${c.index}${c.details ? ` ${c.details}` : c.wake_up_at ? ` until ${c.wake_up_at}` : ""}` : `completion ${id}`;
     }),
     ...(w.signals || []).map((s) => (s === 1 ? "a cancel" : s >= 17 ? `awakeable (signal ${s})` : `signal ${s}`)),
     ...(w.named_signals || []).map((n) => `signal "${n}"`),
@@ -151,6 +151,7 @@ function problems(inv) {
         f.recorded_command
           ? h("div", { class: "muted", "data-testid": "failure-recorded-command" }, `the journal recorded ${commandWords(f.recorded_command)}`)
           : null,
+        f.stacktrace ? h("pre", { class: "stacktrace", "data-testid": "failure-stacktrace" }, f.stacktrace) : null,
       ),
     );
   }
@@ -236,7 +237,9 @@ function timeline(inv) {
           h("span", { class: "index" }, `#${entry.index}`),
           h("strong", {}, entryTitle(entry)),
           entry.name ? h("span", { class: "name" }, `“${entry.name}”`) : null,
-          entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
+          entry.details && entry.type !== "Sleep"
+            ? h("span", { class: "name", "data-testid": "entry-details" }, entry.target ? `→ ${entry.details}` : entry.details)
+            : entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
           idLabel(entry),
           open ? h("span", { class: "badge status-suspended" }, "waiting") : null,
           h(
@@ -251,7 +254,9 @@ function timeline(inv) {
         bar(start, end, entry, s),
         callee ? h("div", {}, entry.type === "OneWayCall" ? "sent " : "callee ", link(`#/invocations/${seg(callee)}`, callee, { class: "mono", "data-testid": "callee-link" })) : null,
         entry.wake_up_at ? wakeUp(entry, done, inv) : null,
-        entry.invocation_id ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id)}`, entry.invocation_id, { class: "mono" })) : null,
+        !callee && (entry.invocation_id || entry.invoked_id)
+          ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id || entry.invoked_id)}`, entry.invocation_id || entry.invoked_id, { class: "mono" }))
+          : null,
         entry.value !== undefined && entry.value !== "" ? h("pre", { class: "value" }, pretty(entry.value)) : null,
         entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}:`, errorText(entry.failure), failureMetadata(entry.failure)) : null,
       );
@@ -299,14 +304,10 @@ function stepDuration(journal, position) {
   return isNaN(ms) || ms < 0 ? null : ms;
 }
 
-/** A command's callee: the command's own `invocation_id`, else the CallInvocationId notification it names. */
+/** A Call's or OneWayCall's callee (the entry's `invoked_id`), or null. */
 function calleeOf(inv, entry) {
   if (entry.kind !== "command" || (entry.type !== "Call" && entry.type !== "OneWayCall")) return null;
-  if (entry.invocation_id) return entry.invocation_id;
-  const idx = entry.invocation_id_notification_idx;
-  if (idx === undefined) return null;
-  const found = [...inv.journal, ...(inv.pending_notifications || [])].find((e) => e.kind === "notification" && e.completion_id === idx && e.invocation_id);
-  return found ? found.invocation_id : null;
+  return entry.invoked_id || entry.invocation_id || null;
 }
 
 /**

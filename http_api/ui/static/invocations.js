@@ -90,7 +90,7 @@ function listing(answer, filters) {
 }
 
 function hint(inv) {
-  if (inv.status === "suspended" && inv.waiting_for?.length) return waits(inv.waiting_for, { compact: true });
+  if (inv.status === "suspended" && inv.waiting_for?.length) return waits(inv.waiting_for);
   if (inv.status === "suspended" && inv.wake_up_at) return `wakes up ${relative(inv.wake_up_at)}`;
   if (inv.status === "pending" && inv.waiting_for_key_holder) return ["waits for the key's holder ", link(`#/invocations/${encodeURIComponent(inv.waiting_for_key_holder)}`, inv.waiting_for_key_holder, { class: "mono" })];
   if (inv.status === "scheduled" && inv.execution_time) return `starts ${relative(inv.execution_time)}`;
