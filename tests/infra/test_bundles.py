@@ -27,7 +27,6 @@ NOT_ON_LAMBDA = {
     "uvicorn": "torpor dev's HTTP servers",
     "httptools": "torpor dev's HTTP parser",
     "uvloop": "torpor dev's event loop",
-    "moto": "torpor dev's embedded DynamoDB",
     "werkzeug": "torpor dev's local Lambda emulator",
 }
 """pyproject.toml dependencies the Lambda functions never import, and who does."""
