@@ -86,7 +86,9 @@ def _make_targets() -> dict[str, str]:
         bundle = re.search(r"-m infra\.bundling ([\w-]+) \"\$\(ARTIFACTS_DIR\)\"", recipe)
         if bundle is None:
             continue
-        expanded = re.sub(r"\$\(addprefix build-,\$\((\w+)\)\)", lambda m: " ".join(f"build-{n}" for n in names[m[1]].split()), head)
+        expanded = re.sub(
+            r"\$\(addprefix build-,\$\((\w+)\)\)", lambda m: " ".join(f"build-{n}" for n in names[m[1]].split()), head
+        )
         for target in expanded.split():
             targets[target.removeprefix("build-")] = bundle[1]
     return targets
@@ -120,7 +122,8 @@ def test_make_writes_only_run_time_code(tmp_path: Path) -> None:
     installs the requirements for Lambda arm64: network or pip's cache), no tests, docs or bench."""
     out = tmp_path / "IngressFunction"
     subprocess.run(
-        ["make", "-f", str(REPO_ROOT / "Makefile"), "build-IngressFunction", f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
+        ["make", "-f", str(REPO_ROOT / "Makefile"), "build-IngressFunction"]
+        + [f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
         cwd=tmp_path,
         check=True,
         timeout=600,
@@ -129,7 +132,7 @@ def test_make_writes_only_run_time_code(tmp_path: Path) -> None:
     assert {"control_plane", "http_api", "adapters", "boto3", "pydantic", "aws_lambda_powertools"} <= top
     assert not {"tests", "docs", "bench", "examples", "infra", "scripts", "README.md", "moto", "datafusion"} & top
     assert not list(out.rglob("__pycache__"))
-    ours = sum(path.stat().st_size for name in CONTROL_PLANE.packages for path in (out / name).rglob("*") if path.is_file())
+    ours = sum(p.stat().st_size for name in CONTROL_PLANE.packages for p in (out / name).rglob("*") if p.is_file())
     size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
     assert ours < 4 * 2**20, f"{ours / 2**20:.1f} MB of Torpor's own code"
     # the rest is dependencies (botocore ~31 MB, zstandard ~21 MB, cryptography ~15 MB): ~95 MB;
