@@ -62,7 +62,7 @@ from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment
-from control_plane.errors import Conflict, NotFound, TorporError
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.ports import Invoker, SystemClock
 from control_plane.settings import Settings
 from http_api import HttpControlPlane
@@ -374,13 +374,82 @@ def sweeper_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
 # --- deploy hook: a CloudFormation custom resource ---------------------------------------------------
 
 
+SCHEDULE_RESOURCE_TYPE = "Custom::TorporSchedule"
+"""The custom resource type of a schedule declared in a stack (SAM, CloudFormation, the CDK's `TorporSchedule`)."""
+
+
+def _schedule_resource(
+    control_plane: HttpControlPlane, request_type: str, properties: Mapping[str, Any], physical_id: str
+) -> tuple[str, dict[str, str]]:
+    """Create, replace or delete the durable schedule a `Custom::TorporSchedule` declares.
+
+    Properties (strings, as CloudFormation passes them): `Name`; `Target` (`Service/handler`, which
+    must be registered: make the resource depend on its deployment); `Cron` (5 fields, UTC) or
+    `Every` (a period, whole minutes on AWS); optional `Key` (a virtual object's or workflow's) and
+    `Body` (JSON text: `'"hourly"'`, `'{"n": 1}'`). The same rules and 400 messages as
+    `POST /schedules` (`control_plane.schedules`); the physical id is `schedule/NAME`.
+
+    Create stores and arms it (a name already taken, e.g. by `torpor schedules create`, fails the
+    resource rather than adopt it); Update with the same name deletes and creates it again (it goes
+    on from its next future tick; a tick already sent is not sent again, its idempotency key being
+    the same), with a new name creates the new one (CloudFormation then deletes the old); Delete
+    removes the schedule and its EventBridge schedule (an unknown one is fine).
+
+    Returns:
+        `(physical id, {"Name": name})`.
+
+    Raises:
+        BadRequest: A property is missing or malformed, or the schedule is refused.
+        Conflict: Create of a name that is taken.
+        KeyError: `Name` or `Target` is missing.
+    """
+    schedules = control_plane.schedules
+    if request_type == "Delete":
+        if physical_id.startswith("schedule/"):
+            try:
+                schedules.delete(physical_id.removeprefix("schedule/"))
+            except NotFound:
+                pass
+        return physical_id, {}
+    name = str(properties["Name"])
+    service, slash, handler = str(properties["Target"]).partition("/")
+    if not slash or not service or not handler or "/" in handler:
+        raise BadRequest(f"Target must be Service/handler, got {properties['Target']!r}")
+    body: object = None
+    if properties.get("Body") not in (None, ""):
+        try:
+            body = json.loads(str(properties["Body"]))
+        except ValueError as exc:
+            raise BadRequest(f"Body must be JSON text (e.g. '\"hourly\"'): {exc}") from exc
+    if request_type == "Update" and physical_id == f"schedule/{name}":
+        try:
+            schedules.delete(name)
+        except NotFound:
+            pass
+    schedules.create(
+        name,
+        service=service,
+        handler=handler,
+        key=str(properties.get("Key") or ""),
+        body=body,
+        cron=str(properties["Cron"]) if properties.get("Cron") else None,
+        every=str(properties["Every"]) if properties.get("Every") else None,
+    )
+    return f"schedule/{name}", {"Name": name}
+
+
 @logger.inject_lambda_context
 def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
-    """Register a handler function version as a deployment when the stack deploys it.
+    """The CloudFormation custom resources `Custom::TorporDeployment` and `Custom::TorporSchedule`.
 
-    Resource properties: `FunctionVersionArn` (a published version's ARN), optional `AssumeRoleArn`.
-    Create and Update register it (the physical id is the deployment id); Delete removes it unless
-    invocations are still pinned to it (they finish on it; it stays registered, as in Restate).
+    `Custom::TorporDeployment` registers a handler function version as a deployment when the stack
+    deploys it. Resource properties: `FunctionVersionArn` (a published version's ARN), optional
+    `AssumeRoleArn`. Create and Update register it (the physical id is the deployment id); Delete
+    removes it unless invocations are still pinned to it (they finish on it; it stays registered, as
+    in Restate).
+
+    `Custom::TorporSchedule` declares a durable schedule (`_schedule_resource`).
+
     The answer goes to CloudFormation's pre-signed `ResponseURL`; a failure is reported as FAILED
     with the reason, never left hanging.
     """
@@ -390,7 +459,9 @@ def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
     status, reason = "SUCCESS", ""
     try:
         control_plane = build_control_plane()
-        if event["RequestType"] in ("Create", "Update"):
+        if event.get("ResourceType") == SCHEDULE_RESOURCE_TYPE:
+            physical_id, data = _schedule_resource(control_plane, event["RequestType"], properties, physical_id)
+        elif event["RequestType"] in ("Create", "Update"):
             arn = str(properties["FunctionVersionArn"])
             role = properties.get("AssumeRoleArn")
             deployment, _ = control_plane.registry.register(

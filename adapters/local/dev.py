@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
 import signal
@@ -46,7 +47,6 @@ from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests r
 from adapters.local import http_server
 from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
 from adapters.local.guard import LocalGuard
-from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
 from adapters.query import sql_engine
@@ -61,6 +61,7 @@ from http_api.ingress import CorsRouter
 
 if TYPE_CHECKING:  # imported when used: `python -m adapters.local.lambda_emulator` must not find it loaded
     from adapters.local.lambda_emulator import LambdaEmulatorProcess
+    from adapters.local.moto_server import SerialMotoServer  # only with --moto: the moto extra
 
 log = logging.getLogger("torpor.dev")
 
@@ -83,6 +84,31 @@ class DevServerError(TorporError):
     """The dev server could not start: a port is taken, the DynamoDB endpoint is unusable, ..."""
 
     code = "dev_server"
+
+
+MOTO_EXTRA_MISSING = (
+    "--moto (DynamoDB on an embedded moto server) needs the moto extra, which a plain install leaves out: "
+    "pip install 'torpor[moto]' (or use the default SQLite store, or --dynamodb-endpoint URL)"
+)
+"""What `torpor dev --moto` says when moto is not installed."""
+
+
+def moto_installed() -> bool:
+    """True when moto's server (the `moto` extra: `pip install 'torpor[moto]'`) can be imported."""
+    return importlib.util.find_spec("moto") is not None
+
+
+def _serial_moto_server() -> type[SerialMotoServer]:
+    """`adapters.local.moto_server.SerialMotoServer`, imported on first use.
+
+    Raises:
+        DevServerError: moto is not installed (`MOTO_EXTRA_MISSING` names the extra).
+    """
+    try:
+        from adapters.local.moto_server import SerialMotoServer
+    except ImportError as exc:
+        raise DevServerError(f"{MOTO_EXTRA_MISSING} ({exc})") from exc
+    return SerialMotoServer
 
 
 def _has_aws_credentials() -> bool:
@@ -400,7 +426,7 @@ class DevServer:
             werkzeug_log = logging.getLogger("werkzeug")
             if werkzeug_log.level == logging.NOTSET:  # moto logs every request at INFO: noise here
                 werkzeug_log.setLevel(logging.WARNING)
-            self._moto = SerialMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
+            self._moto = _serial_moto_server()(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
             self._moto.start()
             host, port = self._moto.get_host_and_port()
             self._dynamodb_endpoint = http_url(host, port)
