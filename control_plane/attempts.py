@@ -251,11 +251,11 @@ class RequestResponse(AttemptParts):
                 auth=deployment.auth or None,
             )
         except InvokerError as exc:
-            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            self.metrics.observe("attempt_duration", (time.perf_counter() - started) * 1000, **labels)
             if isinstance(exc, AnswerTooLarge):  # the same failed attempt as on a stream (bidi)
                 return answer_too_large(exc)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
-        self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+        self.metrics.observe("attempt_duration", (time.perf_counter() - started) * 1000, **labels)
         if not self._after_checkpoints(held, reply.headers, sent_length):
             return AttemptFailure(409, "the attempt lost its lease while the function committed steps")
         refused = self.refused_reply(reply.status, reply.headers, reply.body, version)
@@ -335,7 +335,7 @@ class Bidirectional(AttemptParts):
                 self.clock.now_ms,
             )
         finally:
-            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            self.metrics.observe("attempt_duration", (time.perf_counter() - started) * 1000, **labels)
 
     def _commit_streamed(
         self, held: Held, options: HandlerOptions, entries: list[Frame]

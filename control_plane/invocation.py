@@ -318,7 +318,7 @@ class Engine:
         """The one entry of an invocation's wake-up (`timers.Wake`), whatever delivered it. A
         wake-up now (no `dues`) advances. A timer's advances once its due time has come: an early
         one is handed back to the scheduler (`NOT_DUE` when none was due); each due one's lateness
-        is recorded (`timer_lateness_ms`, ms past its due time when the advance starts) and its
+        is recorded (`timer_lateness`, ms past its due time when the advance starts) and its
         record settled after the advance (`_timer_done`)."""
         now = self.clock.now_ms()
         due = [due_ms for due_ms in wake.dues if due_ms <= now]
@@ -327,7 +327,7 @@ class Engine:
         if wake.dues and not due:
             return Outcome.NOT_DUE
         for due_ms in due:
-            self.metrics.observe("timer_lateness_ms", now - due_ms)
+            self.metrics.observe("timer_lateness", now - due_ms)
         outcome = self.advance(wake.invocation_id)
         for due_ms in due:
             self._timer_done(wake.invocation_id, due_ms, outcome)

@@ -15,26 +15,32 @@ the W3C trace context handed to handlers.
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import re
 import secrets
 import threading
-from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Final, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series beside each counter and histogram: half the lines, no use here
 
 # --- metrics --------------------------------------------------------------------------------------
 
 
 class Metrics(Protocol):
-    """Where the engine counts: monotonic counters and observed values (ms) with string labels."""
+    """Where the engine counts: monotonic counters and observed durations (ms) with string labels."""
 
     def count(self, name: str, value: float = 1, **labels: str) -> None:
         """Add `value` to counter `name` (e.g. `invocations_completed`, labels `service`, `outcome`)."""
 
     def observe(self, name: str, value_ms: float, **labels: str) -> None:
-        """Record one observation of `name` in milliseconds (e.g. `handler_latency_ms`)."""
+        """Record one duration of `name` in milliseconds (e.g. `attempt_duration`)."""
 
 
 class NoMetrics:
@@ -47,84 +53,146 @@ class NoMetrics:
         return None
 
 
-_LABEL_ESCAPE = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n"})
+_TARGET = ("service", "handler")
+COUNTERS: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
+    "invocations_created": ("Invocations created: ingress requests, calls, one-way sends, schedules' ticks.", _TARGET),
+    "invocations_started": ("Invocations whose first attempt was sent to their deployment.", _TARGET),
+    "attempts": ("Attempts sent to deployments (the first one and each retry or resumption).", _TARGET),
+    "attempt_failures": ("Attempts that failed; the retry policy decides what follows.", _TARGET),
+    "suspensions": ("Suspensions written: the invocation waits for a completion, holding no process.", _TARGET),
+    "invocations_paused": ("Invocations paused by their retry policy (on_max_attempts = pause).", _TARGET),
+    "invocations_completed": (
+        "Invocations completed, by outcome: success, failure, cancelled, killed.",
+        (*_TARGET, "outcome"),
+    ),
+}
+"""The counters the engine counts into: name (exposed as `torpor_{name}_total`) → (help, label names)."""
+
+_FAST_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_LONG_S = (0.005, 0.025, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0, 1800.0, 3600.0, 21600.0, 86400.0)
+_STORE_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+HISTOGRAMS: Final[Mapping[str, tuple[str, tuple[str, ...], tuple[float, ...]]]] = {
+    "attempt_duration": ("Time of one attempt at the deployment, request sent to answer read.", _TARGET, _FAST_S),
+    "invocation_duration": (
+        "Time from an invocation's creation to its completion, suspensions and retries included.",
+        (*_TARGET, "outcome"),
+        _LONG_S,
+    ),
+    "store_call_duration": ("Time of one call to the store (SQLite or DynamoDB), by operation.", ("operation",), _STORE_S),
+    "timer_lateness": ("How late a timer's wake-up starts the invocation, past its due time.", (), _FAST_S),
+}
+"""The durations the engine observes: name (exposed as `torpor_{name}_seconds`, a histogram; observed
+in ms, exposed in s) → (help, label names, bucket upper bounds in s)."""
 
 
-class InMemoryMetrics:
-    """Counters and summaries (count, sum, max) kept in memory; thread-safe.
+class PrometheusMetrics:
+    """`Metrics` kept in a `prometheus_client` registry of its own (one per control plane), rendered by
+    `render()` in the Prometheus text format for `GET /metrics` (`torpor dev`).
 
-    `render()` gives them in the Prometheus text exposition format (version 0.0.4), names prefixed
-    `torpor_`: a counter as `torpor_{name}_total`, an observation as `torpor_{name}_count`,
-    `_sum` and `_max`.
+    Counters are `torpor_{name}_total` (`COUNTERS`), durations histograms `torpor_{name}_seconds`
+    (`HISTOGRAMS`, observed in ms, exposed in seconds), each with its help text. A name outside
+    both catalogues is registered at its first use with the label names it came with. Label values
+    are the service, handler, outcome and store operation: bounded by what is registered.
+    Thread-safe (prometheus_client's own locks; the label children are cached here).
     """
 
     def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
         self._lock = threading.Lock()
-        self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
-        self._observed: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
+        self._families: dict[str, Counter | Histogram] = {}
+        self._children: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+        for name, (text, labels) in COUNTERS.items():
+            self._families[name] = Counter(f"torpor_{name}", text, labels, registry=self.registry)
+        for name, (text, labels, buckets) in HISTOGRAMS.items():
+            self._families[name] = Histogram(
+                f"torpor_{name}_seconds", text, labels, registry=self.registry, buckets=buckets
+            )
+
+    def _child(self, name: str, labels: Mapping[str, str], histogram: bool) -> Any:
+        key = (name, tuple(sorted(labels.items())))
+        child = self._children.get(key)
+        if child is not None:
+            return child
+        with self._lock:
+            family = self._families.get(name)
+            if family is None:  # not in the catalogues: registered as first used
+                names = tuple(sorted(labels))
+                if histogram:
+                    family = Histogram(f"torpor_{name}_seconds", f"torpor {name}", names, registry=self.registry)
+                else:
+                    family = Counter(f"torpor_{name}", f"torpor {name}", names, registry=self.registry)
+                self._families[name] = family
+            child = family.labels(**labels) if labels else family
+            self._children[key] = child
+            return child
 
     def count(self, name: str, value: float = 1, **labels: str) -> None:
-        with self._lock:
-            self._counters[(name, tuple(sorted(labels.items())))] += value
+        """Add `value` to `torpor_{name}_total` with `labels`."""
+        self._child(name, labels, False).inc(value)
 
     def observe(self, name: str, value_ms: float, **labels: str) -> None:
-        key = (name, tuple(sorted(labels.items())))
-        with self._lock:
-            stats = self._observed.setdefault(key, [0.0, 0.0, 0.0])
-            stats[0] += 1
-            stats[1] += value_ms
-            stats[2] = max(stats[2], value_ms)
+        """Observe `value_ms` (ms) in the histogram `torpor_{name}_seconds` with `labels`."""
+        self._child(name, labels, True).observe(value_ms / 1000)
 
     def counter(self, name: str, **labels: str) -> float:
         """The value of one counter (0 if never counted); with no labels, the sum over all labels."""
-        with self._lock:
-            if labels:
-                return self._counters.get((name, tuple(sorted(labels.items()))), 0)
-            return sum(v for (n, _), v in self._counters.items() if n == name)
+        value = self.registry.get_sample_value(f"torpor_{name}_total", labels) if labels else None
+        if labels:
+            return value or 0.0
+        return sum(
+            sample.value
+            for metric in self.registry.collect()
+            if metric.name == f"torpor_{name}"
+            for sample in metric.samples
+            if sample.name == f"torpor_{name}_total"
+        )
 
-    def render(self) -> str:
-        """Everything in the Prometheus text format."""
-        lines: list[str] = []
-        with self._lock:
-            counters = sorted(self._counters.items())
-            observed = sorted(self._observed.items())
-        seen: set[str] = set()
-        for (name, labels), value in counters:
-            metric = f"torpor_{name}_total"
-            if metric not in seen:
-                seen.add(metric)
-                lines.append(f"# TYPE {metric} counter")
-            lines.append(f"{metric}{_labels(labels)} {_number(value)}")
-        for (name, labels), (count, total, largest) in observed:
-            metric = f"torpor_{name}"
-            if metric not in seen:
-                seen.add(metric)
-                lines.append(f"# TYPE {metric} summary")
-            lines.append(f"{metric}_count{_labels(labels)} {_number(count)}")
-            lines.append(f"{metric}_sum{_labels(labels)} {_number(total)}")
-            lines.append(f"{metric}_max{_labels(labels)} {_number(largest)}")
-        return "\n".join(lines) + "\n"
+    def render(self) -> bytes:
+        """Everything in the Prometheus text format (version 0.0.4, `CONTENT_TYPE_LATEST`)."""
+        return generate_latest(self.registry)
 
 
-def _labels(labels: tuple[tuple[str, str], ...]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{str(v).translate(_LABEL_ESCAPE)}"' for k, v in labels) + "}"
+InMemoryMetrics = PrometheusMetrics
+"""The name `PrometheusMetrics` had before it used prometheus_client."""
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+def time_store_calls(store: object, metrics: Metrics, operations: Iterable[str]) -> None:
+    """Observe each call of `store`'s methods named in `operations` as `store_call_duration` (ms,
+    label `operation`: the method's name), by wrapping them on the instance (its class and its
+    other users see the same object). A call that raises is observed too. Costs two clock reads
+    and one observation per call; `torpor dev` does it (`adapters.local.dev`), the Lambda functions
+    do not (their EMF log lines would carry one value per call).
+    """
+    for name in operations:
+        method = getattr(store, name, None)
+        if callable(method) and not hasattr(method, "torpor_timed"):  # timed once, whoever asks again
+            setattr(store, name, _timed(method, metrics, name))
+
+
+def _timed(method: Callable[..., Any], metrics: Metrics, name: str) -> Callable[..., Any]:
+    clock = time.perf_counter
+
+    @functools.wraps(method)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = clock()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            metrics.observe("store_call_duration", (clock() - started) * 1000, operation=name)
+
+    timed.torpor_timed = True  # type: ignore[attr-defined]
+    return timed
 
 
 # --- metering: the AWS requests each invocation causes ----------------------------------------------
 
-_meter: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar("torpor_meter", default=None)
+_meter: contextvars.ContextVar[Tally[str] | None] = contextvars.ContextVar("torpor_meter", default=None)
 
 
 @contextmanager
-def metered() -> Iterator[Counter[str]]:
+def metered() -> Iterator[Tally[str]]:
     """Count, in the returned Counter, every `record` made by this thread (context) inside the block."""
-    counts: Counter[str] = Counter()
+    counts: Tally[str] = Tally()
     token = _meter.set(counts)
     try:
         yield counts

@@ -52,7 +52,8 @@ from adapters.local.sqlite_store import SQLiteStore
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
-from control_plane.ports import Invoker, StoreUnavailable
+from control_plane.observability import PrometheusMetrics, time_store_calls
+from control_plane.ports import Invoker, Store, StoreUnavailable
 from control_plane.request_identity import RequestSigner
 from control_plane.settings import Settings
 from http_api import HttpControlPlane
@@ -61,6 +62,9 @@ from http_api.ingress import CorsRouter
 
 if TYPE_CHECKING:  # imported when used: `python -m adapters.local.lambda_emulator` must not find it loaded
     from adapters.local.lambda_emulator import LambdaEmulatorProcess
+
+_STORE_OPERATIONS = tuple(name for name in dir(Store) if not name.startswith("_"))
+"""The store's operations, each timed for `/metrics` (`torpor_store_call_duration_seconds`)."""
 
 log = logging.getLogger("torpor.dev")
 
@@ -439,8 +443,15 @@ class DevServer:
             signer=self.request_signer,
         )
         self._scheduler = LocalScheduler(workers=self.concurrency)
+        metrics = PrometheusMetrics()  # GET /metrics of this process
+        time_store_calls(self.store, metrics, _STORE_OPERATIONS)
         self._control_plane = HttpControlPlane(
-            self.store, self._invoker, self._scheduler, settings=self.settings, facts=self.store.facts
+            self.store,
+            self._invoker,
+            self._scheduler,
+            settings=self.settings,
+            facts=self.store.facts,
+            metrics=metrics,
         )
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         # POST /query; None without the `query` extra
