@@ -15,7 +15,7 @@ import logging
 from control_plane.effects import Effects
 from control_plane.held import log_fields
 from control_plane.keyed import Keys, is_exclusive, is_workflow_run
-from control_plane.observability import Metrics
+from control_plane.observability import NO_TRACER, Metrics, Tracer
 from control_plane.ports import Clock, InvocationRecord, Store
 from control_plane.registry import Registry
 from control_plane.settings import Settings
@@ -60,6 +60,7 @@ class Endings:
         self.waiters = waiters
         self.keys = keys
         self.effects = effects
+        self.tracer: Tracer = NO_TRACER  # `Engine.use_tracer`
 
     def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
         """Tell every caller of `record` (as it will be stored completed: its `output` or `failure`
@@ -99,6 +100,8 @@ class Endings:
                 handler=record.handler,
                 outcome=outcome,
             )
+        if self.tracer.enabled and record.trace_id:
+            self.tracer.invocation_ended(record)
         level = logging.DEBUG if record.failure is None else logging.INFO  # a success a line only when debugging
         if log.isEnabledFor(level):
             shown = outcome if record.failure is None else f"{outcome} {dict(record.failure).get('code', 500)}"

@@ -56,7 +56,7 @@ from control_plane.executor import Executor
 from control_plane.held import Held, Knocks, Outcome, log_fields
 from control_plane.journal import Journal, awaited, notification_key
 from control_plane.keyed import Keys, is_keyed
-from control_plane.observability import Metrics, NoMetrics, metered
+from control_plane.observability import NO_TRACER, Metrics, NoMetrics, Tracer, metered
 from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
     Clock,
@@ -155,6 +155,7 @@ class Engine:
         self.store = store
         self.facts = facts
         self.metrics: Metrics = metrics or NoMetrics()
+        self.tracer: Tracer = NO_TRACER  # `use_tracer`
         self.registry = registry
         self.scheduler = scheduler
         self.clock = clock
@@ -202,6 +203,14 @@ class Engine:
             registry, clock, settings, self.metrics, self.keys, self.executor, self.effects, self.knocks
         )  # request/response with checkpoints, or bidirectional: one seam per deployment
         """`Creation.create`: store a new invocation (the ingress, a Call's callee, a schedule's tick)."""
+
+    def use_tracer(self, tracer: Tracer) -> None:
+        """Emit spans to `tracer` (`observability.Tracer`): at creation, each attempt and completion."""
+        self.tracer = tracer
+        self.creation.tracer = tracer
+        self.endings.tracer = tracer
+        self.attempts.request_response.tracer = tracer
+        self.attempts.bidirectional.tracer = tracer
 
     def stop(self) -> None:
         """Finish no more attempts: between attempts, leases are released for the next process."""

@@ -1,15 +1,17 @@
 """What the control plane tells about itself: metrics, the AWS requests each invocation causes, and
 the W3C trace context handed to handlers.
 
-- `Metrics` is the port the engine counts into (`count`, `observe`): `InMemoryMetrics` keeps them
-  for `GET /metrics` (Prometheus text format) in `torpor dev`; on Lambda they go out as CloudWatch
-  EMF (`adapters.aws.emf`).
+- `Metrics` is the port the engine counts into (`count`, `observe`): `PrometheusMetrics` keeps them
+  in a prometheus_client registry for `GET /metrics` in `torpor dev`; on Lambda they go out as
+  CloudWatch EMF (`adapters.aws.emf`).
 - `metered(invocation_id)` opens a meter for the current thread (a context variable) while the
   engine works on one invocation; adapters `record(kind)` each AWS request they make ("dynamodb
   PutItem", "sqs SendMessage", "scheduler CreateSchedule", "lambda Invoke") and the engine folds
   the counts into the invocation's record with its next write (`InvocationRecord.requests`).
 - What such counts cost: `http_api.prices.cost_usd`.
-- `traceparent(trace_id, invocation_id)`: the header each attempt carries, W3C Trace Context level 1.
+- `traceparent(trace_id, invocation_id)`: the header each attempt carries, W3C Trace Context level 1,
+  when no `Tracer` is on; `Tracer` is the port the engine's spans go to (`adapters.otel` exports
+  them over OTLP with the OpenTelemetry SDK, the `otel` extra; docs/observability.md).
 """
 
 from __future__ import annotations
@@ -24,11 +26,15 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 
-disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series beside each counter and histogram: half the lines, no use here
+if TYPE_CHECKING:
+    from control_plane.ports import InvocationRecord
+
+# no `_created` series beside each counter and histogram: half the lines, of no use here
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # --- metrics --------------------------------------------------------------------------------------
 
@@ -78,7 +84,11 @@ HISTOGRAMS: Final[Mapping[str, tuple[str, tuple[str, ...], tuple[float, ...]]]] 
         (*_TARGET, "outcome"),
         _LONG_S,
     ),
-    "store_call_duration": ("Time of one call to the store (SQLite or DynamoDB), by operation.", ("operation",), _STORE_S),
+    "store_call_duration": (
+        "Time of one call to the store (SQLite or DynamoDB), by operation.",
+        ("operation",),
+        _STORE_S,
+    ),
     "timer_lateness": ("How late a timer's wake-up starts the invocation, past its due time.", (), _FAST_S),
 }
 """The durations the engine observes: name (exposed as `torpor_{name}_seconds`, a histogram; observed
@@ -148,7 +158,7 @@ class PrometheusMetrics:
         )
 
     def render(self) -> bytes:
-        """Everything in the Prometheus text format (version 0.0.4, `CONTENT_TYPE_LATEST`)."""
+        """Everything in the Prometheus text format, version 0.0.4 (`text/plain; version=0.0.4`)."""
         return generate_latest(self.registry)
 
 
@@ -210,24 +220,106 @@ def record(kind: str, n: int = 1) -> None:
         counts[kind] += n
 
 
-# --- trace context --------------------------------------------------------------------------------
+# --- trace context and spans ----------------------------------------------------------------------
 
 _TRACEPARENT = re.compile(r"^00-(?P<trace>[0-9a-f]{32})-(?P<span>[0-9a-f]{16})-(?P<flags>[0-9a-f]{2})$")
 
 
-def trace_id_from(headers: Mapping[str, str]) -> str:
-    """The trace id of an incoming `traceparent` header (W3C Trace Context), or a new random one.
-
-    An all-zero or malformed header starts a new trace, as the specification says.
+def trace_context_from(headers: Mapping[str, str]) -> tuple[str, str]:
+    """`(trace id, parent span id)` of an incoming `traceparent` header (W3C Trace Context level 1):
+    its trace and span; a new random trace and no parent ("") when it is absent, malformed or all
+    zero, as the specification says; `("", "")` when it says the caller does not sample the trace
+    (flags without bit 0): then no attempt carries a `traceparent` and no span is exported, as
+    restate-server 1.7.12 does.
     """
     match = _TRACEPARENT.match(headers.get("traceparent", "").strip().lower())
     if match and match.group("trace") != "0" * 32 and match.group("span") != "0" * 16:
-        return match.group("trace")
-    return secrets.token_hex(16)
+        if not int(match.group("flags"), 16) & 1:
+            return "", ""
+        return match.group("trace"), match.group("span")
+    return secrets.token_hex(16), ""
+
+
+def trace_id_from(headers: Mapping[str, str]) -> str:
+    """The trace id of an incoming `traceparent` header, or a new random one (`trace_context_from`'s
+    first half; "" for a trace the caller does not sample)."""
+    return trace_context_from(headers)[0]
+
+
+def invocation_span_id(invocation_id: str) -> str:
+    """The span id (16 hex digits) of an invocation's span, derived from its id: every process and
+    every attempt names the same span without storing it (restate-server derives it from the id too)."""
+    return hashlib.sha256(invocation_id.encode()).hexdigest()[:16]
 
 
 def traceparent(trace_id: str, invocation_id: str) -> str:
-    """The `traceparent` an attempt of `invocation_id` carries: its trace, and a span id derived from
-    the invocation id (one span per invocation, the parent of whatever the handler traces)."""
-    span = hashlib.sha256(invocation_id.encode()).hexdigest()[:16]
-    return f"00-{trace_id}-{span}-01"
+    """The `traceparent` an attempt of `invocation_id` carries when no `Tracer` is on: its trace, and
+    the invocation's span (`invocation_span_id`), the parent of whatever the handler traces."""
+    return f"00-{trace_id}-{invocation_span_id(invocation_id)}-01"
+
+
+class AttemptSpan(Protocol):
+    """One attempt's span, open while the attempt runs (`Tracer.attempt`)."""
+
+    span_id: str  # 16 hex digits: the parent of the callees its Call commands create
+    traceparent: str  # the W3C header the attempt's request carries: this span
+
+    def end(self, failure: str | None = None) -> None:
+        """Close the span: ok, or an error with `failure` (the attempt's failure message)."""
+
+
+class Tracer(Protocol):
+    """Where the engine's spans go, in restate-server 1.7.12's shape (docs/observability.md):
+
+    - `ingress {service}/{handler}`: the request that created an invocation (its parent: the
+      client's `traceparent` span), emitted at once;
+    - `invocation-start {service}/{handler}`: the invocation's span, whose id is derived from the
+      invocation id (`invocation_span_id`), emitted when it is created; its parent is the ingress
+      span or the caller's attempt span (stored on the record: `InvocationRecord.trace_parent`);
+    - `invocation-attempt {service}/{handler}`: each attempt, a child of the invocation's span,
+      open while the attempt runs; its id is the `traceparent` the handler gets;
+    - `invocation-end {service}/{handler}`: emitted at completion, a child of the invocation's
+      span, from the invocation's creation to its completion, with its result.
+
+    A stateless control plane cannot hold a span open across suspensions (another process may
+    complete the invocation): every span here is emitted by the process that ends it, and only ids
+    derived from the invocation id or stored on its record tie them together. `enabled` False (the
+    `NoTracer`): the engine makes none of these calls.
+    """
+
+    enabled: bool
+
+    def ingress(self, trace_id: str, parent_span_id: str, service: str, handler: str, invocation_id: str) -> str:
+        """Emit the ingress span of a new invocation; returns its span id (16 hex digits)."""
+        ...
+
+    def invocation_started(self, record: InvocationRecord, started_ns: int) -> None:
+        """Emit `record`'s invocation span, from `started_ns` (ns since the epoch) to now."""
+
+    def attempt(self, record: InvocationRecord, deployment_id: str) -> AttemptSpan:
+        """Start the span of an attempt of `record` at deployment `deployment_id`."""
+        ...
+
+    def invocation_ended(self, record: InvocationRecord) -> None:
+        """Emit the end span of completed `record`."""
+
+
+class NoTracer:
+    """The `Tracer` that traces nothing (`enabled` False): attempts carry `traceparent(...)`."""
+
+    enabled = False
+
+    def ingress(self, trace_id: str, parent_span_id: str, service: str, handler: str, invocation_id: str) -> str:
+        return parent_span_id
+
+    def invocation_started(self, record: InvocationRecord, started_ns: int) -> None:
+        return None
+
+    def attempt(self, record: InvocationRecord, deployment_id: str) -> AttemptSpan:
+        raise NotImplementedError("NoTracer traces no attempt: check `enabled` first")
+
+    def invocation_ended(self, record: InvocationRecord) -> None:
+        return None
+
+
+NO_TRACER: Final = NoTracer()

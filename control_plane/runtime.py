@@ -11,7 +11,7 @@ import logging
 import time
 
 from control_plane.invocation import Engine, Outcome, far_future_ms, rung_since_suspended
-from control_plane.observability import Metrics, PrometheusMetrics
+from control_plane.observability import Metrics, PrometheusMetrics, Tracer
 from control_plane.operations import FAN_OUT_BUDGET_S, kill_callees_of_wake_id
 from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, StoreFacts, SystemClock
 from control_plane.registry import Registry
@@ -43,6 +43,7 @@ class ControlPlane:
             table hold 16-byte ids, what creating an invocation costs), from the adapter beside the
             store (`DynamoDBStore.facts`, `SQLiteStore.facts`). Required: a wrong default would let
             the AWS ingress function try deletes its role forbids.
+        tracer: Where spans go (`observability.Tracer`; `adapters.otel.tracer_from_env`); none by default.
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class ControlPlane:
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -66,6 +68,8 @@ class ControlPlane:
         self.engine = Engine(
             store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics, facts=facts
         )
+        if tracer is not None:
+            self.engine.use_tracer(tracer)
         self.scheduler = scheduler
         # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)

@@ -15,8 +15,6 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST
-
 from control_plane import ids
 from control_plane.durations import parse_duration_ms, rfc3339
 from control_plane.endpoints import parse_additional_headers, parse_metadata, parse_registration
@@ -391,7 +389,7 @@ class Admin:
         metrics = self.engine.metrics
         if not isinstance(metrics, PrometheusMetrics):
             raise NotFound("this control plane exports its metrics as CloudWatch EMF, not on /metrics")
-        return HttpResponse(200, metrics.render(), {"content-type": CONTENT_TYPE_LATEST})
+        return HttpResponse(200, metrics.render(), {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok", "pid"}` once the store answers; `pid`: the process that answered

@@ -49,6 +49,7 @@ from adapters.local.guard import LocalGuard
 from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
+from adapters.otel import OtelTracer, tracer_from_env
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
@@ -245,6 +246,7 @@ class DevServer:
         self._store: DynamoDBStore | SQLiteStore | None = None
         self._invoker: RoutingInvoker | None = None
         self._scheduler: LocalScheduler | None = None
+        self._tracer: OtelTracer | None = None
         self._sweeper: threading.Thread | None = None
         self._sweeping = threading.Event()
         self._control_plane: HttpControlPlane | None = None
@@ -443,6 +445,7 @@ class DevServer:
             signer=self.request_signer,
         )
         self._scheduler = LocalScheduler(workers=self.concurrency)
+        self._tracer = tracer_from_env()  # OTLP traces if OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md)
         metrics = PrometheusMetrics()  # GET /metrics of this process
         time_store_calls(self.store, metrics, _STORE_OPERATIONS)
         self._control_plane = HttpControlPlane(
@@ -452,6 +455,7 @@ class DevServer:
             settings=self.settings,
             facts=self.store.facts,
             metrics=metrics,
+            tracer=self._tracer,
         )
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         # POST /query; None without the `query` extra
@@ -647,6 +651,9 @@ class DevServer:
         if self._invoker is not None:
             self._invoker.close()
             self._invoker = None
+        if self._tracer is not None:  # the spans still buffered go out
+            self._tracer.shutdown()
+            self._tracer = None
         if self._emulator is not None:
             self._emulator.stop()
         if self._moto is not None:
