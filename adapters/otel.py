@@ -35,6 +35,7 @@ try:
     from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 except ImportError:  # the `otel` extra is not installed: `tracer_from_env` says so when asked for one
     trace = None  # type: ignore[assignment]
+    RandomIdGenerator = object  # type: ignore[assignment,misc]  # so that `_PresetIds` is defined
 
 _SAMPLED = 0x01
 

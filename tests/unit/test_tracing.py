@@ -3,6 +3,8 @@ ids and parent links as restate-server 1.7.12 emits them, and when `tracer_from_
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -101,3 +103,17 @@ def test_tracing_is_on_only_with_an_otlp_endpoint_and_names_the_extra_when_the_s
     monkeypatch.setattr(adapters.otel, "trace", None)  # as without the `otel` extra
     with pytest.raises(TracingUnavailable, match=r"pip install 'torpor\[otel\]'"):
         tracer_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+
+
+def test_without_the_sdk_the_adapter_imports_and_only_an_endpoint_asks_for_it() -> None:
+    script = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "from adapters.otel import TracingUnavailable, tracer_from_env\n"
+        "assert tracer_from_env({}) is None\n"
+        "try:\n"
+        "    tracer_from_env({'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'})\n"
+        "except TracingUnavailable as exc:\n"
+        "    print(exc.message)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert "pip install 'torpor[otel]'" in done.stdout
