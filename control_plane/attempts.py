@@ -44,7 +44,7 @@ from control_plane.failures import clip
 from control_plane.held import Held, Knocks, Outcome, log_fields
 from control_plane.journal import AwaitPoint
 from control_plane.keyed import Keys
-from control_plane.observability import NO_TRACER, AttemptSpan, Metrics, Tracer, traceparent
+from control_plane.observability import NO_TRACER, Metrics, Tracer, traceparent
 from control_plane.ports import AnswerTooLarge, Clock, DeploymentRecord, InvokerError, StoreConflict
 from control_plane.protocol import Frame, encode_frames, frame, invocation_content_type
 from control_plane.protocol import protocol_pb2 as pb

@@ -27,8 +27,8 @@ from control_plane.held import Held
 from control_plane.hooks import EngineHooks
 from control_plane.journal import notification_key, sleep_completion
 from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
-from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
 from control_plane.observability import invocation_span_id
+from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
 from control_plane.ports import InvocationRecord, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
