@@ -5,7 +5,9 @@ restate-server 1.7.12's shape (docs/observability.md), and `/metrics` parsed by 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,15 +15,27 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.dev import torpor_dev_process, wait_for
 from tests.helpers.otlp import OtlpReceiver, ReceivedSpan, otlp_receiver
+from tests.helpers.services import serve_examples
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
 
 
-@pytest.fixture(scope="module")
-def traced(examples_url: str) -> Iterator[tuple[str, str, OtlpReceiver]]:
+@pytest.fixture(scope="module", params=["request-response", "bidirectional"])
+def traced(
+    request: pytest.FixtureRequest, examples_url: str, effects_file: Path
+) -> Iterator[tuple[str, str, OtlpReceiver]]:
     """`torpor dev --in-memory` exporting to an OTLP receiver (batches every 100 ms), the examples
-    registered: `(ingress URL, admin URL, receiver)`."""
+    registered, over HTTP/1.1 (request/response) or HTTP/2 (bidirectional mode):
+    `(ingress URL, admin URL, receiver)`."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "bidirectional":
+            examples_url, _ = stack.enter_context(serve_examples(side_effects_file=effects_file, http2=True))
+        yield stack.enter_context(_traced_dev(examples_url))
+
+
+@contextlib.contextmanager
+def _traced_dev(examples_url: str) -> Iterator[tuple[str, str, OtlpReceiver]]:
     with otlp_receiver() as receiver:
         env = {
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
@@ -80,7 +94,9 @@ def test_an_invocation_is_traced_as_restate_server_does_and_its_handler_gets_the
     assert reply.json()["traceparent"] == f"00-{CLIENT_TRACE}-{attempt.span_id}-01"
 
 
-def test_calls_and_suspensions_keep_one_trace_with_parent_links(traced: tuple[str, str, OtlpReceiver]) -> None:
+def test_calls_and_suspensions_keep_one_trace_with_parent_links(
+    traced: tuple[str, str, OtlpReceiver], request: pytest.FixtureRequest
+) -> None:
     ingress, _admin, receiver = traced
     reply = httpx.post(f"{ingress}/Chain/a", json=200, timeout=60)  # a → b → c, c sleeps 200 ms
     assert reply.status_code == 200, reply.text
@@ -102,7 +118,8 @@ def test_calls_and_suspensions_keep_one_trace_with_parent_links(traced: tuple[st
         caller_attempts = {s.span_id for s in receiver.spans if s.name == f"invocation-attempt {caller}"}
         assert start.parent in caller_attempts, f"{callee}'s span is not a child of an attempt of {caller}"
     c = spans_of(receiver, _id_of(receiver, trace, "Chain/c"))
-    assert len(c["invocation-attempt"]) >= 2  # it suspended in its sleep and was resumed
+    if request.node.callspec.params["traced"] == "request-response":
+        assert len(c["invocation-attempt"]) >= 2  # it suspended in its sleep and was resumed
     assert {s.parent for s in c["invocation-attempt"]} == {c["invocation-start"][0].span_id}
     assert c["invocation-end"][0].end_ns - c["invocation-end"][0].start_ns >= 200_000_000
 
