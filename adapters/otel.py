@@ -81,7 +81,7 @@ def tracer_from_env(environ: Mapping[str, str] | None = None) -> OtelTracer | No
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter()  # endpoint, headers, timeout: from the OTEL_EXPORTER_OTLP_* variables
-    return OtelTracer(BatchSpanProcessor(exporter), service_name=env.get("OTEL_SERVICE_NAME") or "torpor")
+    return OtelTracer(BatchSpanProcessor(exporter), service_name=env.get("OTEL_SERVICE_NAME") or None)
 
 
 class _PresetIds(RandomIdGenerator):  # type: ignore[misc]
@@ -132,17 +132,18 @@ class OtelTracer:
     Args:
         processor: Where ended spans go: a `BatchSpanProcessor` over an OTLP exporter
             (`tracer_from_env`), or a `SimpleSpanProcessor` over an `InMemorySpanExporter` in tests.
-        service_name: The resource's `service.name` (`OTEL_SERVICE_NAME`); `OTEL_RESOURCE_ATTRIBUTES`
-            adds to it.
+        service_name: The resource's `service.name` (`OTEL_SERVICE_NAME`); None: the one in
+            `OTEL_RESOURCE_ATTRIBUTES`, else `torpor`. `OTEL_RESOURCE_ATTRIBUTES` adds the rest.
     """
 
     enabled = True
 
-    def __init__(self, processor: SpanProcessor, service_name: str = "torpor") -> None:
+    def __init__(self, processor: SpanProcessor, service_name: str | None = "torpor") -> None:
         self._ids = _PresetIds()
-        self.provider = TracerProvider(
-            resource=Resource.create({"service.name": service_name}), id_generator=self._ids
-        )
+        resource = Resource.create({"service.name": service_name} if service_name else {})
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": "torpor"}))
+        self.provider = TracerProvider(resource=resource, id_generator=self._ids)
         self.provider.add_span_processor(processor)
         self._tracer = self.provider.get_tracer("torpor")
 

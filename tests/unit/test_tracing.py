@@ -93,12 +93,15 @@ def test_trace_context_of_requests_and_the_traceparent_without_a_tracer() -> Non
 def test_tracing_is_on_only_with_an_otlp_endpoint_and_names_the_extra_when_the_sdk_is_missing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
     assert tracer_from_env({}) is None
     assert tracer_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SDK_DISABLED": "true"}) is None
     endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
     assert tracer_from_env({**endpoint, "OTEL_TRACES_EXPORTER": "none"}) is None
     tracer = tracer_from_env({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"})
     assert isinstance(tracer, OtelTracer)
+    assert tracer.provider.resource.attributes["service.name"] == "torpor"  # without OTEL_SERVICE_NAME
     tracer.provider.shutdown()
     monkeypatch.setattr(adapters.otel, "trace", None)  # as without the `otel` extra
     with pytest.raises(TracingUnavailable, match=r"pip install 'torpor\[otel\]'"):
