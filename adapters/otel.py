@@ -231,6 +231,11 @@ class OtelTracer:
             span.set_status(Status(StatusCode.OK))
         span.end()  # now: right after the completing write
 
+    def flush(self, timeout_ms: int = 5_000) -> None:
+        """Export the spans buffered so far, waiting up to `timeout_ms` (a Lambda function does it
+        before it returns: its environment is frozen after)."""
+        self.provider.force_flush(timeout_ms)
+
     def shutdown(self) -> None:
         """Export what is buffered and stop (the SDK also does it when the process exits)."""
         self.provider.shutdown()

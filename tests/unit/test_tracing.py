@@ -120,3 +120,30 @@ def test_without_the_sdk_the_adapter_imports_and_only_an_endpoint_asks_for_it() 
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert "pip install 'torpor[otel]'" in done.stdout
+
+
+def test_the_lambda_functions_trace_when_configured_and_export_before_they_return(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adapters.aws import lambda_app
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    env = {"TORPOR_TABLE": "t", "TORPOR_WAKE_QUEUE_URL": "http://127.0.0.1:9/q", "AWS_REGION": "us-east-1"}
+    lambda_app.reset()
+    try:
+        assert lambda_app.build_control_plane(env).engine.tracer.enabled is False  # no endpoint, no tracer
+        lambda_app.reset()
+        built = lambda_app.build_control_plane({**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+        assert isinstance(built.engine.tracer, OtelTracer)
+        flushed: list[int] = []
+        monkeypatch.setattr(built.engine.tracer, "flush", lambda timeout_ms=5_000: flushed.append(timeout_ms))
+
+        def handler(event: object, context: object) -> str:
+            assert flushed == []  # not before the handler is done
+            return "answer"
+
+        assert lambda_app.flushes_spans(handler)({}, None) == "answer"
+        assert flushed == [5_000]
+    finally:
+        lambda_app.reset()
