@@ -70,7 +70,9 @@ def tracer_from_env(environ: Mapping[str, str] | None = None) -> OtelTracer | No
     exporter: Any
     if protocol.lower() == "grpc":
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+                OTLPSpanExporter as GrpcExporter,
+            )
         except ImportError as exc:
             raise TracingUnavailable(
                 "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs pip install opentelemetry-exporter-otlp-proto-grpc; "
@@ -84,7 +86,7 @@ def tracer_from_env(environ: Mapping[str, str] | None = None) -> OtelTracer | No
     return OtelTracer(BatchSpanProcessor(exporter), service_name=env.get("OTEL_SERVICE_NAME") or None)
 
 
-class _PresetIds(RandomIdGenerator):  # type: ignore[misc]
+class _PresetIds(RandomIdGenerator):
     """The SDK's random ids, except the ones `preset` sets for the next span made on this thread:
     the SDK lets a span choose its parent but not its own ids, which must be derived here."""
 
