@@ -161,3 +161,55 @@ def test_metrics_of_the_process_parse_with_help_and_histograms(traced: tuple[str
     assert {s.labels["outcome"] for s in completed} == {"success"}
     operations = {s.labels["operation"] for s in families["torpor_store_call_duration_seconds"].samples}
     assert {"create_invocation", "complete"} <= operations
+
+
+def _shape(spans: list[ReceivedSpan], client_span: str) -> set[tuple[str, str]]:
+    """The edges `(span kind, its parent's kind)` of one invocation's spans, by the name's first word
+    (`client` for the client's span)."""
+    kinds = {span.span_id: span.name.split(" ")[0] for span in spans}
+    kinds[client_span] = "client"
+    return {(span.name.split(" ")[0], kinds.get(span.parent, "?")) for span in spans}
+
+
+def test_the_spans_have_restate_servers_names_and_links(
+    traced: tuple[str, str, OtlpReceiver], request: pytest.FixtureRequest, examples_url: str
+) -> None:
+    """Differential: the same call on restate-server 1.7.12 exporting to its own receiver."""
+    if request.node.callspec.params["traced"] != "request-response":
+        pytest.skip("compared once, over HTTP/1.1")
+    from tests.conformance.harness import RestateRuntime
+
+    def traced_call(ingress: str, receiver: OtlpReceiver) -> tuple[set[tuple[str, str]], str, str]:
+        reply = httpx.post(
+            f"{ingress}/Chain/trace", headers={"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"}, timeout=60
+        )
+        assert reply.status_code == 200, reply.text
+        invocation_id = reply.headers["x-restate-id"]
+        spans = ended(receiver, invocation_id)
+        attempts = spans["invocation-attempt"]
+        names = {span.name for group in spans.values() for span in group}
+        flat = [span for group in spans.values() for span in group]
+        assert reply.json()["traceparent"] == f"00-{CLIENT_TRACE}-{attempts[0].span_id}-01"
+        return _shape(flat, CLIENT_SPAN), " ".join(sorted(names)), attempts[0].attributes["rpc.system"]
+
+    torpor_ingress, _admin, torpor_receiver = traced
+    ours = traced_call(torpor_ingress, torpor_receiver)
+    with otlp_receiver() as receiver:
+        restate = RestateRuntime()
+        restate.process.env["RESTATE_TRACING_ENDPOINT"] = f"otlp+{receiver.url}/v1/traces"
+        try:
+            restate.start()
+            registered = httpx.post(
+                f"{restate.admin_url}/deployments", json={"uri": examples_url, "use_http_11": True}, timeout=60
+            )
+            assert registered.status_code == 201, registered.text
+            theirs = traced_call(restate.ingress_url, receiver)
+        finally:
+            restate.close()
+    assert ours == theirs
+    assert ours[0] == {
+        ("ingress", "client"),
+        ("invocation-start", "ingress"),
+        ("invocation-attempt", "invocation-start"),
+        ("invocation-end", "invocation-start"),
+    }
