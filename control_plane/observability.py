@@ -28,13 +28,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
-
 if TYPE_CHECKING:
-    from control_plane.ports import InvocationRecord
+    from prometheus_client import Counter, Histogram
 
-# no `_created` series beside each counter and histogram: half the lines, of no use here
-disable_created_metrics()  # type: ignore[no-untyped-call]
+    from control_plane.ports import InvocationRecord
 
 # --- metrics --------------------------------------------------------------------------------------
 
@@ -107,6 +104,11 @@ class PrometheusMetrics:
     """
 
     def __init__(self) -> None:
+        # imported here: a function with in-process checkpoints imports this module (`record`) without it
+        from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+
+        # no `_created` series beside each counter and histogram: half the lines, of no use here
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         self._lock = threading.Lock()
         self._families: dict[str, Counter | Histogram] = {}
@@ -126,6 +128,8 @@ class PrometheusMetrics:
         with self._lock:
             family = self._families.get(name)
             if family is None:  # not in the catalogues: registered as first used
+                from prometheus_client import Counter, Histogram
+
                 names = tuple(sorted(labels))
                 if histogram:
                     family = Histogram(f"torpor_{name}_seconds", f"torpor {name}", names, registry=self.registry)
@@ -159,6 +163,8 @@ class PrometheusMetrics:
 
     def render(self) -> bytes:
         """Everything in the Prometheus text format, version 0.0.4 (`text/plain; version=0.0.4`)."""
+        from prometheus_client import generate_latest
+
         return generate_latest(self.registry)
 
 
