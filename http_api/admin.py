@@ -23,7 +23,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.observability import InMemoryMetrics
+from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
     INVOCATION_STATUSES,
@@ -417,9 +417,9 @@ class Admin:
         """This process's metrics in the Prometheus text format (`torpor dev`); 404 where they go to
         CloudWatch as EMF instead (the Lambda functions)."""
         metrics = self.engine.metrics
-        if not isinstance(metrics, InMemoryMetrics):
+        if not isinstance(metrics, PrometheusMetrics):
             raise NotFound("this control plane exports its metrics as CloudWatch EMF, not on /metrics")
-        return HttpResponse(200, metrics.render().encode(), {"content-type": "text/plain; version=0.0.4"})
+        return HttpResponse(200, metrics.render(), {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok", "pid"}` once the store answers; `pid`: the process that answered

@@ -60,6 +60,7 @@ from adapters.aws.schedules import EventBridgeSchedules
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
+from adapters.otel import OtelTracer, tracer_from_env
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
@@ -98,6 +99,7 @@ tracer = Tracer()
 copy_config_to_registered_loggers(source_logger=logger, include={"torpor"})  # the core's logs, as JSON
 
 _built: dict[bool, HttpControlPlane] = {}  # by `may_delete`: the ingress's, the others'
+_otel: list[OtelTracer] = []  # the OpenTelemetry tracers of `_built`, flushed before each handler returns
 _build_lock = threading.Lock()
 
 
@@ -170,6 +172,9 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
                 dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
                 group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
             )
+        otel = tracer_from_env(env)  # OTLP spans if OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md)
+        if otel is not None:
+            _otel.append(otel)
         built = HttpControlPlane(
             store,
             invoker,
@@ -179,6 +184,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             metrics=EmfMetrics(metrics),
             schedule_trigger=schedule_trigger,
             facts=store.facts,  # may it delete, may the table hold 16-byte ids, what a write costs
+            tracer=otel,
         )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         built.admin.sql = sql_engine(store, settings)  # POST /query; None (501) unless the bundle has the `query` extra
@@ -190,6 +196,24 @@ def reset() -> None:
     """Forget this container's `ControlPlane` (tests build one per environment)."""
     with _build_lock:
         _built.clear()
+        for otel in _otel:
+            otel.shutdown()
+        _otel.clear()
+
+
+def flushes_spans(handler: Any) -> Any:
+    """Wrap a Lambda handler so that the spans its event made are exported before it returns (with
+    tracing on; the function's environment is frozen after it returns, its batch thread with it)."""
+
+    @functools.wraps(handler)
+    def flushing(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        finally:
+            for otel in list(_otel):
+                otel.flush()
+
+    return flushing
 
 
 # --- HTTP: API Gateway HTTP API (payload format 2.0) ------------------------------------------------
@@ -283,6 +307,7 @@ def ingress_authorization_refusal(event: Mapping[str, Any], mode: str | None) ->
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def ingress_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Restate ingress behind an HTTP API: call, send, attach, output, awakeables.
 
@@ -302,6 +327,7 @@ def ingress_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def admin_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The admin API (deployments, services, invocations) behind an IAM-authorized HTTP API."""
     return _admin_api.resolve(event, context)
@@ -338,6 +364,7 @@ async def _wake(record: SQSRecord) -> str:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Advance the invocations a batch of wake-up messages names, concurrently.
 
@@ -361,6 +388,7 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def sweeper_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Every minute: wake overdue timers, inboxes and expired leases (`ControlPlane.sweep_due`).
 

@@ -29,6 +29,7 @@ NOT_ON_LAMBDA = {
     "httptools": "torpor dev's HTTP parser",
     "uvloop": "torpor dev's event loop",
     "werkzeug": "torpor dev's local Lambda emulator",
+    "prometheus-client": "torpor dev's GET /metrics (the functions write CloudWatch EMF)",
 }
 """pyproject.toml dependencies the Lambda functions never import, and who does."""
 
