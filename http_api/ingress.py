@@ -213,9 +213,10 @@ class Ingress:
     def send(self, request: HttpRequest, service: str, handler: str, key: str = "") -> HttpResponse:
         """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once.
 
-        `?delay=10s` (or `PT10S`, `500ms`, ...) starts it no earlier than that; the answer then
-        carries `executionTime` (RFC 3339). A malformed delay is a 400. A workflow's `run` sent
-        again for the same workflow id answers `"status": "PreviouslyAccepted"` with the first id.
+        `?delay=10s` (or `PT10S`, `500ms`, `1 hour`, ...: `parse_duration_ms`) starts it no earlier
+        than that; the answer then carries `executionTime` (RFC 3339). A malformed delay is a 400.
+        A workflow's `run` sent again for the same workflow id answers `"status": "PreviouslyAccepted"`
+        with the first id.
         """
         delay = request.query("delay")
         delay_ms = 0
