@@ -64,8 +64,9 @@ from typing import Any
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
-from control_plane.errors import Conflict, NotFound
+from control_plane.errors import Conflict, NotFound, ProtocolViolation
 from control_plane.held import Held
+from control_plane.journal import Journal
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
@@ -211,6 +212,9 @@ class SimStore:
                 )
             if name == "append_batch":
                 self._sim.committed(args[0], args[1])
+            if name == "complete" and kwargs.get("ending") is not None:  # the ending batch, with the completion
+                self._sim.committed(args[0], kwargs["ending"])
+                self._sim.covered["ended in one write"] += 1
             if before is not None and before.status == "completed":
                 after = self._inner.get_invocation(args[0])
                 if after is not None and (after.status, after.output, after.completion) != (
@@ -1205,10 +1209,26 @@ class Scenario:
 
     def check_journal(self, invocation_id: str) -> None:
         """Each completion id is given once and completed once in the journal; the callee of every
-        committed call and one-way call exists (a committed effect was carried out)."""
+        committed call and one-way call exists (a committed effect was carried out); a succeeded
+        invocation's journal, while kept, is whole and ends with the Output command of its `output`
+        (whether its ending was committed before the completing write or with it, `Executor.end`)."""
         loaded = self.raw.load_invocation(invocation_id)
         if loaded is None:
             return
+        record = loaded.record
+        if record.completion == "succeeded" and record.journal_expires_at_ms:
+            try:
+                journal = Journal.load(record.input_entry, loaded.batches)
+            except ProtocolViolation as exc:
+                self.violate(f"{invocation_id} (succeeded): its journal reads back broken: {exc}")
+                return
+            output = journal.output()
+            if output is None or output.value.content != (record.output or b""):
+                self.violate(f"{invocation_id} (succeeded): its journal does not end with the Output of its result")
+            elif len(journal) != record.journal_length:
+                self.violate(
+                    f"{invocation_id}: {len(journal)} journal entries read back, its record says {record.journal_length}"
+                )
         given: set[int] = set()
         completed: set[int] = set()
         index = 0  # journal index (entry 0 is the Input command)
