@@ -522,7 +522,8 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
 
         Returns:
             The metadata record, the batches ordered by `start_index` (the last one from the record
-            when its completing write kept it, `ending_at`) and the notifications ordered by
+            when its completing write kept it, `ending_at`, which supersedes a stale holder's batch
+            written at or past its index after losing the lease) and the notifications ordered by
             `created_at_ms` then key; or None if the invocation does not exist (even if
             notifications were stored for it).
         """
@@ -544,8 +545,11 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
                 notifications.append(notification_record(self._notifications.from_raw_data(raw)))
         if record is None:
             return None
-        if ending is not None:  # the last batch, kept in the record (`complete`'s `ending`): after the J# items
-            batches.append(ending)
+        if ending is not None:  # the last batch, kept in the record (`complete`'s `ending`)
+            # a J# item at or past its index can only be a stale holder's, appended after it lost its
+            # epoch (a batch write is conditional on its index alone): never acted on, and the holder
+            # that completed read the journal without it; the completion's view is the journal
+            batches = [batch for batch in batches if batch.start_index < ending.start_index] + [ending]
         notifications.sort(key=lambda n: (n.created_at_ms, n.key))
         return LoadedInvocation(record, batches, notifications)
 
