@@ -277,7 +277,8 @@ class Executor:
         notification landing meanwhile does the same, harmlessly). So every caller is told before
         the write, and a crash after it loses none.
 
-        `ending`: the journal batch written in the same transition (`end`; none of its callers).
+        `ending`: the journal batch written in the same transition (`end`), unless there is a caller
+        to tell: callers are told a result already on disk, so the batch is then appended first.
 
         Raises `StoreConflict` if the epoch moved on (or the doorbell kept moving, 16 times).
         """
@@ -289,7 +290,11 @@ class Executor:
                 if current is None or current.epoch != record.epoch:
                     raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
                 record, doorbell = record.evolve(callers=current.callers), current.doorbell
-            told = self.endings.tell_callers(record.evolve(**changes))
+            completed = record.evolve(**changes)
+            if ending is not None and (completed.callers or completed.caller_id):
+                self.store.append_batch(record.invocation_id, ending)  # callers are told a result on disk
+                ending = None
+            told = self.endings.tell_callers(completed)
             try:
                 if ending is None:
                     self.update(held, self.store.complete, doorbell=doorbell, **changes)
@@ -407,11 +412,11 @@ class Executor:
         Only when that changes nothing another part could see between the two writes: `entries`
         are the Output command and notifications only (no effect to apply after a commit, no
         notification to derive), every earlier effect is known applied, they fit in one journal
-        item, the result fits in the record, and the invocation has no caller to tell (no caller
-        invocation, none attached, no idempotency key, not a workflow's run: callers are told
-        before the completing write, and must be told a result already on disk). A crash before
-        the write leaves neither, and the handler runs again from the journal before its answer,
-        as a crash before `commit_new`'s write does.
+        item, and the result fits in the record. An invocation with a caller to tell (the one
+        whose Call created it, or one attached, as `completing_write` reads them) appends the
+        batch first, then tells, then completes, as before: a caller is only told a result on disk.
+        A crash before the write leaves neither, and the handler runs again from the journal before
+        its answer, as a crash before `commit_new`'s write does.
 
         Returns the outcome; False when it does not apply here (go on with `commit_new` and
         `complete`, as with a result too large for one write, which they fail with a 413); True
@@ -424,10 +429,6 @@ class Executor:
             len(outputs) != 1
             or any(f.type != MessageType.Output and not is_notification(f.type) for f in entries)
             or held.effects_known_upto() < len(held.journal)
-            or record.caller_id
-            or record.callers
-            or record.idempotency_key
-            or is_workflow_run(record)
         ):
             return False
         encoded = encode_frames(entries)

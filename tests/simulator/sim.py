@@ -100,10 +100,11 @@ _FENCED_WRITES = frozenset(
 _FORCED_WRITES = frozenset({"force_complete", "force_pause", "resume"})
 _RECORD_WRITES = _FENCED_WRITES | _FORCED_WRITES | {"acquire_lease", "attach_caller"}
 
-MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever")
+MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever", "drop-ending")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
 record writes; an effect whose write failed after its commit is dropped (counted as applied); a
-retry policy never runs out of attempts (a failing invocation never pauses nor is killed)."""
+retry policy never runs out of attempts (a failing invocation never pauses nor is killed); a
+completing write drops the journal batch it carries (`Executor.end`: the Output is lost)."""
 
 
 class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
@@ -202,6 +203,8 @@ class SimStore:
                 current = self._inner.get_invocation(args[0])
                 if current is not None:
                     args = (args[0], current.epoch, *args[2:])
+            if name == "complete" and kwargs.get("ending") is not None and self._sim.mutant == "drop-ending":
+                kwargs = {k: v for k, v in kwargs.items() if k != "ending"}
             before = self._inner.get_invocation(args[0]) if name in _RECORD_WRITES else None
             now = self._sim.clock.now_ms()
             result = value(*args, **kwargs)
