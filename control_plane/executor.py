@@ -580,6 +580,7 @@ class Executor:
         transition: Callable[..., InvocationRecord | None],
         *,
         doorbell: int | None = None,
+        ending: JournalBatch | None = None,
         **changes: object,
     ) -> None:
         """Make `transition`, a named transition of the store (`InvocationTransitions`: `self.store.suspend`,
@@ -589,6 +590,7 @@ class Executor:
         in memory), `inbox_seq` "" once it holds its key, the AWS `requests` metered since the last
         write; and caps `effects_applied_upto` at what is known applied. A completion of an
         invocation others can attach to reads back its record in the same request (`returning`).
+        `ending`: the journal batch the write carries (`store.complete` only, `end`).
         Raises `StoreConflict` if the epoch (or the doorbell) moved on.
         """
         changes.setdefault("modified_at_ms", self.clock.now_ms())
@@ -608,6 +610,8 @@ class Executor:
         extra: dict[str, object] = {} if doorbell is None else {"doorbell": doorbell}
         if completing:
             extra["returning"] = True
+        if ending is not None:
+            extra["ending"] = ending
         fresh = transition(held.record.invocation_id, held.record.epoch, **extra, **changes)
         held.record = fresh or held.record.evolve(**changes)
         held.meter.clear()
