@@ -296,8 +296,8 @@ class Executor:
                 ending = None
             told = self.endings.tell_callers(completed)
             try:
-                if ending is None:
-                    self.update(held, self.store.complete, doorbell=doorbell, **changes)
+                if ending is None:  # (changes never name `ending`: they are record fields)
+                    self.update(held, self.store.complete, doorbell=doorbell, **changes)  # type: ignore[arg-type]
                 else:
                     self.update(held, self.store.complete, doorbell=doorbell, ending=ending, **changes)
             except StoreConflict:
