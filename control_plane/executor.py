@@ -453,6 +453,8 @@ class Executor:
                 held, Decision(Transition.COMPLETE, changes, (CancelSleeps(), TellCallers())), batch
             )
         except ItemTooLarge:
+            if held.record.status == "completed":  # not the completing write's: an effect's after it
+                raise
             written = None
         except BaseException:
             held.applied_upto = known
@@ -530,7 +532,10 @@ class Executor:
         told: frozenset[str] = frozenset()
         try:
             if decision.transition is Transition.COMPLETE:
-                told = self.completing_write(held, changes) if ending is None else self.completing_write(held, changes, ending)
+                if ending is None:
+                    told = self.completing_write(held, changes)
+                else:
+                    told = self.completing_write(held, changes, ending)
             elif decision.transition is not Transition.RUN:
                 self.update(held, self._transition(decision.transition), doorbell=decision.doorbell, **changes)
         except StoreConflict:

@@ -1229,9 +1229,8 @@ class Scenario:
             if output is None or output.value.content != (record.output or b""):
                 self.violate(f"{invocation_id} (succeeded): its journal does not end with the Output of its result")
             elif len(journal) != record.journal_length:
-                self.violate(
-                    f"{invocation_id}: {len(journal)} journal entries read back, its record says {record.journal_length}"
-                )
+                read_back, says = len(journal), record.journal_length
+                self.violate(f"{invocation_id}: {read_back} journal entries read back, its record says {says}")
         given: set[int] = set()
         completed: set[int] = set()
         index = 0  # journal index (entry 0 is the Input command)
