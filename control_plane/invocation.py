@@ -416,6 +416,13 @@ class Engine:
             if refused is not None:
                 return self.executor.failed(held, refused, options)
             awaiting = without_handled_cancel(held.journal, pending, result.awaiting)
+            if result.ended:  # the answer and the completion as one write, where nothing tells them apart
+                ended = self.executor.end(held, entries)
+                if isinstance(ended, Outcome):
+                    return ended
+                if ended:  # another commit landed first: start over from the journal
+                    held.awaiting = None
+                    continue
             committed = self.executor.commit_new(held, entries)
             if isinstance(committed, Outcome):
                 return committed
