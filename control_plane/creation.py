@@ -26,6 +26,7 @@ from control_plane.ports import (
     DeploymentRecord,
     InvocationRecord,
     ItemTooLarge,
+    JournalBatch,
     Store,
     StoreConflict,
     StoreFacts,
@@ -60,6 +61,20 @@ def lease_ms(options: HandlerOptions, settings: Settings) -> int:
     """How long (ms) a lease on an invocation of a handler with `options` lasts: its inactivity
     timeout and the `lease_margin_ms` of `settings`."""
     return options.inactivity_timeout_ms + settings.lease_margin_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Restarted:
+    """What `Creation.create` takes over from a completed invocation restarted as new: its framed
+    Input command (`input_entry`), the journal prefix after it (`entries`, framed, `count` of them),
+    the deployment to pin (`deployment_id`) and the `random_seed` to keep (None: a new one)."""
+
+    input_entry: bytes
+    entries: bytes
+    count: int
+    deployment_id: str
+    random_seed: int | None
+    protocol_version: int | None = None  # the old one's, kept with a journal prefix (None: negotiated anew)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +162,7 @@ class Creation:
         caller_completion_id: int = 0,
         trace_id: str | None = None,
         trace_parent: str = "",
+        restart: Restarted | None = None,
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
@@ -162,12 +178,18 @@ class Creation:
         new. With a `Tracer` on, the ingress span (for a request without a caller) and the invocation's
         span are emitted once it is stored (`Tracer`).
 
+        With `restart` (restart as new, `Engine.restart_as_new`) the new invocation gets the old one's
+        Input command as it was, and starts with the journal prefix it carries: that batch is written
+        before the record, whose conditional creation is the commit point (a crash in between leaves
+        entries under an id nobody knows, never an invocation without them); the prefix's effects count
+        as applied (they happened in the old invocation), so it continues from its end.
+
         Raises `NotFound` for an unknown service or handler, `BadRequest` for a keyed service
         without a key, `StoreConflict` if the invocation id exists already.
         """
         started_ns = time.time_ns()
         target = self.registry.resolve(service, handler)
-        deployment = self.registry.deployment(target.deployment_id)
+        deployment = self.registry.deployment(restart.deployment_id if restart else target.deployment_id)
         now = self.clock.now_ms()
         if target.service_type != "SERVICE" and not key:
             raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
@@ -189,6 +211,8 @@ class Creation:
             trace_id=trace_id,
             trace_parent=trace_parent,
         )
+        if restart is not None:
+            record = self._restarted(record, restart, now)
         if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
             raise ItemTooLarge(
                 f"the request takes {len(record.input_entry)} bytes as the invocation's input, more than the "
@@ -211,6 +235,19 @@ class Creation:
         elif not plan.leased and record.status == "ready":
             self.scheduler.wake_now(record.invocation_id)
         return record
+
+    def _restarted(self, record: InvocationRecord, restart: Restarted, now: int) -> InvocationRecord:
+        """`record` as a restart as new creates it: the old Input command, and the journal prefix
+        (written here, before the record: see `create`) with its effects counted as applied."""
+        changes: dict[str, object] = {"input_entry": restart.input_entry}
+        if restart.random_seed is not None:
+            changes["random_seed"] = restart.random_seed
+        if restart.protocol_version is not None:
+            changes["protocol_version"] = restart.protocol_version
+        if restart.count:
+            self.store.append_batch(record.invocation_id, JournalBatch(1, restart.entries, record.epoch, now))
+            changes.update(journal_length=1 + restart.count, effects_applied_upto=1 + restart.count)
+        return record.evolve(**changes)
 
     def _plan(
         self,

@@ -45,6 +45,7 @@ import threading
 from collections import Counter
 from dataclasses import replace
 
+from control_plane import restart
 from control_plane.attempt import AttemptAnswer, AttemptFailure, explain_mismatch, parse_answer, without_handled_cancel
 from control_plane.attempts import Attempts, check
 from control_plane.creation import JOURNAL_ENTRY_LIMIT_BYTES, Creation
@@ -226,6 +227,14 @@ class Engine:
     def idempotent_invocation_id(self, service: str, handler: str, key: str, idempotency_key: str) -> str:
         """`Creation.idempotent_invocation_id`: the id of a request with an idempotency key."""
         return self.creation.idempotent_invocation_id(service, handler, key, idempotency_key)
+
+    def restart_as_new(self, invocation_id: str, copy_upto: int = 0, deployment: str | None = None) -> str:
+        """Run completed `invocation_id` again as a new invocation, from its Input command
+        (`copy_upto` 0) or from its journal up to entry `copy_upto` included; the old one is unchanged.
+        Returns the new invocation id. Raises as `restart.restart_as_new` (404, 400, 409, 410, 422, 425)."""
+        return restart.restart_as_new(
+            self.store, self.registry, self.creation, invocation_id, copy_upto, deployment
+        ).invocation_id
 
     def drive(self, record: InvocationRecord, deadline_ms: int | None = None) -> tuple[Outcome, InvocationRecord]:
         """Advance an invocation just created with `leased=True`, without reloading it.

@@ -389,6 +389,7 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/pause", self.pause_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/resume", self.resume_invocation)
         r.add("PATCH", "/invocations/{invocation_id}/purge", self.purge_invocation)
+        r.add("PATCH", "/invocations/{invocation_id}/restart-as-new", self.restart_invocation_as_new)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
         r.add("POST", "/query", self.query)
 
@@ -798,6 +799,18 @@ class Admin:
         """Delete a completed invocation (record, journal, notifications); 202. 409 if not completed."""
         self.engine.operations.purge(invocation_id)
         return HttpResponse(202)
+
+    def restart_invocation_as_new(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
+        """Run a completed invocation again under a new id (`Engine.restart_as_new`), as restate-server
+        answers it: `?from=N` (default 0: the Input command alone; N > 0 copies the journal up to entry
+        N included, with the completions of its commands) and `?deployment=keep|latest|dp_…` (only with
+        `from` > 0; default latest). 200 `{"new_invocation_id": "inv_…"}`; 400 bad `from` or prefix or
+        deployment, 404 unknown, 409 still running, 410 journal gone, 422 workflow, 425 not started."""
+        raw = request.query("from") or "0"
+        if not raw.isdigit() or int(raw) >= 2**32:
+            raise BadRequest(f"from: expected a journal index (an unsigned 32-bit integer), got {raw!r}")
+        new_id = self.engine.restart_as_new(invocation_id, int(raw), request.query("deployment") or None)
+        return HttpResponse.json({"new_invocation_id": new_id})
 
     def kill_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Complete the invocation at once with code 409 without running more handler code; 202."""

@@ -322,6 +322,15 @@ def _paths() -> dict[str, Any]:
                 ("purge", "Purge a completed invocation"),
             )
         },
+        "/invocations/{invocation_id}/restart-as-new": {
+            "patch": _op(
+                "restart_as_new_invocation",
+                "Run a completed invocation again under a new id; `?from=N` keeps its journal up to entry N "
+                "included (default 0: the input alone), `?deployment=keep|latest|dp_…` (only with from > 0)",
+                "RestartAsNewInvocationResponse", parameters=invocation + _query("from", "deployment"),
+                tag="invocation",
+            ),
+        },
         "/metrics": {
             "get": _op("metrics", "Torpor: metrics in the Prometheus text format (`torpor dev`)", tag="health"),
         },
@@ -348,6 +357,9 @@ _SCHEDULE = _obj(
     modified_at={"type": "string", "format": "date-time"},
 )
 _SCHEMAS["Schedule"] = _SCHEDULE
+_SCHEMAS["RestartAsNewInvocationResponse"] = _obj(
+    ["new_invocation_id"], new_invocation_id={"type": "string", "description": "The new invocation's id."}
+)
 _SCHEMAS["ListSchedulesResponse"] = _obj(["schedules"], schedules={"type": "array", "items": _ref("Schedule")})
 _SCHEMAS["CreateScheduleRequest"] = _obj(
     ["name", "target"],

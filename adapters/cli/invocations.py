@@ -1,4 +1,4 @@
-"""`torpor invocations list|describe|cancel|kill|pause|resume|purge` (the admin API's `/invocations`),
+"""`torpor invocations list|describe|cancel|kill|pause|resume|restart-as-new|purge` (the admin API's `/invocations`),
 `torpor invoke` (the ingress's `/restate/call|send/...`) and `torpor awakeables resolve|reject` (the
 ingress's `/restate/awakeables/{id}/...`)."""
 
@@ -29,7 +29,7 @@ from adapters.cli.render import details, invocation_details, invocations_table, 
 
 @click.group()
 def invocations() -> None:
-    """List, describe, cancel, kill, pause, resume and purge invocations."""
+    """List, describe, cancel, kill, pause, resume, restart as new and purge invocations."""
 
 
 STATUSES = ("pending", "scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed")
@@ -174,6 +174,41 @@ def resume(config: CliConfig, invocation_id: str, deployment: str | None) -> Non
     _patch(config, invocation_id, "resume" + query)
     if not config.as_json:
         console().print(f"Resumed {invocation_id}.", markup=False)
+
+
+@invocations.command("restart-as-new")
+@click.argument("invocation_id", metavar="ID")
+@click.option(
+    "--from",
+    "from_index",
+    type=click.IntRange(0, 2**32 - 1),
+    default=0,
+    show_default=True,
+    help="Keep the journal up to this entry index (included; see `torpor invocations describe ID`) with the "
+    "completions of its commands: ctx.run steps in it are not run again. 0 keeps only the input.",
+)
+@click.option(
+    "--deployment",
+    metavar="keep|latest|DP_ID",
+    help="With --from > 0: run on the old invocation's deployment (keep), the latest one, or this one [latest].",
+)
+@json_option
+@pass_config
+def restart_as_new(config: CliConfig, invocation_id: str, from_index: int, deployment: str | None) -> None:
+    """Run a completed invocation (ID) again as a new invocation, with the same input and headers.
+
+    The old invocation is left as it is; the new id is printed. Workflows cannot be restarted.
+    """
+    query = f"?from={from_index}"
+    if deployment:
+        query += f"&deployment={quote(deployment, safe='')}"
+    with admin_api(config) as api:
+        reply = api.request("PATCH", f"/invocations/{quote(invocation_id, safe='')}/restart-as-new{query}")
+    if config.as_json:
+        emit_response(reply)
+        return
+    new_id = reply.json().get("new_invocation_id", "")
+    console().print(f"Restarted {invocation_id} as new invocation {new_id}.", markup=False)
 
 
 @invocations.command()

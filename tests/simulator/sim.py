@@ -64,7 +64,7 @@ from typing import Any
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
-from control_plane.errors import Conflict, NotFound, ProtocolViolation
+from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation
 from control_plane.held import Held
 from control_plane.journal import Journal
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
@@ -89,7 +89,7 @@ _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "pu
 BIDI_SHARE = 0.25
 """The share of scenarios whose deployment is invoked in bidirectional mode (`sdk.BidiDeployment`)."""
 
-_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule")  # what a client sends (again, if unanswered)
+_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart")  # what a client sends (again, if unanswered)
 
 # the named transitions of `InvocationTransitions` on the lease holder's epoch (the `skip-fence` mutant
 # drops that condition), and those that move the epoch whoever holds it
@@ -639,6 +639,8 @@ class Scenario:
         self.purged_adds: list[InvocationRecord] = []  # Counter/add invocations purged (the counters' checks)
         self.settings = Settings()
         self.plane = self.new_plane()
+        self.restarts: list[tuple[str, tuple[Any, ...], Request]] = []  # (old id, its outcome then, the new one)
+        self.copied: dict[str, int] = {}  # a restarted invocation -> the journal length it started with
 
     def new_plane(self) -> ControlPlane:
         """A control plane as a (re)started process builds it, over the scenario's store."""
@@ -806,6 +808,8 @@ class Scenario:
             self.submit(event.target)
         elif event.kind == "op":
             self.operate(*event.target)
+        elif event.kind == "restart":
+            self.restart(*event.target)
         elif event.kind == "sweep_due":
             self.note("sweep_due")
             self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")  # first: it may crash
@@ -852,6 +856,54 @@ class Scenario:
                 )
             if request.flaky is not None:
                 self.flaky[request.invocation_id] = request
+
+    def plan_restarts(self, requests: list[Request]) -> None:
+        """The client restarts some completed `Flow/main` invocations as new, once they completed (after
+        a crash it sends the restart again): from 0, or from a prefix of their journal (`from` is that
+        fraction of the journal). Only flows of runs, sleeps and calls: a restarted one's output is
+        then the model's (`expected_flow`) again; adds would add again, and an awakeable copied in a
+        prefix names the old invocation. Drawn from a generator of its own: the other draws stay."""
+        rng = random.Random(self.seed * 7_919 + 13)
+        for request in list(requests):
+            plain = request.service == "Flow" and all(s[0] in ("run", "sleep", "call") for s in json.loads(request.body))
+            if not plain or request.op or request.purge_at or request.too_large or rng.random() >= 0.3:
+                continue
+            fraction = 0.0 if rng.random() < 0.4 else rng.random()
+            self.scheduler.push(request.at_ms + rng.randint(30_000, 600_000), "restart", (request, fraction, requests))
+
+    def restart(self, request: Request, fraction: float, requests: list[Request]) -> None:
+        """Restart `request`'s invocation as new from `fraction` of its journal (`Engine.restart_as_new`),
+        once it completed (else again a minute later); the new invocation joins `requests`, expected
+        to end as the model says, and the old one's outcome is kept to be compared (`check_restarts`)."""
+        old = self.raw.load_invocation(request.invocation_id) if request.invocation_id else None
+        if old is None or old.record.status != "completed":
+            self.scheduler.push(self.clock.now + 60_000, "restart", (request, fraction, requests))
+            return
+        length = len(Journal.load(old.record.input_entry, old.batches))
+        copy_upto = min(int(fraction * length), length - 1)
+        self.note(f"restart-as-new {request.invocation_id} from {copy_upto}")
+        try:
+            new_id = self.plane.engine.restart_as_new(request.invocation_id, copy_upto, "keep" if copy_upto else None)
+        except BadRequest:  # a prefix with a command whose completion never came: refused, nothing created
+            self.covered["restart as new refused (prefix)"] += 1
+            return
+        self.note(f"  -> {new_id}")
+        created = self.raw.get_invocation(new_id)
+        self.copied[new_id] = created.journal_length if created is not None else 0
+        self.covered["restart as new from a prefix" if copy_upto else "restart as new from 0"] += 1
+        r = old.record
+        again = Request(request.service, request.handler, "", request.body, "", self.clock.now, request.expected, [])
+        again.invocation_id = new_id
+        requests.append(again)
+        self.restarts.append((r.invocation_id, (r.status, r.completion, r.output, r.failure, r.epoch), again))
+
+    def check_restarts(self) -> None:
+        """An invocation restarted as new is as it was (the new one was checked with the others)."""
+        for old_id, outcome, _again in self.restarts:
+            record = self.raw.get_invocation(old_id)
+            now = None if record is None else (record.status, record.completion, record.output, record.failure, record.epoch)
+            if now != outcome:
+                self.violate(f"{old_id} changed after its restart as new: {outcome} -> {now}")
 
     def operate(self, request: Request, op: str) -> None:
         """The client kills, cancels, pauses or resumes `request`'s invocation (again after a crash)."""
@@ -1039,6 +1091,7 @@ class Scenario:
                     self.scheduler.push(request.op[1], "op", (request, request.op[0]))
                 if self.rng.random() < 0.15:  # the client sends it twice
                     self.scheduler.push(request.at_ms + self.rng.randint(0, 30_000), "submit", request)
+            self.plan_restarts(requests)
             self.scheduler.push(START_MS + _SWEEP_DUE_EVERY_MS, "sweep_due")
             self.scheduler.push(START_MS + _SWEEP_EVERY_MS, "sweep")
             self.armed = True
@@ -1048,6 +1101,7 @@ class Scenario:
             heapq.heapify(self.scheduler.heap)
             self.scheduler.enabled = False  # no more faults: the checks and the retention phase
             self.check(requests)
+            self.check_restarts()
             self.check_after_retention(requests)
         return self.violations
 
@@ -1237,7 +1291,12 @@ class Scenario:
         for batch in sorted(loaded.batches, key=lambda b: b.start_index):
             for index, f in enumerate(decode_frames(batch.entries), start=batch.start_index):
                 message = f.decode()
-                if f.type in (MessageType.Call, MessageType.OneWayCall):
+                copied = index < self.copied.get(invocation_id, 0)  # a restart's prefix: the old one's callees
+                if f.type in (MessageType.Call, MessageType.OneWayCall) and copied:
+                    callee = self.plane.engine.effects._callee_of(loaded.record, index, message)  # type: ignore[arg-type]
+                    if self.raw.get_invocation(callee) is not None:
+                        self.violate(f"{invocation_id}: the call at entry {index}, copied by its restart, was sent again")
+                elif f.type in (MessageType.Call, MessageType.OneWayCall):
                     callee = self.plane.engine.effects._callee_of(loaded.record, index, message)  # type: ignore[arg-type]
                     killed = loaded.record.completion == "killed"  # a kill drops effects not yet carried out
                     if not killed and self.raw.get_invocation(callee) is None:

@@ -62,7 +62,7 @@ def test_a_request_sent_again_after_its_purge_runs_its_calls_again(seed: int) ->
 
 def test_the_seeds_exercise_every_part_of_the_workload() -> None:
     """Failing attempts of every mode, backoff and pauses, attaches, purges and requests sent again
-    after them, schedule ticks: each happens within the first 150 seeds."""
+    after them, schedule ticks, restarts as new: each happens within the first 150 seeds."""
     covered: dict[str, int] = {}
     for seed in SEEDS:
         for what, count in run_scenario(seed).covered.items():
@@ -70,7 +70,7 @@ def test_the_seeds_exercise_every_part_of_the_workload() -> None:
     wanted = {f"flaky {mode}" for mode in (*FAILURE_MODES, "run-error")}
     wanted |= {"backing off", "paused by its policy", "attach answered", "purge", "sent again after its purge"}
     wanted |= {"tick delivered", "bidirectional attempt", "request/response attempt", "sent again after its retention"}
-    wanted |= {"zero-length sleep", "ended in one write"}
+    wanted |= {"zero-length sleep", "ended in one write", "restart as new from 0", "restart as new from a prefix"}
     assert wanted <= set(covered), sorted(wanted - set(covered))
 
 

@@ -10,6 +10,7 @@ const ACTIONS = [
   ["Pause", "pause", (s) => s !== "completed" && s !== "paused", null],
   ["Resume", "resume", (s) => s === "paused", null],
   ["Kill", "kill", (s) => s !== "completed", "Kill this invocation? It completes with 409 at once; no compensation runs."],
+  ["Restart as new", "restart-as-new", (s) => s === "completed", "Run this invocation again as a new invocation, with the same input?"],
   ["Purge", "purge", (s) => s === "completed", "Purge this invocation's record and journal?"],
 ];
 
@@ -83,9 +84,10 @@ function actionButtons(inv, { flash, refresh }) {
   const run = async (label, action, question) => {
     if (question && !confirm(question)) return;
     try {
-      await admin(`invocations/${seg(inv.id)}/${action}`, { method: "PATCH" });
+      const answer = await admin(`invocations/${seg(inv.id)}/${action}`, { method: "PATCH" });
       replace(flash, notice("info", `${label}: sent.`));
       if (action === "purge") location.hash = "#/invocations";
+      else if (answer?.new_invocation_id) location.hash = `#/invocations/${seg(answer.new_invocation_id)}`;
       else await refresh();
     } catch (error) {
       replace(flash, notice("error", `${label} failed: ${error.message}`));
