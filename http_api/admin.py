@@ -37,7 +37,14 @@ from control_plane.protocol import Frame, MessageType, decode_frames, is_command
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
-from http_api.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
+from http_api.admin_shapes import (
+    ADMIN_API_VERSION,
+    RESTATE_FEATURES,
+    RESTATE_SERVER_VERSION,
+    service_json,
+    service_revisions,
+    state_version,
+)
 from http_api.http import HttpRequest, HttpResponse, Router
 from http_api.prices import cost_usd
 from http_api.query import SqlEngine, serve_query
@@ -399,15 +406,18 @@ class Admin:
 
     def version(self, request: HttpRequest) -> HttpResponse:
         """`{"version", "min_admin_api_version", "max_admin_api_version", "ingress_endpoint", "features"}`
-        (restate-server's `VersionInformation`): Torpor's version and the one admin API version it
-        serves (4, restate-server 1.7's), which Restate's CLI then puts before each path (`/v4/...`)."""
+        (restate-server's `VersionInformation`): the restate-server version whose API Torpor serves,
+        with Torpor's own as build metadata (`1.7.12+torpor.0.1.0`; Restate's web UI reads the
+        first part to choose its queries), the one admin API version it serves (4, restate-server
+        1.7's, which Restate's CLI then puts before each path, `/v4/...`), and restate-server's
+        feature flags, all `false` (`RESTATE_FEATURES`)."""
         return HttpResponse.json(
             {
-                "version": _torpor_version(),
+                "version": f"{RESTATE_SERVER_VERSION}+torpor.{_torpor_version()}",
                 "min_admin_api_version": ADMIN_API_VERSION,
                 "max_admin_api_version": ADMIN_API_VERSION,
                 "ingress_endpoint": self.ingress_url,
-                "features": {},
+                "features": dict.fromkeys(RESTATE_FEATURES, False),
             }
         )
 
