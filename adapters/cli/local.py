@@ -1,7 +1,7 @@
 """The commands that run Torpor itself: `torpor version` and `torpor dev` (the control plane locally).
 
-`DURATION` is the click parameter type for durations (`500ms`, `10s`, `PT10S`, ms), shared with
-`torpor invoke --delay`.
+`DURATION` is the click parameter type for durations (`500ms`, `10s`, `1h 30m`, `90sec`, `PT10S`, ms:
+restate-server's forms), shared with `torpor invoke --delay`.
 """
 
 from __future__ import annotations

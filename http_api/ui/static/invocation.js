@@ -104,7 +104,7 @@ function waitingOn(inv) {
   const parts = [
     ...(w.completions || []).map((id) => {
       const c = command(id);
-      return c ? `${c.type} #${c.index}${c.wake_up_at ? ` until ${c.wake_up_at}` : ""}` : `completion ${id}`;
+      return c ? `${c.type} #${c.index}${c.details ? ` ${c.details}` : c.wake_up_at ? ` until ${c.wake_up_at}` : ""}` : `completion ${id}`;
     }),
     ...(w.signals || []).map((s) => (s === 1 ? "a cancel" : s >= 17 ? `awakeable (signal ${s})` : `signal ${s}`)),
     ...(w.named_signals || []).map((n) => `signal "${n}"`),
@@ -130,6 +130,7 @@ function problems(inv) {
         f.recorded_command
           ? h("div", { class: "muted", "data-testid": "failure-recorded-command" }, `the journal recorded ${commandWords(f.recorded_command)}`)
           : null,
+        f.stacktrace ? h("pre", { class: "stacktrace", "data-testid": "failure-stacktrace" }, f.stacktrace) : null,
       ),
     );
   }
@@ -210,7 +211,9 @@ function timeline(inv) {
           h("span", { class: "index" }, `#${entry.index}`),
           h("strong", {}, entryTitle(entry)),
           entry.name ? h("span", { class: "name" }, `“${entry.name}”`) : null,
-          entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
+          entry.details && entry.type !== "Sleep"
+            ? h("span", { class: "name", "data-testid": "entry-details" }, entry.target ? `→ ${entry.details}` : entry.details)
+            : entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
           idLabel(entry),
           open ? h("span", { class: "badge status-suspended" }, "waiting") : null,
           h(
@@ -222,7 +225,9 @@ function timeline(inv) {
           took !== null ? h("span", { class: "took", "data-testid": "step-duration", title: "from the step's command to its stored result" }, `took ≈ ${duration(took)}`) : null,
         ),
         entry.wake_up_at ? wakeUp(entry, done, inv) : null,
-        entry.invocation_id ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id)}`, entry.invocation_id, { class: "mono" })) : null,
+        entry.invocation_id || entry.invoked_id
+          ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id || entry.invoked_id)}`, entry.invocation_id || entry.invoked_id, { class: "mono" }))
+          : null,
         entry.value !== undefined && entry.value !== "" ? h("pre", { class: "value" }, pretty(entry.value)) : null,
         entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}: ${entry.failure.message}`, failureMetadata(entry.failure)) : null,
       );
