@@ -192,7 +192,7 @@ def version() -> None:
 @click.option(
     "--restate-ui-port",
     type=click.IntRange(0, 65535),
-    default=9071,
+    default=9072,
     show_default=True,
     help="Port of Restate's web UI, with --restate-ui (0: a free port).",
 )
@@ -240,7 +240,7 @@ def dev(
     are invoked on, through the same boto3 path as on AWS.
 
     With --restate-ui PATH, Restate's own web UI (read from the restate-server binary at PATH, or a
-    directory of its files) is served at http://HOST:9071/ui/ over the admin API (docs/ui.md).
+    directory of its files) is served at http://HOST:9072/ui/ over the admin API (docs/ui.md).
     Stop it with Ctrl+C (SIGINT) or SIGTERM.
     """
     from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, run_dev  # hypercorn, moto: only here

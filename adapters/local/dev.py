@@ -208,7 +208,7 @@ class DevServer:
         request_identity_key_file: str | os.PathLike[str] | None = None,
         listen_sockets: tuple[socket.socket, socket.socket] | None = None,
         restate_ui: RestateUiFiles | None = None,
-        restate_ui_port: int = 9071,
+        restate_ui_port: int = 9072,
     ) -> None:
         if restate_ui is not None and listen_sockets is not None:
             raise ValueError("Restate's web UI is served by a single dev server, not by workers on given sockets")
@@ -280,7 +280,7 @@ class DevServer:
 
     @property
     def restate_ui_url(self) -> str:
-        """Base URL of Restate's web UI, e.g. `http://127.0.0.1:9071` (after `start`, with `restate_ui`)."""
+        """Base URL of Restate's web UI, e.g. `http://127.0.0.1:9072` (after `start`, with `restate_ui`)."""
         return self._require(self._restate_ui_url)
 
     @property
@@ -703,7 +703,7 @@ def run_dev(
     lambda_timeout_ms: int | None = None,
     request_identity_key_file: str | None = None,
     restate_ui: RestateUiFiles | None = None,
-    restate_ui_port: int = 9071,
+    restate_ui_port: int = 9072,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
