@@ -76,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         context.set_default_timeout(LOADED_S * 1000)
         page = context.new_page()
         shots = [
-            (f"/ui/invocations/{seeded['workflow']}", 'text="confirmation"', "restate-ui-invocation"),
-            ("/ui/state/Counter", "text=count", "restate-ui-state"),
-            ("/ui/overview", "text=Signup", "restate-ui-overview"),
+            (f"/ui/invocations/{seeded['workflow']}", '"confirmation"', "restate-ui-invocation"),
+            ("/ui/state/Counter", "count", "restate-ui-state"),
+            ("/ui/overview", "Signup", "restate-ui-overview"),
         ]
         for path, ready, name in shots:
             page.goto(path)
-            expect(page.locator(ready).first).to_be_visible(timeout=LOADED_S * 1000)
+            expect(page.get_by_text(ready).first).to_be_visible(timeout=LOADED_S * 1000)
             page.wait_for_timeout(1000)  # the last layout and fonts: a picture, not a test
             target = out / f"{name}.png"
             page.screenshot(path=str(target), animations="disabled")
