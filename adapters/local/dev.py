@@ -537,7 +537,8 @@ class DevServer:
             self._sockets.append(listen_socket(self.host, self._ingress_port, "ingress", "--ingress-port"))
             self._sockets.append(listen_socket(self.host, self._admin_port, "admin", "--admin-port"))
             if self.restate_ui is not None:
-                self._sockets.append(listen_socket(self.host, self._restate_ui_port, "Restate web UI", "--restate-ui-port"))
+                ui_socket = listen_socket(self.host, self._restate_ui_port, "Restate web UI", "--restate-ui-port")
+                self._sockets.append(ui_socket)
         self._ingress_url = http_url(self.host, self._sockets[0].getsockname()[1])
         self._admin_url = http_url(self.host, self._sockets[1].getsockname()[1])
         if self.restate_ui is not None:
@@ -584,7 +585,8 @@ class DevServer:
         if self.restate_ui is not None:
             ui_url = self.restate_ui_url
             restate_ui = RestateUi(self.restate_ui, control_plane.admin.router)
-            apps.append((served(self._guard(restate_ui, ui_url, browser_origins(ui_url), "admin API")), restate_ui_sockets[0]))
+            guarded = self._guard(restate_ui, ui_url, browser_origins(ui_url), "admin API")
+            apps.append((served(guarded), restate_ui_sockets[0]))
             urls.append(ui_url)
         servers = [(http_server.server(app), sock) for app, sock in apps]  # each closes its socket when it stops
         self._thread = threading.Thread(target=self._serve, args=(servers,), name="torpor-http", daemon=True)

@@ -267,9 +267,8 @@ class RestateUi:
     def _file(self, name: str) -> HttpResponse:
         body = self.files.files.get(name) if name else None
         if body is None:  # the app's own routes: its page, which reads the path
-            return HttpResponse(
-                200, self.files.files["index.html"], {"content-type": "text/html; charset=utf-8", "cache-control": "no-cache"}
-            )
+            page = {"content-type": "text/html; charset=utf-8", "cache-control": "no-cache"}
+            return HttpResponse(200, self.files.files["index.html"], page)
         suffix = os.path.splitext(name)[1].lower()
         kind = _MIME.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind in ("application/json", "application/manifest+json", "image/svg+xml"):

@@ -274,7 +274,8 @@ class DataFusionQuery:
                 [row for row in states if row is not None], TABLES["sys_invocation_state"]
             )
         if "sys_journal_events" in by_table:
-            events = [e for r in self._attempted(by_table["sys_journal_events"], False) for e in A.journal_event_rows(r)]
+            attempted = self._attempted(by_table["sys_journal_events"], False)
+            events = [event for record in attempted for event in A.journal_event_rows(record)]
             out["sys_journal_events"] = pa.Table.from_pylist(events, TABLES["sys_journal_events"])
         if "sys_service" in by_table:
             services = [R.service_row(s) for s in self.store.list_services()]

@@ -22,7 +22,8 @@ from tests.helpers.dev import describe, wait_for
 from tests.helpers.services import REPO_ROOT, serve_examples
 
 RESTATE_SERVER = sorted(
-    glob.glob(str(REPO_ROOT / ".cache/conformance-restate/node_modules/@restatedev/restate-server-linux-*/bin/restate-server"))
+    glob.glob(str(REPO_ROOT / ".cache/conformance-restate/node_modules/@restatedev")
+              + "/restate-server-linux-*/bin/restate-server")
 )
 """restate-server 1.7.12's binary as `scripts/test.sh` installs it (empty list: not installed)."""
 
@@ -42,8 +43,9 @@ def dev_with_restate_ui(files: RestateUiFiles) -> Iterator[DevServer]:
     """`torpor dev --in-memory --restate-ui` on free ports with the example services registered."""
     with (
         serve_examples() as (examples_url, _process),
-        DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=Settings(), restate_ui=files, restate_ui_port=0)
-        as dev,
+        DevServer(
+            ingress_port=0, admin_port=0, in_memory=True, settings=Settings(), restate_ui=files, restate_ui_port=0
+        ) as dev,
     ):
         reply = httpx.post(f"{dev.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
         assert reply.status_code == 201, reply.text

@@ -20,7 +20,9 @@ from tests.ui.restate_ui import LOADED_S, RESTATE_SERVER, VIEWPORT, dev_with_res
 
 require_browser()
 if not RESTATE_SERVER:
-    pytest.skip("restate-server is not installed in .cache/conformance-restate: run scripts/test.sh", allow_module_level=True)
+    pytest.skip(
+        "restate-server is not installed in .cache/conformance-restate: run scripts/test.sh", allow_module_level=True
+    )
 
 from playwright.sync_api import Browser, Page, expect  # noqa: E402 (after the skip)
 
@@ -66,7 +68,8 @@ def test_a_suspended_workflows_page_shows_its_journal_with_state_keys_and_the_pr
     _, seeded = restate_dev
     restate_page.goto(f"/ui/invocations/{seeded['workflow']}")
 
-    expect(restate_page.get_by_text('"confirmation"').first).to_be_visible(timeout=LOADED_S * 1000)  # GetPromise, by name
+    # GetPromise, by name
+    expect(restate_page.get_by_text('"confirmation"').first).to_be_visible(timeout=LOADED_S * 1000)
     for key in ('"email"', '"stage"'):  # SetState, by key
         expect(restate_page.get_by_text(key).first).to_be_visible(timeout=LOADED_S * 1000)
     expect(restate_page.get_by_text("Suspended").first).to_be_visible(timeout=LOADED_S * 1000)

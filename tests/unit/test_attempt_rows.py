@@ -31,7 +31,9 @@ def test_a_running_invocation_is_in_flight_and_a_suspended_one_has_no_row() -> N
 
 
 def test_a_backing_off_invocation_names_its_retries_next_attempt_and_last_failure() -> None:
-    record = dataclasses.replace(BASE, status="backing-off", retry_count=2, next_retry_at_ms=9_000, last_failure=FAILURE)
+    record = dataclasses.replace(
+        BASE, status="backing-off", retry_count=2, next_retry_at_ms=9_000, last_failure=FAILURE
+    )
     row = invocation_state_row(record)
     assert row is not None
     assert (row["in_flight"], row["retry_count"], row["next_retry_at"]) == (False, 2, 9_000)
