@@ -48,6 +48,7 @@ PARTS: list[tuple[type, str]] = [
     (Bidirectional, "run"),
     (HttpInvoker, "request"),
     (Executor, "commit_new"),
+    (Executor, "end"),
     (Executor, "complete"),
     (Endings, "ended"),
     (SQLiteStore, "create_invocation"),

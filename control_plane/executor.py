@@ -17,6 +17,7 @@ The pure rules (what each transition writes) are in `control_plane.decisions`; t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -59,7 +60,9 @@ from control_plane.ports import (
     Store,
     StoreConflict,
 )
-from control_plane.protocol import Frame, MessageType, encode_frames
+from control_plane.journal import notification_key
+from control_plane.protocol import Frame, MessageType, encode_frames, is_notification
+from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
 from control_plane.retention import Retention
 from control_plane.settings import Settings
@@ -261,7 +264,9 @@ class Executor:
         held.journal, held.stored = fresh.journal, fresh.stored
         return True
 
-    def completing_write(self, held: Held, changes: Mapping[str, object]) -> frozenset[str]:
+    def completing_write(
+        self, held: Held, changes: Mapping[str, object], ending: JournalBatch | None = None
+    ) -> frozenset[str]:
         """Tell the callers (`Endings.tell_callers`, of the invocation as `changes` complete it), then make
         the completing write; returns the callers told (`Endings.ended` tells any others).
 
@@ -271,6 +276,9 @@ class Executor:
         write fail, and the callers are read and told again before it is tried again (a
         notification landing meanwhile does the same, harmlessly). So every caller is told before
         the write, and a crash after it loses none.
+
+        `ending`: the journal batch written in the same transition (`end`), unless there is a caller
+        to tell: callers are told a result already on disk, so the batch is then appended first.
 
         Raises `StoreConflict` if the epoch moved on (or the doorbell kept moving, 16 times).
         """
@@ -282,9 +290,16 @@ class Executor:
                 if current is None or current.epoch != record.epoch:
                     raise StoreConflict(f"{record.invocation_id}: its epoch moved on before it completed")
                 record, doorbell = record.evolve(callers=current.callers), current.doorbell
-            told = self.endings.tell_callers(record.evolve(**changes))
+            completed = record.evolve(**changes)
+            if ending is not None and (completed.callers or completed.caller_id):
+                self.store.append_batch(record.invocation_id, ending)  # callers are told a result on disk
+                ending = None
+            told = self.endings.tell_callers(completed)
             try:
-                self.update(held, self.store.complete, doorbell=doorbell, **changes)
+                if ending is None:  # (changes never name `ending`: they are record fields)
+                    self.update(held, self.store.complete, doorbell=doorbell, **changes)  # type: ignore[arg-type]
+                else:
+                    self.update(held, self.store.complete, doorbell=doorbell, ending=ending, **changes)
             except StoreConflict:
                 if doorbell is None:
                     raise
@@ -345,25 +360,9 @@ class Executor:
         output = held.journal.output()
         if output is None:
             return self.failed(held, AttemptFailure(571, "the handler ended without writing an Output"), None)
-        failed = output.WhichOneof("result") == "failure"
-        failure = stored_failure(output.failure) if failed else None
-        result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
-        if result_bytes + len(held.record.input_entry) + ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
-            message = (
-                f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
-                f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
-                f"{'fail with a smaller failure' if failed else 'return a smaller value'}"
-            )
-            return self.fail_terminally(held, 413, message)
-        now = self.clock.now_ms()
-        retention, length = self.retention.changes(held.record, now), len(held.journal)
-        if failure is not None:  # a failure after the cancel signal reached the handler is its cancellation
-            completion = "cancelled" if held.journal.has(f"s{CANCEL_SIGNAL}") else "failed"
-            changes = completion_changes(now, completion, retention, failure=failure, journal_length=length)
-        else:
-            value = output.value.content
-            changes = completion_changes(now, "succeeded", retention, output=value, journal_length=length)
-        changes["attempts"] = held.record.attempts
+        changes = self._completion(held, output, held.journal.has(f"s{CANCEL_SIGNAL}"), len(held.journal))
+        if isinstance(changes, str):
+            return self.fail_terminally(held, 413, changes)
         try:
             if not self.apply(held, Decision(Transition.COMPLETE, changes, (CancelSleeps(), TellCallers()))):
                 return Outcome.LEASE_LOST
@@ -377,6 +376,102 @@ class Executor:
             )
             return self.fail_terminally(held, 413, message)
         return Outcome.COMPLETED
+
+    def _completion(
+        self, held: Held, output: pb.OutputCommandMessage, cancel_signalled: bool, length: int
+    ) -> dict[str, object] | str:
+        """The completing write's changes for the handler's `output` (`completion_changes`), its
+        journal then `length` entries long; `cancel_signalled`: the cancel signal is in that journal
+        (a failure after it reached the handler is its cancellation). A str instead: why the result
+        does not fit in the record (a 413's message)."""
+        failed = output.WhichOneof("result") == "failure"
+        failure = stored_failure(output.failure) if failed else None
+        result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
+        if result_bytes + len(held.record.input_entry) + ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
+            return (
+                f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
+                f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
+                f"{'fail with a smaller failure' if failed else 'return a smaller value'}"
+            )
+        now = self.clock.now_ms()
+        retention = self.retention.changes(held.record, now)
+        if failure is not None:
+            completion = "cancelled" if cancel_signalled else "failed"
+            changes = completion_changes(now, completion, retention, failure=failure, journal_length=length)
+        else:
+            value = output.value.content
+            changes = completion_changes(now, "succeeded", retention, output=value, journal_length=length)
+        changes["attempts"] = held.record.attempts
+        return changes
+
+    def end(self, held: Held, entries: list[Frame]) -> Outcome | bool:
+        """Commit an answer that ends the handler and complete the invocation in ONE durable
+        transition: the completing write carries the journal batch (`InvocationStore.complete`'s
+        `ending`), so a call that ends makes one write where `commit_new` then `complete` make two.
+
+        Only when that changes nothing another part could see between the two writes: `entries`
+        are the Output command and notifications only (no effect to apply after a commit, no
+        notification to derive), every earlier effect is known applied, they fit in one journal
+        item, and the result fits in the record. An invocation with a caller to tell (the one
+        whose Call created it, or one attached, as `completing_write` reads them) appends the
+        batch first, then tells, then completes, as before: a caller is only told a result on disk.
+        A crash before the write leaves neither, and the handler runs again from the journal before
+        its answer, as a crash before `commit_new`'s write does.
+
+        Returns the outcome; False when it does not apply here (go on with `commit_new` and
+        `complete`, as with a result too large for one write, which they fail with a 413); True
+        when the write lost and the lease is still ours (another commit landed at the batch's
+        index: start over from the journal, reloaded).
+        """
+        outputs = [f for f in entries if f.type == MessageType.Output]
+        record = held.record
+        if (
+            len(outputs) != 1
+            or any(f.type != MessageType.Output and not is_notification(f.type) for f in entries)
+            or held.effects_known_upto() < len(held.journal)
+        ):
+            return False
+        encoded = encode_frames(entries)
+        if len(encoded) > JOURNAL_ENTRY_LIMIT_BYTES:
+            return False
+        output = pb.OutputCommandMessage.FromString(outputs[0].payload)
+        cancel = f"s{CANCEL_SIGNAL}"
+        signalled = held.journal.has(cancel) or any(
+            is_notification(f.type) and notification_key(f) == cancel for f in entries
+        )
+        start = len(held.journal)
+        changes = self._completion(held, output, signalled, start + len(entries))
+        if isinstance(changes, str):
+            return False  # `complete` fails it with a 413, the Output committed first as before
+        batch = JournalBatch(start, encoded, record.epoch, self.clock.now_ms())
+        held.record = record.evolve(failures_in_a_row=0)
+        held.journal.extend(entries)  # what the effects after the write (cancel sleeps, ...) read
+        known = held.applied_upto
+        held.applied_upto = len(held.journal)  # the entries ask for no effect
+        try:
+            written: bool | None = self.apply(
+                held, Decision(Transition.COMPLETE, changes, (CancelSleeps(), TellCallers())), batch
+            )
+        except ItemTooLarge:
+            if held.record.status == "completed":  # not the completing write's: an effect's after it
+                raise
+            written = None
+        except BaseException:
+            held.applied_upto = known
+            with contextlib.suppress(Exception):
+                self.reload(held)
+            raise
+        if written:
+            return Outcome.COMPLETED
+        held.applied_upto = known
+        if not self.reload(held):
+            return Outcome.LEASE_LOST
+        if written is None:  # too large as one: commit then complete, which says why (413)
+            return False
+        if held.journal.output() is not None:  # the batch landed, the completion did not: complete from it
+            return self.complete(held)
+        log.warning("journal of %s moved on under the lease holder; re-invoking", record.invocation_id)
+        return True
 
     def failed(self, held: Held, failure: AttemptFailure, options: HandlerOptions | None) -> Outcome:
         """Record a failed attempt; retry later by policy, pause, or fail the invocation (`decide_failure`)."""
@@ -411,7 +506,7 @@ class Executor:
             return Outcome.BACKING_OFF if released else Outcome.LEASE_LOST
         return Outcome.LEASE_LOST
 
-    def apply(self, held: Held, decision: Decision) -> bool:
+    def apply(self, held: Held, decision: Decision, ending: JournalBatch | None = None) -> bool:
         """The one entry that carries out a `Decision` for `held`, an invocation under our lease: its
         transition, one conditional write on our epoch (and on `decision.doorbell` when set) through
         the store's transition of that name (`update`; COMPLETE through `completing_write`, its
@@ -419,6 +514,8 @@ class Executor:
         idempotent. An `ArmTimer`'s record is written before the transition and an `Enqueue`'s new
         place drawn before it, so a crash after the write loses neither; a SUSPEND or PAUSE written
         is counted (`suspensions`, `invocations_paused`).
+
+        `ending`: with a COMPLETE, the journal batch its write carries (`end`).
 
         Returns False if the write lost (`StoreConflict`: the epoch, or the doorbell, moved on):
         nothing after it is done (a timer recorded before it stays, noted in `held.timers`). An
@@ -435,7 +532,10 @@ class Executor:
         told: frozenset[str] = frozenset()
         try:
             if decision.transition is Transition.COMPLETE:
-                told = self.completing_write(held, changes)
+                if ending is None:
+                    told = self.completing_write(held, changes)
+                else:
+                    told = self.completing_write(held, changes, ending)
             elif decision.transition is not Transition.RUN:
                 self.update(held, self._transition(decision.transition), doorbell=decision.doorbell, **changes)
         except StoreConflict:
@@ -485,6 +585,7 @@ class Executor:
         transition: Callable[..., InvocationRecord | None],
         *,
         doorbell: int | None = None,
+        ending: JournalBatch | None = None,
         **changes: object,
     ) -> None:
         """Make `transition`, a named transition of the store (`InvocationTransitions`: `self.store.suspend`,
@@ -494,6 +595,7 @@ class Executor:
         in memory), `inbox_seq` "" once it holds its key, the AWS `requests` metered since the last
         write; and caps `effects_applied_upto` at what is known applied. A completion of an
         invocation others can attach to reads back its record in the same request (`returning`).
+        `ending`: the journal batch the write carries (`store.complete` only, `end`).
         Raises `StoreConflict` if the epoch (or the doorbell) moved on.
         """
         changes.setdefault("modified_at_ms", self.clock.now_ms())
@@ -513,6 +615,8 @@ class Executor:
         extra: dict[str, object] = {} if doorbell is None else {"doorbell": doorbell}
         if completing:
             extra["returning"] = True
+        if ending is not None:
+            extra["ending"] = ending
         fresh = transition(held.record.invocation_id, held.record.epoch, **extra, **changes)
         held.record = fresh or held.record.evolve(**changes)
         held.meter.clear()

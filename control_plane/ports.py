@@ -174,7 +174,8 @@ class InvocationRecord:
     caller_completion_id: int = 0  # that Call's result completion id
     callers: frozenset[str] = frozenset()  # more callers to tell: "{caller_id}/{completion_id}" each
     journal_expires_at_ms: int = 0  # a completed invocation's journal is removed at this time
-    trace_id: str = ""  # W3C trace id (32 hex digits) its attempts carry in `traceparent`
+    trace_id: str = ""  # W3C trace id (32 hex digits) its attempts carry in `traceparent`; "" not sampled
+    trace_parent: str = ""  # span id of its invocation span's parent (ingress or caller's attempt), when traced
     requests: Mapping[str, int] | None = None  # AWS requests it caused, by kind (`observability.record`)
     completion: str = ""  # how it completed: one of `COMPLETION_KINDS`, set by the completing write
 
@@ -362,8 +363,9 @@ class InvocationTransitions(Protocol):
     """The named durable transitions of an invocation record, each one conditional write that sets
     exactly its fields, mapped once for both stores onto their private conditional writes:
 
-    - `_update_invocation(invocation_id, epoch, *, doorbell=None, returning=False, **changes)`: set
-      `changes` if the epoch is still `epoch` (and, with `doorbell`, the doorbell still reads it);
+    - `_update_invocation(invocation_id, epoch, *, doorbell=None, returning=False, ending=None,
+      **changes)`: set `changes` if the epoch is still `epoch` (and, with `doorbell`, the doorbell
+      still reads it), with the journal batch `ending` in the same durable transition (`complete`);
       with `returning`, the record after the write (same request), else None. `StoreConflict` if
       the epoch (or the doorbell) moved on or the invocation does not exist.
     - `_update_unless_completed(invocation_id, **changes)`: set `changes` and bump the epoch,
@@ -380,7 +382,14 @@ class InvocationTransitions(Protocol):
     """
 
     def _update_invocation(
-        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int | None = None,
+        returning: bool = False,
+        ending: JournalBatch | None = None,
+        **changes: object,
     ) -> InvocationRecord | None: ...
 
     def _update_unless_completed(self, invocation_id: str, **changes: object) -> InvocationRecord: ...
@@ -609,13 +618,33 @@ class InvocationTransitions(Protocol):
         attempts: int | _Keep = KEEP,
         requests: Requests | _Keep = KEEP,
         inbox_seq: Literal[""] | _Keep = KEEP,
+        ending: JournalBatch | None = None,
     ) -> InvocationRecord | None:
         """The holder's completing write (`decisions.completion_changes`, and a failed attempt's
         fields when the retry policy ends it, `decide_failure`): Restate's completion, with `output`
         or `failure`. With `doorbell`, only if nothing rang since (a caller attached,
         `attach_caller`); with `returning`, the record after the write (its `callers`). Also the
         cancel of one not started, on the epoch it was read with (`Operations.cancel`).
-        `StoreConflict` if the epoch (or the doorbell) moved on."""
+        `StoreConflict` if the epoch (or the doorbell) moved on.
+
+        `ending`: the journal batch that ends the handler (its Output command, the notifications
+        delivered with it), stored in the same durable transition as the completion, or neither
+        (`Executor.end`): SQLite inserts it in the completing transaction; DynamoDB keeps it in
+        the record's own write (only its start index when the batch is exactly the Output of
+        `output`, re-derived on read, `load_invocation`). Read back like any batch. `StoreConflict`
+        also if its index is taken; `ItemTooLarge` if it does not fit."""
+        if ending is not None:
+            return self._update_invocation(
+                invocation_id, epoch, doorbell=doorbell, returning=returning, ending=ending,
+                **_given(completion=completion, completed_at_ms=completed_at_ms, modified_at_ms=modified_at_ms,
+                         output=output, failure=failure, last_failure=last_failure, expires_at_s=expires_at_s,
+                         journal_expires_at_ms=journal_expires_at_ms, journal_length=journal_length,
+                         effects_applied_upto=effects_applied_upto, retry_count=retry_count,
+                         retry_at_length=retry_at_length, retry_since_ms=retry_since_ms,
+                         failures_in_a_row=failures_in_a_row, status=status, lease_until_ms=lease_until_ms,
+                         next_retry_at_ms=next_retry_at_ms, waiting_on=waiting_on, wake_up_at_ms=wake_up_at_ms,
+                         attempts=attempts, requests=requests, inbox_seq=inbox_seq),
+            )  # fmt: skip
         return self._update_invocation(
             invocation_id, epoch, doorbell=doorbell, returning=returning,
             **_given(completion=completion, completed_at_ms=completed_at_ms, modified_at_ms=modified_at_ms,

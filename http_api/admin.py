@@ -23,7 +23,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.observability import InMemoryMetrics
+from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
     INVOCATION_STATUSES,
@@ -38,6 +38,7 @@ from control_plane.protocol import Frame, MessageType, decode_frames, is_command
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
+from http_api.admin_debug import WaitsCache, awaited_by, waiting_for
 from http_api.admin_shapes import (
     ADMIN_API_VERSION,
     RESTATE_FEATURES,
@@ -225,6 +226,7 @@ def invocation_json(
         "journal_length": len(journal) if journal is not None else record.journal_length,
         "idempotency_key": record.idempotency_key or None,
         "trace_id": record.trace_id or None,
+        "invoked_by_id": record.caller_id or None,
         "aws_requests": dict(record.requests or {}),
         "aws_cost_usd": {k: round(v, 9) for k, v in cost_usd(record.requests or {}).items()},
     }
@@ -363,6 +365,7 @@ class Admin:
         self.engine = engine
         self.ingress_url = ingress_url  # for the web UI's playground (GET /ui/config.json); None: unknown
         self.sql: SqlEngine | None = None  # POST /query; set by the edge when the `query` extra is installed
+        self._waits = WaitsCache()  # `waiting_for` of suspended invocations in lists (`?waiting_for=true`)
         self.router = Router(optional_prefix=_VERSION_PREFIX)
         r = self.router
         r.add("GET", "/", self.ui_redirect)
@@ -422,9 +425,9 @@ class Admin:
         """This process's metrics in the Prometheus text format (`torpor dev`); 404 where they go to
         CloudWatch as EMF instead (the Lambda functions)."""
         metrics = self.engine.metrics
-        if not isinstance(metrics, InMemoryMetrics):
+        if not isinstance(metrics, PrometheusMetrics):
             raise NotFound("this control plane exports its metrics as CloudWatch EMF, not on /metrics")
-        return HttpResponse(200, metrics.render().encode(), {"content-type": "text/plain; version=0.0.4"})
+        return HttpResponse(200, metrics.render(), {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok", "pid"}` once the store answers; `pid`: the process that answered
@@ -585,7 +588,8 @@ class Admin:
         """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow key.
 
         Values are decoded for display (JSON if they parse, else text; cut at 200 bytes), or with
-        `?encoding=base64` each whole value in base64, as `torpor state get|edit` reads them.
+        `?encoding=base64` each whole value in base64, as `torpor state get|edit` reads them; with
+        `?raw=true` (the web UI's editor) the decoded values and also `raw`, `{name: base64}`.
         `version` is `admin_shapes.state_version` of this state, which `POST /services/{name}/state`
         compares with its `version` (so an edit fails if the state changed since it was read).
         400 for a service without state or an unknown encoding; 404 for an unknown service.
@@ -599,7 +603,10 @@ class Admin:
             shown = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
         else:
             shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
-        return HttpResponse.json({"key": key, "state": shown, "version": state_version(state)})
+        out: dict[str, Any] = {"key": key, "state": shown, "version": state_version(state)}
+        if request.flag("raw"):
+            out["raw"] = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
+        return HttpResponse.json(out)
 
     def list_state_keys(self, request: HttpRequest, name: str) -> HttpResponse:
         """`{"keys": [...]}`: the keys of a virtual object or workflow that have state, sorted; at
@@ -681,7 +688,9 @@ class Admin:
 
         Filters: `?status=`, `?service=`, `?handler=`, `?key=`, `?completion=` (a completed one's
         `completion_kind`: succeeded, failed, cancelled, killed); `?limit=` (1..1000, default 100)
-        and `?page_token=` (from the previous answer) page through the rest. A stored record the
+        and `?page_token=` (from the previous answer) page through the rest. With `?waiting_for=true`
+        a suspended one has `waiting_for` (`admin_debug.waiting_for`: its journal read once per
+        version of its record, then cached) and a pending one `waiting_for_key_holder`. A stored record the
         store cannot decode is left out and named in `unreadable` (`[{"invocation_id", "message"}]`).
         """
         status = request.query("status")
@@ -711,6 +720,9 @@ class Admin:
             completion=completion,
         )
         body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
+        if request.flag("waiting_for"):
+            for record, shown in zip(records[:limit], body["invocations"], strict=True):
+                self._add_waits(record, shown)
         unreadable = getattr(records, "unreadable", ())  # rows the store could not decode (InvocationPage)
         if unreadable:
             body["unreadable"] = [{"invocation_id": i, "message": message} for i, message in unreadable]
@@ -722,7 +734,11 @@ class Admin:
     def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """One invocation with its journal decoded entry by entry, each with `stored_at`, and the
         `pending_notifications` waiting outside it; a suspended one lists the ids of the awakeables
-        it awaits (`awaiting_awakeables`). 404 if unknown."""
+        it awaits (`awaiting_awakeables`) and what it waits for in words (`waiting_for`, see
+        `admin_debug.waiting_for`). `invoked_by_id` is the invocation whose Call created it (null
+        for one from the ingress or a one-way send: the store keeps no sender), with its target in
+        `invoked_by_target` (null once purged); `awaited_by` lists the other callers waiting for
+        its result. 404 if unknown."""
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
@@ -737,6 +753,12 @@ class Admin:
             ]
         if record.status == "pending":
             out["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        out["waiting_for"] = waiting_for(record, journal)
+        out["invoked_by_target"] = None
+        if record.caller_id:
+            caller = self.store.get_invocation(record.caller_id)
+            out["invoked_by_target"] = invocation_json(caller)["target"] if caller else None
+        out["awaited_by"] = awaited_by(record)
         cycle = self.engine.operations.deadlock(loaded) if record.status != "completed" else None
         if cycle:
             out["deadlock"] = {
@@ -747,6 +769,21 @@ class Admin:
                 ),
             }
         return HttpResponse.json(out)
+
+    def _add_waits(self, record: InvocationRecord, shown: dict[str, Any]) -> None:
+        """Add `waiting_for` (suspended) or `waiting_for_key_holder` (pending) to a listed invocation."""
+        if record.status == "pending":
+            shown["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        if record.status != "suspended":
+            return
+        cached = self._waits.get(record)
+        if cached is None:
+            loaded = self.store.load_invocation(record.invocation_id)
+            if loaded is None:
+                return
+            cached = waiting_for(loaded.record, Journal.load(loaded.record.input_entry, loaded.batches))
+            self._waits.put(loaded.record, cached)
+        shown["waiting_for"] = cached
 
     def cancel_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Send the cancel signal (the handler sees a terminal error at its next await); 202.

@@ -203,6 +203,7 @@ _SCHEMAS: dict[str, Any] = {
         key={"type": "string"},
         state={"type": "object", "description": "Values for display, or whole in base64 with ?encoding=base64."},
         version={"type": "string", "description": "The state's version, for ModifyServiceStateRequest.version."},
+        raw={"type": "object", "description": "with ?raw=true: each value's stored bytes, base64"},
     ),
     "StateKeys": _obj(
         ["keys"], keys={"type": "array", "items": {"type": "string"}}, truncated={"type": "boolean"}
@@ -291,13 +292,16 @@ def _paths() -> dict[str, Any]:
         },
         "/services/{service}/state/{key}": {
             "get": _op("get_service_state", "Torpor: all state of one key and its version",
-                       "ObjectState", parameters=[*_path("service", "key"), *_query("encoding")], tag="service"),
+                       "ObjectState", parameters=[*_path("service", "key"), *_query("encoding", "raw")],
+                       tag="service"),
             "delete": _op("clear_service_state", "Torpor: delete all state of one key", status="202",
                           parameters=_path("service", "key"), tag="service"),
         },
         "/invocations": {
             "get": _op("list_invocations", "Torpor: list invocations, newest first", "ListInvocationsResponse",
-                       parameters=_query("status", "completion", "service", "handler", "key", "limit", "page_token"),
+                       parameters=_query(
+                           "status", "completion", "service", "handler", "key", "limit", "page_token", "waiting_for"
+                       ),
                        tag="invocation"),
         },
         "/invocations/{invocation_id}": {

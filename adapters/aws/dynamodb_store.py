@@ -95,6 +95,8 @@ from adapters.aws.store_items import (
     ServiceItem,
     TimerItem,
     batch_record,
+    ending_batch,
+    ending_entries,
     batch_sk,
     bind,
     doorbell_is,
@@ -519,26 +521,35 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         (`J#…`) sort before `META`, notification keys (`N#…`) after it.
 
         Returns:
-            The metadata record, the batches ordered by `start_index` and the notifications ordered
-            by `created_at_ms` then key; or None if the invocation does not exist (even if
+            The metadata record, the batches ordered by `start_index` (the last one from the record
+            when its completing write kept it, `ending_at`, which supersedes a stale holder's batch
+            written at or past its index after losing the lease) and the notifications ordered by
+            `created_at_ms` then key; or None if the invocation does not exist (even if
             notifications were stored for it).
         """
         pages: ResultIterator[dict[str, Any]] = ResultIterator(
             self._connection.query, (invocation_pk(invocation_id),), {"consistent_read": True}
         )
         record: InvocationRecord | None = None
+        ending: JournalBatch | None = None
         batches: list[JournalBatch] = []
         notifications: list[StoredNotification] = []
         for raw in pages:
             sk = raw["SK"]["S"]
             if sk == META_SK:
-                record = invocation_record(self._invocations.from_raw_data(raw))
+                item = self._invocations.from_raw_data(raw)
+                record, ending = invocation_record(item), ending_batch(item)
             elif sk.startswith(BATCH_PREFIX):
                 batches.append(batch_record(self._batches.from_raw_data(raw)))
             elif sk.startswith(NOTIFICATION_PREFIX):
                 notifications.append(notification_record(self._notifications.from_raw_data(raw)))
         if record is None:
             return None
+        if ending is not None:  # the last batch, kept in the record (`complete`'s `ending`)
+            # a J# item at or past its index can only be a stale holder's, appended after it lost its
+            # epoch (a batch write is conditional on its index alone): never acted on, and the holder
+            # that completed read the journal without it; the completion's view is the journal
+            batches = [batch for batch in batches if batch.start_index < ending.start_index] + [ending]
         notifications.sort(key=lambda n: (n.created_at_ms, n.key))
         return LoadedInvocation(record, batches, notifications)
 
@@ -647,7 +658,14 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         return invocation_record(item)
 
     def _update_invocation(
-        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int | None = None,
+        returning: bool = False,
+        ending: JournalBatch | None = None,
+        **changes: object,
     ) -> InvocationRecord | None:
         """Set fields of the invocation record, if its epoch is still `epoch`: one conditional UpdateItem.
 
@@ -664,6 +682,11 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
                 doorbell attribute reads 0): no notification was rung in since the caller read it.
             returning: Return the whole record as it is after the update (e.g. to see `callers`
                 that attached meanwhile); None otherwise.
+            ending: A journal batch that ends the journal, written with the update
+                (`InvocationStore.complete`). When it is the Output command of `changes`' `output`
+                alone, the record keeps only its start index (`ending_at`, a few bytes: no write
+                unit more, `load_invocation` derives the batch); else it is appended first
+                (`append_batch`), a second write, as a commit before the completion always was.
             **changes: New values, named as `InvocationRecord` fields. `invocation_id`, `epoch` and
                 `doorbell` cannot be among them (they name the parameters): the epoch moves only in
                 `acquire_lease` and `_update_unless_completed`, the doorbell only in `ring`.
@@ -685,6 +708,12 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         actions = invocation_update_actions(
             model, invocation_id, changes, shards=self.shards if moves_index else 1, caller="_update_invocation"
         )
+        if ending is not None:
+            output = changes.get("output")
+            if isinstance(output, bytes) and ending.entries == ending_entries(output):
+                actions.append(model.ending_at.set(ending.start_index))
+            else:
+                self.append_batch(invocation_id, ending)
         condition = epoch_is(model, epoch)
         held = f"epoch {epoch}"
         if doorbell is not None:
@@ -909,7 +938,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         model = self._invocations
         invocation_id = due.invocation_id
         record_due_ms = due.expires_at_s * 1000
-        actions: list[Action] = [model.journal_expires_at_ms.remove()]
+        actions: list[Action] = [model.journal_expires_at_ms.remove(), model.ending_at.remove()]
         if record_due_ms:
             shard = shard_of(invocation_id, self.shards)
             actions += [

@@ -38,6 +38,8 @@ from control_plane.ports import (
     StoreConflict,
     StoredNotification,
 )
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
 
 STATUS_INDEX = "by_status_v2"
 EXPIRY_INDEX = "by_expiry"
@@ -431,8 +433,13 @@ class InvocationItem(Item):
     callers = UnicodeSetAttribute(null=True)  # a string set: `ADD` is idempotent; absent when empty
     journal_expires_at_ms = IntAttribute(null=True)
     trace_id = UnicodeAttribute(null=True)
+    trace_parent = UnicodeAttribute(null=True)  # set only while a `Tracer` is on
     requests = RequestsAttribute(null=True)
     completion = UnicodeAttribute(null=True)  # absent on items written before it existed
+    ending_at = IntAttribute(null=True)
+    """The start index of the journal's last batch, kept in the record, not a `J#` item: the Output
+    command of `output` alone, written with the completion (`InvocationStore.complete`'s `ending`)
+    and derived from `output` on read (`ending_batch`); absent otherwise and once the journal is removed."""
 
 
 class BatchItem(Item):
@@ -629,6 +636,19 @@ def retention_due(item: InvocationItem) -> RetentionDue:
         journal_expires_at_ms=item.journal_expires_at_ms or 0,
         expires_at_s=item.expires_at_s or 0,
     )
+
+
+def ending_entries(output: bytes) -> bytes:
+    """The framed journal batch of a handler's Output command with value `output` and nothing else."""
+    return encode_frames([frame(pb.OutputCommandMessage(value=pb.Value(content=output)))])
+
+
+def ending_batch(item: InvocationItem) -> JournalBatch | None:
+    """The journal batch the record keeps (`InvocationItem.ending_at`), or None: its Output, committed
+    under the completing epoch at the completion time."""
+    if item.ending_at is None:
+        return None
+    return JournalBatch(item.ending_at, ending_entries(item.output or b""), item.epoch or 0, item.completed_at_ms or 0)
 
 
 def batch_record(item: BatchItem) -> JournalBatch:

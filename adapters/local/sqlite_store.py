@@ -211,6 +211,31 @@ def _unreadable_reason(row: sqlite3.Row, exc: Exception) -> str:
     )
 
 
+def _check_batch(invocation_id: str, batch: JournalBatch) -> None:
+    """Raise `ValueError` for a negative `batch.start_index`, `ItemTooLarge` for entries that would not
+    fit in one DynamoDB item (the limit both stores keep)."""
+    if batch.start_index < 0:
+        raise ValueError(f"journal batch start_index must be >= 0, got {batch.start_index}")
+    if item_size({"PK": f"INV#{invocation_id}", "SK": "J#0000000000", "entries": batch.entries,
+                  "epoch": batch.epoch, "committed_at_ms": batch.committed_at_ms}) > MAX_ITEM_BYTES:  # fmt: skip
+        raise ItemTooLarge(
+            f"invocation {invocation_id}: the journal entries committed at index {batch.start_index} "
+            f"({len(batch.entries)} bytes) do not fit in one DynamoDB item (400 KB); keep run results, state "
+            "values and call payloads below ~350 KB"
+        )
+
+
+def _insert_batch(db: sqlite3.Connection, invocation_id: str, batch: JournalBatch) -> None:
+    """Insert `batch` (one statement, in the caller's transaction); `StoreConflict` if its index is taken."""
+    cursor = db.execute(
+        "INSERT OR IGNORE INTO batches (invocation_id, start_index, entries, epoch, committed_at_ms) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (invocation_id, batch.start_index, batch.entries, batch.epoch, batch.committed_at_ms),
+    )
+    if cursor.rowcount != 1:
+        raise StoreConflict(f"invocation {invocation_id}: journal index {batch.start_index} is committed already")
+
+
 def _checked_changes(changes: Mapping[str, object], caller: str) -> None:
     """Raise `TypeError` as `DynamoDBStore` does for unknown fields or a required field set to None."""
     unknown = sorted(set(changes) - set(_FIELDS))
@@ -670,23 +695,35 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             return self._update(db, row, lease, too_large, record)
 
     def _update_invocation(
-        self, invocation_id: str, epoch: int, *, doorbell: int | None = None, returning: bool = False, **changes: object
+        self,
+        invocation_id: str,
+        epoch: int,
+        *,
+        doorbell: int | None = None,
+        returning: bool = False,
+        ending: JournalBatch | None = None,
+        **changes: object,
     ) -> InvocationRecord | None:
         """Set fields of the invocation record if its epoch is still `epoch` (and, with `doorbell`, its
         doorbell still reads that); None resets a field to its default. See `InvocationTransitions`.
+        With `ending`, that journal batch is inserted in the same transaction (`InvocationStore.complete`):
+        both are written or neither.
 
         Returns:
             With `returning`, the record after the update; else None.
 
         Raises:
-            StoreConflict: The epoch (or the doorbell) moved on, or the invocation does not exist.
-            ItemTooLarge: The record would exceed 400 KB; nothing was written.
+            StoreConflict: The epoch (or the doorbell) moved on, the invocation does not exist, or
+                `ending`'s index is taken; nothing was written.
+            ItemTooLarge: The record (or `ending`) would exceed 400 KB; nothing was written.
             TypeError: An unknown field, or a required field set to None.
             ValueError: No changes were given.
         """
         if not changes:
             raise ValueError(f"_update_invocation({invocation_id!r}) needs at least one field to change")
         _checked_changes(changes, "_update_invocation")
+        if ending is not None:
+            _check_batch(invocation_id, ending)
         held = f"epoch {epoch}" + ("" if doorbell is None else f" or doorbell {doorbell}")
         conflict = f"invocation {invocation_id}: {held} no longer holds (another worker took the lease" + (
             ", or a notification arrived)" if doorbell is not None else ")"
@@ -702,6 +739,8 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
                 raise StoreConflict(conflict)
             if doorbell is not None and record.doorbell != doorbell:
                 raise StoreConflict(conflict)
+            if ending is not None:
+                _insert_batch(db, invocation_id, ending)
             after = self._update(db, row, changes, too_large, record)
         return after if returning else None
 
@@ -867,25 +906,9 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             ItemTooLarge: The batch's entries do not fit in one 400 KB item; nothing was written.
             ValueError: `batch.start_index` is negative.
         """
-        if batch.start_index < 0:
-            raise ValueError(f"journal batch start_index must be >= 0, got {batch.start_index}")
-        if item_size({"PK": f"INV#{invocation_id}", "SK": "J#0000000000", "entries": batch.entries,
-                      "epoch": batch.epoch, "committed_at_ms": batch.committed_at_ms}) > MAX_ITEM_BYTES:  # fmt: skip
-            raise ItemTooLarge(
-                f"invocation {invocation_id}: the journal entries committed at index {batch.start_index} "
-                f"({len(batch.entries)} bytes) do not fit in one DynamoDB item (400 KB); keep run results, state "
-                "values and call payloads below ~350 KB"
-            )
+        _check_batch(invocation_id, batch)
         with self._write("append_batch", one_statement=True) as db:
-            cursor = db.execute(
-                "INSERT OR IGNORE INTO batches (invocation_id, start_index, entries, epoch, committed_at_ms) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (invocation_id, batch.start_index, batch.entries, batch.epoch, batch.committed_at_ms),
-            )
-            if cursor.rowcount != 1:
-                raise StoreConflict(
-                    f"invocation {invocation_id}: journal index {batch.start_index} is committed already"
-                )
+            _insert_batch(db, invocation_id, batch)
 
     def list_invocations(
         self,

@@ -29,6 +29,8 @@ from control_plane.ports import (
     StoreConflict,
     StoredNotification,
 )
+from control_plane.protocol import encode_frames, frame
+from control_plane.protocol import protocol_pb2 as pb
 from tests.helpers.dynamodb_items import as_dynamodb, partitions, raw_item
 from tests.helpers.records import EVERY_FIELD, RUNNABLE, invocation
 from tests.helpers.stores import ids_in_distinct_shards
@@ -770,3 +772,77 @@ def test_the_sweep_does_not_remove_a_record_its_index_entry_no_longer_describes(
 
     assert plane.engine.retention.retire(stale) is False
     assert store.get_invocation("inv_r") is not None
+
+
+def _complete_with(store: Store, invocation_id: str, epoch: int, ending: JournalBatch, length: int = 2) -> None:
+    """The completing write of a handler's success at 5,000 ms, carrying `ending` (`Executor.end`)."""
+    store.complete(
+        invocation_id, epoch, completion="succeeded", completed_at_ms=5_000, modified_at_ms=5_000,
+        output=b'"hi"', journal_length=length, journal_expires_at_ms=9_000, ending=ending,
+    )  # fmt: skip
+
+
+def test_a_completion_carrying_its_ending_batch_writes_both_in_one_request_or_neither(store: Store) -> None:
+    # issue 24: a call that ends is one durable transition; the journal reads back as if the Output
+    # had been committed first (describe, SQL, replays)
+    store.create_invocation(invocation("inv_end"))
+    leased = store.acquire_lease("inv_end", now_ms=1_000, lease_until_ms=2_000, runnable=RUNNABLE)
+    output = pb.OutputCommandMessage(value=pb.Value(content=b'"hi"'))
+    ending = JournalBatch(1, encode_frames([frame(output)]), epoch=leased.epoch, committed_at_ms=5_000)
+
+    with pytest.raises(StoreConflict):  # a stale epoch: neither is written
+        _complete_with(store, "inv_end", leased.epoch - 1, ending)
+    loaded = store.load_invocation("inv_end")
+    assert loaded is not None and (loaded.record.status, loaded.batches) == ("running", [])
+
+    before = store.request_count
+    _complete_with(store, "inv_end", leased.epoch, ending)
+
+    assert store.request_count - before == 1
+    loaded = store.load_invocation("inv_end")
+    assert loaded is not None
+    assert (loaded.record.status, loaded.record.output, loaded.batches) == ("completed", b'"hi"', [ending])
+    if (dynamodb := as_dynamodb(store)) is not None:  # kept in the record: no journal item, no write unit more
+        assert raw_item(dynamodb, "INV#inv_end", "J#0000000001") == {}
+
+    (due,) = store.due_retention(9_000)
+    assert store.remove_journal(due) is True
+    assert store.load_invocation("inv_end").batches == []  # type: ignore[union-attr]
+
+
+def test_a_completion_whose_ending_index_a_stale_holder_took_leaves_one_consistent_journal(store: Store) -> None:
+    # a holder that lost its lease may still append a batch (conditional on its index alone): SQLite
+    # refuses the completion (start over from the journal), DynamoDB's record keeps its ending and the
+    # stale batch is not read back; either way the journal reads back whole and as the record says
+    store.create_invocation(invocation("inv_end"))
+    leased = store.acquire_lease("inv_end", now_ms=1_000, lease_until_ms=2_000, runnable=RUNNABLE)
+    stale = JournalBatch(1, b"a stale holder's", epoch=leased.epoch - 1, committed_at_ms=4_000)
+    store.append_batch("inv_end", stale)
+    output = pb.OutputCommandMessage(value=pb.Value(content=b'"hi"'))
+    ending = JournalBatch(1, encode_frames([frame(output)]), epoch=leased.epoch, committed_at_ms=5_000)
+
+    if as_dynamodb(store) is None:
+        with pytest.raises(StoreConflict):
+            _complete_with(store, "inv_end", leased.epoch, ending)
+        expected = ("running", [stale])
+    else:
+        _complete_with(store, "inv_end", leased.epoch, ending)
+        expected = ("completed", [ending])
+
+    loaded = store.load_invocation("inv_end")
+    assert loaded is not None and (loaded.record.status, loaded.batches) == expected
+
+
+def test_an_ending_batch_with_more_than_the_output_reads_back_whole(store: Store) -> None:
+    # an Output with the notification delivered with it: SQLite in one transaction, DynamoDB as a
+    # journal item first (two requests, as a commit before the completion)
+    store.create_invocation(invocation("inv_end"))
+    leased = store.acquire_lease("inv_end", now_ms=1_000, lease_until_ms=2_000, runnable=RUNNABLE)
+    output = pb.OutputCommandMessage(value=pb.Value(content=b'"hi"'))
+    signal = pb.SignalNotificationMessage(idx=1, void=pb.Void())
+    ending = JournalBatch(1, encode_frames([frame(signal), frame(output)]), epoch=leased.epoch, committed_at_ms=5_000)
+
+    _complete_with(store, "inv_end", leased.epoch, ending, length=3)
+
+    loaded = store.load_invocation("inv_end")
+    assert loaded is not None and (loaded.record.status, loaded.batches) == ("completed", [ending])

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -488,7 +489,7 @@ def test_python_dash_m_adapters_cli_runs_the_same_group() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "torpor 0.1.0\n"
+    assert done.stdout == f"torpor {metadata.version('torpor')}\n"  # the installed distribution's (pyproject.toml)
 
 
 def test_invoke_with_an_idempotency_key_runs_once_and_pause_resume_purge(dev: DevServer) -> None:

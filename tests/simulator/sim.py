@@ -64,8 +64,9 @@ from typing import Any
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
-from control_plane.errors import Conflict, NotFound
+from control_plane.errors import Conflict, NotFound, ProtocolViolation
 from control_plane.held import Held
+from control_plane.journal import Journal
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
@@ -99,10 +100,11 @@ _FENCED_WRITES = frozenset(
 _FORCED_WRITES = frozenset({"force_complete", "force_pause", "resume"})
 _RECORD_WRITES = _FENCED_WRITES | _FORCED_WRITES | {"acquire_lease", "attach_caller"}
 
-MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever")
+MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever", "drop-ending")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
 record writes; an effect whose write failed after its commit is dropped (counted as applied); a
-retry policy never runs out of attempts (a failing invocation never pauses nor is killed)."""
+retry policy never runs out of attempts (a failing invocation never pauses nor is killed); a
+completing write drops the journal batch it carries (`Executor.end`: the Output is lost)."""
 
 
 class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
@@ -201,6 +203,8 @@ class SimStore:
                 current = self._inner.get_invocation(args[0])
                 if current is not None:
                     args = (args[0], current.epoch, *args[2:])
+            if name == "complete" and kwargs.get("ending") is not None and self._sim.mutant == "drop-ending":
+                kwargs = {k: v for k, v in kwargs.items() if k != "ending"}
             before = self._inner.get_invocation(args[0]) if name in _RECORD_WRITES else None
             now = self._sim.clock.now_ms()
             result = value(*args, **kwargs)
@@ -211,6 +215,9 @@ class SimStore:
                 )
             if name == "append_batch":
                 self._sim.committed(args[0], args[1])
+            if name == "complete" and kwargs.get("ending") is not None:  # the ending batch, with the completion
+                self._sim.committed(args[0], kwargs["ending"])
+                self._sim.covered["ended in one write"] += 1
             if before is not None and before.status == "completed":
                 after = self._inner.get_invocation(args[0])
                 if after is not None and (after.status, after.output, after.completion) != (
@@ -1205,10 +1212,25 @@ class Scenario:
 
     def check_journal(self, invocation_id: str) -> None:
         """Each completion id is given once and completed once in the journal; the callee of every
-        committed call and one-way call exists (a committed effect was carried out)."""
+        committed call and one-way call exists (a committed effect was carried out); a succeeded
+        invocation's journal, while kept, is whole and ends with the Output command of its `output`
+        (whether its ending was committed before the completing write or with it, `Executor.end`)."""
         loaded = self.raw.load_invocation(invocation_id)
         if loaded is None:
             return
+        record = loaded.record
+        if record.completion == "succeeded" and record.journal_expires_at_ms:
+            try:
+                journal = Journal.load(record.input_entry, loaded.batches)
+            except ProtocolViolation as exc:
+                self.violate(f"{invocation_id} (succeeded): its journal reads back broken: {exc}")
+                return
+            output = journal.output()
+            if output is None or output.value.content != (record.output or b""):
+                self.violate(f"{invocation_id} (succeeded): its journal does not end with the Output of its result")
+            elif len(journal) != record.journal_length:
+                read_back, says = len(journal), record.journal_length
+                self.violate(f"{invocation_id}: {read_back} journal entries read back, its record says {says}")
         given: set[int] = set()
         completed: set[int] = set()
         index = 0  # journal index (entry 0 is the Input command)
