@@ -39,7 +39,14 @@ from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
 from http_api.admin_debug import WaitsCache, awaited_by, waiting_for
-from http_api.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
+from http_api.admin_shapes import (
+    ADMIN_API_VERSION,
+    RESTATE_FEATURES,
+    RESTATE_SERVER_VERSION,
+    service_json,
+    service_revisions,
+    state_version,
+)
 from http_api.http import HttpRequest, HttpResponse, Router
 from http_api.prices import cost_usd
 from http_api.query import SqlEngine, serve_query
@@ -392,6 +399,7 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/restart-as-new", self.restart_invocation_as_new)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
         r.add("POST", "/query", self.query)
+        r.add("GET", "/subscriptions", self.list_subscriptions)
 
     def ui_redirect(self, request: HttpRequest) -> HttpResponse:
         """`302` to the web UI (a relative location, so it holds behind a path prefix too)."""
@@ -430,17 +438,25 @@ class Admin:
 
     def version(self, request: HttpRequest) -> HttpResponse:
         """`{"version", "min_admin_api_version", "max_admin_api_version", "ingress_endpoint", "features"}`
-        (restate-server's `VersionInformation`): Torpor's version and the one admin API version it
-        serves (4, restate-server 1.7's), which Restate's CLI then puts before each path (`/v4/...`)."""
+        (restate-server's `VersionInformation`): the restate-server version whose API Torpor serves,
+        with Torpor's own as build metadata (`1.7.12+torpor.0.1.0`; Restate's web UI reads the
+        first part to choose its queries), the one admin API version it serves (4, restate-server
+        1.7's, which Restate's CLI then puts before each path, `/v4/...`), and restate-server's
+        feature flags, all `false` (`RESTATE_FEATURES`)."""
         return HttpResponse.json(
             {
-                "version": _torpor_version(),
+                "version": f"{RESTATE_SERVER_VERSION}+torpor.{_torpor_version()}",
                 "min_admin_api_version": ADMIN_API_VERSION,
                 "max_admin_api_version": ADMIN_API_VERSION,
                 "ingress_endpoint": self.ingress_url,
-                "features": {},
+                "features": dict.fromkeys(RESTATE_FEATURES, False),
             }
         )
+
+    def list_subscriptions(self, request: HttpRequest) -> HttpResponse:
+        """`{"subscriptions": []}` (restate-server's `ListSubscriptionsResponse`): Torpor has no
+        subscriptions (Kafka); Restate's web UI lists them on its overview."""
+        return HttpResponse.json({"subscriptions": []})
 
     def openapi(self, request: HttpRequest) -> HttpResponse:
         """This admin API described as an OpenAPI 3.1 document (`http_api.admin_openapi`)."""

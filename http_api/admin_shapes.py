@@ -27,6 +27,21 @@ HANDLER_TYPES = {"EXCLUSIVE": "Exclusive", "SHARED": "Shared", "WORKFLOW": "Work
 ADMIN_API_VERSION = 4
 """The admin API version whose shapes Torpor serves (restate-server 1.7: `/v4/...`, `GET /version`)."""
 
+RESTATE_SERVER_VERSION = "1.7.12"
+"""The restate-server release whose admin API, SQL tables and behaviour Torpor's admin API matches.
+`GET /version` names it (with Torpor's own version as semver build metadata, `1.7.12+torpor.0.1.0`):
+Restate's web UI picks its queries by the server version it reads there."""
+
+RESTATE_FEATURES = (
+    "invoker_yield", "kafka_scope", "preflight_invocation_termination_retention", "protocol_v7",
+    "scoped_promise_table_migration", "scoped_state_table_migration", "scoped_virtual_objects",
+    "unique_random_seeds", "vqueue_obsolete_cleanup", "vqueues", "vqueues_async_refill",
+    "vqueues_migration_skip_completed",
+)  # fmt: skip
+"""The feature flags restate-server 1.7.12 lists in `GET /version` (each `false` there too): Restate's
+web UI switches to the queries of virtual queues, scopes and protocol V7 on those that are `true`,
+which Torpor's tables do not serve."""
+
 _HANDLER_DURATIONS = {
     "inactivity_timeout": "inactivityTimeout",
     "abort_timeout": "abortTimeout",

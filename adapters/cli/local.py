@@ -194,6 +194,22 @@ def version() -> None:
     "Default: the key TORPOR_REQUEST_IDENTITY_KEY_FILE or TORPOR_REQUEST_IDENTITY_KEY names, else unsigned.",
 )
 @click.option(
+    "--restate-ui",
+    "restate_ui_path",
+    type=click.Path(exists=True),
+    default=None,
+    metavar="PATH",
+    help="Also serve Restate's own web UI over the admin API, on --restate-ui-port: PATH is the restate-server "
+    "binary (its embedded UI is read, not run) or a directory of the UI's files.",
+)
+@click.option(
+    "--restate-ui-port",
+    type=click.IntRange(0, 65535),
+    default=9072,
+    show_default=True,
+    help="Port of Restate's web UI, with --restate-ui (0: a free port).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -219,6 +235,8 @@ def dev(
     lambda_request_response: bool,
     lambda_timeout: int | None,
     request_identity_key_file: str | None,
+    restate_ui_path: str | None,
+    restate_ui_port: int,
     log_format: str,
 ) -> None:
     """Run the control plane locally: ingress and admin APIs over one store.
@@ -232,7 +250,11 @@ def dev(
     is started again.
 
     With --lambda, Lambda handlers run in a local emulator (a subprocess) that Lambda deployments
-    are invoked on, through the same boto3 path as on AWS. Stop it with Ctrl+C (SIGINT) or SIGTERM.
+    are invoked on, through the same boto3 path as on AWS.
+
+    With --restate-ui PATH, Restate's own web UI (read from the restate-server binary at PATH, or a
+    directory of its files) is served at http://HOST:9072/ui/ over the admin API (docs/ui.md).
+    Stop it with Ctrl+C (SIGINT) or SIGTERM.
     """
     from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, MOTO_EXTRA_MISSING, moto_installed, run_dev
     from adapters.local.workers import shared_store_refusal
@@ -270,6 +292,16 @@ def dev(
     }
     if overrides:
         settings = settings.with_overrides(**overrides)
+    restate_ui = None
+    if restate_ui_path is not None:
+        from adapters.local.restate_ui import load_restate_ui
+
+        if workers > 1:
+            raise click.UsageError("--restate-ui is served by one process: leave out --workers")
+        try:
+            restate_ui = load_restate_ui(restate_ui_path)
+        except TorporError as exc:
+            raise click.BadParameter(exc.message, param_hint="--restate-ui") from exc
     try:
         run_dev(
             host=host,
@@ -288,6 +320,8 @@ def dev(
             lambda_checkpoints=not lambda_request_response,
             lambda_timeout_ms=lambda_timeout,
             request_identity_key_file=request_identity_key_file,
+            restate_ui=restate_ui,
+            restate_ui_port=restate_ui_port,
         )
     except TorporError as exc:
         raise click.ClickException(exc.message) from exc

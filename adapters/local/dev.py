@@ -47,6 +47,7 @@ from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests r
 from adapters.local import http_server
 from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
 from adapters.local.guard import LocalGuard
+from adapters.local.restate_ui import RestateUi, RestateUiFiles
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
 from adapters.otel import OtelTracer, tracer_from_env
@@ -210,6 +211,9 @@ class DevServer:
             of binding `ingress_port` and `admin_port` (whose URLs then name their ports): how each
             process of `torpor dev --workers N` serves the sockets its parent bound
             (`adapters.local.workers`). Closed by `stop`.
+        restate_ui: Restate's web UI (`adapters.local.restate_ui.load_restate_ui`), served at `/ui/`
+            on `restate_ui_port` in front of the admin API; None: not served.
+        restate_ui_port: Port of Restate's web UI (with `restate_ui`); 0 picks a free port.
     """
 
     def __init__(
@@ -234,7 +238,11 @@ class DevServer:
         lambda_timeout_ms: int | None = None,
         request_identity_key_file: str | os.PathLike[str] | None = None,
         listen_sockets: tuple[socket.socket, socket.socket] | None = None,
+        restate_ui: RestateUiFiles | None = None,
+        restate_ui_port: int = 9072,
     ) -> None:
+        if restate_ui is not None and listen_sockets is not None:
+            raise ValueError("Restate's web UI is served by a single dev server, not by workers on given sockets")
         if lambda_functions and lambda_endpoint:
             raise ValueError("give lambda_functions (run the local emulator) or lambda_endpoint, not both")
         chosen = [name for name, given in (("dynamodb_endpoint", dynamodb_endpoint is not None),
@@ -280,6 +288,9 @@ class DevServer:
         self._admin_url: str | None = None
         self._sockets: list[socket.socket] = list(listen_sockets or ())  # bound, not yet handed to the HTTP servers
         self._given_sockets = listen_sockets is not None
+        self.restate_ui = restate_ui
+        self._restate_ui_port = restate_ui_port
+        self._restate_ui_url: str | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shutdown: asyncio.Event | None = None
@@ -298,6 +309,11 @@ class DevServer:
     def admin_url(self) -> str:
         """Base URL of the admin API, e.g. `http://127.0.0.1:9070` (after `start`)."""
         return self._require(self._admin_url)
+
+    @property
+    def restate_ui_url(self) -> str:
+        """Base URL of Restate's web UI, e.g. `http://127.0.0.1:9072` (after `start`, with `restate_ui`)."""
+        return self._require(self._restate_ui_url)
 
     @property
     def dynamodb_endpoint(self) -> str:
@@ -396,6 +412,13 @@ class DevServer:
             self._admin_url,
             self.store_location,
         )
+        if self.restate_ui is not None:
+            log.info(
+                "torpor dev: Restate's web UI %s/ui/ over the admin API (%d files from %s)",
+                self._restate_ui_url,
+                len(self.restate_ui.files),
+                self.restate_ui.source,
+            )
         if self.request_signer is not None:
             log.info("torpor dev: request identity public key: %s", self.request_signer.public_key)
         return self
@@ -488,6 +511,8 @@ class DevServer:
         self._control_plane.admin.sql = sql_engine(self.store, self.settings)
         router = self._control_plane.ingress.router  # from the UI's origin (the admin API), with CORS
         router.allowed_origins = router.allowed_origins | browser_origins(self._admin_url)
+        if self._restate_ui_url is not None:  # its playground calls the ingress too
+            router.allowed_origins = router.allowed_origins | browser_origins(self._restate_ui_url)
         self._scheduler.start(self._control_plane.wake)
         self._control_plane.sweep()
         self._sweeping = threading.Event()
@@ -552,8 +577,13 @@ class DevServer:
         if not self._given_sockets:
             self._sockets.append(listen_socket(self.host, self._ingress_port, "ingress", "--ingress-port"))
             self._sockets.append(listen_socket(self.host, self._admin_port, "admin", "--admin-port"))
+            if self.restate_ui is not None:
+                ui_socket = listen_socket(self.host, self._restate_ui_port, "Restate web UI", "--restate-ui-port")
+                self._sockets.append(ui_socket)
         self._ingress_url = http_url(self.host, self._sockets[0].getsockname()[1])
         self._admin_url = http_url(self.host, self._sockets[1].getsockname()[1])
+        if self.restate_ui is not None:
+            self._restate_ui_url = http_url(self.host, self._sockets[2].getsockname()[1])
 
     def _guard(self, router: Dispatcher, url: str, origins: Iterable[str], api: str) -> LocalGuard:
         """`router` behind the guard (`adapters.local.guard`): the server at `url` answers only to its
@@ -576,7 +606,8 @@ class DevServer:
 
     def _start_http(self) -> None:
         control_plane = self.control_plane
-        ingress_socket, admin_socket = self._sockets
+        ingress_socket, admin_socket = self._sockets[:2]
+        restate_ui_sockets = self._sockets[2:]
         self._sockets = []
 
         def served(router: Dispatcher) -> AsgiApp:
@@ -591,10 +622,17 @@ class DevServer:
             (served(self._ingress_guard(control_plane.ingress.router)), ingress_socket),
             (served(self._admin_guard(control_plane.admin.router)), admin_socket),
         ]
+        urls = [self.ingress_url, self.admin_url]
+        if self.restate_ui is not None:
+            ui_url = self.restate_ui_url
+            restate_ui = RestateUi(self.restate_ui, control_plane.admin.router)
+            guarded = self._guard(restate_ui, ui_url, browser_origins(ui_url), "admin API")
+            apps.append((served(guarded), restate_ui_sockets[0]))
+            urls.append(ui_url)
         servers = [(http_server.server(app), sock) for app, sock in apps]  # each closes its socket when it stops
         self._thread = threading.Thread(target=self._serve, args=(servers,), name="torpor-http", daemon=True)
         self._thread.start()
-        self._wait_until_answering([self._ingress_url, self._admin_url])
+        self._wait_until_answering(urls)
 
     def _serve(self, servers: list[tuple[uvicorn.Server, socket.socket]]) -> None:
         try:
@@ -710,6 +748,8 @@ def run_dev(
     lambda_checkpoints: bool = True,
     lambda_timeout_ms: int | None = None,
     request_identity_key_file: str | None = None,
+    restate_ui: RestateUiFiles | None = None,
+    restate_ui_port: int = 9072,
 ) -> None:
     """Run `torpor dev` in the foreground until SIGINT or SIGTERM, then stop cleanly.
 
@@ -734,10 +774,13 @@ def run_dev(
         lambda_checkpoints: Run them with in-process checkpoints (False: request/response).
         lambda_timeout_ms: Their timeout, enforced as Lambda does (None: 900 s).
         request_identity_key_file: PEM file of the request identity key (written if missing).
+        restate_ui: Restate's web UI, served on `restate_ui_port` over the admin API (None: not served).
+        restate_ui_port: Its port.
 
     Raises:
         DevServerError: The server could not start (the message names the fix), or `workers` above
-            1 with a store only one process can use (in memory, embedded moto) or `lambda_functions`.
+            1 with a store only one process can use (in memory, embedded moto), `lambda_functions`
+            or `restate_ui`.
         RequestIdentityKeyError: The request identity key cannot be read or written.
     """
 
@@ -759,9 +802,12 @@ def run_dev(
             lambda_timeout_ms=lambda_timeout_ms,
             request_identity_key_file=request_identity_key_file,
             listen_sockets=listen_sockets,
+            **({} if listen_sockets is not None else {"restate_ui": restate_ui, "restate_ui_port": restate_ui_port}),
         )
 
     if workers > 1:
+        if restate_ui is not None:
+            raise DevServerError("--restate-ui is served by one process: leave out --workers, or use --workers 1")
         from adapters.local.workers import run_workers, shared_store_refusal
 
         refusal = shared_store_refusal(workers, dynamodb_endpoint, data_dir, in_memory, moto, lambda_functions)

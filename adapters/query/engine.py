@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
+from adapters.query import attempt_rows as A
 from adapters.query import rows as R
 from adapters.query.entries import LazyServiceKinds
 from adapters.query.pushdown import JoinOnId, ScanNeed, analyse
@@ -75,6 +76,8 @@ _STORE_COLUMNS = {
     "sys_keyed_service_status": {"service_name", "service_key"},
     "sys_inbox": {"service_name", "service_key"},
     "sys_promise": {"service_name", "service_key"},
+    "sys_invocation_state": {"id"},
+    "sys_journal_events": {"id"},
 }
 """The columns whose equalities the store answers from an index, by table."""
 
@@ -265,6 +268,15 @@ class DataFusionQuery:
                 out[table] = pa.Table.from_pylist(self._keyed(table, by_table[table]), TABLES[table])
         if "sys_promise" in by_table:
             out["sys_promise"] = pa.Table.from_pylist(self._promises(by_table["sys_promise"]), TABLES["sys_promise"])
+        if "sys_invocation_state" in by_table:
+            states = [A.invocation_state_row(r) for r in self._attempted(by_table["sys_invocation_state"], True)]
+            out["sys_invocation_state"] = pa.Table.from_pylist(
+                [row for row in states if row is not None], TABLES["sys_invocation_state"]
+            )
+        if "sys_journal_events" in by_table:
+            attempted = self._attempted(by_table["sys_journal_events"], False)
+            events = [event for record in attempted for event in A.journal_event_rows(record)]
+            out["sys_journal_events"] = pa.Table.from_pylist(events, TABLES["sys_journal_events"])
         if "sys_service" in by_table:
             services = [R.service_row(s) for s in self.store.list_services()]
             out["sys_service"] = pa.Table.from_pylist(services, TABLES["sys_service"])
@@ -359,6 +371,22 @@ class DataFusionQuery:
             if len(records) < size:
                 return
             before = (records[-1].created_at_ms, records[-1].invocation_id)
+
+    def _attempted(self, needs: list[ScanNeed], in_flight: bool) -> list[InvocationRecord]:
+        """The records the scans of `sys_invocation_state` (`in_flight`) or `sys_journal_events` need:
+        those of the ids they name (one read each), else every invocation being run or retried
+        (`in_flight`) or not completed, page by page within `max_reads`."""
+        statuses = list(A.IN_FLIGHT_STATUSES) if in_flight else _UNFINISHED
+        found: dict[str, InvocationRecord] = {}
+        for need in needs:
+            ids = need.allowed("id")
+            if ids is not None:
+                self._check_lookups(len(ids), f"{len(ids)} invocations by id")
+                records = (self._checked(self.store.get_invocation, i) for i in sorted(ids))
+                found.update((r.invocation_id, r) for r in records if r is not None)
+            else:
+                found.update((r.invocation_id, r) for r in self._every(statuses, None))
+        return [found[i] for i in sorted(found)]
 
     def _journal_ids(self, needs: list[ScanNeed], joins: list[JoinOnId], records: dict[str, Any]) -> set[str]:
         """The invocations whose journals the `sys_journal` scans need: their `id` filters; else, when

@@ -191,6 +191,39 @@ SYS_PROMISE = _schema(
 )
 """`sys_promise`: the durable promises of workflows, one row per (workflow, id, promise name)."""
 
+SYS_INVOCATION_STATE = _schema(
+    ("partition_key", pa.uint64()),
+    ("id", _TEXT),
+    ("in_flight", pa.bool_()),
+    ("retry_count", pa.uint64()),
+    ("last_start_at", _TIME),
+    ("last_attempt_deployment_id", _TEXT),
+    ("last_attempt_server", _TEXT),
+    ("next_retry_at", _TIME),
+    ("last_failure", _TEXT),
+    ("last_failure_error_code", _TEXT),
+    ("last_failure_related_command_index", pa.uint64()),
+    ("last_failure_related_command_name", _TEXT),
+    ("last_failure_related_command_type", _TEXT),
+    ("last_failure_related_entry_index", pa.uint64()),
+    ("last_failure_related_entry_name", _TEXT),
+    ("last_failure_related_entry_type", _TEXT),
+    ("last_awaiting_on_future_json", _TEXT),
+)
+"""`sys_invocation_state`: one row per invocation that is being run or retried (restate-server's
+invoker state): `ready`, `running` (`in_flight`) and `backing-off` ones (`adapters.query.attempt_rows`)."""
+
+SYS_JOURNAL_EVENTS = _schema(
+    ("partition_key", pa.uint64()),
+    ("id", _TEXT),
+    ("after_journal_entry_index", pa.uint32()),
+    ("appended_at", _TIME),
+    ("event_type", _TEXT),
+    ("event_json", _TEXT),
+)
+"""`sys_journal_events`: what happened to an invocation between journal entries; Torpor's one
+event is the last failed attempt (`TransientError`, `adapters.query.attempt_rows`)."""
+
 TABLES: dict[str, pa.Schema] = {
     "sys_invocation": SYS_INVOCATION,
     "sys_invocation_status": SYS_INVOCATION_STATUS,
@@ -201,5 +234,7 @@ TABLES: dict[str, pa.Schema] = {
     "sys_keyed_service_status": SYS_KEYED_SERVICE_STATUS,
     "sys_inbox": SYS_INBOX,
     "sys_promise": SYS_PROMISE,
+    "sys_invocation_state": SYS_INVOCATION_STATE,
+    "sys_journal_events": SYS_JOURNAL_EVENTS,
 }
 """Every table `POST /query` knows, by name."""

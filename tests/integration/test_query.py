@@ -692,6 +692,8 @@ def test_each_table_answers_as_restate_server_1_7_12_does(world: World, tmp_path
                 theirs = pa.ipc.open_stream(query(restate_server.admin_url, sql, None).content).read_all()
                 ours = pa.ipc.open_stream(query(world.admin, sql, None).content).read_all()
                 assert ours.schema.remove_metadata() == theirs.schema.remove_metadata(), table
+                if table in ("sys_invocation_state", "sys_journal_events"):
+                    continue  # rows only while an attempt runs or after one failed: none here
                 assert theirs.num_rows > 0, table
                 assert ours.num_rows > 0, table
                 their_row = rows(restate_server.admin_url, f"{sql} LIMIT 1")[0]
