@@ -111,9 +111,12 @@ class LocalFunctions:
         number of messages received. `queue_url` None: the timer queue's batch (no wait), then the
         wake queue's (waiting `wait_s` if the timer queue had none); without a timer queue, the wake queue's."""
         if queue_url is None and self.timer_queue_url is not None:
-            timers = self.work(0, self.timer_queue_url)
-            return timers + self.work(0 if timers else wait_s, self.queue_url)
-        queue_url = queue_url or self.queue_url
+            timers = self.work_queue(self.timer_queue_url, 0)
+            return timers + self.work_queue(self.queue_url, 0 if timers else wait_s)
+        return self.work_queue(queue_url or self.queue_url, wait_s)
+
+    def work_queue(self, queue_url: str, wait_s: int) -> int:
+        """One batch of one queue through the worker (see `work`): the number of messages received."""
         received = self.sqs.receive_message(
             QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s, AttributeNames=["All"]
         ).get("Messages", [])
