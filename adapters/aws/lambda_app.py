@@ -89,7 +89,10 @@ WAKE_HOLD_MS = 0
 """`SqsScheduler.hold_ms` of the functions unless `TORPOR_WAKE_HOLD_MS` says otherwise (0 to 1,000).
 At 1,000 a timer's message arrives up to 1 s early and the worker holds it until due, so a sleep
 resumes on time rather than up to 1 s late (SQS delays are whole seconds), for up to 1 s of the
-worker's billed time per batch; off by default until a quiet measurement shows it worth that."""
+worker's billed time per batch. Off by default: on average `hold_ms² / 2000` ms held per batch (500
+at 1,000), and a sleep of whole seconds would be held for nearly all of it (a 1 s sleep armed 20 ms
+after it was issued gets no delay and waits 980 ms in the worker, where without holding it arrives
+20 ms late); bench/README.md section 8."""
 
 INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
 """`TORPOR_INGRESS_AUTH` values: the API Gateway authorization the ingress route requires."""
