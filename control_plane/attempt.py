@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from control_plane.errors import ProtocolViolation
-from control_plane.failures import MAX_STORED_CHARS, clip
+from control_plane.failures import MAX_STORED_CHARS, clip, clip_stacktrace
 from control_plane.journal import AwaitPoint, Journal, completion_ids, notification_key
 from control_plane.ports import AnswerTooLarge
 from control_plane.protocol import (
@@ -56,7 +56,7 @@ class AttemptFailure:
     next_retry_delay_ms: int | None = None
     behavior: int = pb.RETRY  # ErrorBehavior (V7): RETRY, PAUSE or FAIL
     related_command: str | None = None
-    stacktrace: str = ""
+    stacktrace: str = ""  # the SDK's, bounded by `clip_stacktrace` (4 KiB, its middle cut)
     related_command_index: int | None = None  # command index (Input is 0) the failure is about
     related_command_type: int | None = None  # its message type code
     entries: tuple[Frame, ...] = field(default=(), compare=False)  # sent before its ErrorMessage
@@ -170,7 +170,7 @@ def _read(frames: list[Frame]) -> AttemptAnswer | AttemptFailure:
                 next_retry_delay_ms=error.next_retry_delay if error.HasField("next_retry_delay") else None,
                 behavior=error.behavior,
                 related_command=related,
-                stacktrace=clip(error.stacktrace, _MAX_MESSAGE_CHARS),
+                stacktrace=clip_stacktrace(error.stacktrace),
                 related_command_index=error.related_command_index if error.HasField("related_command_index") else None,
                 related_command_type=error.related_command_type if error.HasField("related_command_type") else None,
                 entries=tuple(entries),

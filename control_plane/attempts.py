@@ -44,7 +44,7 @@ from control_plane.failures import clip
 from control_plane.held import Held, Knocks, Outcome, log_fields
 from control_plane.journal import AwaitPoint
 from control_plane.keyed import Keys
-from control_plane.observability import Metrics, trace_id_from, traceparent
+from control_plane.observability import NO_TRACER, Metrics, Tracer, traceparent
 from control_plane.ports import AnswerTooLarge, Clock, DeploymentRecord, InvokerError, StoreConflict
 from control_plane.protocol import Frame, encode_frames, frame, invocation_content_type
 from control_plane.protocol import protocol_pb2 as pb
@@ -77,6 +77,23 @@ def check(
         service_type=record.service_type,
         handler_type=record.handler_type,
     )
+
+
+def end_span(held: Held, result: object) -> None:
+    """End the span of `held`'s attempt, if it is traced (`Tracer.attempt`): an error with the failure's
+    message if `result` is an `AttemptFailure` or an `Outcome` other than an answer, else ok. The
+    attempt's span id stays on `held` (`attempt_span`): the effects applied when its answer is
+    committed, after this, make it the parent of the callees' spans."""
+    span = held.span
+    if span is None:
+        return
+    held.span = None
+    if isinstance(result, AttemptFailure):
+        span.end(f"[{result.code}] {result.message}")
+    elif isinstance(result, Outcome):
+        span.end(f"the attempt ended: {result.value}")
+    else:
+        span.end(None)
 
 
 class AttemptSeam(Protocol):
@@ -118,6 +135,7 @@ class AttemptParts:
         self.executor = executor
         self.effects = effects
         self.knocks = knocks
+        self.tracer: Tracer = NO_TRACER  # `Engine.use_tracer`
 
     def is_bidirectional(self, held: Held) -> bool:
         """True if the pinned deployment is invoked in bidirectional mode (registered so, see
@@ -187,8 +205,14 @@ class AttemptParts:
             "content-type": content_type,
             "accept": content_type,
             "x-restate-invocation-id": record.invocation_id,
-            "traceparent": traceparent(record.trace_id or trace_id_from({}), record.invocation_id),
         }
+        if record.trace_id:  # "": a trace the client does not sample, no `traceparent` (as restate-server)
+            if self.tracer.enabled:
+                span = self.tracer.attempt(record, deployment.deployment_id)
+                held.span, held.attempt_span = span, span.span_id
+                headers["traceparent"] = span.traceparent
+            else:
+                headers["traceparent"] = traceparent(record.trace_id, record.invocation_id)
         if record.key:  # URL-encoded: keys are any UTF-8 string, headers are not
             headers["x-restate-service-key"] = quote(record.key, safe="")
         body = encode_frames([frame(start), *held.journal.frames, *pending])
@@ -224,7 +248,11 @@ class RequestResponse(AttemptParts):
     def run(self, held: Held, options: HandlerOptions, pending: list[Frame]) -> Streamed | Outcome | None:
         """One request; `pending` is committed already if the function committed steps itself."""
         sent_length = len(held.journal)
-        result = self._attempt(held, options, pending)
+        result: AttemptAnswer | AttemptFailure = AttemptFailure(500, "the attempt raised")
+        try:
+            result = self._attempt(held, options, pending)
+        finally:
+            end_span(held, result)
         if len(held.journal) > sent_length:  # the function committed steps itself, `pending` first
             pending = []
         return Streamed(result, pending)
@@ -251,11 +279,11 @@ class RequestResponse(AttemptParts):
                 auth=deployment.auth or None,
             )
         except InvokerError as exc:
-            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            self.metrics.observe("attempt_duration", (time.perf_counter() - started) * 1000, **labels)
             if isinstance(exc, AnswerTooLarge):  # the same failed attempt as on a stream (bidi)
                 return answer_too_large(exc)
             return AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
-        self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+        self.metrics.observe("attempt_duration", (time.perf_counter() - started) * 1000, **labels)
         if not self._after_checkpoints(held, reply.headers, sent_length):
             return AttemptFailure(409, "the attempt lost its lease while the function committed steps")
         refused = self.refused_reply(reply.status, reply.headers, reply.body, version)
@@ -319,9 +347,11 @@ class Bidirectional(AttemptParts):
             )
         except InvokerError as exc:
             failure = AttemptFailure(503, f"could not reach deployment {deployment.deployment_id}: {exc.message}")
+            end_span(held, failure)
             return Streamed(failure, pending)
+        outcome: Streamed | Outcome | None = None
         try:
-            return stream_attempt(
+            outcome = stream_attempt(
                 stream,
                 body,
                 held,
@@ -334,8 +364,10 @@ class Bidirectional(AttemptParts):
                 self.settings.max_answer_bytes,
                 self.clock.now_ms,
             )
+            return outcome
         finally:
-            self.metrics.observe("handler_latency_ms", (time.perf_counter() - started) * 1000, **labels)
+            self.metrics.observe("attempt_duration", (time.perf_counter() - started) * 1000, **labels)
+            end_span(held, outcome.result if isinstance(outcome, Streamed) else outcome)
 
     def _commit_streamed(
         self, held: Held, options: HandlerOptions, entries: list[Frame]

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from control_plane import ids
 from control_plane.errors import BadRequest
 from control_plane.keyed import Keys
-from control_plane.observability import Metrics, trace_id_from
+from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
     MAX_TIMER_MS,
@@ -107,6 +108,7 @@ class Creation:
         self.timers = timers
         self.scheduler = timers.scheduler
         self.taken_state: dict[str, dict[bytes, bytes]] = {}
+        self.tracer: Tracer = NO_TRACER  # `Engine.use_tracer`
 
     def workflow_run_id(self, workflow: str, workflow_id: str) -> str:
         """The id of workflow `workflow`'s `run` for `workflow_id` (`ids.workflow_run_id`), or the
@@ -143,7 +145,8 @@ class Creation:
         invocation_id: str | None = None,
         caller_id: str = "",
         caller_completion_id: int = 0,
-        trace_id: str = "",
+        trace_id: str | None = None,
+        trace_parent: str = "",
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
@@ -154,11 +157,15 @@ class Creation:
         otherwise it is `pending` in its key's queue until it is granted the key (not leased).
         A workflow's `run` gets the workflow's deterministic run id, so it is created once.
 
-        Its trace is `trace_id` (a caller's), else the one of a `traceparent` among `headers`, else new.
+        Its trace is `trace_id` (a caller's; "" if the caller's is not sampled) with `trace_parent` (the
+        caller's span), else the one of a `traceparent` among `headers` (`trace_context_from`), else
+        new. With a `Tracer` on, the ingress span (for a request without a caller) and the invocation's
+        span are emitted once it is stored (`Tracer`).
 
         Raises `NotFound` for an unknown service or handler, `BadRequest` for a keyed service
         without a key, `StoreConflict` if the invocation id exists already.
         """
+        started_ns = time.time_ns()
         target = self.registry.resolve(service, handler)
         deployment = self.registry.deployment(target.deployment_id)
         now = self.clock.now_ms()
@@ -180,6 +187,7 @@ class Creation:
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
             trace_id=trace_id,
+            trace_parent=trace_parent,
         )
         if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
             raise ItemTooLarge(
@@ -191,6 +199,8 @@ class Creation:
         if plan.workflow_run:  # promises completed before it ran
             self.store.expire_keyed(service, key, 0)  # expire with it, not before (`_expire_without_run`)
         self.metrics.count("invocations_created", service=service, handler=handler)
+        if self.tracer.enabled and record.trace_id:
+            self.tracer.invocation_started(record, started_ns)
         state = self.keys.take(record) if plan.on_key else None
         if plan.on_key and state is None:  # the key is held or others wait: queue up
             record = self._wait_for_key(record)
@@ -268,13 +278,20 @@ class Creation:
         idempotency_key: str,
         caller_id: str,
         caller_completion_id: int,
-        trace_id: str,
+        trace_id: str | None,
+        trace_parent: str,
     ) -> InvocationRecord:
         """The record `create` stores (nothing written here): its Input command (`body`, and
         `headers` less the dropped ones), status `running` (`plan.leased`, epoch 1),
         `scheduled` (`plan.delayed`, woken at `execution_time_ms`) or `ready`, its place in its key's
         queue (`plan.on_key`), its caller and its trace."""
         invocation_id, leased, delayed, on_key = plan.invocation_id, plan.leased, plan.delayed, plan.on_key
+        if trace_id is None:  # no caller: the request's trace, and with a tracer on, its ingress span
+            trace_id, trace_parent = trace_context_from(headers)
+            if self.tracer.enabled and trace_id:
+                trace_parent = self.tracer.ingress(trace_id, trace_parent, service, handler, invocation_id)
+            else:
+                trace_parent = ""  # kept only where spans are emitted
         handler_type = target.handler_type or ("EXCLUSIVE" if target.service_type == "VIRTUAL_OBJECT" else "")
         input_headers = [
             pb.Header(key=k, value=v) for k, v in headers.items() if k.lower() not in _DROPPED_INPUT_HEADERS
@@ -307,7 +324,8 @@ class Creation:
             inbox_seq=inbox_seq(now, invocation_id) if on_key else "",
             caller_id=caller_id,
             caller_completion_id=caller_completion_id,
-            trace_id=trace_id or trace_id_from(headers),
+            trace_id=trace_id,
+            trace_parent=trace_parent,
             requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
 

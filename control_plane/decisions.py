@@ -262,6 +262,9 @@ def decide_failure(
     Failures in a row grow however the journal did (the backoff and the attempt limit count them);
     `retry_count`, the SDK's count, restarts at 1 when the journal grew since the last failure.
     `retention` is what `Retention.changes` gives for a completion now (used by FAIL and KILL).
+    Every outcome keeps the failure as `last_failure` (`code`, `message`, `at_ms`, `attempt`, the
+    related command, and the SDK's `stacktrace` when it sent one, already bounded to 4 KiB by
+    `failures.clip_stacktrace`): one per invocation, the previous one replaced.
 
     Returns COMPLETE (failed: then `CancelSleeps`, `TellCallers`; killed, as the kill API: its open
     callees are killed too, `KillCalleesBehind` before the key goes on, `KillStartedCallees` after),
@@ -284,6 +287,7 @@ def decide_failure(
             "at_ms": now_ms,
             "attempt": record.attempts,
             **failure.related(),
+            **({"stacktrace": failure.stacktrace} if failure.stacktrace else {}),
         },
         "journal_length": journal_length,
         "effects_applied_upto": journal_length,

@@ -27,6 +27,7 @@ from control_plane.held import Held
 from control_plane.hooks import EngineHooks
 from control_plane.journal import notification_key, sleep_completion
 from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
+from control_plane.observability import invocation_span_id
 from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
 from control_plane.ports import InvocationRecord, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, decode_frames, encode_frames, frame
@@ -179,7 +180,7 @@ class Effects:
             elif entry.type in (MessageType.OneWayCall, MessageType.Call):
                 if callees and callees % EPOCH_CHECK_EVERY == 0:
                     self._check_epoch(held)
-                self._start_callee(held.record, index, entry)
+                self._start_callee(held.record, index, entry, held.attempt_span)
                 callees += 1
             elif entry.type == MessageType.CompleteAwakeable:
                 complete = pb.CompleteAwakeableCommandMessage.FromString(entry.payload)
@@ -224,10 +225,12 @@ class Effects:
         if again is not None and again.status != "completed":
             self.store.expire_keyed(record.service, record.key, 0)  # a run came meanwhile: it keeps them
 
-    def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame) -> None:
+    def _start_callee(self, parent: InvocationRecord, index: int, entry: Frame, span: str = "") -> None:
         """Create the invocation a Call or OneWayCall asks for (conditional: once per command).
 
         A Call's callee remembers its caller and the Call's completion id, to tell it the result.
+        Its trace is the caller's; its invocation span's parent `span` (the caller's attempt span,
+        when traced) or, applied again outside that attempt, the caller's invocation span.
         """
         call = _call_message(entry)
         headers = {h.key: h.value for h in call.headers}
@@ -247,6 +250,7 @@ class Effects:
                 caller_id=parent.invocation_id if is_call else "",
                 caller_completion_id=call.result_completion_id if is_call else 0,  # type: ignore[union-attr]
                 trace_id=parent.trace_id,
+                trace_parent=span or (invocation_span_id(parent.invocation_id) if parent.trace_id else ""),
             )
         except StoreConflict:  # created by an earlier application of this effect, or by another caller
             if is_call:

@@ -15,13 +15,22 @@ import logging
 from control_plane.effects import Effects
 from control_plane.held import log_fields
 from control_plane.keyed import Keys, is_exclusive, is_workflow_run
-from control_plane.observability import Metrics
+from control_plane.observability import NO_TRACER, Metrics, Tracer
 from control_plane.ports import Clock, InvocationRecord, Store
 from control_plane.registry import Registry
 from control_plane.settings import Settings
 from control_plane.waiters import CompletionWaiters
 
 log = logging.getLogger("torpor.invocation")
+
+_OUTCOMES = {"succeeded": "success", "failed": "failure", "cancelled": "cancelled", "killed": "killed"}
+
+
+def outcome_of(record: InvocationRecord) -> str:
+    """The `outcome` label of a completed invocation's metrics: `success`, `failure`, `cancelled` or
+    `killed` (from `InvocationRecord.completion`; a record without it: by its failure). Four values,
+    so the label's cardinality stays bounded whatever codes handlers fail with."""
+    return _OUTCOMES.get(record.completion) or ("success" if record.failure is None else "failure")
 
 
 class Endings:
@@ -51,6 +60,7 @@ class Endings:
         self.waiters = waiters
         self.keys = keys
         self.effects = effects
+        self.tracer: Tracer = NO_TRACER  # `Engine.use_tracer`
 
     def tell_callers(self, record: InvocationRecord, told: frozenset[str] = frozenset()) -> frozenset[str]:
         """Tell every caller of `record` (as it will be stored completed: its `output` or `failure`
@@ -80,11 +90,22 @@ class Endings:
         Its journal and record go when the sweep finds their retention ended (`retire`): the
         completing write put the invocation in the store's retention order, no timer is armed."""
         self.waiters.notify(record.invocation_id)
-        outcome = "success" if record.failure is None else f"failure-{dict(record.failure).get('code', 500)}"
+        outcome = outcome_of(record)
         self.metrics.count("invocations_completed", service=record.service, handler=record.handler, outcome=outcome)
+        if record.completed_at_ms:
+            self.metrics.observe(
+                "invocation_duration",
+                record.completed_at_ms - record.created_at_ms,
+                service=record.service,
+                handler=record.handler,
+                outcome=outcome,
+            )
+        if self.tracer.enabled and record.trace_id:
+            self.tracer.invocation_ended(record)
         level = logging.DEBUG if record.failure is None else logging.INFO  # a success a line only when debugging
         if log.isEnabledFor(level):
-            log.log(level, "%s completed: %s", record.invocation_id, outcome, extra=log_fields(record))
+            shown = outcome if record.failure is None else f"{outcome} {dict(record.failure).get('code', 500)}"
+            log.log(level, "%s completed: %s", record.invocation_id, shown, extra=log_fields(record))
         self.tell_callers(record, told)
         if is_exclusive(record):
             self.keys.release(record)

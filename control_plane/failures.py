@@ -27,6 +27,30 @@ def clip(text: str, limit: int = MAX_STORED_CHARS) -> str:
     return text[: max(0, limit - len(marker))] + marker
 
 
+MAX_STACKTRACE_BYTES = 4096
+"""Largest stack trace kept with an invocation's last failure (bytes of UTF-8, marker included)."""
+STACKTRACE_HEAD_BYTES = 1024
+"""Of a longer trace, the first this many bytes stay, the rest of the room goes to its end."""
+
+
+def clip_stacktrace(trace: str, limit: int = MAX_STACKTRACE_BYTES) -> str:
+    """`trace`, at most `limit` bytes of UTF-8: a longer one loses its middle, replaced by a line
+    saying how many bytes were cut. The start (a JavaScript or Java trace's message and innermost
+    frames) and the end (a Python trace's innermost frames and its exception line) stay: the first
+    `STACKTRACE_HEAD_BYTES`, and the last bytes that fill the rest. Characters cut in two at either
+    edge are dropped whole."""
+    data = trace.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return trace
+    marker_room = 64
+    head_size = min(STACKTRACE_HEAD_BYTES, max(0, (limit - marker_room) // 4))
+    tail_size = max(0, limit - marker_room - head_size)
+    cut = len(data) - head_size - tail_size
+    head = data[:head_size].decode("utf-8", "ignore")
+    tail = data[len(data) - tail_size :].decode("utf-8", "ignore") if tail_size else ""
+    return f"{head}\n… [{cut} bytes of the stack trace cut] …\n{tail}"
+
+
 def stored_failure(failure: pb.Failure) -> dict[str, object]:
     """The stored form of a wire `Failure`: code (0 means 500), message and metadata (if any).
 

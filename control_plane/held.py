@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from control_plane.journal import AwaitPoint, Journal
+from control_plane.observability import AttemptSpan
 from control_plane.ports import InvocationRecord, LoadedInvocation, StoredNotification
 
 
@@ -34,6 +35,8 @@ class Held:
     awaiting: AwaitPoint | None = None
     state: dict[bytes, bytes] | None = None  # a keyed invocation's state, loaded once per advance
     meter: Counter[str] = field(default_factory=Counter)  # AWS requests not yet folded into the record
+    attempt_span: str = ""  # the span id of the last attempt, when traced: its callees' parent
+    span: AttemptSpan | None = None  # the open span of the attempt under way (`attempts.end_span`)
     applied_upto: int | None = None
     """Journal length through which committed entries' effects are known applied (`Effects.apply`
     moves it on only when every effect succeeded); None: as the record says (`effects_applied_upto`).

@@ -56,7 +56,7 @@ from control_plane.executor import Executor
 from control_plane.held import Held, Knocks, Outcome, log_fields
 from control_plane.journal import Journal, awaited, notification_key
 from control_plane.keyed import Keys, is_keyed
-from control_plane.observability import Metrics, NoMetrics, metered
+from control_plane.observability import NO_TRACER, Metrics, NoMetrics, Tracer, metered
 from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
     Clock,
@@ -155,6 +155,7 @@ class Engine:
         self.store = store
         self.facts = facts
         self.metrics: Metrics = metrics or NoMetrics()
+        self.tracer: Tracer = NO_TRACER  # `use_tracer`
         self.registry = registry
         self.scheduler = scheduler
         self.clock = clock
@@ -202,6 +203,14 @@ class Engine:
             registry, clock, settings, self.metrics, self.keys, self.executor, self.effects, self.knocks
         )  # request/response with checkpoints, or bidirectional: one seam per deployment
         """`Creation.create`: store a new invocation (the ingress, a Call's callee, a schedule's tick)."""
+
+    def use_tracer(self, tracer: Tracer) -> None:
+        """Emit spans to `tracer` (`observability.Tracer`): at creation, each attempt and completion."""
+        self.tracer = tracer
+        self.creation.tracer = tracer
+        self.endings.tracer = tracer
+        self.attempts.request_response.tracer = tracer
+        self.attempts.bidirectional.tracer = tracer
 
     def stop(self) -> None:
         """Finish no more attempts: between attempts, leases are released for the next process."""
@@ -318,7 +327,7 @@ class Engine:
         """The one entry of an invocation's wake-up (`timers.Wake`), whatever delivered it. A
         wake-up now (no `dues`) advances. A timer's advances once its due time has come: an early
         one is handed back to the scheduler (`NOT_DUE` when none was due); each due one's lateness
-        is recorded (`timer_lateness_ms`, ms past its due time when the advance starts) and its
+        is recorded (`timer_lateness`, ms past its due time when the advance starts) and its
         record settled after the advance (`_timer_done`)."""
         now = self.clock.now_ms()
         due = [due_ms for due_ms in wake.dues if due_ms <= now]
@@ -327,7 +336,7 @@ class Engine:
         if wake.dues and not due:
             return Outcome.NOT_DUE
         for due_ms in due:
-            self.metrics.observe("timer_lateness_ms", now - due_ms)
+            self.metrics.observe("timer_lateness", now - due_ms)
         outcome = self.advance(wake.invocation_id)
         for due_ms in due:
             self._timer_done(wake.invocation_id, due_ms, outcome)

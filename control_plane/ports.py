@@ -174,7 +174,8 @@ class InvocationRecord:
     caller_completion_id: int = 0  # that Call's result completion id
     callers: frozenset[str] = frozenset()  # more callers to tell: "{caller_id}/{completion_id}" each
     journal_expires_at_ms: int = 0  # a completed invocation's journal is removed at this time
-    trace_id: str = ""  # W3C trace id (32 hex digits) its attempts carry in `traceparent`
+    trace_id: str = ""  # W3C trace id (32 hex digits) its attempts carry in `traceparent`; "" not sampled
+    trace_parent: str = ""  # span id of its invocation span's parent (ingress or caller's attempt), when traced
     requests: Mapping[str, int] | None = None  # AWS requests it caused, by kind (`observability.record`)
     completion: str = ""  # how it completed: one of `COMPLETION_KINDS`, set by the completing write
 

@@ -11,7 +11,7 @@ import logging
 import time
 
 from control_plane.invocation import Engine, Outcome, far_future_ms, rung_since_suspended
-from control_plane.observability import InMemoryMetrics, Metrics
+from control_plane.observability import Metrics, PrometheusMetrics, Tracer
 from control_plane.operations import FAN_OUT_BUDGET_S, kill_callees_of_wake_id
 from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, StoreFacts, SystemClock
 from control_plane.registry import Registry
@@ -37,12 +37,13 @@ class ControlPlane:
         scheduler: Wakes invocations now or at a due time.
         clock: Wall clock (ms); `SystemClock` by default.
         settings: Runtime defaults; `Settings()` by default.
-        metrics: Where counts and latencies go; `InMemoryMetrics` by default.
+        metrics: Where counts and latencies go; `PrometheusMetrics` by default.
         schedule_trigger: Delivers schedules' ticks; timers on `scheduler` by default.
         facts: Facts about the store's deployment (`StoreFacts`: may this process delete, may the
             table hold 16-byte ids, what creating an invocation costs), from the adapter beside the
             store (`DynamoDBStore.facts`, `SQLiteStore.facts`). Required: a wrong default would let
             the AWS ingress function try deletes its role forbids.
+        tracer: Where spans go (`observability.Tracer`; `adapters.otel.tracer_from_env`); none by default.
     """
 
     def __init__(
@@ -56,16 +57,19 @@ class ControlPlane:
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.settings = settings or Settings()
         self.waiters = CompletionWaiters()
         self.registry = Registry(store, invoker, self.clock, self.settings)
-        self.metrics: Metrics = metrics or InMemoryMetrics()
+        self.metrics: Metrics = metrics or PrometheusMetrics()
         self.engine = Engine(
             store, self.registry, scheduler, self.clock, self.settings, self.waiters, self.metrics, facts=facts
         )
+        if tracer is not None:
+            self.engine.use_tracer(tracer)
         self.scheduler = scheduler
         # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)

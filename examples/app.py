@@ -162,13 +162,15 @@ def _cap_lambda_handler(handler: Callable[[Any, Any], Any], max_protocol_version
     return capped_handler
 
 
-def make_app(max_protocol_version: int | None = None) -> Any:
+def make_app(max_protocol_version: int | None = None, tutorial_only: bool = False) -> Any:
     """Build the example app, optionally advertising a lower maximum protocol version.
 
     Args:
         max_protocol_version: When given, discovery advertises
             ``min(SDK maximum, max_protocol_version)`` as ``maxProtocolVersion`` (e.g. 5 or 6
             to make the control plane negotiate V5 or V6). ``None`` keeps the SDK's range.
+        tutorial_only: Host only `TUTORIAL_SERVICES` (what the demo registers), not the fixtures
+            tests and benchmarks use.
 
     Returns:
         An ASGI app in request/response mode — or, when ``AWS_LAMBDA_FUNCTION_NAME`` is set,
@@ -181,7 +183,7 @@ def make_app(max_protocol_version: int | None = None) -> Any:
         isinstance(max_protocol_version, bool) or not isinstance(max_protocol_version, int) or max_protocol_version < 1
     ):
         raise ValueError(f"max_protocol_version must be a positive integer, got {max_protocol_version!r}")
-    base = restate.app(list(SERVICES))
+    base = restate.app(list(TUTORIAL_SERVICES if tutorial_only else SERVICES))
     if max_protocol_version is None:
         return base
     if is_running_on_lambda():

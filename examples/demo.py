@@ -151,7 +151,7 @@ def run(ingress_port: int, admin_port: int, services_port: int) -> int:
     services_url = f"http://127.0.0.1:{services_port}"
     torpor = [sys.executable, "-m", "adapters.cli", "dev", "--ingress-port", str(ingress_port)]
     torpor += ["--admin-port", str(admin_port), "--data-dir", str(workdir / "data")]
-    serve = [sys.executable, "-m", "examples.serve", "--port", str(services_port)]
+    serve = [sys.executable, "-m", "examples.serve", "--port", str(services_port), "--tutorial-only"]
     failures = 0
     with (
         _process(serve, env, workdir / "services.log") as services_process,

@@ -4,6 +4,7 @@ Usage::
 
     python -m examples.serve --port 9080 [--host 127.0.0.1] [--max-protocol-version N] [--http2]
                              [--certfile cert.pem --keyfile key.pem] [--max-concurrent-streams N]
+                             [--tutorial-only]
 
 ``--port 0`` lets the kernel pick a free port. Once the socket listens, one line goes to stdout::
 
@@ -101,6 +102,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--max-concurrent-streams", type=int, default=100, help="HTTP/2 streams per connection at most (default 100)"
     )
+    parser.add_argument(
+        "--tutorial-only",
+        action="store_true",
+        help="serve only the services the README shows, not the fixtures tests and benchmarks use",
+    )
     parser.add_argument("--log-level", default="WARNING", help="Python log level for stderr (default WARNING)")
     return parser.parse_args(argv)
 
@@ -150,6 +156,7 @@ async def serve(
     http2: bool = False,
     tls: tuple[str, str] | None = None,
     max_concurrent_streams: int = 100,
+    tutorial_only: bool = False,
 ) -> None:
     """Serve the example app until SIGTERM or SIGINT.
 
@@ -161,8 +168,9 @@ async def serve(
             HTTP/2 gets ``505``.
         tls: ``(certfile, keyfile)``: serve TLS (PEM files); None: plain TCP.
         max_concurrent_streams: The HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS announced.
+        tutorial_only: Serve only the services the README and the demo show (no test fixtures).
     """
-    app = http11_only(make_app(max_protocol_version), allow_http2=http2)
+    app = http11_only(make_app(max_protocol_version, tutorial_only), allow_http2=http2)
 
     sock = bind_socket(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
@@ -209,7 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tls = (args.certfile, args.keyfile) if args.certfile else None
         asyncio.run(
-            serve(args.host, args.port, args.max_protocol_version, args.http2, tls, args.max_concurrent_streams)
+            serve(
+                args.host,
+                args.port,
+                args.max_protocol_version,
+                args.http2,
+                tls,
+                args.max_concurrent_streams,
+                args.tutorial_only,
+            )
         )
     except CannotBind as error:
         print(f"examples.serve: {error}; pick another port with --port N (--port 0: any free port)", file=sys.stderr)

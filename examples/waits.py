@@ -47,6 +47,13 @@ async def timed_sleep(ctx: restate.Context, ms: int) -> int:
 
 
 @waits.handler()
+async def call_sleep(ctx: restate.Context, ms: int) -> str:
+    """Call `Waits/sleep` with `ms` and wait for its result: while the callee sleeps, this invocation
+    is suspended on the call (its journal links to the callee, and the callee's to it)."""
+    return await ctx.service_call(sleep, arg=ms)
+
+
+@waits.handler()
 async def awakeable(ctx: restate.Context) -> str:
     """Create an awakeable, publish its id as a side effect, and return what it is resolved with.
 

@@ -8,7 +8,7 @@ the Lambda entry points) serve `.ingress.router` and `.admin.router`.
 
 from __future__ import annotations
 
-from control_plane.observability import Metrics
+from control_plane.observability import Metrics, Tracer
 from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Store, StoreFacts
 from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
@@ -32,6 +32,7 @@ class HttpControlPlane(ControlPlane):
         settings: Settings | None = None,
         metrics: Metrics | None = None,
         schedule_trigger: ScheduleTrigger | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         super().__init__(
             store,
@@ -42,6 +43,7 @@ class HttpControlPlane(ControlPlane):
             metrics=metrics,
             schedule_trigger=schedule_trigger,
             facts=facts,
+            tracer=tracer,
         )
         self.ingress = Ingress(self.engine, store, self.waiters, self.settings.call_wait_ms)
         self.ingress.router.allowed_origins = frozenset(self.settings.ui_origins)

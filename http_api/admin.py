@@ -18,11 +18,12 @@ from typing import Any
 from control_plane import ids
 from control_plane.durations import parse_duration_ms, rfc3339
 from control_plane.endpoints import parse_additional_headers, parse_metadata, parse_registration
+from control_plane.entry_names import EntryNaming, name_entry, name_journal
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.observability import InMemoryMetrics
+from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
     INVOCATION_STATUSES,
@@ -37,6 +38,7 @@ from control_plane.protocol import Frame, MessageType, decode_frames, is_command
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
+from http_api.admin_debug import WaitsCache, awaited_by, waiting_for
 from http_api.admin_shapes import ADMIN_API_VERSION, service_json, service_revisions, state_version
 from http_api.http import HttpRequest, HttpResponse, Router
 from http_api.prices import cost_usd
@@ -58,24 +60,44 @@ def preview(data: bytes) -> Any:
             return "base64:" + base64.b64encode(data).decode()
 
 
-def describe_entry(index: int, entry: Frame, stored_at_ms: int = 0) -> dict[str, Any]:
-    """One journal entry decoded for people: index, kind, type, name, ids and a value preview.
+def describe_entry(
+    index: int, entry: Frame, stored_at_ms: int = 0, naming: EntryNaming | None = None
+) -> dict[str, Any]:
+    """One journal entry decoded for people: index, kind, type, name, ids, what it touches and a
+    value preview (`describe_frame`; `naming` as `name_journal` gives it for the entry, which knows
+    a call's callee).
 
     `stored_at` is when the entry was committed (RFC 3339; omitted if `stored_at_ms` is 0); a Sleep
     command has its `wake_up_at` (also as `wake_up_time`, the name the CLI reads).
     """
-    out: dict[str, Any] = {"index": index, **describe_frame(entry)}
+    out: dict[str, Any] = {"index": index, **describe_frame(entry, naming)}
     if stored_at_ms:
         out["stored_at"] = rfc3339(stored_at_ms)
     return out
 
 
-def describe_frame(entry: Frame) -> dict[str, Any]:
+def describe_frame(entry: Frame, naming: EntryNaming | None = None) -> dict[str, Any]:
     """A protocol message decoded for people: kind, type, name, ids, value preview, failure (code,
-    message, metadata if any), wake-up
-    time; a Call or OneWayCall has its `target` (`service/handler`) and, to a keyed service, `key`."""
+    message, metadata if any), wake-up time; a Call or OneWayCall has its `target` (`service/handler`)
+    and, to a keyed service, `key`.
+
+    What the entry touches (`control_plane.entry_names`, `naming` or else `name_entry(entry)`):
+    `entry_type` (`Command: SetState`, Restate's words), `details` (`key email`, `Tally/w1/add
+    inv_1…`, `until …`, `awakeable sign_1…`, as `restate invocations describe` words them),
+    and, those the entry has, `state_key`, `promise_name`, `invoked_id` (a call's callee, an attach's
+    invocation), `invoke_at` (a delayed send), `awakeable_id`, `signal`, `attach_to`."""
+    naming = naming if naming is not None else name_entry(entry)
     kind = "command" if is_command(entry.type) else "notification" if is_notification(entry.type) else "custom"
-    out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type)}
+    out: dict[str, Any] = {"kind": kind, "type": type_name(entry.type), "entry_type": naming.entry_type}
+    details = naming.details()
+    if details:
+        out["details"] = details
+    for field_name in ("state_key", "promise_name", "invoked_id", "awakeable_id", "signal", "attach_to"):
+        value = getattr(naming, field_name)
+        if value is not None:
+            out[field_name] = value
+    if naming.invoke_at_ms:
+        out["invoke_at"] = rfc3339(naming.invoke_at_ms)
     message = entry.decode()
     if message is None:
         return out
@@ -125,7 +147,8 @@ def pending_notifications(loaded: LoadedInvocation, journal: Journal) -> list[di
         if journal.has(stored.key):
             continue
         for entry in decode_frames(stored.entry):
-            out.append({"key": stored.key, **describe_frame(entry), "stored_at": rfc3339(stored.created_at_ms)})
+            naming = name_entry(entry, loaded.record.invocation_id)
+            out.append({"key": stored.key, **describe_frame(entry, naming), "stored_at": rfc3339(stored.created_at_ms)})
     return out
 
 
@@ -196,6 +219,7 @@ def invocation_json(
         "journal_length": len(journal) if journal is not None else record.journal_length,
         "idempotency_key": record.idempotency_key or None,
         "trace_id": record.trace_id or None,
+        "invoked_by_id": record.caller_id or None,
         "aws_requests": dict(record.requests or {}),
         "aws_cost_usd": {k: round(v, 9) for k, v in cost_usd(record.requests or {}).items()},
     }
@@ -208,7 +232,11 @@ def invocation_json(
             out["completion_output"] = preview(record.output)
     if journal is not None:
         times = list(stored_at_ms) or [0] * len(journal)
-        out["journal"] = [describe_entry(i, f, at) for i, (f, at) in enumerate(zip(journal, times, strict=True))]
+        namings = name_journal(record.invocation_id, journal)
+        out["journal"] = [
+            describe_entry(i, f, at, naming)
+            for i, (f, at, naming) in enumerate(zip(journal, times, namings, strict=True))
+        ]
     return out
 
 
@@ -330,6 +358,7 @@ class Admin:
         self.engine = engine
         self.ingress_url = ingress_url  # for the web UI's playground (GET /ui/config.json); None: unknown
         self.sql: SqlEngine | None = None  # POST /query; set by the edge when the `query` extra is installed
+        self._waits = WaitsCache()  # `waiting_for` of suspended invocations in lists (`?waiting_for=true`)
         self.router = Router(optional_prefix=_VERSION_PREFIX)
         r = self.router
         r.add("GET", "/", self.ui_redirect)
@@ -350,6 +379,7 @@ class Admin:
         r.add("GET", "/services/{name}/handlers", self.list_handlers)
         r.add("GET", "/services/{name}/handlers/{handler}", self.get_handler)
         r.add("POST", "/services/{name}/state", self.modify_state)
+        r.add("GET", "/services/{name}/state", self.list_state_keys)
         r.add("GET", "/services/{name}/state/{key}", self.get_state)
         r.add("DELETE", "/services/{name}/state/{key}", self.clear_state)
         r.add("GET", "/invocations", self.list_invocations)
@@ -387,9 +417,9 @@ class Admin:
         """This process's metrics in the Prometheus text format (`torpor dev`); 404 where they go to
         CloudWatch as EMF instead (the Lambda functions)."""
         metrics = self.engine.metrics
-        if not isinstance(metrics, InMemoryMetrics):
+        if not isinstance(metrics, PrometheusMetrics):
             raise NotFound("this control plane exports its metrics as CloudWatch EMF, not on /metrics")
-        return HttpResponse(200, metrics.render().encode(), {"content-type": "text/plain; version=0.0.4"})
+        return HttpResponse(200, metrics.render(), {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
 
     def health(self, request: HttpRequest) -> HttpResponse:
         """`200 {"status": "ok", "pid"}` once the store answers; `pid`: the process that answered
@@ -524,8 +554,9 @@ class Admin:
 
         Body (all optional, null removes an override): `inactivity_timeout`, `abort_timeout`,
         `journal_retention`, `idempotency_retention`, `workflow_completion_retention` (durations:
-        `"30s"`, `"PT1H"` or ms), `public` (bool), `retry_policy` {`initial_interval`,
-        `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`: pause|kill}.
+        `"30s"`, `"1 hour"`, `"PT1H"` or ms: `parse_duration_ms`), `public` (bool), `retry_policy`
+        {`initial_interval`, `max_interval`, `max_attempts`, `exponentiation_factor`, `on_max_attempts`:
+        pause|kill}.
         Answers like `GET /services/{name}`; 400 naming a bad field. By a versioned path (`/v4/...`,
         as Restate's CLI sends its `ModifyServiceRequest`) a null leaves that option unchanged.
         """
@@ -538,11 +569,45 @@ class Admin:
         return self.get_service(request, name)
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
-        """`{"key": key, "state": {name: value}}` of a virtual object or workflow (values decoded for display)."""
+        """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow key.
+
+        Values are decoded for display (JSON if they parse, else text; cut at 200 bytes), or with
+        `?encoding=base64` each whole value in base64, as `torpor state get|edit` reads them; with
+        `?raw=true` (the web UI's editor) the decoded values and also `raw`, `{name: base64}`.
+        `version` is `admin_shapes.state_version` of this state, which `POST /services/{name}/state`
+        compares with its `version` (so an edit fails if the state changed since it was read).
+        400 for a service without state or an unknown encoding; 404 for an unknown service.
+        """
         self._keyed(name)
+        encoding = request.query("encoding")
+        if encoding not in (None, "base64"):
+            raise BadRequest(f"unknown encoding {encoding!r}: leave it out, or ask for encoding=base64")
         state = self.store.load_state(name, key)
-        shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
-        return HttpResponse.json({"key": key, "state": shown})
+        if encoding == "base64":
+            shown = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
+        else:
+            shown = {k.decode("utf-8", "replace"): preview(v) for k, v in sorted(state.items())}
+        out: dict[str, Any] = {"key": key, "state": shown, "version": state_version(state)}
+        if request.flag("raw"):
+            out["raw"] = {k.decode("utf-8", "replace"): base64.b64encode(v).decode() for k, v in sorted(state.items())}
+        return HttpResponse.json(out)
+
+    def list_state_keys(self, request: HttpRequest, name: str) -> HttpResponse:
+        """`{"keys": [...]}`: the keys of a virtual object or workflow that have state, sorted; at
+        most `?limit=` (1..10000, default 1000), with `"truncated": true` if there are more. 400 for
+        a service without state or a bad limit; 404 for an unknown service."""
+        self._keyed(name)
+        try:
+            limit = int(request.query("limit") or 1000)
+        except ValueError as exc:
+            raise BadRequest("limit must be an integer from 1 to 10000") from exc
+        if not 1 <= limit <= 10_000:
+            raise BadRequest("limit must be an integer from 1 to 10000")
+        keys = self.store.state_keys(name, limit + 1)
+        body: dict[str, Any] = {"keys": sorted(keys)[:limit]}
+        if len(keys) > limit:
+            body["truncated"] = True
+        return HttpResponse.json(body)
 
     def clear_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
         """Delete all state of one key; 202. Refused (409) while an invocation holds the key."""
@@ -607,7 +672,9 @@ class Admin:
 
         Filters: `?status=`, `?service=`, `?handler=`, `?key=`, `?completion=` (a completed one's
         `completion_kind`: succeeded, failed, cancelled, killed); `?limit=` (1..1000, default 100)
-        and `?page_token=` (from the previous answer) page through the rest. A stored record the
+        and `?page_token=` (from the previous answer) page through the rest. With `?waiting_for=true`
+        a suspended one has `waiting_for` (`admin_debug.waiting_for`: its journal read once per
+        version of its record, then cached) and a pending one `waiting_for_key_holder`. A stored record the
         store cannot decode is left out and named in `unreadable` (`[{"invocation_id", "message"}]`).
         """
         status = request.query("status")
@@ -637,6 +704,9 @@ class Admin:
             completion=completion,
         )
         body: dict[str, Any] = {"invocations": [invocation_json(r) for r in records[:limit]]}
+        if request.flag("waiting_for"):
+            for record, shown in zip(records[:limit], body["invocations"], strict=True):
+                self._add_waits(record, shown)
         unreadable = getattr(records, "unreadable", ())  # rows the store could not decode (InvocationPage)
         if unreadable:
             body["unreadable"] = [{"invocation_id": i, "message": message} for i, message in unreadable]
@@ -648,7 +718,11 @@ class Admin:
     def get_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """One invocation with its journal decoded entry by entry, each with `stored_at`, and the
         `pending_notifications` waiting outside it; a suspended one lists the ids of the awakeables
-        it awaits (`awaiting_awakeables`). 404 if unknown."""
+        it awaits (`awaiting_awakeables`) and what it waits for in words (`waiting_for`, see
+        `admin_debug.waiting_for`). `invoked_by_id` is the invocation whose Call created it (null
+        for one from the ingress or a one-way send: the store keeps no sender), with its target in
+        `invoked_by_target` (null once purged); `awaited_by` lists the other callers waiting for
+        its result. 404 if unknown."""
         loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             raise NotFound(f"invocation {invocation_id} not found")
@@ -663,6 +737,12 @@ class Admin:
             ]
         if record.status == "pending":
             out["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        out["waiting_for"] = waiting_for(record, journal)
+        out["invoked_by_target"] = None
+        if record.caller_id:
+            caller = self.store.get_invocation(record.caller_id)
+            out["invoked_by_target"] = invocation_json(caller)["target"] if caller else None
+        out["awaited_by"] = awaited_by(record)
         cycle = self.engine.operations.deadlock(loaded) if record.status != "completed" else None
         if cycle:
             out["deadlock"] = {
@@ -673,6 +753,21 @@ class Admin:
                 ),
             }
         return HttpResponse.json(out)
+
+    def _add_waits(self, record: InvocationRecord, shown: dict[str, Any]) -> None:
+        """Add `waiting_for` (suspended) or `waiting_for_key_holder` (pending) to a listed invocation."""
+        if record.status == "pending":
+            shown["waiting_for_key_holder"] = self.store.lock_holder(record.service, record.key)
+        if record.status != "suspended":
+            return
+        cached = self._waits.get(record)
+        if cached is None:
+            loaded = self.store.load_invocation(record.invocation_id)
+            if loaded is None:
+                return
+            cached = waiting_for(loaded.record, Journal.load(loaded.record.input_entry, loaded.batches))
+            self._waits.put(loaded.record, cached)
+        shown["waiting_for"] = cached
 
     def cancel_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
         """Send the cancel signal (the handler sees a terminal error at its next await); 202.

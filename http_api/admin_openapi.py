@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-_DURATION = {"type": "string", "description": "A duration: `500ms`, `10m`, `1h 30m`, `1d`, ISO 8601 `PT10S`."}
+_DURATION = {
+    "type": "string",
+    "description": "A duration as restate-server reads it: `500ms`, `10m`, `1h 30m`, `90sec`, `1 hour`, `1d`, "
+    "ISO 8601 `PT10S`; or ms.",
+}
 _NULLABLE_DURATION = {**_DURATION, "type": ["string", "null"]}
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
@@ -194,7 +198,16 @@ _SCHEMAS: dict[str, Any] = {
             "items": _obj(["invocation_id", "message"], invocation_id={"type": "string"}, message={"type": "string"}),
         },
     ),
-    "ObjectState": _obj(["key", "state"], key={"type": "string"}, state={"type": "object"}),
+    "ObjectState": _obj(
+        ["key", "state", "version"],
+        key={"type": "string"},
+        state={"type": "object", "description": "Values for display, or whole in base64 with ?encoding=base64."},
+        version={"type": "string", "description": "The state's version, for ModifyServiceStateRequest.version."},
+        raw={"type": "object", "description": "with ?raw=true: each value's stored bytes, base64"},
+    ),
+    "StateKeys": _obj(
+        ["keys"], keys={"type": "array", "items": {"type": "string"}}, truncated={"type": "boolean"}
+    ),
 }
 
 
@@ -274,16 +287,21 @@ def _paths() -> dict[str, Any]:
         "/services/{service}/state": {
             "post": _op("modify_service_state", "Replace all state of one object key", status="202",
                         body="ModifyServiceStateRequest", parameters=_path("service"), tag="service"),
+            "get": _op("list_service_state_keys", "Torpor: the keys that have state, sorted", "StateKeys",
+                       parameters=[*_path("service"), *_query("limit")], tag="service"),
         },
         "/services/{service}/state/{key}": {
-            "get": _op("get_service_state", "Torpor: all state of one key, values decoded for display",
-                       "ObjectState", parameters=_path("service", "key"), tag="service"),
+            "get": _op("get_service_state", "Torpor: all state of one key and its version",
+                       "ObjectState", parameters=[*_path("service", "key"), *_query("encoding", "raw")],
+                       tag="service"),
             "delete": _op("clear_service_state", "Torpor: delete all state of one key", status="202",
                           parameters=_path("service", "key"), tag="service"),
         },
         "/invocations": {
             "get": _op("list_invocations", "Torpor: list invocations, newest first", "ListInvocationsResponse",
-                       parameters=_query("status", "completion", "service", "handler", "key", "limit", "page_token"),
+                       parameters=_query(
+                           "status", "completion", "service", "handler", "key", "limit", "page_token", "waiting_for"
+                       ),
                        tag="invocation"),
         },
         "/invocations/{invocation_id}": {

@@ -11,6 +11,7 @@ simple requests before they reach these routes (`adapters/local/guard.py`).
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterable
@@ -38,6 +39,7 @@ from http_api.http import HttpRequest, HttpResponse, Router, error_response
 
 _POLL_S = 0.5  # how often a waiting caller re-reads the store (the invocation may finish elsewhere)
 NOT_READY = 470  # Restate: the invocation has not completed yet
+ERROR_SOURCE_HEADER = "x-restate-error-source"  # restate-server 1.7.4+: `ingress` or `invocation`
 
 
 def _http_status(code: object) -> int:
@@ -90,8 +92,27 @@ class CorsRouter(Router):
                 "access-control-max-age": "600",
             }
             return HttpResponse(204, b"", {**cors, **preflight})
-        response = super().dispatch(request)
+        response = with_error_source(super().dispatch(request), "ingress")
         return replace(response, headers={**response.headers, **cors}) if cors else response
+
+
+def with_error_source(response: HttpResponse, source: str) -> HttpResponse:
+    """`response` marked with where its error came from, as restate-server (1.7.4 and later) marks it:
+    an `x-restate-error-source` header and a `"source"` field in the `{"code", "message"}` body.
+
+    `source` is `invocation` for an invocation's own result (a terminal error, a kill or cancel, a
+    workflow's `run` invoked twice) and `ingress` for what the ingress refused before or instead of
+    one (an unknown service, a bad id, a body it cannot take, 470 not ready, ...). A response
+    already marked, and any response below 400, is returned as it is.
+    """
+    if response.status < 400 or ERROR_SOURCE_HEADER in response.headers:
+        return response
+    body = response.body
+    with contextlib.suppress(ValueError):
+        decoded = json.loads(body) if body[:1] == b"{" else None
+        if isinstance(decoded, dict) and "code" in decoded:
+            body = json.dumps({**decoded, "source": source}, separators=(",", ":")).encode()
+    return replace(response, body=body, headers={**response.headers, ERROR_SOURCE_HEADER: source})
 
 
 class Ingress:
@@ -174,8 +195,8 @@ class Ingress:
             if idempotency_key:  # the same request again: attach to the first invocation
                 first_id = self.engine.idempotent_invocation_id(service, handler, key, idempotency_key)
                 return self.attach(request, first_id)
-            if target.handler_type == "WORKFLOW":
-                raise Conflict("the workflow method was already invoked") from exc
+            if target.handler_type == "WORKFLOW":  # restate-server counts this one as the invocation's
+                return with_error_source(error_response(Conflict("the workflow method was already invoked")), "invocation")
             raise
         if record.status != "running":  # an exclusive object handler waits for its key
             return self._wait(record.invocation_id, self.call_wait_ms / 1000)
@@ -192,9 +213,10 @@ class Ingress:
     def send(self, request: HttpRequest, service: str, handler: str, key: str = "") -> HttpResponse:
         """Enqueue an invocation and answer `202 {"invocationId", "status": "Accepted"}` at once.
 
-        `?delay=10s` (or `PT10S`, `500ms`, ...) starts it no earlier than that; the answer then
-        carries `executionTime` (RFC 3339). A malformed delay is a 400. A workflow's `run` sent
-        again for the same workflow id answers `"status": "PreviouslyAccepted"` with the first id.
+        `?delay=10s` (or `PT10S`, `500ms`, `1 hour`, ...: `parse_duration_ms`) starts it no earlier
+        than that; the answer then carries `executionTime` (RFC 3339). A malformed delay is a 400.
+        A workflow's `run` sent again for the same workflow id answers `"status": "PreviouslyAccepted"`
+        with the first id.
         """
         delay = request.query("delay")
         delay_ms = 0
@@ -422,7 +444,7 @@ class Ingress:
             body = {"code": int(str(failure.get("code", 500))), "message": error.message}
             if metadata_of(failure):
                 body["metadata"] = metadata_of(failure)
-            return HttpResponse.json(body, error.status, headers)
+            return with_error_source(HttpResponse.json(body, error.status, headers), "invocation")
         output = record.output or b""
         if output:
             headers["content-type"] = record.output_content_type
@@ -431,8 +453,10 @@ class Ingress:
 
 __all__ = [
     "CORS_HEADERS",
+    "ERROR_SOURCE_HEADER",
     "NOT_READY",
     "CorsRouter",
     "Ingress",
     "error_response",
+    "with_error_source",
 ]

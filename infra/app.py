@@ -36,6 +36,7 @@ from infra.constructs import (
     PRODUCTION_STORE_SHARDS,
     RegisteredHandler,
     TorporControlPlane,
+    TorporSchedule,
     checkpoint_statements,
     logged_function,
 )
@@ -56,6 +57,7 @@ class TorporStack(Stack):
         control_plane: The `TorporControlPlane`.
         example_handler: The example handler function, or None.
         example_deployment: Its `RegisteredHandler`, or None.
+        example_schedule: The durable schedule declared with it (`TorporSchedule`, daily), or None.
 
     Args:
         scope: The app.
@@ -137,6 +139,7 @@ class TorporStack(Stack):
         )
         self.example_handler: lambda_.Function | None = None
         self.example_deployment: RegisteredHandler | None = None
+        self.example_schedule: TorporSchedule | None = None
         if with_example_handler:
             if example_code is None:
                 from infra.bundling import example_handler_code
@@ -159,6 +162,17 @@ class TorporStack(Stack):
             )
             self.example_deployment = RegisteredHandler(
                 self, "ExampleHandlerDeployment", control_plane=self.control_plane, function=self.example_handler
+            )
+            # a durable schedule declared with the stack (template.yaml: ExampleDailyGreeting)
+            self.example_schedule = TorporSchedule(
+                self,
+                "ExampleDailyGreeting",
+                control_plane=self.control_plane,
+                name="daily-greeting",
+                cron="0 6 * * *",  # 06:00 UTC
+                target="Greeter/greet",
+                body="schedule",
+                after=[self.example_deployment],
             )
             CfnOutput(
                 self,

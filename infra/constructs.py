@@ -27,13 +27,15 @@ signs requests to deployments with), `request_identity_key_policy` lets the func
 deployments (all but the sweeper) read it.
 
 `RegisteredHandler` registers a handler function's version as a Torpor deployment on each deploy
-(a `Custom::TorporDeployment` served by the deploy hook function).
+(a `Custom::TorporDeployment` served by the deploy hook function); `TorporSchedule` declares a
+durable schedule (a `Custom::TorporSchedule`, served by the same function).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -59,6 +61,7 @@ __all__ = [
     "INGRESS_AUTH_MODES",
     "RegisteredHandler",
     "TorporControlPlane",
+    "TorporSchedule",
     "logged_function",
 ]
 
@@ -166,8 +169,8 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
                 actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{name}" for name in indexes]
             )
         )
-    if kind == "deploy_hook":
-        writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], REGISTRY_PARTITIONS
+    if kind == "deploy_hook":  # registration, and the schedules stacks declare (TorporSchedule)
+        writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], (*REGISTRY_PARTITIONS, SCHEDULE_PARTITION)
     elif kind == "ingress":
         writes, partitions = ["dynamodb:PutItem", "dynamodb:UpdateItem"], RUN_PARTITIONS
     elif kind == "admin":
@@ -670,13 +673,25 @@ class TorporControlPlane(Construct):
                 "TORPOR_GOOGLE_CREDENTIAL_CONFIG": "",
             },
         )
-        # Registration runs discovery against the handler and writes the registry: no wake-ups.
+        # Registration runs discovery against the handler and writes the registry: no wake-ups. The
+        # schedules stacks declare (TorporSchedule) are stored and get their recurring EventBridge schedule.
         self.deploy_hook_function = function(
             "DeployHookFunction",
             "deploy_hook",
             DEPLOY_HOOK_TIMEOUT,
-            "Torpor deploy hook (CloudFormation custom resource Custom::TorporDeployment)",
+            "Torpor deploy hook (CloudFormation custom resources Custom::TorporDeployment, Custom::TorporSchedule)",
             policies=[self.handler_invoke_policy, *key_policy],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"],
+                    resources=[f"arn:{partition}:scheduler:{region}:{account}:schedule/{group_name}/torpor-schedule-*"],
+                ),
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[self.scheduler_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+                ),
+            ],
         )
 
         # --- triggers ------------------------------------------------------------------------------
@@ -899,3 +914,67 @@ class RegisteredHandler(Construct):
             properties=properties,
         )
         self.deployment_id = self.resource.get_att_string("DeploymentId")
+
+
+class TorporSchedule(Construct):
+    """A durable schedule declared with the stack: a `Custom::TorporSchedule` resource served by the
+    control plane's deploy hook, as `torpor schedules create` would make it (README, "Durable schedules").
+
+    Create stores the schedule and its recurring EventBridge schedule; Update replaces it (it goes on
+    from its next future tick); Delete removes both. The target must be registered when it is
+    created: pass the `RegisteredHandler` that serves it as `after` (or add the dependency yourself).
+
+    Attributes:
+        resource: The custom resource (physical id `schedule/NAME`).
+
+    Args:
+        scope: The parent construct.
+        id: This construct's id.
+        control_plane: The control plane that runs the ticks.
+        name: The schedule's name.
+        target: `Service/handler`.
+        cron: A 5-field cron expression, UTC; or
+        every: A period (`5m`, `1h`; whole minutes on AWS).
+        key: The key of a virtual object or workflow target.
+        body: The JSON value each tick sends (serialized with `json.dumps`); None sends no body.
+        after: Constructs to create first (the `RegisteredHandler` of the target's deployment).
+
+    Raises:
+        ValueError: Neither or both of `cron` and `every` given.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        control_plane: TorporControlPlane,
+        name: str,
+        target: str,
+        cron: str | None = None,
+        every: str | None = None,
+        key: str | None = None,
+        body: Any = None,
+        after: Sequence[Construct] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        if (cron is None) == (every is None):
+            raise ValueError("TorporSchedule takes exactly one of cron= and every=")
+        properties: dict[str, str] = {"Name": name, "Target": target}
+        if cron is not None:
+            properties["Cron"] = cron
+        if every is not None:
+            properties["Every"] = every
+        if key:
+            properties["Key"] = key
+        if body is not None:
+            properties["Body"] = json.dumps(body)
+        self.resource = CustomResource(
+            self,
+            "Schedule",
+            service_token=control_plane.deploy_hook_function.function_arn,
+            resource_type="Custom::TorporSchedule",
+            properties=properties,
+        )
+        for construct in after:
+            self.resource.node.add_dependency(construct)

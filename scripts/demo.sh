@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 step() { echo "scripts/demo.sh: $*"; }
 [ -x .venv/bin/python ] || { step "creating the virtualenv .venv"; "$PYTHON" -m venv .venv; }
-step "installing Torpor and the example services into .venv (pip; a minute or two the first time)"
+step "installing Torpor, the example services and SQL introspection into .venv (pip; a minute or two the first time)"
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[examples]'
+.venv/bin/python -m pip install --quiet -e '.[examples,query]'  # query: SQL introspection, for Restate's CLI (README)
 step "running the demo (python -m examples.demo)"
 exec .venv/bin/python -m examples.demo "$@"

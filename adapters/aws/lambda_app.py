@@ -62,9 +62,10 @@ from adapters.aws.schedules import EventBridgeSchedules
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
+from adapters.otel import OtelTracer, tracer_from_env
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment
-from control_plane.errors import Conflict, NotFound, TorporError
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.ports import Invoker, SystemClock
 from control_plane.settings import Settings
 from http_api import HttpControlPlane
@@ -103,6 +104,7 @@ tracer = Tracer()
 copy_config_to_registered_loggers(source_logger=logger, include={"torpor"})  # the core's logs, as JSON
 
 _built: dict[bool, HttpControlPlane] = {}  # by `may_delete`: the ingress's, the others'
+_otel: list[OtelTracer] = []  # the OpenTelemetry tracers of `_built`, flushed before each handler returns
 _build_lock = threading.Lock()
 
 
@@ -179,6 +181,9 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
                 dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
                 group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
             )
+        otel = tracer_from_env(env)  # OTLP spans if OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md)
+        if otel is not None:
+            _otel.append(otel)
         built = HttpControlPlane(
             store,
             invoker,
@@ -188,6 +193,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             metrics=EmfMetrics(metrics),
             schedule_trigger=schedule_trigger,
             facts=store.facts,  # may it delete, may the table hold 16-byte ids, what a write costs
+            tracer=otel,
         )
         built.admin.ingress_url = env.get("TORPOR_INGRESS_URL")  # for the web UI's playground
         built.admin.sql = sql_engine(store, settings)  # POST /query; None (501) unless the bundle has the `query` extra
@@ -199,6 +205,24 @@ def reset() -> None:
     """Forget this container's `ControlPlane` (tests build one per environment)."""
     with _build_lock:
         _built.clear()
+        for otel in _otel:
+            otel.shutdown()
+        _otel.clear()
+
+
+def flushes_spans(handler: Any) -> Any:
+    """Wrap a Lambda handler so that the spans its event made are exported before it returns (with
+    tracing on; the function's environment is frozen after it returns, its batch thread with it)."""
+
+    @functools.wraps(handler)
+    def flushing(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        finally:
+            for otel in list(_otel):
+                otel.flush()
+
+    return flushing
 
 
 # --- HTTP: API Gateway HTTP API (payload format 2.0) ------------------------------------------------
@@ -292,6 +316,7 @@ def ingress_authorization_refusal(event: Mapping[str, Any], mode: str | None) ->
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def ingress_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Restate ingress behind an HTTP API: call, send, attach, output, awakeables.
 
@@ -311,6 +336,7 @@ def ingress_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def admin_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The admin API (deployments, services, invocations) behind an IAM-authorized HTTP API."""
     return _admin_api.resolve(event, context)
@@ -347,6 +373,7 @@ async def _wake(record: SQSRecord) -> str:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Advance the invocations a batch of wake-up messages names, concurrently.
 
@@ -370,6 +397,7 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
+@flushes_spans
 def sweeper_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     """Every minute: wake overdue timers, inboxes and expired leases (`ControlPlane.sweep_due`).
 
@@ -383,13 +411,82 @@ def sweeper_handler(event: dict[str, Any], context: Any) -> dict[str, int]:
 # --- deploy hook: a CloudFormation custom resource ---------------------------------------------------
 
 
+SCHEDULE_RESOURCE_TYPE = "Custom::TorporSchedule"
+"""The custom resource type of a schedule declared in a stack (SAM, CloudFormation, the CDK's `TorporSchedule`)."""
+
+
+def _schedule_resource(
+    control_plane: HttpControlPlane, request_type: str, properties: Mapping[str, Any], physical_id: str
+) -> tuple[str, dict[str, str]]:
+    """Create, replace or delete the durable schedule a `Custom::TorporSchedule` declares.
+
+    Properties (strings, as CloudFormation passes them): `Name`; `Target` (`Service/handler`, which
+    must be registered: make the resource depend on its deployment); `Cron` (5 fields, UTC) or
+    `Every` (a period, whole minutes on AWS); optional `Key` (a virtual object's or workflow's) and
+    `Body` (JSON text: `'"hourly"'`, `'{"n": 1}'`). The same rules and 400 messages as
+    `POST /schedules` (`control_plane.schedules`); the physical id is `schedule/NAME`.
+
+    Create stores and arms it (a name already taken, e.g. by `torpor schedules create`, fails the
+    resource rather than adopt it); Update with the same name deletes and creates it again (it goes
+    on from its next future tick; a tick already sent is not sent again, its idempotency key being
+    the same), with a new name creates the new one (CloudFormation then deletes the old); Delete
+    removes the schedule and its EventBridge schedule (an unknown one is fine).
+
+    Returns:
+        `(physical id, {"Name": name})`.
+
+    Raises:
+        BadRequest: A property is missing or malformed, or the schedule is refused.
+        Conflict: Create of a name that is taken.
+        KeyError: `Name` or `Target` is missing.
+    """
+    schedules = control_plane.schedules
+    if request_type == "Delete":
+        if physical_id.startswith("schedule/"):
+            try:
+                schedules.delete(physical_id.removeprefix("schedule/"))
+            except NotFound:
+                pass
+        return physical_id, {}
+    name = str(properties["Name"])
+    service, slash, handler = str(properties["Target"]).partition("/")
+    if not slash or not service or not handler or "/" in handler:
+        raise BadRequest(f"Target must be Service/handler, got {properties['Target']!r}")
+    body: object = None
+    if properties.get("Body") not in (None, ""):
+        try:
+            body = json.loads(str(properties["Body"]))
+        except ValueError as exc:
+            raise BadRequest(f"Body must be JSON text (e.g. '\"hourly\"'): {exc}") from exc
+    if request_type == "Update" and physical_id == f"schedule/{name}":
+        try:
+            schedules.delete(name)
+        except NotFound:
+            pass
+    schedules.create(
+        name,
+        service=service,
+        handler=handler,
+        key=str(properties.get("Key") or ""),
+        body=body,
+        cron=str(properties["Cron"]) if properties.get("Cron") else None,
+        every=str(properties["Every"]) if properties.get("Every") else None,
+    )
+    return f"schedule/{name}", {"Name": name}
+
+
 @logger.inject_lambda_context
 def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
-    """Register a handler function version as a deployment when the stack deploys it.
+    """The CloudFormation custom resources `Custom::TorporDeployment` and `Custom::TorporSchedule`.
 
-    Resource properties: `FunctionVersionArn` (a published version's ARN), optional `AssumeRoleArn`.
-    Create and Update register it (the physical id is the deployment id); Delete removes it unless
-    invocations are still pinned to it (they finish on it; it stays registered, as in Restate).
+    `Custom::TorporDeployment` registers a handler function version as a deployment when the stack
+    deploys it. Resource properties: `FunctionVersionArn` (a published version's ARN), optional
+    `AssumeRoleArn`. Create and Update register it (the physical id is the deployment id); Delete
+    removes it unless invocations are still pinned to it (they finish on it; it stays registered, as
+    in Restate).
+
+    `Custom::TorporSchedule` declares a durable schedule (`_schedule_resource`).
+
     The answer goes to CloudFormation's pre-signed `ResponseURL`; a failure is reported as FAILED
     with the reason, never left hanging.
     """
@@ -399,7 +496,9 @@ def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
     status, reason = "SUCCESS", ""
     try:
         control_plane = build_control_plane()
-        if event["RequestType"] in ("Create", "Update"):
+        if event.get("ResourceType") == SCHEDULE_RESOURCE_TYPE:
+            physical_id, data = _schedule_resource(control_plane, event["RequestType"], properties, physical_id)
+        elif event["RequestType"] in ("Create", "Update"):
             arn = str(properties["FunctionVersionArn"])
             role = properties.get("AssumeRoleArn")
             deployment, _ = control_plane.registry.register(

@@ -431,6 +431,7 @@ class InvocationItem(Item):
     callers = UnicodeSetAttribute(null=True)  # a string set: `ADD` is idempotent; absent when empty
     journal_expires_at_ms = IntAttribute(null=True)
     trace_id = UnicodeAttribute(null=True)
+    trace_parent = UnicodeAttribute(null=True)  # set only while a `Tracer` is on
     requests = RequestsAttribute(null=True)
     completion = UnicodeAttribute(null=True)  # absent on items written before it existed
 

@@ -167,23 +167,37 @@ def describe(config: CliConfig, deployment_id: str) -> None:
 @deployments.command()
 @click.argument("deployment_id", metavar="ID")
 @click.option(
-    "--force", is_flag=True, help="Remove it even while unfinished invocations are pinned to it (they will fail)."
+    "--force",
+    is_flag=True,
+    help="Remove it even if it serves the latest revision of a service (the service goes with it) or "
+    "unfinished invocations are pinned to it (they will fail).",
 )
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking (asked only in a terminal).")
 @json_option
 @pass_config
 def remove(config: CliConfig, deployment_id: str, force: bool, yes: bool) -> None:
-    """Remove a deployment (ID, e.g. dp_…) and the services it serves.
+    """Remove a deployment (ID, e.g. dp_…) once it is drained.
 
-    Refused while unfinished invocations are pinned to it, unless --force.
+    Refused, unless --force, while it serves the latest revision of a service (removing it removes
+    the service, and calls to it fail) or while unfinished invocations are pinned to it, as
+    `restate deployments remove` refuses an active or draining deployment.
     """
-    confirm(f"Remove deployment {deployment_id} and its services?", yes=yes)
+    path = f"/deployments/{quote(deployment_id, safe='')}"
     with admin_api(config) as api:
+        api.request("GET", path)  # an unknown deployment is a 404 before any question
+        latest = sorted(
+            s["name"] for s in api.request("GET", "/services").json().get("services") or []
+            if s.get("deployment_id") == deployment_id
+        )
+        if latest and not force:
+            raise click.ClickException(
+                f"deployment {deployment_id} serves the latest revision of {', '.join(latest)}: removing it "
+                "removes those services and their calls fail; register their new deployment first, or pass "
+                "--force to remove it anyway"
+            )
+        confirm(f"Remove deployment {deployment_id} and its services?", yes=yes)
         reply = api.request(
-            "DELETE",
-            f"/deployments/{quote(deployment_id, safe='')}",
-            params={"force": "true"} if force else None,
-            hint="pass --force to remove it anyway",
+            "DELETE", path, params={"force": "true"} if force else None, hint="pass --force to remove it anyway"
         )
     if config.as_json:
         emit_response(reply)  # the admin API answers 202 without a body: nothing to print

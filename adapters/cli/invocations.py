@@ -252,7 +252,7 @@ def parse_json_argument(ctx: click.Context, param: click.Parameter, value: str |
     "--delay",
     type=DURATION,
     default=None,
-    help="With --send: start no earlier than this from now (500ms, 10s, 1m30s, PT10S, or ms).",
+    help="With --send: start no earlier than this from now (500ms, 10s, 1m30s, 1 hour, PT10S, or ms).",
 )
 @json_option
 @pass_config

@@ -1,7 +1,7 @@
 """The commands that run Torpor itself: `torpor version` and `torpor dev` (the control plane locally).
 
-`DURATION` is the click parameter type for durations (`500ms`, `10s`, `PT10S`, ms), shared with
-`torpor invoke --delay`.
+`DURATION` is the click parameter type for durations (`500ms`, `10s`, `1h 30m`, `90sec`, `PT10S`, ms:
+restate-server's forms), shared with `torpor invoke --delay`.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from importlib import metadata
 
 import click
 
@@ -16,7 +17,19 @@ from control_plane.durations import parse_duration_ms
 from control_plane.errors import TorporError
 from control_plane.settings import Settings
 
-VERSION = "0.1.0"
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's `version`), "unknown" from a source tree
+    that was never installed (`pip install .` or `-e .` records it)."""
+    try:
+        return metadata.version("torpor")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = _installed_version()
+"""`torpor --version` and `torpor version`: the version pip installed (`importlib.metadata`)."""
 
 
 class _Duration(click.ParamType):
@@ -221,7 +234,7 @@ def dev(
     With --lambda, Lambda handlers run in a local emulator (a subprocess) that Lambda deployments
     are invoked on, through the same boto3 path as on AWS. Stop it with Ctrl+C (SIGINT) or SIGTERM.
     """
-    from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, run_dev  # hypercorn, moto: only here
+    from adapters.local.dev import DEFAULT_DATA_DIR, DEFAULT_STORE, MOTO_EXTRA_MISSING, moto_installed, run_dev
     from adapters.local.workers import shared_store_refusal
 
     _configure_logging(log_format)
@@ -235,6 +248,8 @@ def dev(
               ("--data-dir", data_dir is not None), ("--in-memory", in_memory), ("--moto", moto)) if given]  # fmt: skip
     if len(chosen) > 1:
         raise click.UsageError(f"choose one store: {' or '.join(chosen)}")
+    if moto and not moto_installed():
+        raise click.ClickException(MOTO_EXTRA_MISSING)
     if not chosen and DEFAULT_STORE == "sqlite":
         data_dir = DEFAULT_DATA_DIR
     refusal = shared_store_refusal(workers, dynamodb_endpoint, data_dir, in_memory, moto, lambda_functions)

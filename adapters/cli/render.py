@@ -207,6 +207,13 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
     if last_failure:
         attempt = last_failure.get("attempt")
         last_failure_text = _failure(last_failure) + (f" (attempt {attempt})" if attempt else "")
+        if last_failure.get("related_command_name") or last_failure.get("related_command_type"):
+            related = [last_failure.get("related_command_type"), last_failure.get("related_command_name")]
+            index = last_failure.get("related_command_index")
+            words = " ".join(str(w) for w in related if w)
+            last_failure_text += f"\nat command {words}" + (f" (command #{index})" if index is not None else "")
+        if last_failure.get("stacktrace"):
+            last_failure_text += "\n" + str(last_failure["stacktrace"]).rstrip("\n")
     completion_failure = invocation.get("completion_failure")
     retries = invocation.get("retry_count")
     attempts = invocation.get("attempts")
@@ -262,7 +269,9 @@ def waiting_on_text(invocation: Mapping[str, Any]) -> str | None:
         label = f"{entry.get('type')} #{entry.get('index')}"
         if entry.get("name"):
             label += f" {entry['name']!r}"
-        if entry.get("wake_up_time"):
+        if entry.get("details"):
+            label += f" {entry['details']}"
+        elif entry.get("wake_up_time"):
             label += f" until {entry['wake_up_time']}"
         parts.append(label)
     for signal in waiting.get("signals") or []:
@@ -275,9 +284,15 @@ def waiting_on_text(invocation: Mapping[str, Any]) -> str | None:
 
 
 def entry_preview(entry: Mapping[str, Any]) -> str:
-    """One journal entry's value for a table cell: value, failure, call target, wake-up time."""
+    """One journal entry's cell: what it touches (`details`: `key email`, `promise approval`,
+    `→ Tally/w1/add inv_1…`, `wakes up at …`, `awakeable sign_1…`), then its value or failure."""
     parts: list[str] = []
-    if "target" in entry:
+    details = entry.get("details")
+    if "wake_up_time" in entry:
+        parts.append(f"wakes up at {entry['wake_up_time']}")
+    elif details:
+        parts.append(f"→ {details}" if "target" in entry else str(details))
+    elif "target" in entry:  # an admin API without `details`
         target = str(entry["target"])
         if entry.get("key"):
             service, _, handler = target.partition("/")
@@ -287,19 +302,18 @@ def entry_preview(entry: Mapping[str, Any]) -> str:
         parts.append(compact(entry["value"]))
     if "failure" in entry:
         parts.append("failure " + _failure(entry["failure"]))
-    if "wake_up_time" in entry:
-        parts.append(f"wakes up at {entry['wake_up_time']}")
     return "  ".join(parts)
 
 
 def journal_table(journal: Sequence[Mapping[str, Any]]) -> Table:
-    """The decoded journal: index, entry type, name and a value preview, one row per entry."""
+    """The decoded journal, one row per entry: index, entry type, name, and what it touches (state
+    key, promise, call target and callee, wake-up time, awakeable) with a value preview."""
     count = f"{len(journal)} entry" if len(journal) == 1 else f"{len(journal)} entries"
     table = Table(title=f"Journal ({count})", title_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("ENTRY", no_wrap=True)
     table.add_column("NAME", overflow="fold")
-    table.add_column("VALUE", overflow="fold")
+    table.add_column("DETAILS", overflow="fold")
     for entry in journal:
         kind = entry.get("kind")
         entry_type = Text(str(entry.get("type", "")))

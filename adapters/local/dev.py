@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
 import signal
@@ -46,13 +47,14 @@ from adapters.invokers import cloud_run_invoker as _cloud_run_invoker  # tests r
 from adapters.local import http_server
 from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
 from adapters.local.guard import LocalGuard
-from adapters.local.moto_server import SerialMotoServer
 from adapters.local.scheduler import LocalScheduler
 from adapters.local.sqlite_store import SQLiteStore
+from adapters.otel import OtelTracer, tracer_from_env
 from adapters.query import sql_engine
 from adapters.request_identity import signer_from_environment, signer_from_file
 from control_plane.errors import TorporError
-from control_plane.ports import Invoker, StoreUnavailable
+from control_plane.observability import PrometheusMetrics, time_store_calls
+from control_plane.ports import Invoker, Store, StoreUnavailable
 from control_plane.request_identity import RequestSigner
 from control_plane.settings import Settings
 from http_api import HttpControlPlane
@@ -61,6 +63,10 @@ from http_api.ingress import CorsRouter
 
 if TYPE_CHECKING:  # imported when used: `python -m adapters.local.lambda_emulator` must not find it loaded
     from adapters.local.lambda_emulator import LambdaEmulatorProcess
+    from adapters.local.moto_server import SerialMotoServer  # only with --moto: the moto extra
+
+_STORE_OPERATIONS = tuple(name for name in dir(Store) if not name.startswith("_"))
+"""The store's operations, each timed for `/metrics` (`torpor_store_call_duration_seconds`)."""
 
 log = logging.getLogger("torpor.dev")
 
@@ -83,6 +89,31 @@ class DevServerError(TorporError):
     """The dev server could not start: a port is taken, the DynamoDB endpoint is unusable, ..."""
 
     code = "dev_server"
+
+
+MOTO_EXTRA_MISSING = (
+    "--moto (DynamoDB on an embedded moto server) needs the moto extra, which a plain install leaves out: "
+    "pip install 'torpor[moto]' (or use the default SQLite store, or --dynamodb-endpoint URL)"
+)
+"""What `torpor dev --moto` says when moto is not installed."""
+
+
+def moto_installed() -> bool:
+    """True when moto's server (the `moto` extra: `pip install 'torpor[moto]'`) can be imported."""
+    return importlib.util.find_spec("moto") is not None
+
+
+def _serial_moto_server() -> type[SerialMotoServer]:
+    """`adapters.local.moto_server.SerialMotoServer`, imported on first use.
+
+    Raises:
+        DevServerError: moto is not installed (`MOTO_EXTRA_MISSING` names the extra).
+    """
+    try:
+        from adapters.local.moto_server import SerialMotoServer
+    except ImportError as exc:
+        raise DevServerError(f"{MOTO_EXTRA_MISSING} ({exc})") from exc
+    return SerialMotoServer
 
 
 def _has_aws_credentials() -> bool:
@@ -241,6 +272,7 @@ class DevServer:
         self._store: DynamoDBStore | SQLiteStore | None = None
         self._invoker: RoutingInvoker | None = None
         self._scheduler: LocalScheduler | None = None
+        self._tracer: OtelTracer | None = None
         self._sweeper: threading.Thread | None = None
         self._sweeping = threading.Event()
         self._control_plane: HttpControlPlane | None = None
@@ -400,7 +432,7 @@ class DevServer:
             werkzeug_log = logging.getLogger("werkzeug")
             if werkzeug_log.level == logging.NOTSET:  # moto logs every request at INFO: noise here
                 werkzeug_log.setLevel(logging.WARNING)
-            self._moto = SerialMotoServer(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
+            self._moto = _serial_moto_server()(ip_address="127.0.0.1", port=self._moto_port, verbose=False)
             self._moto.start()
             host, port = self._moto.get_host_and_port()
             self._dynamodb_endpoint = http_url(host, port)
@@ -439,8 +471,17 @@ class DevServer:
             signer=self.request_signer,
         )
         self._scheduler = LocalScheduler(workers=self.concurrency)
+        self._tracer = tracer_from_env()  # OTLP traces if OTEL_EXPORTER_OTLP_ENDPOINT is set (docs/observability.md)
+        metrics = PrometheusMetrics()  # GET /metrics of this process
+        time_store_calls(self.store, metrics, _STORE_OPERATIONS)
         self._control_plane = HttpControlPlane(
-            self.store, self._invoker, self._scheduler, settings=self.settings, facts=self.store.facts
+            self.store,
+            self._invoker,
+            self._scheduler,
+            settings=self.settings,
+            facts=self.store.facts,
+            metrics=metrics,
+            tracer=self._tracer,
         )
         self._control_plane.admin.ingress_url = self._ingress_url  # the web UI's playground calls it
         # POST /query; None without the `query` extra
@@ -636,6 +677,9 @@ class DevServer:
         if self._invoker is not None:
             self._invoker.close()
             self._invoker = None
+        if self._tracer is not None:  # the spans still buffered go out
+            self._tracer.shutdown()
+            self._tracer = None
         if self._emulator is not None:
             self._emulator.stop()
         if self._moto is not None:

@@ -41,6 +41,7 @@ import pyarrow.dataset as ds
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
 from adapters.query import rows as R
+from adapters.query.entries import LazyServiceKinds
 from adapters.query.pushdown import JoinOnId, ScanNeed, analyse
 from adapters.query.schema import TABLES
 from control_plane.errors import BadRequest
@@ -252,11 +253,12 @@ class DataFusionQuery:
             ids = self._journal_ids(by_table["sys_journal"], joins, records)
             self._check_lookups(len(ids), f"the journals of {len(ids)} invocations")
             journal: list[dict[str, Any]] = []
+            kinds = LazyServiceKinds(lambda: {s.name: s for s in self.store.list_services()})
             for invocation_id in sorted(ids):
                 self._check_deadline()
                 loaded = self.store.load_invocation(invocation_id)
                 if loaded is not None:
-                    journal.extend(R.journal_rows(loaded))
+                    journal.extend(R.journal_rows(loaded, kinds))
             out["sys_journal"] = pa.Table.from_pylist(journal, TABLES["sys_journal"])
         for table in _KEYED_TABLES:
             if table in by_table:

@@ -10,11 +10,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from adapters.query.entries import ServiceKinds, entry_json
 from control_plane import ids
+from control_plane.entry_names import name_entry, name_journal
 from control_plane.journal import AwaitPoint, Journal
 from control_plane.ports import DeploymentRecord, InvocationRecord, LoadedInvocation, PromiseRecord, ServiceRecord
-from control_plane.protocol import MessageType, is_command, is_notification, type_name
-from http_api.admin import describe_frame, stored_times
+from http_api.admin import stored_times
 
 SERVICE_TYPES = {"SERVICE": "service", "VIRTUAL_OBJECT": "virtual_object", "WORKFLOW": "workflow"}
 """Restate's spelling of a service type in the introspection tables (`target_service_ty`, `sys_service.ty`)."""
@@ -28,6 +29,41 @@ def _failure_text(failure: Mapping[str, object] | None) -> str | None:
     if not failure:
         return None
     return f"[{failure.get('code')}] {failure.get('message', '')}"
+
+
+ERROR_CODE_NAMES = {
+    400: "Bad request",
+    404: "Not found",
+    409: "Conflict",
+    410: "Gone",
+    415: "Unsupported media type",
+    470: "Not ready",
+    500: "Internal",
+    570: "Journal mismatch",
+    571: "Protocol violation",
+    572: "Awaiting two async results",
+    573: "Unsupported feature",
+}
+"""The names restate-server gives its invocation error codes (`[500 Internal] ...`)."""
+
+
+def last_failure_text(failure: Mapping[str, object] | None) -> str | None:
+    """`sys_invocation.last_failure` as restate-server 1.7 writes it: `[500 Internal] message`, then
+    the SDK's stack trace on the next lines (kept, bounded, with the failure: see
+    `failures.clip_stacktrace`), then `metadata:` and one `  key: value` line each, when there are."""
+    if not failure:
+        return None
+    code = failure.get("code")
+    name = ERROR_CODE_NAMES.get(code) if isinstance(code, int) else None
+    text = f"[{code} {name}] " if name else f"[{code}] "
+    text += str(failure.get("message", ""))
+    trace = failure.get("stacktrace")
+    if isinstance(trace, str) and trace:
+        text += "\n" + trace
+    metadata = failure.get("metadata")
+    if isinstance(metadata, Mapping) and metadata:
+        text += "\nmetadata:" + "".join(f"\n  {k}: {v}" for k, v in metadata.items())
+    return text
 
 
 def key_partition(key: str) -> int:
@@ -76,7 +112,7 @@ def invocation_row(record: InvocationRecord, caller: InvocationRecord | None = N
         "retry_count": record.retry_count,
         "next_retry_at": (record.next_retry_at_ms or None) if record.status == "backing-off" else None,
         "last_attempt_deployment_id": record.deployment_id if record.attempts else None,
-        "last_failure": _failure_text(record.last_failure),
+        "last_failure": last_failure_text(record.last_failure),
         "last_failure_error_code": str(failure["code"]) if "code" in failure else None,
         "last_failure_related_command_index": failure.get("related_command_index"),
         "last_failure_related_command_name": failure.get("related_command_name"),
@@ -95,84 +131,51 @@ def invocation_status_row(record: InvocationRecord, caller: InvocationRecord | N
     return row
 
 
-def entry_type(message_type: int) -> str:
-    """`Command: Sleep`, `Notification: Sleep`, `Notification: Signal`, …: Restate's journal v2 entry names."""
-    name = type_name(message_type)
-    if is_command(message_type):
-        return f"Command: {name}"
-    if is_notification(message_type):
-        return f"Notification: {name.removesuffix('Completion')}"
-    return name
-
-
-def journal_rows(loaded: LoadedInvocation) -> list[dict[str, Any]]:
+def journal_rows(loaded: LoadedInvocation, kinds: ServiceKinds | None = None) -> list[dict[str, Any]]:
     """The `sys_journal` rows of one invocation: every entry of its journal, in order.
 
-    `entry_json` is Torpor's decoding of the entry (as `GET /invocations/{id}` shows it), not
-    restate-server's internal JSON; `raw` is the entry's protobuf message.
+    `entry_type`, `name`, `entry_json` and `entry_lite_json` are as restate-server 1.7 writes them
+    for a journal v2 entry (`adapters.query.entries`: what Restate's CLI parses to show an entry's
+    state key, promise, call target and sleep); `kinds` gives a call target's service and handler
+    types (`ServiceKinds`; without it a keyed target is taken for a virtual object's exclusive
+    handler). Torpor also fills the columns restate-server fills only for its older journal v1
+    (`invoked_id`, `invoked_target`, `sleep_wakeup_at`, `promise_name`), from the same naming
+    (`control_plane.entry_names`). `raw` is the entry's protobuf message.
     """
     record = loaded.record
-    journal = Journal.load(record.input_entry, loaded.batches)
+    journal = list(Journal.load(record.input_entry, loaded.batches))
     times = stored_times(record, loaded.batches, len(journal))
-    callee_ids = _callee_ids(journal)
+    namings = name_journal(record.invocation_id, journal)
     partition_key = ids.partition_key_number(record.invocation_id)
+    kinds = kinds if kinds is not None else {}
     rows = []
-    for index, (entry, at_ms) in enumerate(zip(journal, times, strict=True)):
-        decoded = describe_frame(entry)
-        invoked_id = decoded.get("invocation_id")
-        call = None
-        if entry.type in (MessageType.Call, MessageType.OneWayCall):
-            call = decoded.get("target")
-            if call and decoded.get("key") is not None:
-                service, handler = call.split("/", 1)
-                call = f"{service}/{decoded['key']}/{handler}"
-            message = entry.decode()
-            invoked_id = callee_ids.get(message.invocation_id_notification_idx) if message is not None else None
+    for index, (entry, naming, at_ms) in enumerate(zip(journal, namings, times, strict=True)):
+        full = entry_json(entry, naming, kinds)
+        lite = entry_json(entry, naming, kinds, full=False)
         rows.append(
             {
                 "partition_key": partition_key,
                 "id": record.invocation_id,
                 "index": index,
-                "entry_type": entry_type(entry.type),
-                "name": decoded.get("name", ""),
-                "invoked_id": invoked_id,
-                "invoked_target": call,
-                "sleep_wakeup_at": _wake_up_ms(entry),
-                "promise_name": _promise_name(entry),
+                "entry_type": naming.entry_type,
+                "name": naming.name,
+                "invoked_id": naming.invoked_id if naming.target is not None else None,
+                "invoked_target": str(naming.target) if naming.target is not None else None,
+                "sleep_wakeup_at": naming.wake_up_at_ms,
+                "promise_name": naming.promise_name,
                 "raw": entry.payload,
                 "raw_length": len(entry.payload),
                 "version": 2,
-                "entry_json": json.dumps(decoded, separators=(",", ":"), default=str),
+                "entry_json": _json(full),
+                "entry_lite_json": _json(lite),
                 "appended_at": at_ms or None,
             }
         )
     return rows
 
 
-def _callee_ids(journal: Journal) -> dict[int, str]:
-    """`{completion id: invocation id}` of the CallInvocationId notifications: the id of each callee,
-    keyed as its Call or OneWayCall command names it (`invocation_id_notification_idx`)."""
-    found: dict[int, str] = {}
-    for entry in journal:
-        if entry.type == MessageType.CallInvocationIdCompletion:
-            message = entry.decode()
-            if message is not None:
-                found[int(message.completion_id)] = str(message.invocation_id)
-    return found
-
-
-def _wake_up_ms(entry: Any) -> int | None:
-    if type_name(entry.type) != "Sleep" or not is_command(entry.type):
-        return None
-    message = entry.decode()
-    return int(message.wake_up_time) if message is not None and message.wake_up_time else None
-
-
-def _promise_name(entry: Any) -> str | None:
-    if type_name(entry.type) not in ("GetPromise", "PeekPromise", "CompletePromise") or not is_command(entry.type):
-        return None
-    message = entry.decode()
-    return str(message.key) if message is not None else None
+def _json(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def service_row(service: ServiceRecord) -> dict[str, Any]:
@@ -226,7 +229,7 @@ def state_rows(service: str, key: str, state: Mapping[bytes, bytes]) -> list[dic
 def promise_names(loaded: LoadedInvocation) -> set[str]:
     """The durable promises an invocation's journal names (GetPromise, PeekPromise, CompletePromise)."""
     journal = Journal.load(loaded.record.input_entry, loaded.batches)
-    names = (_promise_name(entry) for entry in journal)
+    names = (name_entry(entry).promise_name for entry in journal)
     return {name for name in names if name is not None}
 
 

@@ -71,6 +71,7 @@ EVERY_FIELD = InvocationRecord(
     callers=frozenset({"inv_other/4", "inv_third/1"}),
     journal_expires_at_ms=1_700_000_100_000,
     trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+    trace_parent="00f067aa0ba902b7",
     requests={"dynamodb PutItem": 2, "sqs SendMessage": 1},
     completion="failed",
 )

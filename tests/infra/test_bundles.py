@@ -8,6 +8,7 @@ library, the bundle's own packages and the distributions its requirements file p
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -27,8 +28,8 @@ NOT_ON_LAMBDA = {
     "uvicorn": "torpor dev's HTTP servers",
     "httptools": "torpor dev's HTTP parser",
     "uvloop": "torpor dev's event loop",
-    "moto": "torpor dev's embedded DynamoDB",
     "werkzeug": "torpor dev's local Lambda emulator",
+    "prometheus-client": "torpor dev's GET /metrics (the functions write CloudWatch EMF)",
 }
 """pyproject.toml dependencies the Lambda functions never import, and who does."""
 
@@ -77,17 +78,67 @@ def test_example_handler_requirements_are_the_examples_extra() -> None:
         assert _same(bundle[name], extra[name]), (bundle[name], extra[name])
 
 
+def _make_targets() -> dict[str, str]:
+    """The Makefile's `build-<logical id>` targets → the `infra.bundling` bundle each writes."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    names = dict(re.findall(r"^(\w+) := (.+)$", makefile, re.MULTILINE))
+    targets: dict[str, str] = {}
+    for head, recipe in re.findall(r"^([^\s#][^:=]*):\n\t(.+)$", makefile, re.MULTILINE):
+        bundle = re.search(r"-m infra\.bundling ([\w-]+) \"\$\(ARTIFACTS_DIR\)\"", recipe)
+        if bundle is None:
+            continue
+        expanded = re.sub(
+            r"\$\(addprefix build-,\$\((\w+)\)\)", lambda m: " ".join(f"build-{n}" for n in names[m[1]].split()), head
+        )
+        for target in expanded.split():
+            targets[target.removeprefix("build-")] = bundle[1]
+    return targets
+
+
 def test_sam_builds_the_same_bundles(sam_template: dict) -> None:
-    """`sam build` reads requirements.txt from the functions' CodeUri (the repository root) and the
-    example's restate-sdk from its layer's ContentUri: the same files as the CDK assets."""
+    """`sam build` runs the Makefile for every function (BuildMethod makefile), whose target for each
+    writes the bundle the CDK asset of that function is: only run-time packages and dependencies."""
     assert sam_template["Globals"]["Function"]["CodeUri"] == "."
-    assert (REPO_ROOT / CONTROL_PLANE.requirements) == REPO_ROOT / "requirements.txt"
-    layer = sam_template["Resources"]["ExampleHandlerDependencies"]
-    assert layer["Properties"]["ContentUri"].rstrip("/") == str(Path(EXAMPLE_HANDLER.requirements).parent)
-    assert layer["Metadata"] == {"BuildMethod": f"python{EXAMPLE_HANDLER.python_version}", "BuildArchitecture": "arm64"}
     assert sam_template["Globals"]["Function"]["Runtime"] == f"python{CONTROL_PLANE.python_version}"
-    example = sam_template["Resources"]["ExampleHandlerFunction"]["Properties"]
-    assert example["Runtime"] == f"python{EXAMPLE_HANDLER.python_version}"
+    targets = _make_targets()
+    functions = {
+        name: resource
+        for name, resource in sam_template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+    assert len(functions) == 6
+    for name, function in functions.items():
+        assert function.get("Metadata") == {"BuildMethod": "makefile"}, name
+        example = function["Properties"]["Handler"] == "adapters.aws.checkpoints.handler"
+        bundle = EXAMPLE_HANDLER if example else CONTROL_PLANE
+        assert targets.get(name) == bundle.name, f"the Makefile's build-{name} must write the {bundle.name} bundle"
+        runtime = function["Properties"].get("Runtime", sam_template["Globals"]["Function"]["Runtime"])
+        assert runtime == f"python{bundle.python_version}", name
+    assert not [r for r in sam_template["Resources"].values() if r["Type"] == "AWS::Serverless::LayerVersion"]
+
+
+@pytest.mark.slow
+def test_make_writes_only_run_time_code(tmp_path: Path) -> None:
+    """What `sam build` bundles for a control-plane function: `make build-IngressFunction` (pip
+    installs the requirements for Lambda arm64: network or pip's cache), no tests, docs or bench."""
+    out = tmp_path / "IngressFunction"
+    subprocess.run(
+        ["make", "-f", str(REPO_ROOT / "Makefile"), "build-IngressFunction"]
+        + [f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
+        cwd=tmp_path,
+        check=True,
+        timeout=600,
+    )
+    top = {path.name for path in out.iterdir()}
+    assert {"control_plane", "http_api", "adapters", "boto3", "pydantic", "aws_lambda_powertools"} <= top
+    assert not {"tests", "docs", "bench", "examples", "infra", "scripts", "README.md", "moto", "datafusion"} & top
+    assert not list(out.rglob("__pycache__"))
+    ours = sum(p.stat().st_size for name in CONTROL_PLANE.packages for p in (out / name).rglob("*") if p.is_file())
+    size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
+    assert ours < 4 * 2**20, f"{ours / 2**20:.1f} MB of Torpor's own code"
+    # the rest is dependencies (botocore ~31 MB, zstandard ~21 MB, cryptography ~15 MB): ~95 MB;
+    # Lambda's limit is 250 MB unzipped
+    assert size < 120 * 2**20, f"{size / 2**20:.0f} MB"
 
 
 def test_pip_targets_lambda_arm64() -> None:

@@ -8,6 +8,7 @@ the assertions API on the synthesized stack itself, and cover what only the cons
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -359,3 +360,20 @@ def test_the_apps_context_sets_assume_roles_log_retention_google_credentials_and
     assert origins == {None, "http://127.0.0.1:9071,http://localhost:9071"}  # the ingress's alone
     with pytest.raises(ValueError, match=r"logRetentionDays must be one of \[1, 3, 5, 7, 14, 30"):
         build_app(bundle=False, context={"logRetentionDays": "10"}, outdir=str(tmp_path_factory.mktemp("cdk-bad")))
+
+
+def test_synth_warns_of_nothing(cdk_app: tuple[Any, Any]) -> None:
+    """What `cdk synth` reports: every feature flag aws-cdk-lib knows is set in cdk.json (else the CLI
+    prints "N feature flags are not configured"), and no construct adds a warning or an error."""
+    app, stack = cdk_app
+    assembly = app.synth()
+    manifest = json.loads((Path(assembly.directory) / "manifest.json").read_text())
+    reports = [a for a in manifest["artifacts"].values() if a["type"] == "cdk:feature-flag-report"]
+    assert reports, "aws-cdk-lib wrote no feature flag report"
+    flags = reports[0]["properties"]["flags"]
+    unset = sorted(name for name, flag in flags.items() if "userValue" not in flag)
+    assert not unset, f"{len(unset)} feature flags not set in cdk.json: {unset[:5]}"
+    messages = assembly.get_stack_artifact(stack.artifact_id).messages
+    noisy = [(m.level, m.id, m.entry.data) for m in messages if str(m.level).lower() != "info"]
+    assert not noisy, noisy
+

@@ -67,6 +67,12 @@ RECURRING_SCHEDULES = {
 """Durable schedules' recurring EventBridge schedules: pause/resume update them, delete removes them
 (the admin API only; they are created through the wake-up policy's CreateSchedule)."""
 
+DECLARED_SCHEDULES = {
+    (action, f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule/${{ScheduleGroup}}/torpor-schedule-*")
+    for action in ("scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule")
+} | {("iam:PassRole", "${SchedulerRole.Arn}")}
+"""The deploy hook's part of schedules declared with the stack: create (update if it exists), delete."""
+
 
 def _logs(function: str) -> set[tuple[str, str]]:
     log_group = "${" + function.removesuffix("Function") + "LogGroup.Arn}"
@@ -117,9 +123,11 @@ EXPECTED_PERMISSIONS = {
     "SweeperFunction": _table(indexes=(STATUS_INDEX, EXPIRY_INDEX))
     | SEND
     | _logs("SweeperFunction"),
-    # discovery (invoke), deployments and services, the invocations pinned to a deployment
+    # discovery (invoke), deployments and services, the invocations pinned to a deployment; the
+    # schedules stacks declare (Custom::TorporSchedule) and their recurring EventBridge schedules
     "DeployHookFunction": _table(writes=("dynamodb:PutItem", "dynamodb:DeleteItem"), indexes=(STATUS_INDEX,))
     | INVOKE
+    | DECLARED_SCHEDULES
     | _logs("DeployHookFunction"),
     "ExampleHandlerFunction": _logs("ExampleHandlerFunction") | CHECKPOINTS,
 }
@@ -130,7 +138,7 @@ WRITE_PARTITIONS: dict[str, list[tuple[set[str], list[str]]]] = {
     "AdminFunction": [(set(WRITES), ADMIN_PARTITIONS), ({"dynamodb:PutItem", "dynamodb:DeleteItem"}, ["DEP", "SVC"])],
     "WorkerFunction": [(set(WRITES), [*RUN_PARTITIONS, "SCHED"])],  # a schedule's tick moves its next tick
     "SweeperFunction": [(set(WRITES), RUN_PARTITIONS)],
-    "DeployHookFunction": [({"dynamodb:PutItem", "dynamodb:DeleteItem"}, REGISTRY_PARTITIONS)],
+    "DeployHookFunction": [({"dynamodb:PutItem", "dynamodb:DeleteItem"}, [*REGISTRY_PARTITIONS, "SCHED"])],
 }
 """Each function's write statements: (actions, the partition keys (`dynamodb:LeadingKeys`) they may
 write items in). No function writes in any partition."""
@@ -337,6 +345,18 @@ def test_example_version_is_registered_through_the_deploy_hook(facts: Facts) -> 
     assert facts.render(props["ServiceToken"]) == "${DeployHookFunction.Arn}"
     assert facts.render(props["FunctionVersionArn"]) == "${ExampleHandlerFunction.Version}"
     assert "AssumeRoleArn" not in props
+
+
+def test_a_schedule_is_declared_through_the_deploy_hook_after_its_target_is_registered(facts: Facts) -> None:
+    (resource_id,) = facts.of_type("Custom::TorporSchedule")
+    props = facts.props(resource_id)
+    assert facts.render(props["ServiceToken"]) == "${DeployHookFunction.Arn}"
+    assert (props["Name"], props["Target"], props["Cron"], props["Body"]) == (
+        "daily-greeting", "Greeter/greet", "0 6 * * *", '"schedule"'
+    )
+    (deployment_id,) = facts.of_type("Custom::TorporDeployment")
+    depends_on = facts.template["Resources"][resource_id].get("DependsOn", [])
+    assert deployment_id in ([depends_on] if isinstance(depends_on, str) else depends_on)
 
 
 def test_outputs(facts: Facts) -> None:

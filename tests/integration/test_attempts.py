@@ -245,7 +245,12 @@ def test_commands_before_a_failing_step_take_effect_once_however_often_it_is_ret
 def test_a_terminal_error_with_metadata_answers_it_in_the_error_body(dev: DevServer) -> None:
     reply = call(dev, "Retries/fail_with_metadata", "no tea")
     assert reply.status_code == 418
-    assert reply.json() == {"code": 418, "message": "no tea", "metadata": {"reason": "teapot", "hint": "use coffee"}}
+    assert reply.json() == {
+        "code": 418,
+        "message": "no tea",
+        "metadata": {"reason": "teapot", "hint": "use coffee"},
+        "source": "invocation",
+    }
     failure = describe(dev, reply.headers["x-restate-id"])["completion_failure"]
     assert failure["metadata"] == {"reason": "teapot", "hint": "use coffee"}
 
@@ -257,6 +262,7 @@ def test_a_callee_failure_keeps_its_metadata_through_the_caller(dev: DevServer) 
         "code": 418,
         "message": "still no tea",
         "metadata": {"reason": "teapot", "hint": "use coffee"},
+        "source": "invocation",
     }
     # the caller's journal shows the failure it was told, metadata included
     journal = describe(dev, reply.headers["x-restate-id"])["journal"]
@@ -271,7 +277,7 @@ def test_a_callee_failure_keeps_its_metadata_through_the_caller(dev: DevServer) 
 def test_a_step_failure_keeps_its_metadata(dev: DevServer) -> None:
     reply = call(dev, "Retries/run_fails_with_metadata", "declined")
     assert reply.status_code == 422
-    assert reply.json() == {"code": 422, "message": "declined", "metadata": {"step": "charge"}}
+    assert reply.json() == {"code": 422, "message": "declined", "metadata": {"step": "charge"}, "source": "invocation"}
 
 
 def test_a_terminal_failure_with_a_large_message_and_input_completes_with_its_message_cut(dev: DevServer) -> None:

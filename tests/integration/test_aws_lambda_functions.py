@@ -423,6 +423,76 @@ def test_the_deploy_hook_registers_a_version_on_create_and_answers_cloudformatio
         assert functions.http("admin", "POST", "/deployments", {"arn": ARN, "force": True})[0] in (200, 201)
 
 
+def test_the_deploy_hook_declares_a_schedule_on_create_replaces_it_on_update_and_deletes_it(
+    functions: LocalFunctions, moto_endpoint: str
+) -> None:
+    """`Custom::TorporSchedule` (template.yaml's ExampleDailyGreeting, the CDK's TorporSchedule): the
+    schedule and its recurring EventBridge schedule as `torpor schedules create` makes them."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CloudFormation)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    name = f"declared-{uuid.uuid4().hex[:6]}"
+    base = {
+        "ResponseURL": f"http://127.0.0.1:{server.server_address[1]}/r",
+        "StackId": "stack",
+        "RequestId": "r1",
+        "LogicalResourceId": "Daily",
+        "ResourceType": "Custom::TorporSchedule",
+    }
+    declared = {"ServiceToken": "arn", "Name": name, "Cron": "0 6 * * *", "Target": "Greeter/greet", "Body": '"hi"'}
+    scheduler = boto3.client("scheduler", region_name=REGION, endpoint_url=moto_endpoint)
+
+    def eventbridge_expression() -> str | None:
+        try:
+            return str(scheduler.get_schedule(Name=f"torpor-schedule-{name}")["ScheduleExpression"])
+        except scheduler.exceptions.ResourceNotFoundException:
+            return None
+
+    try:
+        lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": declared}, Context())
+        created = _CloudFormation.answers[-1]
+        assert created["Status"] == "SUCCESS", created
+        assert (created["PhysicalResourceId"], created["Data"]) == (f"schedule/{name}", {"Name": name})
+        status, body, _ = functions.http("admin", "GET", f"/schedules/{name}")
+        assert status == 200, body
+        assert (body["service"], body["handler"], body["cron"], body["body"]) == ("Greeter", "greet", "0 6 * * *", "hi")
+        assert eventbridge_expression() == "cron(0 6 * * ? *)"
+
+        # an update replaces it (here: every 5 minutes instead)
+        update = {"RequestType": "Update", "PhysicalResourceId": f"schedule/{name}"}
+        changed = {**{k: v for k, v in declared.items() if k != "Cron"}, "Every": "5m"}
+        lambda_app.deploy_hook_handler({**base, **update, "ResourceProperties": changed}, Context())
+        assert _CloudFormation.answers[-1]["Status"] == "SUCCESS", _CloudFormation.answers[-1]
+        assert functions.http("admin", "GET", f"/schedules/{name}")[1]["every"] == "5m"
+        assert eventbridge_expression() == "rate(5 minutes)"
+
+        # what POST /schedules refuses fails the resource, with the reason, and creates nothing
+        bad = {**declared, "Name": f"{name}-bad", "Target": "Nope/greet"}
+        lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": bad}, Context())
+        failed = _CloudFormation.answers[-1]
+        assert failed["Status"] == "FAILED"
+        assert "Nope" in failed["Reason"]
+        assert failed["PhysicalResourceId"] == "unregistered"  # its Delete on rollback removes nothing
+        assert functions.http("admin", "GET", f"/schedules/{name}-bad")[0] == 404
+        not_json = {**declared, "Name": f"{name}-bad", "Body": "hi"}
+        lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": not_json}, Context())
+        assert _CloudFormation.answers[-1]["Status"] == "FAILED"
+        assert "Body must be JSON" in _CloudFormation.answers[-1]["Reason"]
+
+        # a name taken (by `torpor schedules create`, or another stack) is not adopted
+        lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": declared}, Context())
+        assert _CloudFormation.answers[-1]["Status"] == "FAILED"
+
+        # stack deletion removes both; a second delete (a retried request) is fine
+        delete = {"RequestType": "Delete", "PhysicalResourceId": f"schedule/{name}", "ResourceProperties": changed}
+        for _ in range(2):
+            lambda_app.deploy_hook_handler({**base, **delete}, Context())
+            assert _CloudFormation.answers[-1]["Status"] == "SUCCESS", _CloudFormation.answers[-1]
+        assert functions.http("admin", "GET", f"/schedules/{name}")[0] == 404
+        assert eventbridge_expression() is None
+    finally:
+        server.shutdown()
+
+
 def test_the_sweeper_removes_an_invocation_after_its_retention_without_the_queue(functions: LocalFunctions) -> None:
     config = {"journal_retention": "1s", "idempotency_retention": "1s"}
     assert functions.http("admin", "PATCH", "/services/Greeter", config)[0] == 200
@@ -600,6 +670,13 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
             lambda_app.deploy_hook_handler({**base, "RequestType": "Create", "ResourceProperties": version}, Context())
             created = _CloudFormation.answers[-1]
             assert created["Status"] == "SUCCESS", created
+            schedule = {"Name": f"roles-{uuid.uuid4().hex[:6]}", "Every": "1h", "Target": "Greeter/greet"}
+            declared = {**base, "ResourceType": "Custom::TorporSchedule", "ResourceProperties": schedule}
+            lambda_app.deploy_hook_handler({**declared, "RequestType": "Create"}, Context())
+            assert _CloudFormation.answers[-1]["Status"] == "SUCCESS", _CloudFormation.answers[-1]
+            physical = {"PhysicalResourceId": _CloudFormation.answers[-1]["PhysicalResourceId"]}
+            lambda_app.deploy_hook_handler({**declared, **physical, "RequestType": "Delete"}, Context())
+            assert _CloudFormation.answers[-1]["Status"] == "SUCCESS"
             delete = {"RequestType": "Delete", "PhysicalResourceId": created["PhysicalResourceId"]}
             lambda_app.deploy_hook_handler({**base, **delete, "ResourceProperties": version}, Context())
             assert _CloudFormation.answers[-1]["Status"] == "SUCCESS"
@@ -626,3 +703,5 @@ def test_each_function_asks_dynamodb_only_for_what_its_role_in_the_template_allo
     admin_partitions = {key.split("#")[0] for _, _, keys in recorder.requests["AdminFunction"] for key in keys}
     assert {"DEP", "SVC", "INV", "OBJ"} <= admin_partitions  # registration, options, kill and purge, state
     assert {"dynamodb:PutItem", "dynamodb:DeleteItem"} <= actions["DeployHookFunction"]  # register, remove
+    hook_partitions = {key.split("#")[0] for _, _, keys in recorder.requests["DeployHookFunction"] for key in keys}
+    assert "SCHED" in hook_partitions  # a declared schedule

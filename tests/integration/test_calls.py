@@ -16,6 +16,7 @@ import boto3
 import httpx
 import pytest
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.cli import main as cli
 from adapters.local.dev import DevServer
@@ -249,13 +250,22 @@ def test_metrics_costs_and_trace_context_of_an_invocation(dev: DevServer) -> Non
     sleeper = httpx.post(f"{dev.ingress_url}/Waits/sleep", json=50, timeout=30)  # a timer fires
     assert sleeper.status_code == 200
     text = httpx.get(f"{dev.admin_url}/metrics", timeout=10).text
-    for line in (
-        "torpor_timer_lateness_ms_count",
-        'torpor_invocations_completed_total{handler="trace",outcome="success",service="Chain"}',
-        'torpor_attempts_total{handler="trace",service="Chain"}',
-        'torpor_handler_latency_ms_count{handler="trace",service="Chain"}',
-    ):
-        assert line in text, f"{line} missing from /metrics"
+    # the exposition parses, with help text, and the durations are histograms (see docs/observability.md)
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    for name in ("timer_lateness", "attempt_duration", "invocation_duration", "store_call_duration"):
+        family = families[f"torpor_{name}_seconds"]
+        assert family.type == "histogram", name
+        assert family.documentation, name
+        assert any(s.name.endswith("_bucket") and s.labels["le"] == "+Inf" and s.value >= 1 for s in family.samples)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value for family in families.values() for s in family.samples
+    }
+    chain = (("handler", "trace"), ("service", "Chain"))
+    assert samples[("torpor_invocations_completed_total", (*chain[:1], ("outcome", "success"), chain[1]))] >= 1
+    assert samples[("torpor_attempts_total", chain)] >= 1
+    assert samples[("torpor_attempt_duration_seconds_count", chain)] >= 1
+    assert samples[("torpor_invocation_duration_seconds_count", (*chain[:1], ("outcome", "success"), chain[1]))] >= 1
+    assert samples[("torpor_store_call_duration_seconds_count", (("operation", "create_invocation"),))] >= 2
 
     shown = CliRunner().invoke(
         cli, ["--admin-url", dev.admin_url, "invocations", "describe", invocation["id"]], env={"COLUMNS": "200"}

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -221,9 +222,9 @@ def test_remove_is_refused_while_an_invocation_is_pinned_and_forced_with_force(
     wait_for(invocation_with_status(fresh_dev, sent["invocationId"], "suspended"), "the sleep to suspend")
 
     refused = torpor(fresh_dev, "deployments", "remove", deployment["id"])
-    assert refused.exit_code == 1
-    assert "1 unfinished invocation(s) pinned to it" in refused.stderr
-    assert "(pass --force to remove it anyway)" in refused.stderr
+    assert refused.exit_code == 1  # it serves its services' latest revision (test_cli_verbs.py: pinned alone)
+    assert "serves the latest revision of" in refused.stderr
+    assert "pass --force to remove it anyway" in refused.stderr
     assert len(admin_get(fresh_dev, "/deployments")["deployments"]) == 1
 
     forced = torpor(fresh_dev, "deployments", "remove", deployment["id"], "--force")
@@ -354,7 +355,7 @@ def test_describe_shows_a_call_to_a_virtual_object_with_its_key(dev: DevServer) 
 
     described = torpor(dev, "invocations", "describe", invocation_id)
     assert described.exit_code == 0, described.output
-    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add +│", described.stdout)
+    assert re.search(rf"│ \d+ │ Call +│ +│ → Counter/{key}/add {call['invoked_id']} +│", described.stdout)
 
 
 def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer) -> None:
@@ -363,6 +364,7 @@ def test_the_ingress_refuses_a_key_that_is_not_utf8_once_decoded(dev: DevServer)
     assert reply.json() == {
         "code": 400,
         "message": "path segment '%ff' is not valid UTF-8 after percent-decoding",
+        "source": "ingress",
     }
 
 
@@ -487,7 +489,7 @@ def test_python_dash_m_adapters_cli_runs_the_same_group() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "torpor 0.1.0\n"
+    assert done.stdout == f"torpor {metadata.version('torpor')}\n"  # the installed distribution's (pyproject.toml)
 
 
 def test_invoke_with_an_idempotency_key_runs_once_and_pause_resume_purge(dev: DevServer) -> None:

@@ -59,6 +59,23 @@ def test_the_embedded_moto_store_has_one_shard() -> None:
         assert dev.store.list_deployments() == []
 
 
+def test_the_embedded_moto_without_the_moto_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain install has no moto (the `moto` extra): DevServer and `torpor dev --moto` say what to install."""
+    from click.testing import CliRunner
+
+    from adapters.cli import main
+    from adapters.local import dev as dev_module
+
+    monkeypatch.setitem(sys.modules, "adapters.local.moto_server", None)  # importing it raises ImportError
+    with pytest.raises(DevServerError, match=r"pip install 'torpor\[moto\]'"):
+        DevServer(ingress_port=0, admin_port=0, moto=True).start()
+    monkeypatch.setattr(dev_module, "moto_installed", lambda: False)
+    result = CliRunner().invoke(main, ["dev", "--moto", "--ingress-port", "0", "--admin-port", "0"])
+    assert result.exit_code == 1
+    assert "pip install 'torpor[moto]'" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_two_store_options_are_refused() -> None:
     with pytest.raises(ValueError, match="give one store option, not data_dir and moto"):
         DevServer(data_dir="x", moto=True)

@@ -75,7 +75,7 @@ def test_ten_sequential_steps_take_eleven_requests_and_run_each_closure_once(
 def test_terminal_error_answers_its_code_and_message_and_is_not_retried(dev: DevServer) -> None:
     reply = httpx.post(f"{dev.ingress_url}/Steps/fail_terminal", json="card declined", timeout=30)
     assert reply.status_code == 422
-    assert reply.json() == {"code": 422, "message": "card declined"}
+    assert reply.json() == {"code": 422, "message": "card declined", "source": "invocation"}
     invocation = describe(dev, reply.headers["x-restate-id"])
     assert invocation["attempts"] == 1
     assert invocation["completion_failure"] == {"code": 422, "message": "card declined"}

@@ -237,7 +237,7 @@ def test_workflow_runs_once_and_a_shared_handler_resolves_its_promise(dev: DevSe
     assert again.json() == {"invocationId": run_id, "status": "PreviouslyAccepted"}
     called = httpx.post(f"{dev.ingress_url}/Signup/{wf}/run", json="x", timeout=30)
     assert called.status_code == 409
-    assert called.json() == {"code": 409, "message": "the workflow method was already invoked"}
+    assert called.json() == {"code": 409, "message": "the workflow method was already invoked", "source": "invocation"}
     wait_for(lambda: describe(dev, run_id)["status"] == "suspended", 10, "run to await the promise")
     assert httpx.get(f"{dev.ingress_url}/restate/workflow/Signup/{wf}/output").status_code == 470
     assert httpx.post(f"{dev.ingress_url}/Signup/{wf}/peek", timeout=30).json() == "pending"

@@ -310,6 +310,26 @@ def test_services_config_patch_sets_an_option(dev: DevServer, home: Path) -> Non
         httpx.patch(f"{dev.admin_url}/services/Greeter", json={"inactivity_timeout": None}, timeout=10)
 
 
+def test_services_config_patch_takes_restates_duration_forms(dev: DevServer, home: Path) -> None:
+    try:
+        ok(restate(dev, "services", "config", "patch", "Greeter", "--inactivity-timeout", "1 hour",
+                   "--idempotency-retention", "90sec", "--yes", home=home))  # fmt: skip
+        described = admin_get(dev, "/v4/services/Greeter")
+        assert (described["inactivity_timeout"], described["idempotency_retention"]) == ("1h", "1m 30s")
+    finally:
+        reset = {"inactivity_timeout": None, "idempotency_retention": None}
+        httpx.patch(f"{dev.admin_url}/services/Greeter", json=reset, timeout=10)
+
+
+def test_deployments_remove_of_the_latest_deployment_asks_for_force(dev: DevServer, home: Path) -> None:
+    [deployment] = admin_get(dev, "/deployments")["deployments"]
+    refused = restate(dev, "deployments", "remove", deployment["id"], "--yes", home=home)
+    assert refused.returncode != 0
+    assert "Deployment is still Active" in refused.stdout + refused.stderr
+    assert "--force" in refused.stderr
+    assert [d["id"] for d in admin_get(dev, "/deployments")["deployments"]] == [deployment["id"]]
+
+
 # --- invocations ---------------------------------------------------------------------------------
 
 
@@ -374,6 +394,13 @@ def test_kv_get_then_edit(dev: DevServer, home: Path, tmp_path: Path) -> None:
     editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
     ok(restate(dev, "kv", "edit", "Counter", "kv-cli", "--yes", home=home, env={"EDITOR": str(editor)}))
     assert httpx.post(f"{dev.ingress_url}/Counter/kv-cli/get", timeout=30).json() == 7
+
+
+def test_state_clear_of_one_key(dev: DevServer, home: Path) -> None:
+    assert httpx.post(f"{dev.ingress_url}/Counter/clear-cli/add", json=5, timeout=30).json() == 5
+    ok(restate(dev, "state", "clear", "Counter/clear-cli", "--yes", home=home))
+    assert admin_get(dev, "/services/Counter/state/clear-cli")["state"] == {}
+    assert httpx.post(f"{dev.ingress_url}/Counter/clear-cli/get", timeout=30).json() == 0
 
 
 def test_the_state_edit_the_cli_sends_replaces_the_state_if_its_version_matches(dev: DevServer) -> None:

@@ -188,7 +188,7 @@ def test_awakeable_rejected_fails_the_handler_with_the_reason(dev: DevServer, ef
     assert rejected.status_code == 202
     done = httpx.get(f"{dev.ingress_url}/restate/invocation/{sent['invocationId']}/attach", timeout=30)
     assert done.status_code == 500
-    assert done.json() == {"code": 500, "message": "no stock"}
+    assert done.json() == {"code": 500, "message": "no stock", "source": "invocation"}
 
 
 def test_awakeable_resolved_twice_before_the_handler_awaits_keeps_the_first_value(

@@ -1,5 +1,7 @@
 """Screenshots of the web UI's main pages, for docs/ui.md: `python -m tests.ui.screenshots [OUT_DIR]`.
 
+The debugging views (docs/ui.md, "Debugging") are saved as `torpor-ui-*.png`.
+
 Starts a moto server, the example services and `torpor dev`, makes a few invocations (completed,
 sleeping, cancelled, an object with state), and saves PNGs of the pages in OUT_DIR (default
 docs/screenshots). Needs Playwright and a chromium binary, like the UI tests.
@@ -15,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
-from tests.helpers.dev import dev_with_examples, wait_for
+from tests.helpers.dev import describe, dev_with_examples, wait_for
 from tests.helpers.moto import moto_server
 from tests.helpers.services import REPO_ROOT, serve_examples
 from tests.ui.browser import call, launch_chromium, send_and_wait
@@ -42,11 +44,52 @@ def seed(dev: DevServer) -> dict[str, str]:
     return {"timeline": booking}
 
 
+def seed_debug(dev: DevServer) -> dict[str, str]:
+    """Make what the debugging screenshots show: a completed call (its caller and callee), a caller
+    suspended on a call, and a failure with a message of several lines."""
+    caller = call(dev, "/Waits/call_sleep", 1500).headers["x-restate-id"]
+    callee = next(e["invocation_id"] for e in describe(dev, caller)["journal"] if e.get("invocation_id"))
+    send_and_wait(dev, "/Waits/call_sleep/send", 120_000)
+    message = "payment declined for order 17:\n  card ending 4242 expired 2026-11\n  ask the customer for another"
+    failed = httpx.post(f"{dev.ingress_url}/Steps/fail_terminal", json=message, timeout=30).headers["x-restate-id"]
+    return {"caller": caller, "callee": callee, "failed": failed}
+
+
+def take_debug(browser: Browser, dev: DevServer, out: Path, seeded: dict[str, str]) -> list[Path]:
+    """Save the debugging views as `torpor-ui-*.png`; returns their paths."""
+    context = browser.new_context(base_url=dev.admin_url, viewport=VIEWPORT)  # type: ignore[arg-type]
+    page = context.new_page()
+    saved = [
+        shoot(
+            page, f"/ui/#/invocations/{seeded['caller']}", out, "torpor-ui-timeline", "[data-testid=callee-link]",
+            full_page=True,
+        ),
+        shoot(page, f"/ui/#/invocations/{seeded['callee']}", out, "torpor-ui-invoked-by", "[data-testid=invoked-by]"),
+        shoot(page, "/ui/#/invocations?status=suspended", out, "torpor-ui-waiting-for", "[data-testid=waiting-for]"),
+        shoot(page, f"/ui/#/invocations/{seeded['failed']}", out, "torpor-ui-error", "[data-testid=error-text]"),
+    ]
+    page.goto("/ui/#/sql")
+    page.get_by_label("SQL query").fill(
+        "SELECT id, target, status, invoked_by_id FROM sys_invocation\n"
+        "WHERE target_service_name = 'Waits' ORDER BY created_at DESC"
+    )
+    page.get_by_role("button", name="Run").click()
+    saved.append(shoot(page, None, out, "torpor-ui-sql", "[data-testid=sql-result]"))
+    page.goto("/ui/#/state?service=Counter&key=alice")
+    page.get_by_role("button", name="Edit state").click()
+    page.get_by_role("button", name="Add entry").click()
+    page.get_by_test_id("state-editor").locator("tr").last.get_by_label("name").fill("note")
+    page.get_by_test_id("state-editor").locator("tr").last.locator("textarea").fill('"checked by support"')
+    saved.append(shoot(page, None, out, "torpor-ui-state-edit", "[data-testid=state-editor]"))
+    context.close()
+    return saved
+
+
 def shoot(page: Page, path: str | None, out: Path, name: str, ready: str, *, full_page: bool = False) -> Path:
     """Open `path` (under the admin URL; None: stay), wait for `ready` (a selector), save `out/name.png`."""
     if path is not None:
         page.goto(path)
-    expect(page.locator(ready).first).to_be_visible()
+    expect(page.locator(ready).first).to_be_visible(timeout=30_000)  # a loaded machine answers slowly
     page.wait_for_timeout(300)  # let the fonts and the last layout settle: a picture, not a test
     target = out / f"{name}.png"
     page.screenshot(path=str(target), full_page=full_page)
@@ -85,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         launch_chromium() as browser,
     ):
         for path in take(browser, dev, out, seed(dev)):
+            print(path)
+        for path in take_debug(browser, dev, out, seed_debug(dev)):
             print(path)
     return 0
 

@@ -14,7 +14,7 @@ from adapters.local.dev import DevServer
 from control_plane.ports import JournalBatch
 from control_plane.protocol import encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
-from tests.helpers.dev import describe, wait_for
+from tests.helpers.dev import describe, unique, wait_for
 from tests.ui.browser import call, require_browser, send_and_wait
 
 require_browser()
@@ -208,3 +208,27 @@ def test_a_failure_s_metadata_is_shown_with_the_result_and_in_the_journal(page: 
 
     expect(page.get_by_test_id("failure-metadata")).to_have_count(3)  # the result; the RunCompletion and Output entries
     expect(page.get_by_test_id("failure-metadata").first).to_have_text("step=charge")
+
+
+def test_the_journal_names_state_keys_and_promises_and_a_failure_shows_its_stack_trace(
+    page: Page, dev: DevServer
+) -> None:
+    workflow = send_and_wait(dev, f"/Signup/names-{unique('wf')}/run/send", "ann@example.com")
+
+    page.goto(f"/ui/#/invocations/{workflow['id']}")
+
+    set_state = page.locator("[data-testid=journal-entry][data-type=SetState]").first
+    expect(set_state.get_by_test_id("entry-details")).to_have_text("key email")
+    get_promise = page.locator("[data-testid=journal-entry][data-type=GetPromise]")
+    expect(get_promise.get_by_test_id("entry-details")).to_have_text("promise confirmation")
+    expect(page.locator("dl.facts")).to_contain_text("GetPromise #3 promise confirmation")
+
+    failing = call(dev, "/Steps/flaky/send", 1_000).json()["invocationId"]
+    wait_for(lambda: (describe(dev, failing).get("last_failure") or {}).get("stacktrace"), 15, "a failed attempt")
+    try:
+        page.goto(f"/ui/#/invocations/{failing}")
+        trace = page.get_by_test_id("failure-stacktrace")
+        expect(trace).to_contain_text("Traceback (most recent call last):")
+        expect(trace).to_contain_text("Exception: flaky: attempt")
+    finally:
+        httpx.patch(f"{dev.admin_url}/invocations/{failing}/kill", timeout=10)

@@ -1,5 +1,5 @@
 """The core (`control_plane/`) depends on its ports alone: it imports neither the adapters nor the
-HTTP APIs (`http_api/`, which sit on top of it), nor any AWS library."""
+HTTP APIs (`http_api/`, which sit on top of it), nor any AWS library, nor the OpenTelemetry SDK (an extra)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "control_plane"
-OUTSIDE = ("adapters", "http_api", "boto3", "botocore", "pynamodb", "infra", "examples")
+OUTSIDE = ("adapters", "http_api", "boto3", "botocore", "pynamodb", "infra", "examples", "opentelemetry")
 
 
 def _imports(path: Path) -> set[str]:

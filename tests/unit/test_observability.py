@@ -7,32 +7,66 @@ import logging
 import threading
 
 from adapters.cli.local import _configure_logging
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from control_plane.observability import (
-    InMemoryMetrics,
+    PrometheusMetrics,
     metered,
     record,
+    time_store_calls,
     trace_id_from,
     traceparent,
 )
 from http_api.prices import cost_usd
 
 
-def test_metrics_render_as_prometheus_text_with_labels_escaped() -> None:
-    metrics = InMemoryMetrics()
+def test_metrics_render_as_prometheus_text_with_help_histograms_and_labels_escaped() -> None:
+    metrics = PrometheusMetrics()
     metrics.count("attempts", service="Greeter", handler="greet")
     metrics.count("attempts", service="Greeter", handler="greet")
     metrics.count("attempts", service='We"ird', handler="x")
-    metrics.observe("handler_latency_ms", 12.5, service="Greeter", handler="greet")
-    metrics.observe("handler_latency_ms", 7.5, service="Greeter", handler="greet")
-    text = metrics.render()
-    assert "# TYPE torpor_attempts_total counter" in text
-    assert 'torpor_attempts_total{handler="greet",service="Greeter"} 2' in text
-    assert 'torpor_attempts_total{handler="x",service="We\\"ird"} 1' in text
-    assert 'torpor_handler_latency_ms_count{handler="greet",service="Greeter"} 2' in text
-    assert 'torpor_handler_latency_ms_sum{handler="greet",service="Greeter"} 20' in text
-    assert 'torpor_handler_latency_ms_max{handler="greet",service="Greeter"} 12.500' in text
+    metrics.observe("attempt_duration", 12.5, service="Greeter", handler="greet")
+    metrics.observe("attempt_duration", 7.5, service="Greeter", handler="greet")
+    metrics.observe("made_up", 3)  # a name outside the catalogues is registered as first used
+    text = metrics.render().decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert families["torpor_attempts"].type == "counter"
+    assert families["torpor_attempts"].documentation.startswith("Attempts sent to deployments")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in families["torpor_attempts"].samples}
+    assert samples[("torpor_attempts_total", (("handler", "greet"), ("service", "Greeter")))] == 2
+    assert samples[("torpor_attempts_total", (("handler", "x"), ("service", 'We"ird')))] == 1
+    latency = families["torpor_attempt_duration_seconds"]
+    assert latency.type == "histogram"
+    by_name = {(s.name, s.labels.get("le")): s.value for s in latency.samples}
+    assert by_name[("torpor_attempt_duration_seconds_count", None)] == 2
+    assert by_name[("torpor_attempt_duration_seconds_sum", None)] == pytest.approx(0.020)
+    assert by_name[("torpor_attempt_duration_seconds_bucket", "0.01")] == 1  # 7.5 ms, in seconds
+    assert by_name[("torpor_attempt_duration_seconds_bucket", "+Inf")] == 2
+    assert families["torpor_made_up_seconds"].type == "histogram"
+    assert "torpor_attempts_created" not in text  # no `_created` series
     assert metrics.counter("attempts") == 3
     assert metrics.counter("attempts", service="Greeter", handler="greet") == 2
+    assert metrics.counter("attempts", service="Nobody", handler="greet") == 0
+
+
+def test_store_calls_are_timed_once_by_operation_even_when_they_raise() -> None:
+    class Store:
+        def get(self, key: str) -> str:
+            return key
+
+        def fail(self) -> None:
+            raise KeyError("no")
+
+    metrics = PrometheusMetrics()
+    store = Store()
+    time_store_calls(store, metrics, ("get", "fail", "missing"))
+    time_store_calls(store, metrics, ("get",))  # asked again: not timed twice
+    assert store.get("k") == "k"
+    with pytest.raises(KeyError):
+        store.fail()
+    assert metrics.registry.get_sample_value("torpor_store_call_duration_seconds_count", {"operation": "get"}) == 1
+    assert metrics.registry.get_sample_value("torpor_store_call_duration_seconds_count", {"operation": "fail"}) == 1
 
 
 def test_requests_are_metered_per_context_and_not_outside() -> None:

@@ -10,6 +10,7 @@ import * as invocations from "./invocations.js";
 import * as playground from "./playground.js";
 import * as schedules from "./schedules.js";
 import * as services from "./services.js";
+import * as sql from "./sql.js";
 import * as state from "./state.js";
 
 const routes = [
@@ -21,6 +22,7 @@ const routes = [
   [/^\/schedules$/, "schedules", schedules.render],
   [/^\/state$/, "state", state.render],
   [/^\/playground$/, "playground", playground.render],
+  [/^\/sql$/, "sql", sql.render],
 ];
 
 /** What a page may use: `every(ms, fn)` repeats `fn` until the page is left; `active` tells if it still shows. */
@@ -72,6 +74,14 @@ async function route() {
   }
   root.append(notice("error", `No page at ${path}. `, h("a", { href: "#/invocations" }, "Go to invocations")));
 }
+
+// The top bar's search: an invocation id opens its page (the input's pattern refuses anything else).
+document.getElementById("search").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = event.target.elements.id;
+  location.hash = `#/invocations/${encodeURIComponent(input.value.trim())}`;
+  input.value = "";
+});
 
 window.addEventListener("hashchange", route);
 route();

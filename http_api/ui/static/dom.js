@@ -113,3 +113,49 @@ export function table(headers, rows, attrs = {}) {
     h("tbody", {}, rows),
   );
 }
+
+/** A failure's message with its line breaks kept: a bounded, scrollable <pre>. `failure` is
+ * `{message, ...}` as the admin API shows failures (a last failure's stack trace is shown beside it). */
+export function errorText(failure) {
+  return h("pre", { class: "error-text", "data-testid": "error-text" }, failure?.message ?? "");
+}
+
+/** The first line of a (multi-line) message, with "…" when lines were left out. */
+export function firstLine(message) {
+  const text = String(message ?? "");
+  const cut = text.indexOf("\n");
+  return cut < 0 ? text : `${text.slice(0, cut)} …`;
+}
+
+/**
+ * What a suspended invocation waits for, in words, for the list: the admin API's `waiting_for` items
+ * (`{kind: "sleep" | "call" | "awakeable" | "promise" | "run" | "command" | "completion" | "signal", ...}`)
+ * as inline nodes separated by commas; a call links to its callee. Times as "wakes up in 59 s" and
+ * long ids cut, each whole in its tooltip. Null when there is nothing.
+ */
+export function waits(items) {
+  const short = (id) => (id.length > 16 ? `${id.slice(0, 14)}…` : id);
+  if (!items || !items.length) return null;
+  const words = items.map((w) => {
+    const at = w.index !== undefined ? ` #${w.index}` : "";
+    switch (w.kind) {
+      case "sleep":
+        return h("span", { "data-wait": "sleep", title: w.until }, `Sleep${at}: wakes up ${relative(w.until)}`);
+      case "call":
+        return h("span", { "data-wait": "call" }, `Call${at} to ${w.target}`, w.invocation_id ? [" ", link(`#/invocations/${encodeURIComponent(w.invocation_id)}`, short(w.invocation_id), { class: "mono", title: w.invocation_id, "data-testid": "waits-callee" })] : null);
+      case "awakeable":
+        return h("span", { "data-wait": "awakeable", title: w.id }, "awakeable ", h("code", {}, short(w.id)));
+      case "promise":
+        return h("span", { "data-wait": "promise" }, `promise “${w.name}”`);
+      case "run":
+        return h("span", { "data-wait": "run" }, `Run${at}${w.name ? ` “${w.name}”` : ""}`);
+      case "command":
+        return h("span", { "data-wait": "command" }, `${w.type}${at}`);
+      case "signal":
+        return h("span", { "data-wait": "signal" }, w.name !== undefined ? `signal “${w.name}”` : `signal ${w.signal_id}`);
+      default:
+        return h("span", { "data-wait": w.kind }, `completion ${w.completion_id ?? "?"}`);
+    }
+  });
+  return h("span", { class: "waits", "data-testid": "waiting-for" }, words.flatMap((node, i) => (i ? [", ", node] : [node])));
+}

@@ -2,7 +2,7 @@
 // Refreshes every second until the invocation has completed.
 
 import { admin, completeAwakeable, seg } from "./api.js";
-import { add, duration, facts, h, link, notice, pretty, relative, replace, statusBadge, table, time } from "./dom.js";
+import { add, duration, errorText, facts, h, link, notice, pretty, relative, replace, statusBadge, table, time } from "./dom.js";
 
 const ACTIONS = [
   // [label, admin action, when it applies, what to ask first (null: no question)]
@@ -55,6 +55,9 @@ function page(inv, state, actions) {
       ["Created", time(inv.created_at)],
       ["Modified", [time(inv.modified_at), " ", h("span", { class: "muted" }, relative(inv.modified_at))]],
       ["Completed", inv.completed_at && time(inv.completed_at)],
+      ["Duration", h("span", { "data-testid": "invocation-duration" }, runningTime(inv))],
+      ["Invoked by", invokedBy(inv)],
+      ["Awaited by", (inv.awaited_by || []).length ? inv.awaited_by.map((id, i) => [i ? ", " : "", link(`#/invocations/${seg(id)}`, id, { class: "mono" })]) : null],
       ["Scheduled for", inv.execution_time && [time(inv.execution_time), " ", h("span", { class: "muted" }, relative(inv.execution_time))]],
       ["Wakes up at", inv.wake_up_at && inv.status === "suspended" && [time(inv.wake_up_at), " ", h("span", { class: "muted" }, relative(inv.wake_up_at))]],
       ["Next retry", inv.next_retry_at && inv.status === "backing-off" && [time(inv.next_retry_at), " ", h("span", { class: "muted" }, relative(inv.next_retry_at))]],
@@ -97,6 +100,24 @@ function actionButtons(inv, { flash, refresh }) {
   );
 }
 
+/** "1.2 s" from creation to completion, or "3 s so far". */
+function runningTime(inv) {
+  const start = new Date(inv.created_at).getTime();
+  if (inv.completed_at) return duration(new Date(inv.completed_at).getTime() - start);
+  return `${duration(Math.max(0, Date.now() - start))} so far`;
+}
+
+/** The caller whose Call created this invocation, linked, with its target. */
+function invokedBy(inv) {
+  if (!inv.invoked_by_id) return null;
+  return h(
+    "span",
+    { "data-testid": "invoked-by" },
+    link(`#/invocations/${seg(inv.invoked_by_id)}`, inv.invoked_by_id, { class: "mono" }),
+    inv.invoked_by_target ? ` (${inv.invoked_by_target})` : h("span", { class: "muted" }, " (no longer stored)"),
+  );
+}
+
 function waitingOn(inv) {
   const w = inv.waiting_on;
   if (!w) return inv.waiting_for_key_holder ? ["the key's holder ", link(`#/invocations/${seg(inv.waiting_for_key_holder)}`, inv.waiting_for_key_holder, { class: "mono" })] : null;
@@ -104,7 +125,7 @@ function waitingOn(inv) {
   const parts = [
     ...(w.completions || []).map((id) => {
       const c = command(id);
-      return c ? `${c.type} #${c.index}${c.wake_up_at ? ` until ${c.wake_up_at}` : ""}` : `completion ${id}`;
+      return c ? `${c.type} #${c.index}${c.details ? ` ${c.details}` : c.wake_up_at ? ` until ${c.wake_up_at}` : ""}` : `completion ${id}`;
     }),
     ...(w.signals || []).map((s) => (s === 1 ? "a cancel" : s >= 17 ? `awakeable (signal ${s})` : `signal ${s}`)),
     ...(w.named_signals || []).map((n) => `signal "${n}"`),
@@ -125,11 +146,12 @@ function problems(inv) {
       notice(
         "warn",
         h("strong", {}, `Last failure (attempt ${f.attempt ?? "?"}, code ${f.code}`, f.at ? `, ${f.at}` : "", "): "),
-        f.message,
+        errorText(f),
         related ? h("div", { class: "muted", "data-testid": "failure-command" }, `at command ${related}`) : null,
         f.recorded_command
           ? h("div", { class: "muted", "data-testid": "failure-recorded-command" }, `the journal recorded ${commandWords(f.recorded_command)}`)
           : null,
+        f.stacktrace ? h("pre", { class: "stacktrace", "data-testid": "failure-stacktrace" }, f.stacktrace) : null,
       ),
     );
   }
@@ -153,7 +175,7 @@ function result(inv) {
   if (inv.completion_result === "failure") {
     const f = inv.completion_failure || {};
     const heading = { cancelled: "Cancelled", killed: "Killed" }[inv.completion_kind] || "Failure";
-    return [h("h2", {}, heading), notice("error", h("strong", {}, `${f.code}: `), f.message, failureMetadata(f))];
+    return [h("h2", {}, heading), notice("error", h("strong", {}, `code ${f.code}`), errorText(f), failureMetadata(f))];
   }
   return [h("h2", {}, "Result"), h("pre", { class: "value", "data-testid": "invocation-output" }, pretty(inv.completion_output ?? ""))];
 }
@@ -194,6 +216,9 @@ function completed(journal) {
 function timeline(inv) {
   const done = completed(inv.journal);
   const start = new Date(inv.created_at).getTime();
+  const spans = inv.journal.map((entry, position) => span(inv, position));
+  const last = Math.max(start + 1, ...spans.filter(Boolean).map((s) => s.end), ...inv.journal.map((e) => (e.stored_at ? new Date(e.stored_at).getTime() : start)));
+  const end = inv.completed_at ? Math.max(last, new Date(inv.completed_at).getTime()) : Math.max(last, Date.now());
   return h(
     "ol",
     { class: "timeline", "data-testid": "journal" },
@@ -201,6 +226,8 @@ function timeline(inv) {
       const stored = entry.stored_at ? new Date(entry.stored_at).getTime() : NaN;
       const open = entry.result_completion_id !== undefined && !done.has(entry.result_completion_id) && inv.status !== "completed";
       const took = stepDuration(inv.journal, position);
+      const callee = calleeOf(inv, entry);
+      const s = spans[position];
       return h(
         "li",
         { class: `entry ${entry.kind}${open ? " open" : ""}`, "data-testid": "journal-entry", "data-type": entry.type },
@@ -210,7 +237,9 @@ function timeline(inv) {
           h("span", { class: "index" }, `#${entry.index}`),
           h("strong", {}, entryTitle(entry)),
           entry.name ? h("span", { class: "name" }, `“${entry.name}”`) : null,
-          entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
+          entry.details && entry.type !== "Sleep"
+            ? h("span", { class: "name", "data-testid": "entry-details" }, entry.target ? `→ ${entry.details}` : entry.details)
+            : entry.target ? h("span", { class: "name" }, `→ ${entry.target}`) : null,
           idLabel(entry),
           open ? h("span", { class: "badge status-suspended" }, "waiting") : null,
           h(
@@ -220,11 +249,16 @@ function timeline(inv) {
             !isNaN(stored) && entry.index > 0 ? ` (+${duration(stored - start)})` : "",
           ),
           took !== null ? h("span", { class: "took", "data-testid": "step-duration", title: "from the step's command to its stored result" }, `took ≈ ${duration(took)}`) : null,
+          s && !(s.run && !s.open) ? h("span", { class: "took", "data-testid": "entry-duration", title: s.title }, s.open ? `waiting ${duration(s.end - s.start)} so far` : `completed after ${duration(s.end - s.start)}`) : null,
         ),
+        bar(start, end, entry, s),
+        callee ? h("div", {}, entry.type === "OneWayCall" ? "sent " : "callee ", link(`#/invocations/${seg(callee)}`, callee, { class: "mono", "data-testid": "callee-link" })) : null,
         entry.wake_up_at ? wakeUp(entry, done, inv) : null,
-        entry.invocation_id ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id)}`, entry.invocation_id, { class: "mono" })) : null,
+        !callee && (entry.invocation_id || entry.invoked_id)
+          ? h("div", {}, "invocation ", link(`#/invocations/${seg(entry.invocation_id || entry.invoked_id)}`, entry.invocation_id || entry.invoked_id, { class: "mono" }))
+          : null,
         entry.value !== undefined && entry.value !== "" ? h("pre", { class: "value" }, pretty(entry.value)) : null,
-        entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}: ${entry.failure.message}`, failureMetadata(entry.failure)) : null,
+        entry.failure ? h("div", { class: "failure" }, `failure ${entry.failure.code}:`, errorText(entry.failure), failureMetadata(entry.failure)) : null,
       );
     }),
   );
@@ -270,6 +304,46 @@ function stepDuration(journal, position) {
   return isNaN(ms) || ms < 0 ? null : ms;
 }
 
+/** A Call's or OneWayCall's callee (the entry's `invoked_id`), or null. */
+function calleeOf(inv, entry) {
+  if (entry.kind !== "command" || (entry.type !== "Call" && entry.type !== "OneWayCall")) return null;
+  return entry.invoked_id || entry.invocation_id || null;
+}
+
+/**
+ * How long a command with a completion waited for it (ms since the epoch, `{start, end, open, run, title}`):
+ * from when the command was stored (for a Run, when the entry before it was: the step ran after it)
+ * to when its completion was stored, in the journal or delivered beside it; `open` while it is still
+ * awaited (then `end` is now). Null for other entries, unknown times, or an invocation that ended first.
+ */
+function span(inv, position) {
+  const entry = inv.journal[position];
+  if (entry.kind !== "command" || entry.result_completion_id === undefined || !entry.stored_at) return null;
+  const run = entry.type === "Run";
+  const from = run && position > 0 ? inv.journal[position - 1].stored_at : entry.stored_at;
+  const start = new Date(from).getTime();
+  const result = [...inv.journal, ...(inv.pending_notifications || [])].find((e) => e.kind === "notification" && e.completion_id === entry.result_completion_id);
+  if (result && result.stored_at) {
+    const end = new Date(result.stored_at).getTime();
+    return isNaN(start) || isNaN(end) || end < start ? null : { start, end, open: false, run, title: `from ${from} to ${result.stored_at}` };
+  }
+  if (inv.status === "completed") return null;
+  return isNaN(start) ? null : { start, end: Math.max(start, Date.now()), open: true, run, title: `stored ${from}, not completed yet` };
+}
+
+/** The entry's place on the invocation's time axis (created → completed, or now): a bar for a span, else a tick. */
+function bar(start, end, entry, s) {
+  const at = s ? s.start : entry.stored_at ? new Date(entry.stored_at).getTime() : NaN;
+  if (isNaN(at)) return null;
+  const total = Math.max(1, end - start);
+  const left = Math.min(100, Math.max(0, ((at - start) / total) * 100));
+  const width = s ? Math.max(0.4, Math.min(100 - left, ((s.end - s.start) / total) * 100)) : 0;
+  const mark = h("div", { class: `bar${s ? "" : " tick"}${s?.open ? " open" : ""}`, "data-testid": "timeline-bar" });
+  mark.style.left = `${left.toFixed(2)}%`; // through the CSSOM: the UI's CSP allows no inline style attributes
+  if (s) mark.style.width = `${width.toFixed(2)}%`;
+  return h("div", { class: "track", "aria-hidden": "true" }, mark);
+}
+
 function pending(inv) {
   const list = inv.pending_notifications || [];
   if (!list.length) return null;
@@ -277,7 +351,7 @@ function pending(inv) {
     h("h2", {}, "Delivered, not yet in the journal"),
     table(
       ["Key", "Type", "Value", "Stored"],
-      list.map((n) => h("tr", {}, h("td", { class: "mono" }, n.key), h("td", {}, n.type), h("td", {}, n.failure ? [`failure ${n.failure.code}: ${n.failure.message}`, failureMetadata(n.failure)] : pretty(n.value ?? "")), h("td", {}, time(n.stored_at)))),
+      list.map((n) => h("tr", {}, h("td", { class: "mono" }, n.key), h("td", {}, n.type), h("td", {}, n.failure ? [`failure ${n.failure.code}:`, errorText(n.failure), failureMetadata(n.failure)] : pretty(n.value ?? "")), h("td", {}, time(n.stored_at)))),
     ),
   ];
 }

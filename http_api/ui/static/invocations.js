@@ -1,7 +1,7 @@
 // #/invocations?status=&completion=&service=&key=&limit=&page_token= : filters, paging, a refreshing table.
 
 import { admin } from "./api.js";
-import { add, h, link, notice, relative, replace, statusBadge, table, time } from "./dom.js";
+import { add, firstLine, h, link, notice, relative, replace, statusBadge, table, time, waits } from "./dom.js";
 
 export const STATUSES = ["pending", "scheduled", "ready", "running", "backing-off", "suspended", "paused", "completed"];
 export const COMPLETIONS = ["succeeded", "failed", "cancelled", "killed"];
@@ -18,6 +18,7 @@ export async function render(root, { query }, context) {
   const refresh = async () => {
     const params = new URLSearchParams();
     for (const [name, value] of Object.entries(filters)) if (value) params.set(name, value);
+    params.set("waiting_for", "true"); // what each suspended one waits for (the admin API reads its journal)
     const answer = await admin(`invocations?${params}`);
     const fingerprint = JSON.stringify(answer);
     if (fingerprint !== last) {
@@ -89,11 +90,13 @@ function listing(answer, filters) {
 }
 
 function hint(inv) {
+  if (inv.status === "suspended" && inv.waiting_for?.length) return waits(inv.waiting_for);
   if (inv.status === "suspended" && inv.wake_up_at) return `wakes up ${relative(inv.wake_up_at)}`;
+  if (inv.status === "pending" && inv.waiting_for_key_holder) return ["waits for the key's holder ", link(`#/invocations/${encodeURIComponent(inv.waiting_for_key_holder)}`, inv.waiting_for_key_holder, { class: "mono" })];
   if (inv.status === "scheduled" && inv.execution_time) return `starts ${relative(inv.execution_time)}`;
   if (inv.status === "backing-off" && inv.next_retry_at) return `retries ${relative(inv.next_retry_at)}`;
-  if (inv.last_failure && inv.status !== "completed") return inv.last_failure.message || "";
-  if (inv.completion_failure) return inv.completion_failure.message || "";
+  if (inv.last_failure && inv.status !== "completed") return h("span", { title: inv.last_failure.message || "" }, firstLine(inv.last_failure.message));
+  if (inv.completion_failure) return h("span", { title: inv.completion_failure.message || "" }, firstLine(inv.completion_failure.message));
   return "";
 }
 
