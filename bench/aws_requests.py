@@ -48,8 +48,8 @@ LAMBDA_GB_S = 0.0000133334  # arm64, USD per GB-second
 class Counted(LocalFunctions):
     """`LocalFunctions` that counts control-plane function invocations and their wall time (s)."""
 
-    def __init__(self, sqs: Any, queue_url: str) -> None:
-        super().__init__(sqs, queue_url)
+    def __init__(self, sqs: Any, queue_url: str, timer_queue_url: str | None = None) -> None:
+        super().__init__(sqs, queue_url, timer_queue_url)
         self.invocations: Counter[str] = Counter()
         self.seconds = 0.0
         self.meter: Meter | None = None
@@ -63,9 +63,9 @@ class Counted(LocalFunctions):
             self.seconds += time.perf_counter() - started
             self.invocations[api] += 1
 
-    def work(self, wait_s: int = 1) -> int:
+    def work_queue(self, queue_url: str, wait_s: int) -> int:
         started = time.perf_counter()
-        handled = super().work(wait_s)
+        handled = super().work_queue(queue_url, wait_s)
         if handled:
             self.seconds += time.perf_counter() - started
             self.invocations["worker"] += 1
@@ -79,6 +79,7 @@ def aws_on_this_machine(
     checkpoints: bool = False,
     endpoint: str | None = None,
     dynamodb_endpoint: str | None = None,
+    timer_queue: bool = False,
 ) -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
     """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions.
 
@@ -91,6 +92,8 @@ def aws_on_this_machine(
     starts one in this process (a thread, sharing this process's GIL).
     `dynamodb_endpoint`: DynamoDB somewhere else than `endpoint` (dynalite: `bench.common.dynalite`);
     None: on `endpoint` too.
+    `timer_queue`: a timer queue beside the wake queue, as the stack has (`TORPOR_TIMER_QUEUE_URL`,
+    `functions.timer_queue_url`); False: every wake-up on the wake queue.
     """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
@@ -109,6 +112,7 @@ def aws_on_this_machine(
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
     queue_url = sqs.create_queue(QueueName="wake")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    timer_url = sqs.create_queue(QueueName="timers")["QueueUrl"] if timer_queue else None
     dlq_url = sqs.create_queue(QueueName="schedules-dlq")["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
@@ -119,6 +123,7 @@ def aws_on_this_machine(
                     "TORPOR_TABLE": table,
                     "TORPOR_WAKE_QUEUE_URL": queue_url,
                     "TORPOR_WAKE_QUEUE_ARN": queue_arn,  # waits over 15 min: EventBridge Scheduler schedules
+                    "TORPOR_TIMER_QUEUE_URL": timer_url or "",
                     "TORPOR_SCHEDULER_ROLE_ARN": SCHEDULER_ROLE,
                     "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
                     "AWS_ENDPOINT_URL_DYNAMODB": proxy.url if proxy else dynamodb,
@@ -130,7 +135,7 @@ def aws_on_this_machine(
                 }
             )
             lambda_app.reset()
-            functions = Counted(sqs, queue_url)
+            functions = Counted(sqs, queue_url, timer_url)
             functions.meter = proxy.meter if proxy else None
             functions.handler_meter = handler_proxy.meter if handler_proxy else None
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})

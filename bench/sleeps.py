@@ -28,7 +28,9 @@ after an untimed warm-up (4 sleeps per worker process), while the worker functio
 batches as the event source mapping does: `--workers` processes (Lambda's concurrent execution
 environments, each with its own GIL), each with `--pollers` SQS pollers receiving up to 10
 messages, calling the worker once per batch and deleting its successes in one batch (`--workers
-0`: the pollers are threads of this process); the sweeper function runs every 60 s, as the stack
+0`: the pollers are threads of this process), and `--timer-workers` more processes on the timer
+queue, as the stack's second event source mapping (`--single-queue`: no timer queue, every
+wake-up on the wake queue, as before); the sweeper function runs every 60 s, as the stack
 schedules it. It waits until every sleep completed, or nothing completed for `--stall-s`, then
 names the sleeps that did not complete (and their status) and the sends the ingress refused.
 Lateness = what the handler measured on resuming (as in (c)); end to end = the invocation's
@@ -192,34 +194,41 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
-def _poll_queue(functions: LocalFunctions, stop: threading.Event, errors: list[str], wait_s: int = 1) -> None:
-    """One SQS poller of the event source mapping: receive a batch, run the worker on it, again.
+def _poll_queue(
+    functions: LocalFunctions, stop: threading.Event, errors: list[str], wait_s: int = 1, queue_url: str | None = None
+) -> None:
+    """One SQS poller of an event source mapping (of `queue_url`; None: both queues in turn):
+    receive a batch, run the worker on it, again.
 
     A batch whose worker call raised is counted and its messages stay on the queue (visible again
     after the visibility timeout), as Lambda does with a failed invocation; the poller goes on.
     """
     while not stop.is_set():
         try:
-            if not functions.work(wait_s=wait_s) and not wait_s:
+            if not functions.work(wait_s=wait_s, queue_url=queue_url) and not wait_s:
                 time.sleep(0.05)  # short polls: an empty queue is asked again 50 ms later
         except Exception as exc:  # noqa: BLE001  # the worker or SQS failed: Lambda retries the batch, so do we
             errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def worker_loop(pollers: int, wait_s: int = 1) -> int:
+def worker_loop(pollers: int, wait_s: int = 1, queue: str = "wake") -> int:
     """`--worker-loop`: one worker execution environment in this process, fed by `pollers` SQS
-    pollers (threads) until stdin closes; its environment comes from the bench's process."""
+    pollers (threads) of one queue's event source mapping (`queue`: "wake" or "timer") until stdin
+    closes; its environment comes from the bench's process."""
     from adapters.aws import lambda_app
 
     _quiet()
     sqs = boto3.client("sqs")  # AWS_ENDPOINT_URL_SQS, AWS_DEFAULT_REGION: from the parent
-    functions = LocalFunctions(sqs, os.environ["TORPOR_WAKE_QUEUE_URL"])
+    wake_url = os.environ["TORPOR_WAKE_QUEUE_URL"]
+    timer_url = os.environ.get("TORPOR_TIMER_QUEUE_URL") or None
+    functions = LocalFunctions(sqs, wake_url, timer_url)
+    queue_url = timer_url if queue == "timer" and timer_url else wake_url
     shards = lambda_app.build_control_plane().store.shards  # type: ignore[attr-defined]  # its first DynamoDB read
     print("ready", shards, flush=True)  # warm: the parent starts timing once every worker said so
     stop = threading.Event()
     errors: list[str] = []
     threads = [
-        threading.Thread(target=_poll_queue, args=(functions, stop, errors, wait_s), daemon=True)
+        threading.Thread(target=_poll_queue, args=(functions, stop, errors, wait_s, queue_url), daemon=True)
         for _ in range(pollers)
     ]
     for thread in threads:
@@ -234,14 +243,17 @@ def worker_loop(pollers: int, wait_s: int = 1) -> int:
 
 
 @contextmanager
-def _worker_processes(count: int, pollers: int, wait_s: int) -> Iterator[None]:
-    """`count` worker processes (`worker_loop`), each one Lambda execution environment of the worker."""
+def _worker_processes(count: int, pollers: int, wait_s: int, timer_count: int = 0) -> Iterator[None]:
+    """`count` worker processes (`worker_loop`) on the wake queue and `timer_count` on the timer
+    queue, each one Lambda execution environment of the worker (each mapping scales on its own)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     command = [sys.executable, "-m", "bench.sleeps", "--worker-loop", "--pollers", str(pollers)]
     command += ["--poll-wait-s", str(wait_s)]
     processes = [
-        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT)
-        for _ in range(count)
+        subprocess.Popen(
+            [*command, "--worker-queue", queue], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT
+        )
+        for queue in ["wake"] * count + ["timer"] * timer_count
     ]
     try:
         for process in processes:  # each imports and builds its control plane: a cold start, untimed
@@ -286,7 +298,12 @@ def aws(args: argparse.Namespace) -> int:
     with (
         moto() as (endpoint, _pid),
         dynalite() if args.store == "dynalite" else nullcontext((None, None)) as (dynamodb, _),
-        aws_on_this_machine(endpoint=endpoint, dynamodb_endpoint=dynamodb) as (functions, poll, _, _),
+        aws_on_this_machine(endpoint=endpoint, dynamodb_endpoint=dynamodb, timer_queue=not args.single_queue) as (
+            functions,
+            poll,
+            _,
+            _,
+        ),
     ):
         sent_at: dict[str, float] = {}
         refused: list[str] = []
@@ -307,6 +324,7 @@ def aws(args: argparse.Namespace) -> int:
             threading.Thread(target=_poll_queue, args=(functions, stop, errors, args.poll_wait_s), daemon=True)
             for _ in range(args.pollers)
         ]  # fmt: skip
+        timer_workers = 0 if args.single_queue else args.timer_workers
         swept: list[int] = []
 
         def sweeper() -> None:  # the stack's sweeper function, every minute
@@ -314,7 +332,7 @@ def aws(args: argparse.Namespace) -> int:
                 swept.append(lambda_app.build_control_plane().sweep_due())
 
         threads.append(threading.Thread(target=sweeper, daemon=True))
-        with _worker_processes(args.workers, args.pollers, args.poll_wait_s):
+        with _worker_processes(args.workers, args.pollers, args.poll_wait_s, timer_workers if args.workers else 0):
             for thread in threads:
                 thread.start()
             warm_up(functions, poll, 4 * max(args.workers, 1))
@@ -349,6 +367,9 @@ def aws(args: argparse.Namespace) -> int:
     print(f"after: {load()}")
     print(f"\ncommand: python -m bench.sleeps {' '.join(sys.argv[1:])}")
     feeders = f"{args.workers} worker processes x {args.pollers} pollers" if args.workers else f"{args.pollers} pollers"
+    if args.workers:
+        feeders += " on the wake queue" + ("" if args.single_queue else f", {timer_workers} on the timer queue")
+    feeders += f"; hold_ms {os.environ.get('TORPOR_WAKE_HOLD_MS') or lambda_app.WAKE_HOLD_MS}"
     print(
         f"\nLambda path (SQS on moto, DynamoDB on {args.store}; worker fed by {feeders}): {count} one-second "
         f"sleeps (Waits/timed_sleep) sent in {sending_s:.1f} s; {len(sent_at)} accepted, {len(samples)} completed"
@@ -379,6 +400,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aws-count", type=int, default=1000)
     parser.add_argument("--pollers", type=int, default=1, help="--aws: SQS pollers per worker process")
     parser.add_argument("--workers", type=int, default=8, help="--aws: worker processes (0: pollers in this one)")
+    parser.add_argument(
+        "--timer-workers", type=int, default=8, help="--aws: worker processes on the timer queue (its own mapping)"
+    )
+    parser.add_argument(
+        "--single-queue", action="store_true", help="--aws: no timer queue (every wake-up on the wake queue)"
+    )
+    parser.add_argument("--worker-queue", choices=("wake", "timer"), default="wake", help=argparse.SUPPRESS)
     parser.add_argument("--store", choices=("moto", "dynalite"), default="dynalite", help="--aws: DynamoDB")
     parser.add_argument("--stall-s", type=float, default=120, help="--aws: give up after this long without progress")
     parser.add_argument(
@@ -387,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-loop", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker_loop:
-        return worker_loop(args.pollers, args.poll_wait_s)
+        return worker_loop(args.pollers, args.poll_wait_s, args.worker_queue)
     run: Callable[[argparse.Namespace], int] = aws if args.aws else local
     return run(args)
 

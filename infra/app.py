@@ -66,6 +66,7 @@ class TorporStack(Stack):
         example_code: The example handler's code; `infra.bundling.example_handler_code()` if None.
         handler_function_name_prefix: See `TorporControlPlane`; the example handler's name has it.
         worker_max_concurrency: See `TorporControlPlane`.
+        timer_max_concurrency: See `TorporControlPlane`.
         log_level: See `TorporControlPlane`.
         store_shards: See `TorporControlPlane`.
         tracing_active: See `TorporControlPlane`.
@@ -93,6 +94,7 @@ class TorporStack(Stack):
         example_code: lambda_.Code | None = None,
         handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
         worker_max_concurrency: int = 10,
+        timer_max_concurrency: int = 10,
         log_level: str = "INFO",
         store_shards: int = PRODUCTION_STORE_SHARDS,
         tracing_active: bool = False,
@@ -119,6 +121,7 @@ class TorporStack(Stack):
             code=code,
             handler_function_name_prefix=handler_function_name_prefix,
             worker_max_concurrency=worker_max_concurrency,
+            timer_max_concurrency=timer_max_concurrency,
             log_level=log_level,
             store_shards=store_shards,
             tracing_active=tracing_active,
@@ -199,6 +202,12 @@ class TorporStack(Stack):
         CfnOutput(self, "WakeQueueUrl", value=self.control_plane.wake_queue.queue_url, description="The SQS wake queue")
         CfnOutput(
             self,
+            "TimerQueueUrl",
+            value=self.control_plane.timer_queue.queue_url,
+            description="The SQS timer queue (every timer's wake-up)",
+        )
+        CfnOutput(
+            self,
             "WakeDeadLetterQueueUrl",
             value=self.control_plane.wake_dead_letter_queue.queue_url,
             description="The wake queue's dead-letter queue (redrive it after fixing the cause; docs/deploying.md)",
@@ -258,6 +267,7 @@ def build_app(
         example_code=example_code,
         handler_function_name_prefix=str(setting("handlerFunctionNamePrefix", DEFAULT_HANDLER_FUNCTION_NAME_PREFIX)),
         worker_max_concurrency=int(setting("workerMaxConcurrency", 10)),
+        timer_max_concurrency=int(setting("timerMaxConcurrency", 10)),
         log_level=str(setting("logLevel", "INFO")),
         store_shards=int(setting("storeShards", PRODUCTION_STORE_SHARDS)),
         tracing_active=str(setting("tracing", "PassThrough")) == "Active",

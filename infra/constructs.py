@@ -6,10 +6,11 @@
 | --- | --- |
 | DynamoDB table | `PK`/`SK`, GSIs `by_status_v2` and `by_expiry` (INCLUDE), TTL `expires_at`, on-demand, PITR |
 | wake queue | standard SQS, SSE, visibility 6 x the worker's 900 s, to a dead-letter queue after 5 receives |
-| schedules | an EventBridge Scheduler group, the role it sends to the wake queue with, a dead-letter queue |
+| timer queue | the same, for every timer's wake-up (delay messages, the schedules' target), its own mapping |
+| schedules | an EventBridge Scheduler group, the role it sends to the timer queue with, a dead-letter queue |
 | functions | ingress, admin, worker, sweeper, deploy hook (`adapters.aws.lambda_app.*`), arm64, Python 3.13 |
 | HTTP APIs | ingress (`$default` route, `ingress_auth`: AWS_IAM, JWT or NONE), admin (`$default` route, AWS_IAM) |
-| triggers | the worker's SQS event source mapping (batches of 10, partial failures), the sweeper's 1-minute rule |
+| triggers | the worker's SQS event source mappings, one per queue (batches of 10, partial failures, a concurrency each), the sweeper's 1-minute rule |
 | alarms | dead letters (both queues), paused invocations, worker/sweeper errors, throttles; an SNS topic |
 
 Each function has its own role and log group, and its own DynamoDB statements (`table_statements`:
@@ -18,9 +19,9 @@ only invocation, timer and object partitions, the deploy hook only deployments a
 admin API what its routes write). The roles share managed policies, nothing broader:
 `handler_invoke_policy` (`lambda:InvokeFunction` on this stack's handler functions, named with the
 handler prefix, the stack's name and `_`; `sts:AssumeRole` on the roles given: ingress, admin,
-worker, deploy hook) and `wake_up_policy` (`sqs:SendMessage` on the wake queue,
+worker, deploy hook) and `wake_up_policy` (`sqs:SendMessage` on the wake and timer queues,
 `scheduler:CreateSchedule` in the group, `iam:PassRole` of the scheduler role: ingress, admin,
-worker). The sweeper only sends to the wake queue; the worker also consumes it. With a request
+worker). The sweeper only sends to the two queues; the worker also consumes them. With a request
 identity key (an SSM SecureString parameter or a Secrets Manager secret holding the PEM key Torpor
 signs requests to deployments with), `request_identity_key_policy` lets the functions that call
 deployments (all but the sweeper) read it.
@@ -302,11 +303,13 @@ class TorporControlPlane(Construct):
 
     Attributes:
         table: The DynamoDB table (`DynamoDBStore`'s layout).
-        wake_queue: The standard SQS queue every wake-up lands on.
-        wake_dead_letter_queue: Where wake-ups go after 5 failed receives.
+        wake_queue: The standard SQS queue of wake-ups now (starts, hand-overs, completions).
+        timer_queue: The standard SQS queue of every timer's wake-up, with its own event source
+            mapping, so due timers never wait behind a burst of starts.
+        wake_dead_letter_queue: Where wake-ups of either queue go after 5 failed receives.
         schedule_dead_letter_queue: Where EventBridge Scheduler puts wake-ups it could not deliver.
         schedule_group: The EventBridge Scheduler group of Torpor's one-time schedules (L1).
-        scheduler_role: The role EventBridge Scheduler sends to the wake queue with.
+        scheduler_role: The role EventBridge Scheduler sends to the timer queue with.
         handler_invoke_policy: `lambda:InvokeFunction` on handler functions (see `allow_invoke`).
         wake_up_policy: Arm wake-ups: SQS messages, schedules in the group, the scheduler role.
         request_identity_key_policy: Read the request identity key (parameter or secret, and its
@@ -332,7 +335,9 @@ class TorporControlPlane(Construct):
             e.g. `torpor-handler-mystack_orders`), and those given to `allow_invoke`.
         handler_assume_role_arns: Roles the control plane may assume to invoke handlers in other
             accounts (deployments registered with `assume_role_arn`).
-        worker_max_concurrency: Most worker instances the SQS event source runs at once (2 to 1000).
+        worker_max_concurrency: Most worker instances the wake queue's event source runs at once (2 to 1000).
+        timer_max_concurrency: Most worker instances the timer queue's event source runs at once
+            (2 to 1000), on top of `worker_max_concurrency`.
         log_level: `LOG_LEVEL` of the functions.
         store_shards: `TORPOR_STORE_SHARDS` of the functions (1 to 1024): partitions for timers and the
             status index, for a new table (a table keeps the count it was first used with).
@@ -375,6 +380,7 @@ class TorporControlPlane(Construct):
         handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
         handler_assume_role_arns: Sequence[str] = (),
         worker_max_concurrency: int = 10,
+        timer_max_concurrency: int = 10,
         log_level: str = "INFO",
         store_shards: int = PRODUCTION_STORE_SHARDS,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
@@ -399,6 +405,8 @@ class TorporControlPlane(Construct):
             raise ValueError("give request_identity_key_parameter or request_identity_key_secret_arn, not both")
         if not 2 <= worker_max_concurrency <= 1000:
             raise ValueError(f"worker_max_concurrency must be between 2 and 1000, got {worker_max_concurrency}")
+        if not 2 <= timer_max_concurrency <= 1000:
+            raise ValueError(f"timer_max_concurrency must be between 2 and 1000, got {timer_max_concurrency}")
         if not 1 <= store_shards <= 1024:
             raise ValueError(f"store_shards must be between 1 and 1024, got {store_shards}")
         if code is None:
@@ -449,6 +457,16 @@ class TorporControlPlane(Construct):
                 max_receive_count=WAKE_QUEUE_MAX_RECEIVES, queue=self.wake_dead_letter_queue
             ),
         )
+        self.timer_queue = sqs.Queue(
+            self,
+            "TimerQueue",
+            visibility_timeout=WAKE_QUEUE_VISIBILITY_TIMEOUT,
+            retention_period=Duration.days(4),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                max_receive_count=WAKE_QUEUE_MAX_RECEIVES, queue=self.wake_dead_letter_queue
+            ),
+        )
         self.schedule_dead_letter_queue = sqs.Queue(
             self,
             "ScheduleDeadLetterQueue",
@@ -460,7 +478,7 @@ class TorporControlPlane(Construct):
         self.scheduler_role = iam.Role(
             self,
             "SchedulerRole",
-            description="Assumed by EventBridge Scheduler to deliver Torpor's long wake-ups to the wake queue.",
+            description="Assumed by EventBridge Scheduler to deliver Torpor's long wake-ups to the timer queue.",
             assumed_by=iam.ServicePrincipal(
                 "scheduler.amazonaws.com",
                 conditions={
@@ -475,7 +493,7 @@ class TorporControlPlane(Construct):
                     statements=[
                         iam.PolicyStatement(
                             actions=["sqs:SendMessage"],
-                            resources=[self.wake_queue.queue_arn, self.schedule_dead_letter_queue.queue_arn],
+                            resources=[self.timer_queue.queue_arn, self.schedule_dead_letter_queue.queue_arn],
                         )
                     ]
                 )
@@ -507,7 +525,7 @@ class TorporControlPlane(Construct):
             "WakeUpPolicy",
             description="Arm wake-ups: SQS delay messages, EventBridge Scheduler one-time schedules in Torpor's group.",
             statements=[
-                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.wake_queue.queue_arn]),
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=self._queue_arns()),
                 iam.PolicyStatement(  # schedules delete themselves once fired (ActionAfterCompletion DELETE)
                     actions=["scheduler:CreateSchedule"],
                     resources=[f"arn:{partition}:scheduler:{region}:{account}:schedule/{group_name}/*"],
@@ -562,6 +580,8 @@ class TorporControlPlane(Construct):
             "TORPOR_TABLE": self.table.table_name,
             "TORPOR_WAKE_QUEUE_URL": self.wake_queue.queue_url,
             "TORPOR_WAKE_QUEUE_ARN": self.wake_queue.queue_arn,
+            "TORPOR_TIMER_QUEUE_URL": self.timer_queue.queue_url,
+            "TORPOR_TIMER_QUEUE_ARN": self.timer_queue.queue_arn,
             "TORPOR_SCHEDULE_GROUP": group_name,
             "TORPOR_SCHEDULER_ROLE_ARN": self.scheduler_role.role_arn,
             "TORPOR_SCHEDULE_DLQ_ARN": self.schedule_dead_letter_queue.queue_arn,
@@ -635,7 +655,7 @@ class TorporControlPlane(Construct):
             statements=[
                 iam.PolicyStatement(
                     actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
-                    resources=[self.wake_queue.queue_arn],
+                    resources=self._queue_arns(),
                 )
             ],
         )
@@ -646,7 +666,7 @@ class TorporControlPlane(Construct):
             SWEEPER_TIMEOUT,
             "Torpor sweeper (the safety net for lost wake-ups, every minute)",
             policies=(),
-            statements=[iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.wake_queue.queue_arn])],
+            statements=[iam.PolicyStatement(actions=["sqs:SendMessage"], resources=self._queue_arns())],
             environment={
                 "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": "",
                 "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": "",
@@ -717,6 +737,16 @@ class TorporControlPlane(Construct):
             max_batching_window=Duration.seconds(0),
             report_batch_item_failures=True,
             max_concurrency=worker_max_concurrency,
+        )
+        lambda_.EventSourceMapping(
+            self,
+            "WorkerTimers",
+            target=self.worker_function,
+            event_source_arn=self.timer_queue.queue_arn,
+            batch_size=WORKER_BATCH_SIZE,
+            max_batching_window=Duration.seconds(0),
+            report_batch_item_failures=True,
+            max_concurrency=timer_max_concurrency,
         )
         events.Rule(
             self,
@@ -796,6 +826,10 @@ class TorporControlPlane(Construct):
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
             self.alarms[name] = alarm
+
+    def _queue_arns(self) -> list[str]:
+        """The ARNs of the two queues wake-ups are sent to: the wake queue's, the timer queue's."""
+        return [self.wake_queue.queue_arn, self.timer_queue.queue_arn]
 
     def allow_invoke(self, function: lambda_.IFunction) -> None:
         """Let the control plane invoke `function` (any version or alias) whatever its name.

@@ -11,8 +11,10 @@
 Each container builds one `ControlPlane` (`build_control_plane`) on first use, from the environment
 (the ingress's on a store that may not delete items, as its role has no `dynamodb:DeleteItem`: what
 it would remove it expires or hands to the worker, `StoreFacts.may_delete`):
-`TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, and for long waits through EventBridge
-Scheduler `TORPOR_SCHEDULER_ROLE_ARN`, `TORPOR_WAKE_QUEUE_ARN`, `TORPOR_SCHEDULE_DLQ_ARN`,
+`TORPOR_TABLE` (DynamoDB table), `TORPOR_WAKE_QUEUE_URL`, `TORPOR_TIMER_QUEUE_URL` (the timer queue:
+every timer's wake-up, so that due timers never queue behind a burst of starts; unset: the wake
+queue), and for long waits through EventBridge Scheduler `TORPOR_SCHEDULER_ROLE_ARN`,
+`TORPOR_TIMER_QUEUE_ARN` (else `TORPOR_WAKE_QUEUE_ARN`: the schedules' target), `TORPOR_SCHEDULE_DLQ_ARN`,
 `TORPOR_SCHEDULE_GROUP`; `TORPOR_WAKE_HOLD_MS` (`WAKE_HOLD_MS`); `TORPOR_INGRESS_URL` (the admin
 function: the web UI's playground posts there); `TORPOR_*` settings as in `control_plane.settings`;
 the request identity key that signs every request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
@@ -88,7 +90,10 @@ WAKE_HOLD_MS = 0
 """`SqsScheduler.hold_ms` of the functions unless `TORPOR_WAKE_HOLD_MS` says otherwise (0 to 1,000).
 At 1,000 a timer's message arrives up to 1 s early and the worker holds it until due, so a sleep
 resumes on time rather than up to 1 s late (SQS delays are whole seconds), for up to 1 s of the
-worker's billed time per batch; off by default until a quiet measurement shows it worth that."""
+worker's billed time per batch. Off by default: on average `hold_ms² / 2000` ms held per batch (500
+at 1,000), and a sleep of whole seconds would be held for nearly all of it (a 1 s sleep armed 20 ms
+after it was issued gets no delay and waits 980 ms in the worker, where without holding it arrives
+20 ms late); bench/README.md section 8."""
 
 INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
 """`TORPOR_INGRESS_AUTH` values: the API Gateway authorization the ingress route requires."""
@@ -136,12 +141,16 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
         sqs = boto3.client("sqs", region_name=region)
         role = env.get("TORPOR_SCHEDULER_ROLE_ARN")
         clock = SystemClock()  # one clock for the core and the scheduler (tests move it)
+        timer_queue_url = env.get("TORPOR_TIMER_QUEUE_URL") or None
+        # the schedules' target: the timer queue's ARN (looked up if not given), else the wake queue's
+        target_arn = env.get("TORPOR_TIMER_QUEUE_ARN") if timer_queue_url else env.get("TORPOR_WAKE_QUEUE_ARN")
         scheduler = SqsScheduler(
             sqs,
             _required(env, "TORPOR_WAKE_QUEUE_URL"),
+            timer_queue_url=timer_queue_url,
             scheduler_client=boto3.client("scheduler", region_name=region) if role else None,
             schedule_target_role_arn=role,
-            queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN"),
+            queue_arn=target_arn or None,
             dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
             hold_ms=int(env.get("TORPOR_WAKE_HOLD_MS") or WAKE_HOLD_MS),
@@ -167,7 +176,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
         if role:
             schedule_trigger = EventBridgeSchedules(
                 boto3.client("scheduler", region_name=region),
-                queue_arn=env.get("TORPOR_WAKE_QUEUE_ARN") or scheduler.queue_arn,
+                queue_arn=target_arn or scheduler.queue_arn,
                 role_arn=role,
                 dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
                 group=env.get("TORPOR_SCHEDULE_GROUP") or "default",

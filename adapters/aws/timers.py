@@ -1,19 +1,26 @@
 """`Scheduler` on AWS: wake-ups are SQS messages, long waits go through EventBridge Scheduler.
 
-Every wake-up ends as one message on the worker queue, body `{"invocation_id": ..., "due_ms": ...}`
-(JSON; `due_ms` in ms since the UNIX epoch, 0 for "now"). The worker (a Lambda fed by SQS batches,
+Every wake-up ends as one message, body `{"invocation_id": ..., "due_ms": ...}` (JSON; `due_ms` in
+ms since the UNIX epoch, 0 for "now"), on one of two queues that both feed the worker: the wake
+queue takes `wake_now` (a new invocation's first attempt, a hand-over, a completion to deliver),
+the timer queue takes every `wake_at` (sleeps, retries' back-offs, delayed invocations, schedules'
+ticks, the re-delays below). Each queue has its own event source mapping and concurrency, so a
+timer that falls due never waits behind a burst of starts sent before it (SQS hands out a standard
+queue's messages roughly in the order they became visible). Without a timer queue
+(`timer_queue_url` None) both kinds share the wake queue. The worker (a Lambda fed by SQS batches,
 or `drain` in tests and a local poller) hands each body to `handle_wake_message`, which delivers it
 as one `Wake` to the core's one wake entry (`ControlPlane.wake`) once the due time has come.
 
-How a wake-up gets onto the queue:
+How a wake-up gets onto a queue:
 
-- `wake_now(id)`: SendMessage, no delay.
-- `wake_at(id, due_ms)` with at most 900 s to wait (SQS's largest `DelaySeconds`): SendMessage with
+- `wake_now(id)`: SendMessage to the wake queue, no delay.
+- `wake_at(id, due_ms)` with at most 900 s to wait (SQS's largest `DelaySeconds`): SendMessage to the
+  timer queue with
   `DelaySeconds = ceil((remaining ms - hold_ms) / 1000)`: with `hold_ms` 0 the message never becomes
   visible before the due time (but up to 1 s after it); with `hold_ms` 1,000 it becomes visible up
   to 1 s before, and the worker holds it until the due time.
 - a longer wait: an EventBridge Scheduler one-time schedule, `at(...)` `lead_ms` before the due time,
-  whose target sends the same body to the same queue; it deletes itself after it ran.
+  whose target sends the same body to the timer queue; it deletes itself after it ran.
 - a longer wait without a Scheduler client: a 900 s SendMessage; each time the message arrives
   early, `handle_wake_message` re-delays the remainder (one message per 15 minutes of waiting).
 
@@ -122,13 +129,16 @@ class SqsScheduler:
 
     Args:
         sqs_client: A ready boto3 SQS client.
-        queue_url: URL of the worker's standard queue.
+        queue_url: URL of the worker's standard wake queue (`wake_now`).
+        timer_queue_url: URL of the worker's standard timer queue (`wake_at`, the schedules'
+            target), fed to the worker by an event source mapping of its own; None: timers go to
+            `queue_url` too.
         scheduler_client: A ready boto3 EventBridge Scheduler (`scheduler`) client, for waits over
             900 s. Without it, long waits hop through SQS in 900 s steps.
         schedule_target_role_arn: The IAM role EventBridge Scheduler assumes to send to the queue
             (needs `sqs:SendMessage` on it). Required with `scheduler_client`.
-        queue_arn: ARN of the queue, the schedules' target. Looked up once (GetQueueAttributes) when
-            first needed if not given.
+        queue_arn: ARN of the timer queue (of the wake queue without one), the schedules' target.
+            Looked up once (GetQueueAttributes) when first needed if not given.
         dead_letter_arn: ARN of an SQS queue for wake-ups a schedule could not deliver, or None.
         schedule_group: EventBridge Scheduler group the schedules go in (must exist).
         lead_ms: How long before the due time a schedule lands, in ms (0 to 840,000); the worker
@@ -150,6 +160,7 @@ class SqsScheduler:
         sqs_client: Any,
         queue_url: str,
         *,
+        timer_queue_url: str | None = None,
         scheduler_client: Any = None,
         schedule_target_role_arn: str | None = None,
         queue_arn: str | None = None,
@@ -168,6 +179,7 @@ class SqsScheduler:
         self.hold_ms = hold_ms
         self._sqs = sqs_client
         self._queue_url = queue_url
+        self._timer_queue_url = timer_queue_url or queue_url
         self._scheduler = scheduler_client
         self._role_arn = schedule_target_role_arn
         self._queue_arn = queue_arn
@@ -179,17 +191,17 @@ class SqsScheduler:
     # --- the Scheduler port ----------------------------------------------------------------------
 
     def wake_now(self, invocation_id: str) -> None:
-        """Send a wake-up that is visible at once (body `due_ms` 0).
+        """Send a wake-up that is visible at once (body `due_ms` 0) to the wake queue.
 
         Args:
             invocation_id: The invocation to advance.
         """
-        self._send(wake_body(invocation_id, 0), 0)
+        self._send(self._queue_url, wake_body(invocation_id, 0), 0)
 
     def wake_at(self, invocation_id: str, due_ms: int, *, now_ms: int | None = None) -> None:
         """Arrange a wake-up that reaches the worker no earlier than `due_ms` (as far as it decides).
 
-        Up to 900 s ahead: an SQS message delayed by the remaining time less `hold_ms`, rounded up to
+        Up to 900 s ahead: a message on the timer queue delayed by the remaining time less `hold_ms`, rounded up to
         the second (a due time in the past: no delay). Further: a one-time schedule `lead_ms` before `due_ms`
         (or, without a Scheduler client, a 900 s message that the worker re-delays). Idempotent:
         the same `(invocation_id, due_ms)` twice makes one schedule, or two harmless messages.
@@ -204,9 +216,9 @@ class SqsScheduler:
         remaining_ms = due_ms - now
         body = wake_body(invocation_id, due_ms)
         if remaining_ms <= MAX_SQS_DELAY_S * 1000:
-            self._send(body, max(0, math.ceil((remaining_ms - self.hold_ms) / 1000)))
+            self._send(self._timer_queue_url, body, max(0, math.ceil((remaining_ms - self.hold_ms) / 1000)))
         elif self._scheduler is None:
-            self._send(body, MAX_SQS_DELAY_S)
+            self._send(self._timer_queue_url, body, MAX_SQS_DELAY_S)
         else:
             self._create_schedule(invocation_id, due_ms, body)
 
@@ -264,19 +276,20 @@ class SqsScheduler:
             log.debug("schedule %s exists already; the wake-up is armed", name)
 
     def queue_arn(self) -> str:
-        """The queue's ARN (looked up once with GetQueueAttributes if it was not given)."""
+        """The ARN schedules send to: the timer queue's (the wake queue's without one), looked up
+        once with GetQueueAttributes if it was not given."""
         return self._target_arn()
 
     def _target_arn(self) -> str:
         if self._queue_arn is None:
-            reply = self._sqs.get_queue_attributes(QueueUrl=self._queue_url, AttributeNames=["QueueArn"])
+            reply = self._sqs.get_queue_attributes(QueueUrl=self._timer_queue_url, AttributeNames=["QueueArn"])
             self._queue_arn = str(reply["Attributes"]["QueueArn"])
         return self._queue_arn
 
-    def _send(self, body: str, delay_s: int) -> None:
+    def _send(self, queue_url: str, body: str, delay_s: int) -> None:
         # DelaySeconds always given, so a queue-level default delay never adds to ours.
         record("sqs SendMessage")
-        self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=body, DelaySeconds=delay_s)
+        self._sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=delay_s)
 
 
 def _parse(body: str) -> tuple[str, int] | None:

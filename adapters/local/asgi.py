@@ -36,6 +36,30 @@ class Dispatcher(Protocol):
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"  # kept as-is when re-encoding a decoded path (RFC 3986 pchar)
 
 
+def prestart(executor: ThreadPoolExecutor, threads: int, timeout_s: float = 30.0) -> None:
+    """Start `threads` threads of `executor` now (at most its `max_workers`), not one per `submit`
+    when a burst comes.
+
+    A `ThreadPoolExecutor` starts a thread inside `submit` whenever none is idle, and `Thread.start`
+    waits until the new thread runs: on a busy GIL each costs a switch interval or more. Submitted
+    from the server's event loop, 100 calls at once made 90 threads one after another while the loop
+    accepted nothing else (a py-spy profile of `torpor dev` under `bench.sleeps` part (b): 28 % of
+    the samples holding the GIL were in `Thread.start`). Each task waits on a barrier, so `threads`
+    of them take `threads` distinct threads. Raises nothing: a barrier that times out (a thread that
+    never came) leaves the pool to start the rest on demand, as before.
+    """
+    barrier = threading.Barrier(threads, timeout=timeout_s)
+
+    def arrive() -> None:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+
+    for _ in range(threads):
+        executor.submit(arrive)
+
+
 class _RouterApp:
     """The ASGI 3 application returned by `asgi_app`."""
 
@@ -60,6 +84,7 @@ class _RouterApp:
         with self._executor_lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=self._max_concurrency, thread_name_prefix="torpor-http")
+                prestart(self._executor, self._max_concurrency)
             return self._executor
 
     def close(self) -> None:

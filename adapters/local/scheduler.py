@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from adapters.local.asgi import prestart
 from control_plane.ports import StoreUnavailable, UnreadableRecord
 from control_plane.timers import Wake
 
@@ -99,6 +100,7 @@ class LocalScheduler:
                 raise RuntimeError("a LocalScheduler can be started once; build a new one")
             self._wake = wake
             self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="torpor-advance")
+            prestart(self._executor, self._workers)  # a burst of wake-ups does not start threads one by one
             self._started = True
             for invocation_id in self._queued:
                 self._executor.submit(self._run, invocation_id)

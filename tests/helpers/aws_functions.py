@@ -62,10 +62,12 @@ def jwt_authorizer(claims: dict[str, Any], scopes: list[str] | None = None) -> d
 
 @dataclass
 class LocalFunctions:
-    """The control plane's functions wired to one wake queue (`sqs` is a boto3 SQS client)."""
+    """The control plane's functions wired to a wake queue and, if given, a timer queue (`sqs` is a
+    boto3 SQS client): the worker is fed by both, as by the stack's two event source mappings."""
 
     sqs: Any
     queue_url: str
+    timer_queue_url: str | None = None
 
     def http(
         self, api: str, method: str, path: str, body: object = None, *, authorizer: dict | None = None, **headers: str
@@ -104,10 +106,19 @@ class LocalFunctions:
             decoded = payload
         return answer["statusCode"], decoded, {k.lower(): v for k, v in (answer.get("headers") or {}).items()}
 
-    def work(self, wait_s: int = 1) -> int:
-        """Receive one batch from the wake queue, run the worker on it, delete what it did not fail."""
+    def work(self, wait_s: int = 1, queue_url: str | None = None) -> int:
+        """Receive one batch from `queue_url`, run the worker on it, delete what it did not fail; the
+        number of messages received. `queue_url` None: the timer queue's batch (no wait), then the
+        wake queue's (waiting `wait_s` if the timer queue had none); without a timer queue, the wake queue's."""
+        if queue_url is None and self.timer_queue_url is not None:
+            timers = self.work_queue(self.timer_queue_url, 0)
+            return timers + self.work_queue(self.queue_url, 0 if timers else wait_s)
+        return self.work_queue(queue_url or self.queue_url, wait_s)
+
+    def work_queue(self, queue_url: str, wait_s: int) -> int:
+        """One batch of one queue through the worker (see `work`): the number of messages received."""
         received = self.sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s, AttributeNames=["All"]
+            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s, AttributeNames=["All"]
         ).get("Messages", [])
         if not received:
             return 0
@@ -133,7 +144,7 @@ class LocalFunctions:
             if message["MessageId"] not in failed
         ]
         if done:  # one DeleteMessageBatch, as the event source mapping deletes a batch's successes
-            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=done)
+            self.sqs.delete_message_batch(QueueUrl=queue_url, Entries=done)
         return len(received)
 
     @contextmanager

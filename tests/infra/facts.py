@@ -177,7 +177,7 @@ class Facts:
         for logical_id, queue in queues.items():
             redrive = queue.get("Properties", {}).get("RedrivePolicy")
             if redrive:
-                names[logical_id] = "WakeQueue"
+                names[logical_id] = "TimerQueue" if "TimerQueue" in logical_id else "WakeQueue"
                 dead_letter = self.target(redrive.get("deadLetterTargetArn"))
                 if dead_letter:
                     names[dead_letter] = "WakeDeadLetterQueue"

@@ -26,6 +26,8 @@ ENVIRONMENT_KEYS = {
     "TORPOR_TABLE",
     "TORPOR_WAKE_QUEUE_URL",
     "TORPOR_WAKE_QUEUE_ARN",
+    "TORPOR_TIMER_QUEUE_URL",
+    "TORPOR_TIMER_QUEUE_ARN",
     "TORPOR_SCHEDULE_GROUP",
     "TORPOR_SCHEDULER_ROLE_ARN",
     "TORPOR_SCHEDULE_DLQ_ARN",
@@ -81,7 +83,7 @@ def test_admin_and_ingress_routes_use_iam_by_default(cdk_assertions: Template) -
 
 
 def test_worker_event_source(cdk_assertions: Template) -> None:
-    cdk_assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    cdk_assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 2)  # the wake queue's, the timer queue's
     cdk_assertions.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
         {

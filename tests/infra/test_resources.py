@@ -28,6 +28,8 @@ ENVIRONMENT = {
     "TORPOR_TABLE": "${Table}",
     "TORPOR_WAKE_QUEUE_URL": "${WakeQueue}",
     "TORPOR_WAKE_QUEUE_ARN": "${WakeQueue.Arn}",
+    "TORPOR_TIMER_QUEUE_URL": "${TimerQueue}",
+    "TORPOR_TIMER_QUEUE_ARN": "${TimerQueue.Arn}",
     "TORPOR_SCHEDULE_GROUP": "${ScheduleGroup}",
     "TORPOR_SCHEDULER_ROLE_ARN": "${SchedulerRole.Arn}",
     "TORPOR_SCHEDULE_DLQ_ARN": "${ScheduleDeadLetterQueue.Arn}",
@@ -82,9 +84,12 @@ def _table(writes: tuple[str, ...] = WRITES, indexes: tuple[str, ...] = ()) -> s
     return {(action, TABLE) for action in (*READS, *writes)} | {("dynamodb:Query", index) for index in indexes}
 
 
+SEND = {("sqs:SendMessage", "${WakeQueue.Arn}"), ("sqs:SendMessage", "${TimerQueue.Arn}")}
+"""Wake-ups now go to the wake queue, timers' to the timer queue."""
+
+
 def _wake_ups() -> set[tuple[str, str]]:
-    return {
-        ("sqs:SendMessage", "${WakeQueue.Arn}"),
+    return SEND | {
         ("scheduler:CreateSchedule", SCHEDULES),  # schedules delete themselves once fired
         ("iam:PassRole", "${SchedulerRole.Arn}"),
     }
@@ -92,7 +97,9 @@ def _wake_ups() -> set[tuple[str, str]]:
 
 INVOKE = {("lambda:InvokeFunction", HANDLER_FUNCTIONS)}
 CONSUME = {
-    (action, "${WakeQueue.Arn}") for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+    (action, queue)
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+    for queue in ("${WakeQueue.Arn}", "${TimerQueue.Arn}")
 }
 
 CHECKPOINTS = {("dynamodb:GetItem", "${Table.Arn}"), ("dynamodb:PutItem", "${Table.Arn}")}
@@ -114,7 +121,7 @@ EXPECTED_PERMISSIONS = {
     "WorkerFunction": _table() | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
     # overdue timers and leases (by_status_v2), retention (by_expiry); wakes through SQS only, invokes nothing
     "SweeperFunction": _table(indexes=(STATUS_INDEX, EXPIRY_INDEX))
-    | {("sqs:SendMessage", "${WakeQueue.Arn}")}
+    | SEND
     | _logs("SweeperFunction"),
     # discovery (invoke), deployments and services, the invocations pinned to a deployment; the
     # schedules stacks declare (Custom::TorporSchedule) and their recurring EventBridge schedules
@@ -171,8 +178,9 @@ def test_table_is_on_demand_with_ttl_and_point_in_time_recovery(facts: Facts) ->
 # --- queues and schedules --------------------------------------------------------------------------
 
 
-def test_wake_queue_redrives_after_five_receives_and_outlasts_the_worker(facts: Facts) -> None:
-    queue = facts.props(facts.id_of("WakeQueue"))
+@pytest.mark.parametrize("name", ["WakeQueue", "TimerQueue"])
+def test_wake_and_timer_queues_redrive_after_five_receives_and_outlast_the_worker(facts: Facts, name: str) -> None:
+    queue = facts.props(facts.id_of(name))
     worker_timeout = int(facts.function("WorkerFunction")["Timeout"])
     assert worker_timeout == 900
     assert int(queue["VisibilityTimeout"]) >= 6 * worker_timeout
@@ -181,14 +189,19 @@ def test_wake_queue_redrives_after_five_receives_and_outlasts_the_worker(facts: 
     assert not queue.get("FifoQueue"), "FIFO queues ignore per-message DelaySeconds"
 
 
-def test_every_queue_is_encrypted_and_there_are_three(facts: Facts) -> None:
+def test_every_queue_is_encrypted_and_there_are_four(facts: Facts) -> None:
     queues = facts.of_type("AWS::SQS::Queue")
-    assert sorted(facts.name(q) for q in queues) == ["ScheduleDeadLetterQueue", "WakeDeadLetterQueue", "WakeQueue"]
+    assert sorted(facts.name(q) for q in queues) == [
+        "ScheduleDeadLetterQueue",
+        "TimerQueue",
+        "WakeDeadLetterQueue",
+        "WakeQueue",
+    ]
     for logical_id in queues:
         assert facts.props(logical_id).get("SqsManagedSseEnabled") is True, logical_id
 
 
-def test_scheduler_role_only_sends_to_the_wake_queue_and_its_dead_letter_queue(facts: Facts) -> None:
+def test_scheduler_role_only_sends_to_the_timer_queue_and_its_dead_letter_queue(facts: Facts) -> None:
     role_id = facts.id_of("SchedulerRole")
     (trust,) = facts.props(role_id)["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Action"] == "sts:AssumeRole"
@@ -198,7 +211,7 @@ def test_scheduler_role_only_sends_to_the_wake_queue_and_its_dead_letter_queue(f
         "aws:SourceArn": f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule-group/${{ScheduleGroup}}",
     }
     allowed = set().union(*(s.pairs() for s in facts.role_statements(role_id)))
-    assert allowed == {("sqs:SendMessage", "${WakeQueue.Arn}"), ("sqs:SendMessage", "${ScheduleDeadLetterQueue.Arn}")}
+    assert allowed == {("sqs:SendMessage", "${TimerQueue.Arn}"), ("sqs:SendMessage", "${ScheduleDeadLetterQueue.Arn}")}
     assert len(facts.of_type("AWS::Scheduler::ScheduleGroup")) == 1
 
 
@@ -249,14 +262,14 @@ def test_each_function_logs_to_its_own_log_group_with_retention(facts: Facts) ->
 # --- triggers --------------------------------------------------------------------------------------
 
 
-def test_worker_consumes_the_wake_queue_with_partial_batch_failures(facts: Facts) -> None:
-    (mapping_id,) = facts.of_type("AWS::Lambda::EventSourceMapping")
-    mapping = facts.props(mapping_id)
-    assert facts.render(mapping["EventSourceArn"]) == "${WakeQueue.Arn}"
-    assert facts.render(mapping["FunctionName"]) == "${WorkerFunction}"
-    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert int(mapping["BatchSize"]) == 10
-    assert facts.render(mapping["ScalingConfig"]["MaximumConcurrency"]) == "10"
+def test_worker_consumes_both_queues_each_with_its_own_mapping(facts: Facts) -> None:
+    mappings = [facts.props(m) for m in facts.of_type("AWS::Lambda::EventSourceMapping")]
+    assert sorted(facts.render(m["EventSourceArn"]) for m in mappings) == ["${TimerQueue.Arn}", "${WakeQueue.Arn}"]
+    for mapping in mappings:  # a concurrency each: due timers never wait for workers busy with starts
+        assert facts.render(mapping["FunctionName"]) == "${WorkerFunction}"
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert int(mapping["BatchSize"]) == 10
+        assert facts.render(mapping["ScalingConfig"]["MaximumConcurrency"]) == "10"
 
 
 def test_sweeper_runs_every_minute(facts: Facts) -> None:
@@ -348,11 +361,13 @@ def test_a_schedule_is_declared_through_the_deploy_hook_after_its_target_is_regi
 
 def test_outputs(facts: Facts) -> None:
     outputs = {name: facts.render(o["Value"]) for name, o in facts.template["Outputs"].items()}
-    assert {k: outputs[k] for k in ("IngressUrl", "AdminUrl", "TableName", "WakeQueueUrl", "DeployHookArn")} == {
+    names = ("IngressUrl", "AdminUrl", "TableName", "WakeQueueUrl", "TimerQueueUrl", "DeployHookArn")
+    assert {k: outputs[k] for k in names} == {
         "IngressUrl": "${IngressApi.ApiEndpoint}",
         "AdminUrl": "${AdminApi.ApiEndpoint}",
         "TableName": "${Table}",
         "WakeQueueUrl": "${WakeQueue}",
+        "TimerQueueUrl": "${TimerQueue}",
         "DeployHookArn": "${DeployHookFunction.Arn}",
     }
     export = facts.render(facts.template["Outputs"]["DeployHookArn"]["Export"]["Name"])

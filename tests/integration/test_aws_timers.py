@@ -557,3 +557,41 @@ def test_configuration_errors_name_the_fix(sqs: Any, scheduler_client: Any, queu
         SqsScheduler(sqs, queue.url, lead_ms=900_000)
     with pytest.raises(ValueError, match="max_messages"):
         drain(sqs, queue.url, str, max_messages=11)
+
+
+def test_with_a_timer_queue_timers_go_there_and_wake_ups_now_to_the_wake_queue(
+    sqs: Any, scheduler_client: Any, new_queue: Callable[[], Queue]
+) -> None:
+    # GIVEN a scheduler with a wake queue and a timer queue (its ARN looked up), and EventBridge Scheduler
+    wake_queue, timer_queue = new_queue(), new_queue()
+    now = wall_ms()
+    scheduler = SqsScheduler(
+        sqs,
+        wake_queue.url,
+        timer_queue_url=timer_queue.url,
+        scheduler_client=scheduler_client,
+        schedule_target_role_arn=ROLE_ARN,
+        clock=FixedClock(now),
+    )
+    started, sleeping, overdue, far = new_id(), new_id(), new_id(), new_id()
+
+    # WHEN a start is woken now, a timer armed 30 s ahead, an overdue timer re-armed, one an hour ahead
+    scheduler.wake_now(started)
+    scheduler.wake_at(sleeping, now + 30_000)
+    scheduler.wake_at(overdue, now - 5_000)
+    scheduler.wake_at(far, now + HOUR_MS)
+
+    # THEN only the start is on the wake queue; both SQS timers are on the timer queue
+    assert [json.loads(m["Body"])["invocation_id"] for m in receive_now(sqs, wake_queue)] == [started]
+    assert counts(sqs, timer_queue) == (1, 0, 1)
+    assert [json.loads(m["Body"])["invocation_id"] for m in receive_now(sqs, timer_queue)] == [overdue]
+    # AND the hour-long wait's schedule lands on the timer queue
+    schedule = scheduler_client.get_schedule(Name=schedule_name(far, now + HOUR_MS), GroupName="default")
+    assert schedule["Target"]["Arn"] == timer_queue.arn
+    assert scheduler.queue_arn() == timer_queue.arn
+
+    # AND a timer body that came early is re-delayed onto the timer queue, not the wake queue
+    body = json.dumps({"invocation_id": sleeping, "due_ms": now + 30_000})
+    assert handle_wake_message(body, wake=lambda w: None, scheduler=scheduler, now_ms=now) == "redelayed"
+    assert counts(sqs, timer_queue)[2] == 2
+    assert counts(sqs, wake_queue) == (0, 1, 0)  # the start only, received above

@@ -251,3 +251,40 @@ def test_stop_drops_pending_timers_and_later_wakes(recorder: Recorder) -> None:
     sched.wake_now("inv_after_stop")
     assert sched.pending_timers() == 0
     assert recorder.count() == Counter()
+
+
+def test_the_worker_threads_are_started_with_the_scheduler_not_one_per_wake_up_of_a_burst() -> None:
+    # GIVEN a scheduler of 12 workers, started, that has woken nothing yet
+    scheduler = LocalScheduler(workers=12)
+    scheduler.start(lambda wake: None)
+    try:
+
+        def advance_threads() -> int:
+            return sum(t.name.startswith("torpor-advance") for t in threading.enumerate())
+
+        # THEN its 12 threads run already: a burst of wake-ups does not start them one by one
+        assert wait_for(lambda: advance_threads() == 12)
+    finally:
+        scheduler.stop()
+
+
+def test_the_http_pool_starts_its_threads_at_startup() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from adapters.local.asgi import prestart
+
+    # GIVEN a pool of 20 threads, of which none has started
+    pool = ThreadPoolExecutor(max_workers=20, thread_name_prefix="prestart-test")
+    try:
+        # WHEN it is prestarted
+        prestart(pool, 20)
+
+        # THEN 20 threads run, and a burst of 20 tasks starts no more
+        assert wait_for(lambda: sum(t.name.startswith("prestart-test") for t in threading.enumerate()) == 20)
+        gate = threading.Barrier(21, timeout=5)
+        for _ in range(20):
+            pool.submit(gate.wait)
+        gate.wait()
+        assert sum(t.name.startswith("prestart-test") for t in threading.enumerate()) == 20
+    finally:
+        pool.shutdown()
