@@ -175,7 +175,8 @@ class AttemptParts:
         try:
             deployment = self.registry.deployment(record.deployment_id)
         except NotFound as exc:
-            return AttemptFailure(404, f"{exc.message}: the invocation is pinned to it; register it again")
+            move = "move it to a registered one with torpor invocations resume ID --deployment latest (or dp_…)"
+            return AttemptFailure(404, f"{exc.message}: the invocation is pinned to it; {move}")
         version = record.protocol_version
         journal_length = len(held.journal)
         same_prefix = journal_length <= record.retry_at_length

@@ -34,7 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from control_plane.attempt import AttemptFailure
-from control_plane.errors import Conflict
+from control_plane.errors import Conflict, TooEarly
 from control_plane.keyed import is_exclusive
 from control_plane.ports import InvocationRecord
 from control_plane.protocol import protocol_pb2 as pb
@@ -426,15 +426,38 @@ def decide_kill(record: InvocationRecord) -> Decision:
     )
 
 
-def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int) -> Decision:
-    """Decide how paused `record` runs again at `now_ms`, with a fresh retry budget (RESUME). An
-    exclusive invocation paused before it held its object key (`holds_key` False) goes back in the
-    key's queue (`Enqueue`), in its old place if it had one (its entry stayed in the queue while it
-    was paused: a new one would be left behind once it completes; found by the simulator, seed 317),
-    else in a new place at `now_ms`; any other is woken now (`WakeNow`). Raises `Conflict` if it is
-    not paused."""
-    if record.status != "paused":
-        raise Conflict(f"invocation {record.invocation_id} is {record.status}, not paused; only paused ones resume")
+RESUMABLE = ("paused", "suspended", "backing-off")
+"""Statuses `decide_resume` runs again now (restate-server's resume: paused or suspended; a backing-off
+one retries at once)."""
+
+
+def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int, moves: bool = False) -> Decision:
+    """Decide how `record` runs again at `now_ms` on a resume (Restate's admin API: resume "a paused
+    or suspended invocation; if it is backing off, the retry happens at once"), with a fresh retry
+    budget (RESUME). An exclusive invocation paused before it held its object key (`holds_key`
+    False) goes back in the key's queue (`Enqueue`), in its old place if it had one (its entry stayed
+    in the queue while it was paused: a new one would be left behind once it completes; found by the
+    simulator, seed 317), else in a new place at `now_ms`; any other is woken now (`WakeNow`). A
+    suspended invocation whose awaited completions are still missing suspends again at once.
+
+    `moves`: the resume also moves it to another deployment. A `ready` or `running` invocation
+    resumes as it is (RUN: woken if `ready`, nothing if `running`), unless it `moves`.
+
+    Raises `TooEarly` (425) if it is `scheduled` or `pending` (not started yet) and `Conflict` (409)
+    if it completed, or runs and `moves` (restate-server 1.7.12's answers)."""
+    if record.status in ("scheduled", "pending"):
+        raise TooEarly(
+            f"invocation {record.invocation_id} is {record.status}: it has not started yet, so it cannot be resumed"
+        )
+    if record.status == "completed":
+        raise Conflict(f"invocation {record.invocation_id} is completed, so it cannot be resumed")
+    if record.status not in RESUMABLE:
+        if moves:
+            raise Conflict(
+                f"invocation {record.invocation_id} is {record.status}: its deployment can change only while it "
+                "is paused, suspended or backing off; pause it first"
+            )
+        return Decision(Transition.RUN, {}, (WakeNow(),) if record.status == "ready" else ())
     changes: Changes = {"status": "ready", "retry_count": 0, "failures_in_a_row": 0, "next_retry_at_ms": 0}
     changes["lease_until_ms"] = 0
     if is_exclusive(record) and not holds_key:

@@ -41,6 +41,13 @@ class Conflict(TorporError):
     code = "conflict"
 
 
+class TooEarly(TorporError):
+    """The invocation has not started yet: scheduled, or waiting for its object key (HTTP 425)."""
+
+    status = 425
+    code = "too_early"
+
+
 class UnsupportedProtocol(TorporError):
     """No service protocol or manifest version both sides support (Restate code 415)."""
 

@@ -40,7 +40,7 @@ from control_plane.decisions import (
     decide_pause,
     decide_resume,
 )
-from control_plane.errors import Conflict, NotFound, TorporError
+from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.held import Held, Knocks
 from control_plane.hooks import Ends, Notifies
 from control_plane.journal import Journal
@@ -306,16 +306,27 @@ class Operations:
         self._carry_out(invocation_id, decide_pause(self._loaded_or_404(invocation_id).record))
 
     def resume(self, invocation_id: str, deployment_id: str | None = None) -> None:
-        """Run a paused invocation again now, with a fresh retry budget; optionally on another deployment.
+        """Run a paused, suspended or backing-off invocation again now, with a fresh retry budget
+        (`decide_resume`); optionally on another deployment: `deployment_id` is a deployment id,
+        `latest` (the one its handler resolves to now) or `keep` (the one it is pinned to: no move).
 
-        Raises `NotFound` (unknown invocation or deployment), `Conflict` if it is not paused, or
-        `UnsupportedProtocol` if the other deployment speaks no common protocol version.
+        Raises `NotFound` (unknown invocation), `BadRequest` (an unknown deployment, or a malformed
+        choice), `TooEarly` (not started yet), `Conflict` (completed; or running and asked to move),
+        or `UnsupportedProtocol` if the other deployment speaks no common protocol version.
         """
+        if deployment_id is not None and deployment_id not in ("latest", "keep") and not deployment_id.startswith("dp_"):
+            raise BadRequest(f"deployment: expected keep, latest or a deployment id (dp_…), got {deployment_id!r}")
         record = self._loaded_or_404(invocation_id).record
+        if deployment_id == "latest":
+            deployment_id = self.registry.resolve(record.service, record.handler).deployment_id
+        moves = deployment_id not in (None, "keep", record.deployment_id)
         holds_key = not is_exclusive(record) or self.store.lock_holder(record.service, record.key) == invocation_id
-        decision = decide_resume(record, holds_key, self.clock.now_ms())
-        if deployment_id:
-            deployment = self.registry.deployment(deployment_id)
+        decision = decide_resume(record, holds_key, self.clock.now_ms(), moves=moves)
+        if moves and deployment_id is not None:
+            try:
+                deployment = self.registry.deployment(deployment_id)
+            except NotFound as exc:
+                raise BadRequest(f"deployment {deployment_id} not found; list them with torpor deployments list") from exc
             moved = {
                 "deployment_id": deployment.deployment_id,
                 "protocol_version": self.registry.protocol_version(deployment),

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from control_plane.creation import Creation, Restarted
-from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.errors import BadRequest, Conflict, NotFound, TooEarly, TorporError
 from control_plane.journal import Journal, completion_ids, notification_key
 from control_plane.ports import InvocationRecord, Store
 from control_plane.protocol import encode_frames, is_command, is_notification
@@ -50,13 +50,6 @@ class Unprocessable(TorporError):
 
     status = 422
     code = "unprocessable"
-
-
-class TooEarly(TorporError):
-    """The invocation has not started yet (HTTP 425)."""
-
-    status = 425
-    code = "too_early"
 
 
 @dataclass(frozen=True, slots=True)

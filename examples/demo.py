@@ -93,7 +93,7 @@ def _journal_table(invocation: dict[str, Any]) -> Table:
     table = Table(title=title, title_justify="left")
     table.add_column("#", no_wrap=True)
     table.add_column("entry", no_wrap=True)
-    table.add_column("name", no_wrap=True)
+    table.add_column("touches", no_wrap=True, overflow="ellipsis", max_width=40)
     table.add_column("result", no_wrap=True, overflow="ellipsis", max_width=60)
     rows: list[list[str]] = []
     run_rows: dict[int, list[str]] = {}
@@ -106,7 +106,11 @@ def _journal_table(invocation: dict[str, Any]) -> Table:
             row[1] = "Run → stored"
             row[3] = text
             continue
-        row = [str(entry["index"]), entry["type"], entry.get("name", ""), text]
+        # what the entry touches: a run's name, a state key, a promise, a call's target (the admin API's names)
+        touches = entry.get("name") or entry.get("state_key") or entry.get("promise_name") or ""
+        if not touches and entry.get("details"):
+            touches = str(entry["details"])
+        row = [str(entry["index"]), entry["type"], touches, text]
         if entry["type"] == "Run":
             run_rows[entry.get("result_completion_id", -1)] = row
         rows.append(row)

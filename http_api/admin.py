@@ -800,8 +800,10 @@ class Admin:
         return HttpResponse(202)
 
     def resume_invocation(self, request: HttpRequest, invocation_id: str) -> HttpResponse:
-        """Resume a paused invocation now; `?deployment=dp_…` (or a JSON body `{"deployment": ...}`)
-        resumes it on another deployment. 202; 404 unknown; 409 not paused."""
+        """Resume a paused or suspended invocation now, or retry a backing-off one at once
+        (`Operations.resume`); `?deployment=dp_…|latest|keep` (or a JSON body `{"deployment": ...}`)
+        resumes it on another deployment. 202; 400 unknown or malformed deployment; 404 unknown
+        invocation; 409 completed, or running and asked to move; 425 not started yet."""
         deployment = request.query("deployment")
         if deployment is None and request.body.strip():
             body = request.json()

@@ -165,11 +165,16 @@ def pause(config: CliConfig, invocation_id: str) -> None:
 
 @invocations.command()
 @click.argument("invocation_id", metavar="ID")
-@click.option("--deployment", metavar="DP_ID", help="Resume on this deployment instead of the one it started on.")
+@click.option(
+    "--deployment",
+    metavar="DP_ID|latest|keep",
+    help="Resume on this deployment (latest: the one its handler resolves to now) instead of the one it started on.",
+)
 @json_option
 @pass_config
 def resume(config: CliConfig, invocation_id: str, deployment: str | None) -> None:
-    """Resume a paused invocation (ID) now, with a fresh retry budget."""
+    """Resume a paused or suspended invocation (ID) now, or retry a backing-off one at once, with a
+    fresh retry budget."""
     query = f"?deployment={quote(deployment, safe='')}" if deployment else ""
     _patch(config, invocation_id, "resume" + query)
     if not config.as_json:

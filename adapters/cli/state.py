@@ -105,7 +105,8 @@ def write_state(api: ApiClient, service: str, key: str, new_state: dict[str, lis
     body: dict[str, Any] = {"object_key": key, "new_state": new_state}
     if version is not None:
         body["version"] = version
-    api.request("POST", _state_path(service), json_body=body, hint=_CHANGED)
+    # --force skips the version check only: a key held by an invocation stays refused, and saying --force then misleads
+    api.request("POST", _state_path(service), json_body=body, hint=_CHANGED if version is not None else None)
 
 
 binary_option = click.option(

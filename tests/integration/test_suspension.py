@@ -408,8 +408,36 @@ def test_pause_stops_retries_and_resume_starts_them_again(dev: DevServer) -> Non
     assert describe(dev, invocation_id)["attempts"] == paused["attempts"]
     assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume").status_code == 202
     wait_for(lambda: describe(dev, invocation_id)["attempts"] > paused["attempts"], 10, "an attempt after resume")
-    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume").status_code == 409  # not paused
+    # not paused any more: running, it resumes as it is; backing off, it retries at once (restate-server: 200)
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume").status_code == 202
     assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/kill").status_code == 202
+
+
+def test_resume_runs_a_suspended_invocation_again_now_as_restate_server_does(dev: DevServer) -> None:
+    # GIVEN an invocation suspended on a long sleep
+    invocation_id = httpx.post(f"{dev.ingress_url}/Waits/sleep/send", json=60_000).json()["invocationId"]
+    wait_for(lambda: describe(dev, invocation_id)["status"] == "suspended", 10, "suspended")
+    # WHEN it is resumed (on the latest deployment, or the one it keeps)
+    for query in ("", "?deployment=latest", "?deployment=keep"):
+        before = describe(dev, invocation_id)["modified_at"]
+        time.sleep(0.01)
+        resumed = httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume{query}")
+        assert resumed.status_code == 202, resumed.text
+        # THEN it is taken up again now and, its sleep not due, suspends again
+        wait_for(
+            lambda b=before: (d := describe(dev, invocation_id))["status"] == "suspended" and d["modified_at"] != b,
+            10,
+            "suspended again after the resume",
+        )
+    unknown = httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume?deployment=dp_1nowhere")
+    assert unknown.status_code == 400 and "not found" in unknown.json()["message"]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume?deployment=soon").status_code == 400
+    # a scheduled invocation has not started: 425, as restate-server answers
+    later = httpx.post(f"{dev.ingress_url}/Greeter/greet/send?delay=1h", json="x").json()["invocationId"]
+    assert httpx.patch(f"{dev.admin_url}/invocations/{later}/resume").status_code == 425
+    for done in (invocation_id, later):
+        assert httpx.patch(f"{dev.admin_url}/invocations/{done}/kill").status_code == 202
+    assert httpx.patch(f"{dev.admin_url}/invocations/{invocation_id}/resume").status_code == 409  # completed
 
 
 def test_purge_deletes_a_completed_invocation_and_refuses_a_running_one(dev: DevServer) -> None:

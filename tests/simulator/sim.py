@@ -64,7 +64,7 @@ from typing import Any
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
-from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation
+from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation, TooEarly
 from control_plane.held import Held
 from control_plane.journal import Journal
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
@@ -923,7 +923,7 @@ class Scenario:
                 self.scheduler.push(self.clock.now + self.rng.randint(1_000, 60_000), "op", (request, "resume"))
             else:
                 operations.resume(request.invocation_id)
-        except (NotFound, Conflict) as exc:  # completed already (or not paused any more)
+        except (NotFound, Conflict, TooEarly) as exc:  # completed already (or not started yet: a resume)
             self.note(f"  -> {type(exc).__name__}")
         if op == "resume":
             self.resuming.discard(request.invocation_id)

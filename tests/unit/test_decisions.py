@@ -37,7 +37,7 @@ from control_plane.decisions import (
     retry_not_due,
     suspension_changes,
 )
-from control_plane.errors import Conflict
+from control_plane.errors import Conflict, TooEarly
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from tests.helpers.records import invocation
@@ -285,9 +285,24 @@ def test_a_resume_of_an_exclusive_one_paused_before_its_key_queues_it_in_its_old
     assert decide_resume(waiting, True, NOW).effects == (WakeNow(),)  # it holds its key: it runs now
 
 
-def test_only_a_paused_invocation_resumes() -> None:
-    with pytest.raises(Conflict, match="not paused"):
-        decide_resume(invocation(status="running"), True, NOW)
+@pytest.mark.parametrize("status", ["suspended", "backing-off"])
+def test_a_suspended_or_backing_off_invocation_resumes_now_as_restate_server_resumes_it(status: str) -> None:
+    decision = decide_resume(invocation(status=status, retry_count=2, next_retry_at_ms=NOW + 60_000), True, NOW)
+    assert (decision.transition, decision.effects) == (Transition.RESUME, (WakeNow(),))
+    assert decision.changes["status"] == "ready" and decision.changes["next_retry_at_ms"] == 0
+
+
+def test_a_running_invocation_resumes_as_it_is_but_does_not_move() -> None:
+    assert decide_resume(invocation(status="running"), True, NOW) == Decision(Transition.RUN, {}, ())
+    assert decide_resume(invocation(status="ready"), True, NOW).effects == (WakeNow(),)
+    with pytest.raises(Conflict, match="pause it first"):
+        decide_resume(invocation(status="running"), True, NOW, moves=True)
+
+
+@pytest.mark.parametrize(("status", "error"), [("scheduled", TooEarly), ("pending", TooEarly), ("completed", Conflict)])
+def test_an_invocation_not_started_or_completed_does_not_resume(status: str, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        decide_resume(invocation(status=status), True, NOW)
 
 
 @pytest.mark.parametrize("status", ["pending", "scheduled", "completed"])
