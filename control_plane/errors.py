@@ -41,6 +41,20 @@ class Conflict(TorporError):
     code = "conflict"
 
 
+class Gone(TorporError):
+    """What the request needs was removed by retention (HTTP 410)."""
+
+    status = 410
+    code = "gone"
+
+
+class Unprocessable(TorporError):
+    """The request is well formed but cannot be carried out on this invocation (HTTP 422)."""
+
+    status = 422
+    code = "unprocessable"
+
+
 class TooEarly(TorporError):
     """The invocation has not started yet: scheduled, or waiting for its object key (HTTP 425)."""
 

@@ -633,20 +633,8 @@ class InvocationTransitions(Protocol):
         the record's own write (only its start index when the batch is exactly the Output of
         `output`, re-derived on read, `load_invocation`). Read back like any batch. `StoreConflict`
         also if its index is taken; `ItemTooLarge` if it does not fit."""
-        if ending is not None:
-            return self._update_invocation(
-                invocation_id, epoch, doorbell=doorbell, returning=returning, ending=ending,
-                **_given(completion=completion, completed_at_ms=completed_at_ms, modified_at_ms=modified_at_ms,
-                         output=output, failure=failure, last_failure=last_failure, expires_at_s=expires_at_s,
-                         journal_expires_at_ms=journal_expires_at_ms, journal_length=journal_length,
-                         effects_applied_upto=effects_applied_upto, retry_count=retry_count,
-                         retry_at_length=retry_at_length, retry_since_ms=retry_since_ms,
-                         failures_in_a_row=failures_in_a_row, status=status, lease_until_ms=lease_until_ms,
-                         next_retry_at_ms=next_retry_at_ms, waiting_on=waiting_on, wake_up_at_ms=wake_up_at_ms,
-                         attempts=attempts, requests=requests, inbox_seq=inbox_seq),
-            )  # fmt: skip
         return self._update_invocation(
-            invocation_id, epoch, doorbell=doorbell, returning=returning,
+            invocation_id, epoch, doorbell=doorbell, returning=returning, ending=ending,
             **_given(completion=completion, completed_at_ms=completed_at_ms, modified_at_ms=modified_at_ms,
                      output=output, failure=failure, last_failure=last_failure, expires_at_s=expires_at_s,
                      journal_expires_at_ms=journal_expires_at_ms, journal_length=journal_length,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from control_plane.creation import Creation, Restarted
-from control_plane.errors import BadRequest, Conflict, NotFound, TooEarly, TorporError
+from control_plane.errors import BadRequest, Conflict, Gone, NotFound, TooEarly, Unprocessable
 from control_plane.journal import Journal, completion_ids, notification_key
 from control_plane.ports import InvocationRecord, Store
 from control_plane.protocol import encode_frames, is_command, is_notification
@@ -36,20 +36,6 @@ changed in version 6 (restate-server 1.7.12 refuses older ones the same way)."""
 
 DEPLOYMENT_LATEST = "latest"
 DEPLOYMENT_KEEP = "keep"
-
-
-class Gone(TorporError):
-    """What the request needs was removed by retention (HTTP 410)."""
-
-    status = 410
-    code = "gone"
-
-
-class Unprocessable(TorporError):
-    """The request is well formed but cannot be carried out on this invocation (HTTP 422)."""
-
-    status = 422
-    code = "unprocessable"
 
 
 @dataclass(frozen=True, slots=True)
