@@ -118,6 +118,26 @@ def interactive() -> bool:
     return sys.stdin.isatty()
 
 
+def edit_json_object(value: Any, must_be: str, ensure_ascii: bool = True) -> dict[str, Any] | None:
+    """Open `value` as indented JSON in the user's $EDITOR (`click.edit`) and return what was saved,
+    parsed; None if the editor was closed without saving. `must_be` names the object expected
+    (e.g. "a JSON object of state names") in the error when the text is not one.
+
+    Raises:
+        click.ClickException: the edited text is not JSON, or not a JSON object; nothing was changed.
+    """
+    edited_text = click.edit(json.dumps(value, indent=2, ensure_ascii=ensure_ascii) + "\n", extension=".json")
+    if edited_text is None:
+        return None
+    try:
+        edited = json.loads(edited_text)
+    except ValueError as exc:
+        raise click.ClickException(f"the edited text is not JSON ({exc}); nothing was changed") from exc
+    if not isinstance(edited, dict):
+        raise click.ClickException(f"the edited text must be {must_be}; nothing was changed")
+    return edited
+
+
 def confirm(question: str, *, yes: bool) -> None:
     """Ask `question` on stderr when stdin is a terminal, unless `--yes` was given.
 

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import click
 from rich.table import Table
 
-from adapters.cli.client import ApiClient, CliConfig, admin_api, console, emit_json, json_option, pass_config
+from adapters.cli.client import ApiClient, CliConfig, admin_api, console, edit_json_object, emit_json, json_option, pass_config
 from adapters.cli.render import handlers_table, service_details, services_table
 from control_plane.durations import parse_duration_ms
 
@@ -209,17 +209,11 @@ def config_edit(config: CliConfig, name: str) -> None:
     with admin_api(config) as api:
         service = api.request("GET", path).json()
     template = current_overrides(service.get("config") or {})
-    edited = click.edit(json.dumps(template, indent=2) + "\n", extension=".json")
+    edited = edit_json_object(template, "a JSON object")
     if edited is None:
         console().print("No change.")
         return
-    try:
-        changes = json.loads(edited)
-    except ValueError as exc:
-        raise click.ClickException(f"the edited text is not JSON ({exc}); nothing was changed") from exc
-    if not isinstance(changes, dict):
-        raise click.ClickException("the edited text must be a JSON object; nothing was changed")
-    changes = changed_options(template, changes)
+    changes = changed_options(template, edited)
     if not changes:
         console().print("No change.")
         return

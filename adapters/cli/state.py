@@ -19,7 +19,17 @@ from urllib.parse import quote
 import click
 from rich.table import Table
 
-from adapters.cli.client import ApiClient, CliConfig, admin_api, confirm, console, emit_json, json_option, pass_config
+from adapters.cli.client import (
+    ApiClient,
+    CliConfig,
+    admin_api,
+    confirm,
+    console,
+    edit_json_object,
+    emit_json,
+    json_option,
+    pass_config,
+)
 
 _CHANGED = "the state changed since it was read, or an invocation holds the key: run the command again, or pass --force"
 
@@ -154,17 +164,8 @@ def edit(config: CliConfig, service: str, key: str, binary: bool, force: bool, y
     with admin_api(config) as api:
         values, version = read_state(api, service, key)
     current = as_json(values, binary=binary)
-    edited_text = click.edit(json.dumps(current, indent=2, ensure_ascii=False) + "\n", extension=".json")
-    if edited_text is None:
-        console().print("No change.")
-        return
-    try:
-        edited = json.loads(edited_text)
-    except ValueError as exc:
-        raise click.ClickException(f"the edited text is not JSON ({exc}); nothing was changed") from exc
-    if not isinstance(edited, dict):
-        raise click.ClickException("the edited text must be a JSON object of state names; nothing was changed")
-    if edited == current:
+    edited = edit_json_object(current, "a JSON object of state names", ensure_ascii=False)
+    if edited is None or edited == current:
         console().print("No change.")
         return
     new_state = from_json(edited, binary=binary)
