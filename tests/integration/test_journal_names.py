@@ -267,8 +267,16 @@ def test_restate_cli_describe_shows_keys_promises_and_call_targets_on_torpor(
 
 
 def test_restate_cli_describe_shows_the_stack_trace_on_torpor(torpor: Side) -> None:
-    described = restate_describe(torpor, torpor.boom)
-    assert "[500 Internal] ValueError('card declined for 42')" in described
+    # Restate's CLI prints the last failure while the invocation backs off, not while a retry runs
+    shown = "[500 Internal] ValueError('card declined for 42')"
+    seen: list[str] = []
+
+    def shows_the_failure() -> bool:
+        seen.append(restate_describe(torpor, torpor.boom))
+        return shown in seen[-1]
+
+    wait_for(shows_the_failure, 60, "describe to show the failure")
+    described = seen[-1]
     assert "Traceback (most recent call last):" in described
     assert "in _charge" in described
 
