@@ -277,7 +277,7 @@ class Ingress:
         if len(entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # it could never be folded into the journal
             raise ItemTooLarge(
                 f"the awakeable completion takes {len(entry)} bytes, more than the {JOURNAL_ENTRY_LIMIT_BYTES} "
-                "bytes a journal entry holds; complete it with a smaller value"
+                "bytes (32 MiB) a journal entry may take; complete it with a smaller value"
             )
         self.engine.effects.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
         return HttpResponse(202)

@@ -75,6 +75,7 @@ from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
 
+from adapters.aws.blobs import Spiller
 from adapters.aws.store_items import (
     ACTIVE_STATUSES,
     BATCH_PREFIX,
@@ -133,6 +134,7 @@ from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
 from control_plane.ports import (
     INVOCATION_STATUSES,
+    BlobStore,
     InvocationRecord,
     InvocationTransitions,
     JournalBatch,
@@ -161,11 +163,31 @@ _TTL_UNSUPPORTED = frozenset({"UnknownOperationException"})  # dynalite has no T
 class _CountingConnection(Connection):
     """A pynamodb `Connection` that reports each DynamoDB API call (not botocore's retries) as it starts."""
 
-    def __init__(self, on_call: Callable[[str], None], **kwargs: Any) -> None:
+    def __init__(self, on_call: Callable[[str], None], spiller: Spiller | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._on_call = on_call
+        self._spiller = spiller
 
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; with a blob store, values too large for an item go to it first and come
+        back from it on reads (`adapters.aws.blobs`)."""
+        spiller = self._spiller
+        if spiller is None:
+            return self._dispatch(operation_name, operation_kwargs)
+        if operation_name in _WRITES:
+            spiller.spill_request(operation_name, operation_kwargs)
+        try:
+            data = self._dispatch(operation_name, operation_kwargs)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            if operation_name not in _WRITES or "maximum allowed size" not in str(error.get("Message", "")):
+                raise
+            spiller.spill_request(operation_name, operation_kwargs, everything=True)  # an update: size unknown
+            data = self._dispatch(operation_name, operation_kwargs)
+        spiller.restore_response(data)
+        return data
+
+    def _dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
         key = operation_kwargs.get("Key") or operation_kwargs.get("Item") or {}
         on_record = key.get("SK", {}).get("S") == META_SK  # writes there may also move the indexes
         kind = f"{operation_name} META" if on_record else operation_name
@@ -175,6 +197,9 @@ class _CountingConnection(Connection):
         )
         record(f"dynamodb {kind}", items or 1)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
+
+
+_WRITES = frozenset({"PutItem", "UpdateItem", "TransactWriteItems", "BatchWriteItem"})
 
 
 def _checked_due(due_ms: int) -> int:
@@ -255,6 +280,9 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
             `BatchWriteItem` (the AWS ingress): timers and replaced large state values then expire
             (their TTL set to now) instead of being deleted, and removing an invocation or a
             workflow's items raises `PermissionError` (see `StoreFacts.may_delete`).
+        blobs: Where values too large for an item go (`control_plane.ports.BlobStore`, S3 on AWS:
+            `adapters.aws.blobs`), up to `MAX_MESSAGE_BYTES` each; None: such a value raises
+            `ItemTooLarge` (413). Items that fit never touch it.
 
     Raises:
         ValueError: `shards` is below 1.
@@ -270,6 +298,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         aws_secret_access_key: str | None = None,
         shards: int = DEFAULT_SHARDS,
         may_delete: bool = True,
+        blobs: BlobStore | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"the store needs at least 1 shard, got {shards}")
@@ -287,8 +316,10 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         self._request_counts: dict[str, int] = {}
         self._request_count_lock = threading.Lock()
         self._connection = TableConnection(table_name)
+        self.blobs = blobs
         self._connection.connection = _CountingConnection(
             self._count_request,
+            Spiller(blobs) if blobs is not None else None,
             region=region,
             host=endpoint_url,
             max_pool_connections=_MAX_POOL_CONNECTIONS,
@@ -586,6 +617,9 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
             with model.batch_write() as batch:
                 for sk in sort_keys:
                     batch.delete(model(pk, sk))
+        if self.blobs is not None:  # the items are gone first: no item refers to a deleted object
+            for prefix in (BATCH_PREFIX, NOTIFICATION_PREFIX) if keep_record else ("",):
+                self.blobs.delete(f"{pk}/{prefix}")
         if keep_record:
             return
         if created_at_ms is None:

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 import uvicorn
 
+from adapters.aws.blobs import S3BlobStore
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
@@ -240,6 +241,7 @@ class DevServer:
         listen_sockets: tuple[socket.socket, socket.socket] | None = None,
         restate_ui: RestateUiFiles | None = None,
         restate_ui_port: int = 9072,
+        blob_bucket: str | None = None,
     ) -> None:
         if restate_ui is not None and listen_sockets is not None:
             raise ValueError("Restate's web UI is served by a single dev server, not by workers on given sockets")
@@ -254,6 +256,10 @@ class DevServer:
         self.data_dir = None if data_dir is None else os.fspath(data_dir)
         """The SQLite store's directory, or None (in memory, or DynamoDB)."""
         self._sqlite = data_dir is not None or in_memory
+        self.blob_bucket = blob_bucket
+        """With DynamoDB: the S3 bucket values too large for an item go to (on the DynamoDB endpoint's
+        host when it is a local one, e.g. moto; created if missing), or None (such values are a 413).
+        The SQLite store keeps large values itself."""
         self.host = host
         self._ingress_port = ingress_port
         self._admin_port = admin_port
@@ -465,11 +471,16 @@ class DevServer:
             if not _has_aws_credentials():  # a local endpoint (moto, dynalite) takes any key
                 log.info("no AWS credentials configured: using dummy ones for %s", self._dynamodb_endpoint)
                 credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        blobs = None
+        if self.blob_bucket:
+            blobs = S3BlobStore(self.blob_bucket, region=self.region, endpoint_url=self._dynamodb_endpoint)
+            blobs.ensure_bucket()
         self._store = DynamoDBStore(
             self.table,
             region=self.region,
             endpoint_url=self._dynamodb_endpoint,
             shards=self._store_shards(),
+            blobs=blobs,
             **credentials,
         )
         self._store.ensure_schema()
@@ -740,6 +751,7 @@ def run_dev(
     in_memory: bool = False,
     moto: bool = False,
     table: str = "torpor",
+    blob_bucket: str | None = None,
     region: str = "us-east-1",
     settings: Settings | None = None,
     workers: int = 1,
@@ -766,6 +778,7 @@ def run_dev(
         in_memory: The SQLite store in memory.
         moto: DynamoDB on an embedded moto server.
         table: DynamoDB table name.
+        blob_bucket: With DynamoDB, the S3 bucket for values too large for an item (`DevServer`).
         region: AWS region.
         settings: Runtime settings; None reads `Settings.load()`.
         workers: Orchestrator processes over the store (1: this process serves alone).
@@ -794,6 +807,7 @@ def run_dev(
             in_memory=in_memory,
             moto=moto,
             table=table,
+            blob_bucket=blob_bucket,
             region=region,
             settings=settings,
             concurrency=concurrency,
