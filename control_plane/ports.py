@@ -326,6 +326,13 @@ class StoreFacts(Protocol):
         holds its own files (SQLite)."""
         ...
 
+    @property
+    def value_limit_bytes(self) -> int:
+        """The largest input, journal entry or awakeable value the store holds (bytes): `MAX_MESSAGE_BYTES`
+        with a blob store (or the SQLite store), what one DynamoDB item holds beside its keys without
+        (393,216). The ingress refuses a larger one (413) before anything is written."""
+        ...
+
     def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
         """The AWS requests creating an invocation costs, by kind (`observability.record` names), for
         its `requests` field, written with it (the meter cannot count a write before it is made):
@@ -342,6 +349,7 @@ class FixedFacts:
 
     may_delete: bool = True
     holds_short_ids: bool = False
+    value_limit_bytes: int = MAX_MESSAGE_BYTES
 
     def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
         """None: no AWS requests (`StoreFacts.creation_requests`)."""

@@ -34,6 +34,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from control_plane.observability import record
+from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge
 
 REFERENCE_MARK = b"\x00torpor-blob\x00"
 """How a binary attribute holding a reference starts (no protobuf frame or JSON value starts with NUL)."""
@@ -85,6 +86,11 @@ class Spiller:
         self.blobs = blobs
 
     def _spill(self, pk: str, sk: str, data: bytes) -> bytes:
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise ItemTooLarge(
+                f"{pk}/{sk}: a value takes {len(data)} bytes, more than the {MAX_MESSAGE_BYTES} bytes (32 MiB) "
+                "a value may take"
+            )
         digest = hashlib.sha256(data).hexdigest()
         key = f"{pk}/{sk}/{digest}"
         self.blobs.put(key, data)  # first: the item never refers to an object not written

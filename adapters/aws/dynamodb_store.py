@@ -96,11 +96,11 @@ from adapters.aws.store_items import (
     ServiceItem,
     TimerItem,
     batch_record,
-    ending_batch,
-    ending_entries,
     batch_sk,
     bind,
     doorbell_is,
+    ending_batch,
+    ending_entries,
     epoch_is,
     expiry_pk,
     expiry_sk,
@@ -134,6 +134,8 @@ from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
 from control_plane.ports import (
     INVOCATION_STATUSES,
+    MAX_ITEM_BYTES,
+    MAX_MESSAGE_BYTES,
     BlobStore,
     InvocationRecord,
     InvocationTransitions,
@@ -234,6 +236,12 @@ class DynamoDBFacts:
         (`StoreFacts.holds_short_ids`)."""
         _ = self._store.shards
         return self._store._short_ids
+
+    @property
+    def value_limit_bytes(self) -> int:
+        """`MAX_MESSAGE_BYTES` with a blob store, else what one item holds beside its keys
+        (`StoreFacts.value_limit_bytes`)."""
+        return MAX_MESSAGE_BYTES if self._store.blobs is not None else MAX_ITEM_BYTES - 16 * 1024
 
     def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
         """The DynamoDB requests of creating an invocation: its record (PutItem META), a delayed

@@ -65,6 +65,7 @@ from adapters.local.sqlite_schedules import ScheduleTables
 from control_plane.ports import (
     INVOCATION_STATUSES,
     MAX_ITEM_BYTES,
+    MAX_MESSAGE_BYTES,
     MAX_TIMER_MS,
     InvocationPage,
     InvocationRecord,
@@ -287,6 +288,8 @@ class SQLiteFacts:
 
     may_delete = True
     """Always: the store's file is this process's own (`StoreFacts.may_delete`)."""
+    value_limit_bytes = MAX_MESSAGE_BYTES
+    """The store keeps large values in its own rows (`StoreFacts.value_limit_bytes`)."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store

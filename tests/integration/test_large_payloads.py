@@ -130,7 +130,8 @@ def test_five_mib_input_state_run_and_output_through_dynamodb_and_s3(
 
     _round_trips_five_mib(dev, "large")
     keys = _objects(moto_endpoint, bucket)
-    assert keys and all(k.startswith(("INV#", "OBJ#")) for k in keys), keys
+    assert keys, keys
+    assert all(k.startswith(("INV#", "OBJ#")) for k in keys), keys
     assert blobs.requests.get("s3 PutObject", 0) >= 3  # input, state value, run result (and output)
 
 

@@ -249,6 +249,10 @@ class SimFacts:
     def holds_short_ids(self) -> bool:
         return self._facts.holds_short_ids
 
+    @property
+    def value_limit_bytes(self) -> int:
+        return self._facts.value_limit_bytes
+
     def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
         self._sim.before_store_call("creation_requests")
         return self._facts.creation_requests(delayed=delayed, on_key=on_key)
@@ -1371,9 +1375,8 @@ STORES = ("sqlite", "dynamodb")
 
 def _dynamodb_store() -> Any:
     """A `DynamoDBStore` on a fresh table of the in-process moto (`moto.mock_aws` must be active)."""
-    from adapters.aws.dynamodb_store import DynamoDBStore  # only here: boto3 and moto are slow to import
-
     from adapters.aws.blobs import S3BlobStore
+    from adapters.aws.dynamodb_store import DynamoDBStore  # only here: boto3 and moto are slow to import
 
     blobs = S3BlobStore("sim-blobs")
     blobs.ensure_bucket()
