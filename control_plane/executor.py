@@ -48,7 +48,6 @@ from control_plane.endings import Endings
 from control_plane.errors import TorporError
 from control_plane.failures import stored_failure
 from control_plane.held import Held, Outcome, log_fields
-from control_plane.journal import notification_key
 from control_plane.keyed import STATE_COMMANDS, Keys, is_exclusive, is_workflow_run
 from control_plane.observability import Metrics
 from control_plane.operations import CANCEL_SIGNAL, KILL_BUDGET_S, Operations
@@ -61,6 +60,7 @@ from control_plane.ports import (
     Store,
     StoreConflict,
 )
+from control_plane.journal import notification_key
 from control_plane.protocol import Frame, MessageType, encode_frames, is_notification
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import HandlerOptions, Registry
