@@ -26,6 +26,7 @@ from control_plane.ports import MAX_MESSAGE_BYTES
 from control_plane.settings import Settings
 from tests.helpers.asgi import serve_asgi
 from tests.helpers.moto import unique_table_name
+from tests.helpers.services import REPO_ROOT
 
 MIB = 1024 * 1024
 SETTINGS = Settings(inactivity_timeout_ms=60_000, lease_margin_ms=5_000, call_wait_ms=120_000)
@@ -49,6 +50,12 @@ async def roundtrip(ctx: restate.ObjectContext, data: bytes) -> bytes:
 async def value(ctx: restate.ObjectSharedContext) -> bytes:
     """The state `roundtrip` set (b"" if none)."""
     return await ctx.get("value", serde=BytesSerde()) or b""
+
+
+@big.handler(kind="shared", accept=OCTETS, input_serde=BytesSerde())
+async def size(ctx: restate.ObjectSharedContext, data: bytes) -> int:
+    """The input's length (bytes)."""
+    return len(data)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +163,41 @@ def test_five_mib_payloads_and_the_limit_on_sqlite(services_url: str) -> None:
 
 def test_the_limit_is_restate_servers_message_limit() -> None:
     assert MAX_MESSAGE_BYTES == 33_554_432
+
+
+RESTATE_SERVER = REPO_ROOT / ".cache/conformance-restate/node_modules/@restatedev/restate-server-linux-x64/bin"
+
+
+@pytest.mark.skipif(not RESTATE_SERVER.exists(), reason="restate-server not installed in .cache/")
+def test_restate_server_and_torpor_draw_the_line_at_32_mib(services_url: str) -> None:
+    """Side by side with restate-server 1.7.12: a 16 MiB input runs on both, one byte over 32 MiB is a
+    413 on both (restate-server: `text/plain` "length limit exceeded"; Torpor: `{"code","message"}`)."""
+    from tests.conformance.harness import RestateRuntime
+
+    runtime = RestateRuntime()
+    runtime.start()
+    dev = DevServer(ingress_port=0, admin_port=0, in_memory=True, settings=SETTINGS)
+    dev.start()
+    try:
+        body = {"uri": services_url, "use_http_11": True}
+        assert httpx.post(f"{runtime.admin_url}/v4/deployments", json=body, timeout=60).status_code == 201
+        _register(dev, services_url)
+        for size, status in ((16 * MIB, 200), (MAX_MESSAGE_BYTES + 1, 413)):
+            data = b"s" * size
+            answers = [
+                httpx.post(
+                    f"{ingress}/BigPayloads/k/size",
+                    content=data,
+                    headers={"content-type": OCTETS},
+                    timeout=120,
+                )
+                for ingress in (runtime.ingress_url, dev.ingress_url)
+            ]
+            assert [a.status_code for a in answers] == [status, status], [a.text[:200] for a in answers]
+            if status == 200:
+                assert [a.json() for a in answers] == [size, size]
+            else:
+                assert answers[1].json()["code"] == 413
+    finally:
+        dev.stop()
+        runtime.close()
