@@ -29,10 +29,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError
-
 from control_plane.observability import record
 from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge
 
@@ -199,6 +195,9 @@ class S3BlobStore:
         endpoint_url: str | None = None,
         on_request: Callable[[str], None] | None = None,
     ) -> None:
+        import boto3  # here: `DynamoDBStore` imports this module where only pynamodb is bundled
+        from botocore.config import Config
+
         self.bucket = bucket
         self._client = boto3.client(
             "s3",
@@ -222,6 +221,8 @@ class S3BlobStore:
 
     def ensure_bucket(self) -> None:
         """Create the bucket if it does not exist (`torpor dev` and tests; SAM/CDK create it on AWS)."""
+        from botocore.exceptions import ClientError
+
         try:
             self._client.head_bucket(Bucket=self.bucket)
         except ClientError:
@@ -234,6 +235,8 @@ class S3BlobStore:
 
     def get(self, key: str) -> bytes:
         """One GetObject; `KeyError` if the object is missing."""
+        from botocore.exceptions import ClientError
+
         self._count("s3 GetObject")
         try:
             answer = self._client.get_object(Bucket=self.bucket, Key=key)
