@@ -55,7 +55,7 @@ def what_holds(limit: int) -> str:
     DynamoDB item when the store has no blob store."""
     if limit >= JOURNAL_ENTRY_LIMIT_BYTES:
         return "(32 MiB) a journal entry may take"
-    return "a journal entry holds without a blob store (one DynamoDB item; set TORPOR_BLOB_BUCKET for up to 32 MiB)"
+    return "a journal entry holds without a blob store (one DynamoDB item, 400 KB; TORPOR_BLOB_BUCKET: up to 32 MiB)"
 
 
 _DROPPED_INPUT_HEADERS = frozenset(
