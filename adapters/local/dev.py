@@ -539,6 +539,8 @@ class DevServer:
             env["TORPOR_SQLITE"] = self._sqlite_path
         elif self.lambda_checkpoints and self._dynamodb_endpoint is not None:
             env.update(TORPOR_TABLE=self.table, TORPOR_DYNAMODB_ENDPOINT=self._dynamodb_endpoint)
+            if self.blob_bucket:  # its commits of large run results go to the same bucket
+                env.update(TORPOR_BLOB_BUCKET=self.blob_bucket, TORPOR_S3_ENDPOINT=self._dynamodb_endpoint)
         timeout_s = {} if self.lambda_timeout_ms is None else {"timeout_s": self.lambda_timeout_ms / 1000}
         self._emulator = LambdaEmulatorProcess(
             self.lambda_functions, region=self.region, env=env, keep_running=True, **timeout_s
