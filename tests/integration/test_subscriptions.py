@@ -1,0 +1,109 @@
+"""Event subscriptions through a real `torpor dev` (DynamoDB store on a moto server, the example
+services over HTTP): the admin API in restate-server 1.7's `/subscriptions` shape, Restate's CLI
+`restate subscriptions list|create|describe|delete` against it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapters.local.dev import DevServer
+from control_plane.settings import Settings
+from tests.helpers.dev import dev_with_examples
+from tests.integration.test_restate_cli import RESTATE_CLI, ok, restate
+
+SETTINGS = Settings(inactivity_timeout_ms=10_000, call_wait_ms=20_000)
+
+
+@pytest.fixture(scope="module")
+def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
+    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
+        yield server
+
+
+def create(dev: DevServer, body: object) -> httpx.Response:
+    return httpx.post(f"{dev.admin_url}/subscriptions", json=body, timeout=10)
+
+
+def test_a_subscription_is_created_listed_read_and_removed(dev: DevServer) -> None:
+    # WHEN an SQS queue is subscribed to an object handler
+    reply = create(dev, {"source": "sqs://orders.fifo", "sink": "service://Counter/add", "options": {"a": "b"}})
+
+    # THEN it answers restate-server's shape, with a sub_ id and the location
+    assert reply.status_code == 201, reply.text
+    created = reply.json()
+    assert set(created) == {"id", "source", "sink", "options"}
+    assert created["id"].startswith("sub_1") and len(created["id"]) == 27
+    assert created["source"] == "sqs://orders.fifo" and created["sink"] == "service://Counter/add"
+    assert created["options"] == {"a": "b"}
+    assert reply.headers["location"] == f"subscriptions/{created['id']}"
+    # AND it is listed (also by an exact sink) and read back
+    listed = httpx.get(f"{dev.admin_url}/subscriptions", timeout=10).json()["subscriptions"]
+    assert created in listed
+    by_sink = httpx.get(f"{dev.admin_url}/v4/subscriptions", params={"sink": "service://Counter/add"}, timeout=10)
+    assert created in by_sink.json()["subscriptions"]
+    other = httpx.get(f"{dev.admin_url}/subscriptions", params={"source": "sqs://other"}, timeout=10)
+    assert created not in other.json()["subscriptions"]
+    assert httpx.get(f"{dev.admin_url}/subscriptions/{created['id']}", timeout=10).json() == created
+
+    # WHEN it is removed
+    removed = httpx.delete(f"{dev.admin_url}/subscriptions/{created['id']}", timeout=10)
+
+    # THEN 202, and it is gone (404 with code and message), a second removal too
+    assert removed.status_code == 202, removed.text
+    gone = httpx.get(f"{dev.admin_url}/subscriptions/{created['id']}", timeout=10)
+    assert gone.status_code == 404 and gone.json()["code"] == 404 and created["id"] in gone.json()["message"]
+    assert httpx.delete(f"{dev.admin_url}/subscriptions/{created['id']}", timeout=10).status_code == 404
+    assert created not in httpx.get(f"{dev.admin_url}/subscriptions", timeout=10).json()["subscriptions"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"source": "kafka://my-cluster/topic", "sink": "service://Counter/add"}, 400, "sqs, eventbridge"),
+        ({"source": "sqs://", "sink": "service://Counter/add"}, 400, "name the sqs resource"),
+        ({"source": "sqs://q", "sink": "service://Nope/add"}, 400, "cannot find service/handler"),
+        ({"source": "sqs://q", "sink": "service://Counter/nope"}, 400, "cannot find service/handler"),
+        ({"source": "sqs://q", "sink": "service://Counter"}, 400, "service://Service/handler"),
+        ({"source": "sqs://q", "sink": "bla://Counter/add"}, 400, "service://Service/handler"),
+        ({"source": "eventbridge://rule", "sink": "service://Counter/add"}, 400, "key=VALUE"),
+        ({"sink": "service://Counter/add"}, 422, '"source"'),
+        ({"source": "sqs://q", "sink": "service://Counter/add", "options": {"x": 1}}, 422, "strings"),
+    ],
+)
+def test_what_cannot_be_a_subscription_is_refused(dev: DevServer, body: object, status: int, words: str) -> None:
+    reply = create(dev, body)
+    assert reply.status_code == status, reply.text
+    assert words in reply.json()["message"] and reply.json()["code"] == status
+
+
+def test_a_malformed_id_is_a_bad_request(dev: DevServer) -> None:
+    reply = httpx.get(f"{dev.admin_url}/subscriptions/garbage", timeout=10)
+    assert reply.status_code == 400 and "sub_" in reply.json()["message"]
+
+
+@pytest.mark.skipif(not RESTATE_CLI.exists(), reason=f"restate CLI not installed at {RESTATE_CLI}: run scripts/test.sh")
+def test_restates_cli_creates_lists_describes_and_deletes(dev: DevServer, tmp_path: Path) -> None:
+    # WHEN Restate's CLI creates a subscription
+    args = ("-y", "subscriptions", "create", "sqs://cli-queue", "service://Counter/add", "k=v")
+    out = ok(restate(dev, *args, home=tmp_path))
+
+    # THEN it names the new id, which the admin API lists
+    listed_now = httpx.get(f"{dev.admin_url}/subscriptions").json()["subscriptions"]
+    created = next(s for s in listed_now if s["source"] == "sqs://cli-queue")
+    assert f"Subscription {created['id']} created" in out
+    assert created["options"] == {"k": "v"}
+    # AND list and describe show it
+    listed = ok(restate(dev, "subscriptions", "list", home=tmp_path))
+    assert created["id"] in listed and "sqs://cli-queue" in listed and "service://Counter/add" in listed
+    described = ok(restate(dev, "subscriptions", "describe", created["id"], home=tmp_path))
+    assert "sqs://cli-queue" in described and "service://Counter/add" in described
+
+    # WHEN it deletes it
+    ok(restate(dev, "-y", "subscriptions", "delete", created["id"], home=tmp_path))
+
+    # THEN it is gone
+    assert httpx.get(f"{dev.admin_url}/subscriptions/{created['id']}").status_code == 404
