@@ -78,6 +78,23 @@ def sqs_event(record: Mapping[str, Any]) -> Event:
     )
 
 
+def sqs_message_event(queue_name: str, message: Mapping[str, Any]) -> Event:
+    """`sqs_event` of a message as SQS's `ReceiveMessage` returns it (boto3's shape: `MessageId`,
+    `Body`, `Attributes`, `MessageAttributes`), received from the queue `queue_name`."""
+    return sqs_event(
+        {
+            "eventSourceARN": f"arn:aws:sqs:local:000000000000:{queue_name}",
+            "messageId": message.get("MessageId"),
+            "body": message.get("Body"),
+            "attributes": message.get("Attributes") or {},
+            "messageAttributes": {
+                name: {"stringValue": value.get("StringValue")}
+                for name, value in (message.get("MessageAttributes") or {}).items()
+            },
+        }
+    )
+
+
 def eventbridge_event(event: Mapping[str, Any]) -> Event:
     """The event an EventBridge rule delivers through the input transformer `{"rule":
     <aws.events.rule-name>, "event": <aws.events.event>}`: its `detail` as JSON, its id the event's

@@ -1,18 +1,24 @@
 """Event subscriptions through a real `torpor dev` (DynamoDB store on a moto server, the example
 services over HTTP): the admin API in restate-server 1.7's `/subscriptions` shape, Restate's CLI
-`restate subscriptions list|create|describe|delete` against it."""
+`restate subscriptions list|create|describe|delete` against it, and the dev server polling an SQS
+FIFO queue of the same moto server: each message invokes the object once, in the group's order."""
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import httpx
 import pytest
 
 from adapters.local.dev import DevServer
 from control_plane.settings import Settings
-from tests.helpers.dev import dev_with_examples
+from tests.helpers.dev import wait_for
+from tests.helpers.moto import DUMMY_AWS_ENV, REGION, unique_table_name
 from tests.integration.test_restate_cli import RESTATE_CLI, ok, restate
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, call_wait_ms=20_000)
@@ -20,8 +26,33 @@ SETTINGS = Settings(inactivity_timeout_ms=10_000, call_wait_ms=20_000)
 
 @pytest.fixture(scope="module")
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    with dev_with_examples(moto_endpoint, examples_url, SETTINGS) as server:
+    """`torpor dev` with its store and its subscriptions' SQS queues on the moto server."""
+    server = DevServer(
+        ingress_port=0,
+        admin_port=0,
+        dynamodb_endpoint=moto_endpoint,
+        table=unique_table_name(),
+        settings=SETTINGS,
+        sqs_endpoint=moto_endpoint,
+    )
+    server.start()
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
         yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def sqs(moto_endpoint: str) -> Any:
+    return boto3.client(
+        "sqs",
+        endpoint_url=moto_endpoint,
+        region_name=REGION,
+        aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+    )
 
 
 def create(dev: DevServer, body: object) -> httpx.Response:
@@ -107,3 +138,70 @@ def test_restates_cli_creates_lists_describes_and_deletes(dev: DevServer, tmp_pa
 
     # THEN it is gone
     assert httpx.get(f"{dev.admin_url}/subscriptions/{created['id']}").status_code == 404
+
+
+def adds(dev: DevServer, key: str) -> list[dict[str, Any]]:
+    """The `Counter/add` invocations of `key`, oldest first."""
+    reply = httpx.get(f"{dev.admin_url}/invocations", params={"key": key, "handler": "add"}, timeout=10)
+    assert reply.status_code == 200, reply.text
+    return sorted(reply.json()["invocations"], key=lambda i: (i["created_at"], i["id"]))
+
+
+def test_dev_polls_a_fifo_queue_and_invokes_the_object_once_per_message_in_order(
+    dev: DevServer, sqs: Any, tmp_path: Path
+) -> None:
+    name, key = f"orders-{uuid.uuid4().hex[:8]}.fifo", uuid.uuid4().hex[:8]
+    url = sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true", "VisibilityTimeout": "1"})["QueueUrl"]
+    # GIVEN the dev server's SQS poller loses its first delete (as if it crashed after the invocation
+    # was stored): that message comes back after its visibility timeout, a redelivery
+    poller = dev._sqs_poller
+    assert poller is not None
+    original, lost = poller.sqs.delete_message, []
+
+    def delete_message(**kwargs: Any) -> Any:
+        if not lost:
+            lost.append(kwargs["ReceiptHandle"])
+            return {}
+        return original(**kwargs)
+
+    poller.sqs.delete_message = delete_message
+    # AND Counter/add subscribed to the queue (through Restate's CLI when it is installed)
+    source, sink = f"sqs://{name}", "service://Counter/add"
+    if RESTATE_CLI.exists():
+        ok(restate(dev, "-y", "subscriptions", "create", source, sink, home=tmp_path))
+        listed = httpx.get(f"{dev.admin_url}/subscriptions").json()["subscriptions"]
+        (created,) = [s for s in listed if s["source"] == source]
+    else:
+        created = httpx.post(f"{dev.admin_url}/subscriptions", json={"source": source, "sink": sink}).json()
+
+    # WHEN three messages of one group are sent, the second one twice (the same deduplication id)
+    for dedup, delta in (("d0", 1), ("d1", 10), ("d1", 10), ("d2", 100)):
+        sqs.send_message(QueueUrl=url, MessageBody=str(delta), MessageGroupId=key, MessageDeduplicationId=dedup)
+
+    # THEN the object's add ran three times, in the queue's order, each message once
+    def three_done() -> list[dict[str, Any]] | None:
+        found = adds(dev, key)
+        return found if len(found) == 3 and all(i["status"] == "completed" for i in found) else None
+
+    done = wait_for(three_done, 60, "three completed adds")
+    assert [i["completion_output"] for i in done] == [1, 11, 111]
+    assert [i["idempotency_key"] for i in done] == ["d0", "d1", "d2"]
+    assert lost  # the redelivery happened (and invoked nothing more)
+    attributes = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+
+    def drained() -> bool:
+        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=attributes)["Attributes"]
+        return all(counts[a] == "0" for a in attributes)
+
+    wait_for(drained, 30, "the queue drained")
+
+    # WHEN the subscription is removed and another message is sent
+    assert httpx.delete(f"{dev.admin_url}/subscriptions/{created['id']}").status_code == 202
+    time.sleep(2)  # a receive in flight ends (1 s long poll)
+    sqs.send_message(QueueUrl=url, MessageBody="1000", MessageGroupId=key, MessageDeduplicationId="d3")
+
+    # THEN it is not delivered: it stays in the queue, and the object ran three times
+    time.sleep(3)
+    assert len(adds(dev, key)) == 3
+    left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert [m["Body"] for m in left] == ["1000"]
