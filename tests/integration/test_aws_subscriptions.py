@@ -141,7 +141,8 @@ def test_a_kinesis_record_that_cannot_be_invoked_ends_the_batch_there(functions:
         }
 
     # WHEN the second of three records is not JSON (Counter/add takes a number)
-    answer = lambda_app.worker_handler({"Records": [record("1", b"1"), record("2", b"x"), record("3", b"3")]}, Context())
+    batch = {"Records": [record("1", b"1"), record("2", b"x"), record("3", b"3")]}
+    answer = lambda_app.worker_handler(batch, Context())
 
     # THEN the batch fails from it: Lambda retries from record 2, and record 3 is not delivered ahead of it
     assert answer == {"batchItemFailures": [{"itemIdentifier": "2"}]}
