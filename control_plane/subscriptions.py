@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 from control_plane import ids
 from control_plane.errors import BadRequest, NotFound, Unprocessable
-from control_plane.inputs import validate_input
 from control_plane.invocation import Engine
 from control_plane.ports import Clock, StoreConflict, SubscriptionRecord, SubscriptionStore
 
@@ -252,15 +251,18 @@ class Subscriptions:
         """Invoke the sink with `event` (`delivery`), once per event id: returns the invocation's id,
         created now or by an earlier delivery of the same event.
 
+        The body is not checked against the handler's input here: a body the handler refuses fails
+        its invocation (listed, and restartable once fixed), rather than holding back the events
+        behind it in its source (as restate-server's Kafka ingress does).
+
         Raises:
             NotFound: The sink is no longer registered.
-            BadRequest: The event cannot be invoked (`delivery`), or its body does not fit the handler.
+            BadRequest: The event cannot be invoked (`delivery`: no id, or no key for a keyed sink).
             Exception: A store error: the adapter leaves the event to be delivered again.
         """
         service, handler = parse_sink(subscription.sink)
         target = self.engine.registry.resolve(service, handler)
         planned = delivery(subscription, target.service_type, target.input_content_type, event)
-        validate_input(target, planned.body, planned.headers.get("content-type"))
         try:
             record = self.engine.create(
                 planned.service,

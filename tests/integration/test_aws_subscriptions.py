@@ -132,20 +132,22 @@ def test_a_kinesis_record_that_cannot_be_invoked_ends_the_batch_there(functions:
     )
     assert status == 201, created
 
-    def record(sequence: str, data: bytes) -> dict[str, Any]:
+    def record(sequence: str, key: str) -> dict[str, Any]:
         return {
             "eventSource": "aws:kinesis",
             "eventSourceARN": f"arn:aws:kinesis:{REGION}:123456789012:stream/{stream}",
             "eventID": f"shardId-000000000000:{sequence}",
-            "kinesis": {"partitionKey": "k", "sequenceNumber": sequence, "data": base64.b64encode(data).decode()},
+            "kinesis": {"partitionKey": key, "sequenceNumber": sequence, "data": base64.b64encode(b"1").decode()},
         }
 
-    # WHEN the second of three records is not JSON (Counter/add takes a number)
-    batch = {"Records": [record("1", b"1"), record("2", b"x"), record("3", b"3")]}
+    # WHEN the second of three records has no key (Counter is a virtual object)
+    key = uuid.uuid4().hex[:8]
+    batch = {"Records": [record("1", key), record("2", ""), record("3", key)]}
     answer = lambda_app.worker_handler(batch, Context())
 
     # THEN the batch fails from it: Lambda retries from record 2, and record 3 is not delivered ahead of it
     assert answer == {"batchItemFailures": [{"itemIdentifier": "2"}]}
+    assert [i["idempotency_key"] for i in adds(functions, key)] == ["shardId-000000000000:1"]
 
 
 @pytest.mark.parametrize("source", ["sqs://nobody-subscribed", "kinesis://nobody"])
