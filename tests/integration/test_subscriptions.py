@@ -205,3 +205,53 @@ def test_dev_polls_a_fifo_queue_and_invokes_the_object_once_per_message_in_order
     assert len(adds(dev, key)) == 3
     left = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
     assert [m["Body"] for m in left] == ["1000"]
+
+
+@pytest.fixture(scope="module")
+def restate_admin(examples_url: str) -> Iterator[str]:
+    """restate-server 1.7.12 with the same example app registered: its admin URL."""
+    from tests.conformance.harness import RestateRuntime
+
+    server = RestateRuntime()
+    server.start()
+    try:
+        body = {"uri": examples_url, "use_http_11": True}
+        reply = httpx.post(f"{server.admin_url}/deployments", json=body, timeout=60)
+        assert reply.status_code == 201, reply.text
+        yield server.admin_url
+    finally:
+        server.close()
+
+
+UNKNOWN_ID = "sub_1" + "0" * 21 + "1"
+"""A well-formed subscription id nobody has (restate-server parses it, then finds nothing)."""
+
+DIFFERENTIAL = {
+    # case: (method, path, Torpor's body, restate-server's body): each server's own source scheme
+    "unknown sink service": ("POST", "/subscriptions", {"source": "sqs://q", "sink": "service://Nope/add"},
+                             {"source": "kafka://c/t", "sink": "service://Nope/add"}),
+    "unknown sink handler": ("POST", "/subscriptions", {"source": "sqs://q", "sink": "service://Counter/nope"},
+                             {"source": "kafka://c/t", "sink": "service://Counter/nope"}),
+    "sink without handler": ("POST", "/subscriptions", {"source": "sqs://q", "sink": "service://Counter"},
+                             {"source": "kafka://c/t", "sink": "service://Counter"}),
+    "sink of another scheme": ("POST", "/subscriptions", {"source": "sqs://q", "sink": "bla://Counter/add"},
+                               {"source": "kafka://c/t", "sink": "bla://Counter/add"}),
+    "the other's source": ("POST", "/subscriptions", {"source": "kafka://c/t", "sink": "service://Counter/add"},
+                           {"source": "sqs://q", "sink": "service://Counter/add"}),
+    "no source": ("POST", "/subscriptions", {"sink": "service://Counter/add"}, {"sink": "service://Counter/add"}),
+    "an option not a string": ("POST", "/subscriptions",
+                               {"source": "sqs://q", "sink": "service://Counter/add", "options": {"x": 1}},
+                               {"source": "kafka://c/t", "sink": "service://Counter/add", "options": {"x": 1}}),
+    "get an unknown id": ("GET", f"/subscriptions/{UNKNOWN_ID}", None, None),
+    "delete an unknown id": ("DELETE", f"/subscriptions/{UNKNOWN_ID}", None, None),
+    "get a malformed id": ("GET", "/subscriptions/garbage", None, None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(DIFFERENTIAL))
+def test_refusals_agree_with_restate_server(case: str, dev: DevServer, restate_admin: str) -> None:
+    method, path, ours, theirs = DIFFERENTIAL[case]
+    torpor = httpx.request(method, f"{dev.admin_url}{path}", json=ours, timeout=10)
+    restate = httpx.request(method, f"{restate_admin}{path}", json=theirs, timeout=10)
+    assert torpor.status_code == restate.status_code, (torpor.text, restate.text)
+    assert torpor.json()["message"]  # {"code", "message"}, never a bare text

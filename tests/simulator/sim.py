@@ -90,7 +90,8 @@ _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "pu
 BIDI_SHARE = 0.25
 """The share of scenarios whose deployment is invoked in bidirectional mode (`sdk.BidiDeployment`)."""
 
-_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart", "message")  # what a client sends (again, if unanswered)
+# what a client sends (again, if unanswered); "message": a subscribed queue's message, to the worker
+_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart", "message")
 
 # the named transitions of `InvocationTransitions` on the lease holder's epoch (the `skip-fence` mutant
 # drops that condition), and those that move the epoch whoever holds it
@@ -1257,7 +1258,8 @@ class Scenario:
                 continue
             made = [r for r in adds if r.idempotency_key == f"m{index}"]
             if len(made) != 1:
-                self.violate(f"message m{index}, delivered {queue.delivered[index]} times, made {len(made)} invocations")
+                times = queue.delivered[index]
+                self.violate(f"message m{index}, delivered {times} times, made {len(made)} invocations")
             elif made[0].completion == "succeeded" and made[0].output != str(running).encode():
                 self.violate(f"message m{index} added {delta} out of order: {made[0].output!r}, not {running}")
         return sum(queue.deltas)
