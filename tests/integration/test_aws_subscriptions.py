@@ -17,7 +17,12 @@ import pytest
 from adapters.aws import lambda_app
 from tests.helpers.aws_functions import Context, LocalFunctions
 from tests.helpers.moto import REGION
-from tests.integration.test_aws_lambda_functions import functions  # noqa: F401  (the fixture)
+from tests.infra.facts import SAM_TEMPLATE, Facts
+from tests.integration.test_aws_lambda_functions import (  # noqa: F401  (`functions`: the fixture)
+    _allowed,
+    _DynamoDBRecorder,
+    functions,
+)
 
 
 def lambda_records(sqs: Any, queue_url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -57,7 +62,25 @@ def all_completed(functions: LocalFunctions, key: str, count: int) -> list[dict[
     return found if len(found) == count and all(i["status"] == "completed" for i in found) else None
 
 
-def test_an_sqs_fifo_queue_invokes_an_object_once_per_message_in_order(functions: LocalFunctions) -> None:  # noqa: F811
+def test_an_sqs_fifo_queue_invokes_an_object_once_per_message_in_order(
+    functions: LocalFunctions,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """... and every DynamoDB request the admin and worker functions make for it is one their roles in
+    `template.yaml` allow, partition keys included (the admin writes the `SUB` item)."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+
+    recorder = _DynamoDBRecorder()
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        recorder.record(operation_name, operation_kwargs)
+        return original(self, operation_name, operation_kwargs)
+
+    monkeypatch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+    recorder.phase = "AdminFunction"
     sqs = boto3.client("sqs", region_name=REGION, endpoint_url=functions.sqs.meta.endpoint_url)
     name = f"orders-{uuid.uuid4().hex[:8]}.fifo"
     queue_url = sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true"})["QueueUrl"]
@@ -72,6 +95,7 @@ def test_an_sqs_fifo_queue_invokes_an_object_once_per_message_in_order(functions
         sqs.send_message(QueueUrl=queue_url, MessageBody=str(delta), MessageGroupId=key, MessageDeduplicationId=f"d{n}")
 
     # WHEN the worker gets the batch, and then the same batch again (a redelivery)
+    recorder.phase = "WorkerFunction"
     records, messages = lambda_records(sqs, queue_url)
     assert len(records) == 3
     assert lambda_app.worker_handler({"Records": records}, Context()) == {"batchItemFailures": []}
@@ -79,13 +103,24 @@ def test_an_sqs_fifo_queue_invokes_an_object_once_per_message_in_order(functions
     for message in messages:  # done: the event source mapping deletes them
         sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
+    recorder.phase = None
     # THEN Counter/add ran three times on the group's key, in the queue's order, each message once
     done = functions.until(lambda: all_completed(functions, key, 3), 60, "three completed adds")
     assert [i["completion_output"] for i in done] == [1, 11, 111]
     assert [i["idempotency_key"] for i in done] == ["d0", "d1", "d2"]
 
     # WHEN the subscription is removed and another message arrives
+    recorder.phase = "AdminFunction"
     assert functions.http("admin", "DELETE", f"/subscriptions/{created['id']}")[0] == 202
+    recorder.phase = None
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    refused = {
+        function: sorted(r for r in requests if not _allowed(facts, function, *r))
+        for function, requests in recorder.requests.items()
+    }
+    assert all(not r for r in refused.values()), refused
+    assert ("dynamodb:PutItem", "${Table.Arn}", ("SUB",)) in recorder.requests["AdminFunction"]
+    assert ("dynamodb:DeleteItem", "${Table.Arn}", ("SUB",)) in recorder.requests["AdminFunction"]
     sqs.send_message(QueueUrl=queue_url, MessageBody="1000", MessageGroupId=key, MessageDeduplicationId="d3")
     records, _ = lambda_records(sqs, queue_url)
 
