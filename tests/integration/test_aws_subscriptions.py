@@ -203,3 +203,41 @@ def test_an_event_of_a_source_without_subscription_fails(functions: LocalFunctio
     answer = lambda_app.worker_handler({"Records": [record]}, Context())
     assert answer == {"batchItemFailures": [{"itemIdentifier": expected}]}
     assert json.dumps(answer)
+
+
+def test_the_deploy_hook_creates_and_deletes_a_declared_subscription(
+    functions: LocalFunctions,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`Custom::TorporSubscription` (SAM's `SubscriptionQueueArn`, the CDK's `TorporSubscription`):
+    Create stores it, Delete removes it (twice is fine), a bad sink fails the resource; every DynamoDB
+    request is one the deploy hook's role allows."""
+    from cfnlint.decode.cfn_yaml import load
+
+    from adapters.aws import dynamodb_store
+    from control_plane.errors import BadRequest
+
+    recorder = _DynamoDBRecorder()
+    original = dynamodb_store._CountingConnection.dispatch
+
+    def dispatch(self: Any, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        recorder.record(operation_name, operation_kwargs)
+        return original(self, operation_name, operation_kwargs)
+
+    monkeypatch.setattr(dynamodb_store._CountingConnection, "dispatch", dispatch)
+    recorder.phase = "DeployHookFunction"
+    plane = lambda_app.build_control_plane()
+    properties = {"Source": "sqs://declared.fifo", "Sink": "service://Counter/add", "Options": {"key": "k"}}
+    physical_id, data = lambda_app._subscription_resource(plane, "Create", properties, "unregistered")
+    assert physical_id.startswith("sub_1") and data == {"SubscriptionId": physical_id}
+    assert plane.subscriptions.get(physical_id).options == {"key": "k"}
+    with pytest.raises(BadRequest, match="cannot find service/handler"):
+        lambda_app._subscription_resource(plane, "Create", {**properties, "Sink": "service://Nope/x"}, "x")
+    for _ in range(2):
+        assert lambda_app._subscription_resource(plane, "Delete", properties, physical_id) == (physical_id, {})
+    assert not plane.subscriptions.list(source="sqs://declared.fifo")
+    recorder.phase = None
+    facts = Facts(json.loads(json.dumps(load(str(SAM_TEMPLATE)))))
+    made = recorder.requests["DeployHookFunction"]
+    refused = sorted(r for r in made if not _allowed(facts, "DeployHookFunction", *r))
+    assert not refused, refused
