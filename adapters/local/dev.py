@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -530,16 +530,15 @@ class DevServer:
 
     def _start_sqs_poller(self) -> None:
         """Poll the queues of the SQS subscriptions (`adapters.local.sqs_poller`) on `sqs_endpoint`."""
-        import boto3
-
         endpoint = self._sqs_endpoint or (self._dynamodb_endpoint if self.embedded_moto else None)
         dummy = endpoint is not None and not _has_aws_credentials()  # a local endpoint takes any key
-        sqs = boto3.client(
-            "sqs",
-            region_name=self.region,
-            endpoint_url=endpoint,
-            **({"aws_access_key_id": "testing", "aws_secret_access_key": "testing"} if dummy else {}),
-        )
+        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"} if dummy else {}
+
+        def sqs() -> Any:
+            import boto3
+
+            return boto3.client("sqs", region_name=self.region, endpoint_url=endpoint, **keys)
+
         self._sqs_poller = SqsPoller(self.control_plane.subscriptions, sqs)
         self._sqs_poller.start()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from adapters.aws.subscriptions import deliver_event, sqs_message_event
@@ -24,6 +25,8 @@ log = logging.getLogger("torpor.subscriptions")
 
 POLL_WAIT_S = 1
 """How long one receive waits for messages (SQS long polling), seconds."""
+IDLE_S = 2
+"""How long to wait before listing the subscriptions again when none names an SQS queue, seconds."""
 
 
 class SqsPoller:
@@ -31,18 +34,27 @@ class SqsPoller:
 
     Args:
         subscriptions: The control plane's subscriptions (what to poll, and delivery).
-        sqs: A boto3 SQS client on the endpoint the queues live on.
+        sqs: Makes the boto3 SQS client of the endpoint the queues live on, once a subscription
+            names one (building a client takes a while: a dev server without any is not slowed).
         wait_s: The long poll of each receive, seconds.
     """
 
-    def __init__(self, subscriptions: Subscriptions, sqs: Any, wait_s: int = POLL_WAIT_S) -> None:
+    def __init__(self, subscriptions: Subscriptions, sqs: Callable[[], Any], wait_s: int = POLL_WAIT_S) -> None:
         self.subscriptions = subscriptions
-        self.sqs = sqs
+        self._make_sqs = sqs
+        self._sqs: Any = None
         self.wait_s = wait_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._urls: dict[str, str] = {}
         self._missing: set[str] = set()
+
+    @property
+    def sqs(self) -> Any:
+        """The boto3 SQS client, made on first use."""
+        if self._sqs is None:
+            self._sqs = self._make_sqs()
+        return self._sqs
 
     def start(self) -> None:
         """Start polling on a daemon thread."""
@@ -64,7 +76,7 @@ class SqsPoller:
                         return
                     self.poll(queue)
                 if not queues:
-                    self._stop.wait(self.wait_s)
+                    self._stop.wait(IDLE_S)
             except Exception:  # the store or SQS failed this round: say so, go on
                 log.exception("polling the subscribed SQS queues failed; trying again")
                 self._stop.wait(self.wait_s)
