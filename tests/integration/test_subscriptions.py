@@ -5,6 +5,7 @@ FIFO queue of the same moto server: each message invokes the object once, in the
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -255,3 +256,32 @@ def test_refusals_agree_with_restate_server(case: str, dev: DevServer, restate_a
     restate = httpx.request(method, f"{restate_admin}{path}", json=theirs, timeout=10)
     assert torpor.status_code == restate.status_code, (torpor.text, restate.text)
     assert torpor.json()["message"]  # {"code", "message"}, never a bare text
+
+
+def torpor(dev: DevServer, *args: str) -> Any:
+    from click.testing import CliRunner
+
+    from adapters.cli import main
+
+    argv = ["--admin-url", dev.admin_url, *args]
+    return CliRunner().invoke(main, argv, env={"COLUMNS": "200"}, catch_exceptions=False)
+
+
+def test_torpors_cli_creates_lists_describes_and_deletes(dev: DevServer) -> None:
+    created = torpor(dev, "--json", "subscriptions", "create", "kinesis://cli-clicks", "service://Counter/add", "a=b")
+    assert created.exit_code == 0, created.output
+    subscription = json.loads(created.output)
+    assert (subscription["source"], subscription["options"]) == ("kinesis://cli-clicks", {"a": "b"})
+
+    listed = torpor(dev, "subscriptions", "list", "--source", "kinesis://cli-clicks")
+    assert listed.exit_code == 0 and subscription["id"] in listed.output and "a=b" in listed.output
+    described = torpor(dev, "subscriptions", "describe", subscription["id"])
+    assert described.exit_code == 0 and "service://Counter/add" in described.output
+    refused = torpor(dev, "subscriptions", "create", "kafka://c/t", "service://Counter/add")
+    assert refused.exit_code == 1 and "sqs, eventbridge" in refused.output
+    bad_option = torpor(dev, "subscriptions", "create", "sqs://q", "service://Counter/add", "novalue")
+    assert bad_option.exit_code == 2 and "KEY=VALUE" in bad_option.output
+
+    deleted = torpor(dev, "subscriptions", "delete", subscription["id"], "-y")
+    assert deleted.exit_code == 0 and f"Deleted subscription {subscription['id']}" in deleted.output
+    assert torpor(dev, "subscriptions", "describe", subscription["id"]).exit_code == 1
