@@ -285,3 +285,28 @@ def test_torpors_cli_creates_lists_describes_and_deletes(dev: DevServer) -> None
     deleted = torpor(dev, "subscriptions", "delete", subscription["id"], "-y")
     assert deleted.exit_code == 0 and f"Deleted subscription {subscription['id']}" in deleted.output
     assert torpor(dev, "subscriptions", "describe", subscription["id"]).exit_code == 1
+
+
+def test_a_torpor_dev_process_polls_a_queue_of_the_endpoint_torpor_aws_endpoint_url_names(
+    moto_endpoint: str, examples_url: str, sqs: Any
+) -> None:
+    """`TORPOR_AWS_ENDPOINT_URL=… torpor dev` (SQLite in memory) delivers a queue of that moto server."""
+    from tests.helpers.dev import torpor_dev_process
+
+    name, key = f"plain-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    with torpor_dev_process("--in-memory", env={"TORPOR_AWS_ENDPOINT_URL": moto_endpoint}) as (_, admin, _process):
+        assert httpx.post(f"{admin}/deployments", json={"uri": examples_url}, timeout=30).status_code == 201
+        body = {"source": f"sqs://{name}", "sink": "service://Counter/add"}
+        assert httpx.post(f"{admin}/subscriptions", json=body, timeout=10).status_code == 201
+        # a standard queue: the object key is the `key` message attribute
+        attributes = {"key": {"DataType": "String", "StringValue": key}}
+        sqs.send_message(QueueUrl=url, MessageBody="7", MessageAttributes=attributes)
+
+        def added() -> list[dict[str, Any]] | None:
+            reply = httpx.get(f"{admin}/invocations", params={"key": key, "handler": "add"}, timeout=10).json()
+            found = reply["invocations"]
+            return found if found and found[0]["status"] == "completed" else None
+
+        (invocation,) = wait_for(added, 60, "the message's invocation")
+        assert invocation["completion_output"] == 7
