@@ -287,6 +287,21 @@ class ScheduleRecord:
     modified_at_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    """An event subscription: events of `source` become invocations of `sink` (`control_plane.subscriptions`).
+
+    `source` is a URI such as `sqs://orders.fifo`, `sink` one such as `service://Counter/add`,
+    `options` string pairs as given (restate-server's `SubscriptionResponse` shape); ids are `sub_1…`.
+    """
+
+    subscription_id: str
+    source: str
+    sink: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    created_at_ms: int = 0
+
+
 SCHEDULE_FIELDS = ("paused", "next_tick_ms", "last_tick_ms", "last_invocation_id", "modified_at_ms")
 """The `ScheduleRecord` fields `Store.update_schedule` may set; the rest are fixed at creation."""
 
@@ -984,7 +999,28 @@ class ScheduleStore(Protocol):
         """Remove the schedule `name`; removing an unknown name does nothing."""
 
 
-class Store(InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore, Protocol):
+class SubscriptionStore(Protocol):
+    """Event subscriptions, one record per id (`control_plane.subscriptions`), beside the registry.
+
+    DynamoDB: partition `SUB` (`SUB#{subscription_id}`), `adapters/aws/store_registry.py`. SQLite:
+    table `subscriptions`, `adapters/local/sqlite_registry.py`.
+    """
+
+    def create_subscription(self, subscription: SubscriptionRecord) -> None:
+        """Store a new subscription; `StoreConflict` if its id exists (nothing written)."""
+
+    def get_subscription(self, subscription_id: str) -> SubscriptionRecord | None: ...
+
+    def list_subscriptions(self) -> list[SubscriptionRecord]:
+        """Every subscription, ordered by id."""
+        ...
+
+    def delete_subscription(self, subscription_id: str) -> bool:
+        """Remove the subscription; True if it existed (a conditional delete), False if it did not."""
+        ...
+
+
+class Store(InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore, SubscriptionStore, Protocol):
     """Durable storage of everything: the union of the families (DynamoDB in production: one table;
     `torpor dev`: one SQLite file). Where code needs one family only, it takes that family.
 

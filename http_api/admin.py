@@ -399,7 +399,6 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/restart-as-new", self.restart_invocation_as_new)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
         r.add("POST", "/query", self.query)
-        r.add("GET", "/subscriptions", self.list_subscriptions)
 
     def ui_redirect(self, request: HttpRequest) -> HttpResponse:
         """`302` to the web UI (a relative location, so it holds behind a path prefix too)."""
@@ -452,11 +451,6 @@ class Admin:
                 "features": dict.fromkeys(RESTATE_FEATURES, False),
             }
         )
-
-    def list_subscriptions(self, request: HttpRequest) -> HttpResponse:
-        """`{"subscriptions": []}` (restate-server's `ListSubscriptionsResponse`): Torpor has no
-        subscriptions (Kafka); Restate's web UI lists them on its overview."""
-        return HttpResponse.json({"subscriptions": []})
 
     def openapi(self, request: HttpRequest) -> HttpResponse:
         """This admin API described as an OpenAPI 3.1 document (`http_api.admin_openapi`)."""

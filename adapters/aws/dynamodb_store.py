@@ -127,7 +127,7 @@ from adapters.aws.store_items import (
     translated_write,
 )
 from adapters.aws.store_keyed import DynamoKeyed
-from adapters.aws.store_registry import DynamoRegistry
+from adapters.aws.store_registry import DynamoRegistry, SubscriptionItem
 from adapters.aws.store_schedules import DynamoSchedules, ScheduleItem
 from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
@@ -315,6 +315,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         self._notifications = bind(NotificationItem, meta, self._connection)
         self._timers = bind(TimerItem, meta, self._connection)
         self._schedules = bind(ScheduleItem, meta, self._connection)
+        self._subscriptions = bind(SubscriptionItem, meta, self._connection)
         self._bind_keyed(meta, self._connection)
         self.facts = DynamoDBFacts(self)
 

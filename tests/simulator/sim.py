@@ -74,6 +74,7 @@ from control_plane.retry import RetryPolicy
 from control_plane.runtime import ControlPlane
 from control_plane.schedules import Cadence, schedule_of_wake_id, tick_idempotency_key
 from control_plane.settings import Settings
+from control_plane.subscriptions import Event
 from control_plane.timers import Wake
 from http_api.http import HttpRequest, HttpResponse
 from http_api.ingress import Ingress
@@ -89,7 +90,8 @@ _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "pu
 BIDI_SHARE = 0.25
 """The share of scenarios whose deployment is invoked in bidirectional mode (`sdk.BidiDeployment`)."""
 
-_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart")  # what a client sends (again, if unanswered)
+# what a client sends (again, if unanswered); "message": a subscribed queue's message, to the worker
+_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart", "message")
 
 # the named transitions of `InvocationTransitions` on the lease holder's epoch (the `skip-fence` mutant
 # drops that condition), and those that move the epoch whoever holds it
@@ -504,6 +506,27 @@ class SimSchedule:
         return at_ms < self.sent.get("resume", 1 << 62)
 
 
+@dataclass
+class SimMessages:
+    """An SQS FIFO queue's messages of one group, subscribed to `Counter/add` on key `s` (the group
+    id): message `i` (id `m{i}`, body its delta) is delivered once message `i - 1` was (the queue's
+    order), and some are delivered again later (a redelivery). Each must invoke once, in order."""
+
+    deltas: list[int]
+    subscription: Any = None  # the SubscriptionRecord, created before the scenario runs
+    delivered: dict[int, int] = field(default_factory=dict)  # index -> deliveries that returned
+
+
+SIM_SOURCE = "sqs://sim.fifo"
+
+
+def messages(rng: random.Random) -> SimMessages | None:
+    """The subscribed queue's messages of a scenario (a quarter of them have some), chosen by `rng`."""
+    if rng.random() < 0.75:
+        return None
+    return SimMessages([rng.randint(1, 9) for _ in range(rng.randint(2, 5))])
+
+
 def schedules(rng: random.Random) -> list[SimSchedule]:
     """The schedules of a scenario (at most one), chosen by `rng`."""
     if rng.random() < 0.8:
@@ -635,6 +658,8 @@ class Scenario:
         self.retry_due: dict[str, int] = {}  # a backing-off Flaky invocation -> when it may be retried
         self.resuming: set[str] = set()  # Flaky invocations paused by their policy, an operator resume on its way
         self.schedules: list[SimSchedule] = []
+        self.erng = random.Random(seed * 7_919 + 13)  # the subscribed queue's messages (other draws unchanged)
+        self.messages: SimMessages | None = None
         self.covered: collections.Counter[str] = collections.Counter()  # what the newer parts exercised
         self.purged_adds: list[InvocationRecord] = []  # Counter/add invocations purged (the counters' checks)
         self.settings = Settings()
@@ -810,6 +835,8 @@ class Scenario:
             self.operate(*event.target)
         elif event.kind == "restart":
             self.restart(*event.target)
+        elif event.kind == "message":
+            self.deliver_message(*event.target)
         elif event.kind == "sweep_due":
             self.note("sweep_due")
             self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")  # first: it may crash
@@ -1026,6 +1053,20 @@ class Scenario:
             self.note(f"  -> {type(exc).__name__}")
         schedule.returned[op] = self.clock.now
 
+    def deliver_message(self, queue: SimMessages, index: int) -> None:
+        """The worker delivers message `index` of the subscribed queue (again, after a crash: the
+        message was not deleted); once it returned, the next message of the group comes."""
+        self.note(f"message m{index} of {SIM_SOURCE}")
+        event = Event(SIM_SOURCE, f"m{index}", "s", str(queue.deltas[index]).encode())
+        self.note(f"  -> {self.plane.subscriptions.deliver(queue.subscription, event)}")
+        first = index not in queue.delivered
+        queue.delivered[index] = queue.delivered.get(index, 0) + 1
+        if first and index + 1 < len(queue.deltas):
+            self.scheduler.push(self.clock.now + self.erng.randint(0, 20_000), "message", (queue, index + 1))
+        if first and self.erng.random() < 0.3:  # its deletion was lost: SQS delivers it again later
+            self.covered["message redelivered"] += 1
+            self.scheduler.push(self.clock.now + self.erng.randint(1_000, 200_000), "message", (queue, index))
+
     def done(self, requests: list[Request]) -> bool:
         """True when every request was accepted and its invocation completed, no invocation is left
         unfinished and the client sends nothing more."""
@@ -1081,6 +1122,10 @@ class Scenario:
             for schedule in self.schedules:
                 for op, at in schedule.ops:
                     self.scheduler.push(at, "schedule", (schedule, op))
+            self.messages = messages(self.erng)
+            if self.messages is not None:
+                self.messages.subscription = self.plane.subscriptions.create(SIM_SOURCE, "service://Counter/add")
+                self.scheduler.push(START_MS + self.erng.randint(0, 30_000), "message", (self.messages, 0))
             for request in requests:
                 for _ in range(request.attaches):
                     self.scheduler.push(request.at_ms + self.xrng.randint(0, 200_000), "attach", (request, None))
@@ -1154,9 +1199,10 @@ class Scenario:
             return  # counters and keys are not settled yet: the stuck invocation says why
         ended_early = any(op in _ENDS for r in requests for op in r.ops_done)
         counters["t"] = self.check_schedules()
+        counters["s"] = self.check_messages()
         for key in sorted(set(counters) | {"a", "b"}):
             self.check_counter(key, None if ended_early and key != "t" else counters.get(key, 0))
-        for key in ("a", "b", "t"):
+        for key in ("a", "b", "t", "s"):
             holder, queued = self.raw.key_status("Counter", key)
             record = self.raw.get_invocation(holder) if holder else None
             if holder is not None and (record is None or record.status == "completed") and queued is None:
@@ -1195,6 +1241,28 @@ class Scenario:
                     f"an attach to {request.invocation_id} got {status} {body!r}, its final result is "
                     f"{final.status} {final.body!r}"
                 )
+
+    def check_messages(self) -> int:
+        """The subscribed queue's messages: each delivered, invoked once (its id the idempotency key)
+        however often it was delivered, and in the queue's order (the adds' outputs are the running
+        sums of the deltas). Returns what they add to Counter/s."""
+        queue = self.messages
+        if queue is None:
+            return 0
+        adds = [r for r in self.raw.list_invocations(None, "Counter", 10_000) if r.key == "s"]
+        running = 0
+        for index, delta in enumerate(queue.deltas):
+            running += delta
+            if index not in queue.delivered:
+                self.violate(f"message m{index} of {SIM_SOURCE} was never delivered")
+                continue
+            made = [r for r in adds if r.idempotency_key == f"m{index}"]
+            if len(made) != 1:
+                times = queue.delivered[index]
+                self.violate(f"message m{index}, delivered {times} times, made {len(made)} invocations")
+            elif made[0].completion == "succeeded" and made[0].output != str(running).encode():
+                self.violate(f"message m{index} added {delta} out of order: {made[0].output!r}, not {running}")
+        return sum(queue.deltas)
 
     def check_schedules(self) -> int:
         """Each schedule's ticks: on its grid, one invocation each, none while it was paused or after
