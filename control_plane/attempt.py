@@ -366,14 +366,16 @@ def _already_satisfied(
     is, every other node (all-completed, and, not knowing which results failed, first-succeeded and
     all-succeeded) when all its children are (Restate service protocol, Suspension and Future). The
     cancel signal (index 1) counts only when it is all the await point holds: an SDK that handled a
-    cancellation goes on awaiting it beside what it really waits for. Notifications that arrive during
-    the attempt are in neither `journal` nor `delivered`: they still wake the handler at once.
+    cancellation goes on awaiting it beside what it really waits for. A named signal never counts:
+    named signals queue, and the one sent may have been taken by an earlier await of that name.
+    Notifications that arrive during the attempt are in neither `journal` nor `delivered`: they
+    still wake the handler at once.
     """
     keys = {notification_key(f) for f in delivered if is_notification(f.type)}
     only_cancel = awaiting == AwaitPoint(signals=frozenset({1}))
 
-    def sent(key: str) -> bool:
-        return (key != "s1" or only_cancel) and (journal.has(key) or key in keys)
+    def sent(key: str) -> bool:  # a named signal sent may have been taken by an earlier await of its name
+        return key[0] != "n" and (key != "s1" or only_cancel) and (journal.has(key) or key in keys)
 
     if suspension is None or not suspension.HasField("awaiting_on"):
         satisfied = any(map(sent, _leaves(awaiting)))

@@ -774,6 +774,9 @@ class InvocationStore(InvocationTransitions, Protocol):
     def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:
         """Store a notification for the invocation unless one with its key exists; True if stored."""
 
+    def get_notification(self, invocation_id: str, key: str) -> StoredNotification | None:
+        """The notification stored with `key` for the invocation (a strongly consistent read), or None."""
+
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Remove the notification with `key`; removing one that is not there does nothing. Not called
         where `StoreFacts.may_delete` is False (nor by `Effects.notify`, which rings before it stores)."""
