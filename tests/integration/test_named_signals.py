@@ -10,12 +10,13 @@ over DynamoDB (moto server), at service protocol V5 and V6 (both carry named sig
 - a signal of another name does not wake it (it is journaled, as restate-server journals it);
 - a rejected signal fails the awaiting handler with the rejection's code and message;
 - a signal sent to a completed or an unknown invocation is dropped: the sender completes;
-- the awaiting invocation's journal shows a `Notification: Signal` entry, and Torpor's describe the
-  signal's name.
+- the awaiting invocation's journal shows a `Notification: Signal` entry per signal sent (`sys_journal`'s
+  `entry_json` alike, `{"Signal": {"id": {"Name": ...}, ...}}`), and Torpor's describe the signal's name.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,8 +43,8 @@ def examples_at(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def restate_ingress(examples_at: str) -> Iterator[str]:
-    """restate-server 1.7.12 with the examples registered: its ingress URL."""
+def restate_ingress(examples_at: str) -> Iterator[tuple[str, str]]:
+    """restate-server 1.7.12 with the examples registered: its ingress and admin URLs."""
     from tests.conformance.harness import RestateRuntime
 
     server = RestateRuntime()
@@ -51,7 +52,7 @@ def restate_ingress(examples_at: str) -> Iterator[str]:
     try:
         reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_at, "use_http_11": True}, timeout=60)
         assert reply.status_code == 201, reply.text
-        yield server.ingress_url
+        yield server.ingress_url, server.admin_url
     finally:
         server.close()
 
@@ -150,9 +151,20 @@ def scenarios(ingress: str) -> dict[str, Any]:
     return seen
 
 
+def _signal_entries(admin: str, invocation_id: str) -> list[Any]:
+    """`sys_journal`'s `entry_json` of the invocation's `Notification: Signal` entries, in order."""
+    sql = f"SELECT index, entry_type, entry_json FROM sys_journal WHERE id = '{invocation_id}' ORDER BY index"
+    reply = httpx.post(f"{admin}/query", json={"query": sql}, headers={"accept": "application/json"}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    return [json.loads(r["entry_json"]) for r in reply.json()["rows"] if r["entry_type"] == "Notification: Signal"]
+
+
 @pytest.fixture(scope="module")
-def on_restate(restate_ingress: str) -> dict[str, Any]:
-    return scenarios(restate_ingress)
+def on_restate(restate_ingress: tuple[str, str]) -> dict[str, Any]:
+    ingress, admin = restate_ingress
+    seen = scenarios(ingress)
+    seen["journal"] = _signal_entries(admin, seen["ids"]["twice"])
+    return seen
 
 
 def test_named_signals_behave_as_on_restate_server(dev: DevServer, on_restate: dict[str, Any]) -> None:
@@ -168,7 +180,7 @@ def test_named_signals_behave_as_on_restate_server(dev: DevServer, on_restate: d
         "to a completed invocation": (200, "resolved"),
         "to an unknown invocation": (200, "resolved"),
     }
-    restate = {k: v for k, v in on_restate.items() if k != "ids"}
+    restate = {k: v for k, v in on_restate.items() if k not in ("ids", "journal")}
     assert restate == expected, "restate-server changed its answers"
     torpor = scenarios(dev.ingress_url)
     assert {k: v for k, v in torpor.items() if k != "ids"} == restate
@@ -183,6 +195,8 @@ def test_named_signals_behave_as_on_restate_server(dev: DevServer, on_restate: d
         "approved",
         "approved",
     ]
+    assert _signal_entries(dev.admin_url, torpor["ids"]["twice"]) == on_restate["journal"]  # sys_journal alike
+    assert len(on_restate["journal"]) == 2
 
 
 def test_a_send_signal_to_a_malformed_invocation_id_is_retried_as_on_restate_server(dev: DevServer) -> None:
