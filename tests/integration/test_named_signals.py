@@ -111,7 +111,8 @@ def scenarios(ingress: str) -> dict[str, Any]:
     _suspended_waiting(ingress, waiting)
     _signal(ingress, waiting, "other", value="ignored")  # another name does not wake it
     _suspended_waiting(ingress, waiting)
-    seen["send"] = _signal(ingress, waiting, "approved", value="yes").json()
+    sent = _signal(ingress, waiting, "approved", value="yes")
+    seen["send"] = sent.json()
     seen["after the await"] = _attach(ingress, waiting)
 
     early = _start(ingress, "approved", after_ms=1_500)
@@ -147,7 +148,7 @@ def scenarios(ingress: str) -> dict[str, Any]:
     unknown = done[:-1] + ("B" if done.endswith("A") else "A")  # well-formed, never created
     nowhere = _signal(ingress, unknown, "approved", value="x")
     seen["to an unknown invocation"] = (nowhere.status_code, nowhere.json())
-    seen["ids"] = {"waiting": waiting, "twice": twice}
+    seen["ids"] = {"waiting": waiting, "twice": twice, "sender": sent.headers.get("x-restate-id")}
     return seen
 
 
@@ -167,29 +168,34 @@ def on_restate(restate_ingress: tuple[str, str]) -> dict[str, Any]:
     return seen
 
 
+EXPECTED = {
+    "send": "resolved",
+    "after the await": (200, "got yes"),
+    "before the await": (200, "got early"),
+    "twice": (200, "got first"),
+    "awaited twice": (200, "got first, second"),
+    "awaited twice, sent before": (200, "got first, second"),
+    "reject": "rejected",
+    "rejected": (409, (409, "not today")),
+    "to a completed invocation": (200, "resolved"),
+    "to an unknown invocation": (200, "resolved"),
+}
+"""What a client sees of each case of `scenarios` on restate-server 1.7.12."""
+
+
 def test_named_signals_behave_as_on_restate_server(dev: DevServer, on_restate: dict[str, Any]) -> None:
-    expected = {
-        "send": "resolved",
-        "after the await": (200, "got yes"),
-        "before the await": (200, "got early"),
-        "twice": (200, "got first"),
-        "awaited twice": (200, "got first, second"),
-        "awaited twice, sent before": (200, "got first, second"),
-        "reject": "rejected",
-        "rejected": (409, (409, "not today")),
-        "to a completed invocation": (200, "resolved"),
-        "to an unknown invocation": (200, "resolved"),
-    }
     restate = {k: v for k, v in on_restate.items() if k not in ("ids", "journal")}
-    assert restate == expected, "restate-server changed its answers"
+    assert restate == EXPECTED, "restate-server changed its answers"
     torpor = scenarios(dev.ingress_url)
     assert {k: v for k, v in torpor.items() if k != "ids"} == restate
 
     waiting = describe(dev, torpor["ids"]["waiting"])
     signals = [e for e in waiting["journal"] if e["entry_type"] == "Notification: Signal"]
     assert [e.get("signal") for e in signals] == ["other", "approved"], signals  # journaled as they came
-    sender_ids = [e for e in waiting["journal"] if e["entry_type"] == "Command: SendSignal"]
-    assert sender_ids == []  # the sender's command is in the sender's journal
+    sender = describe(dev, torpor["ids"]["sender"])
+    (command,) = [e for e in sender["journal"] if e["entry_type"] == "Command: SendSignal"]
+    assert (command["signal"], command["invoked_id"]) == ("approved", torpor["ids"]["waiting"])
+    assert command["details"] == f"signal approved to {torpor['ids']['waiting']}"
     twice = describe(dev, torpor["ids"]["twice"])  # both journaled, as restate-server journals them
     assert [e.get("signal") for e in twice["journal"] if e["entry_type"] == "Notification: Signal"] == [
         "approved",
@@ -213,3 +219,14 @@ def test_a_send_signal_to_a_malformed_invocation_id_is_retried_as_on_restate_ser
     assert described["status"] != "completed"
     assert "SendSignal command to no invocation" in described["last_failure"]["message"]
     httpx.patch(f"{dev.admin_url}/invocations/{sent}/kill", timeout=30)
+
+
+def test_named_signals_on_streamed_invocations(moto_endpoint: str) -> None:
+    """The same cases with the deployment registered over HTTP/2 (bidirectional mode: a signal
+    arriving while the handler runs goes to it on the open stream)."""
+    with (
+        serve_examples(http2=True) as (url, _process),
+        dev_with_examples(moto_endpoint, url, SETTINGS) as dev,
+    ):
+        seen = scenarios(dev.ingress_url)
+    assert {k: v for k, v in seen.items() if k != "ids"} == EXPECTED
