@@ -148,7 +148,7 @@ def scenarios(ingress: str) -> dict[str, Any]:
     unknown = done[:-1] + ("B" if done.endswith("A") else "A")  # well-formed, never created
     nowhere = _signal(ingress, unknown, "approved", value="x")
     seen["to an unknown invocation"] = (nowhere.status_code, nowhere.json())
-    seen["ids"] = {"waiting": waiting, "twice": twice, "sender": sent.headers.get("x-restate-id")}
+    seen["ids"] = {"waiting": waiting, "twice": twice, "sender": sent.headers.get("x-restate-id"), "queue": queue}
     return seen
 
 
