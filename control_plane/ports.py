@@ -216,9 +216,11 @@ class JournalBatch:
 class StoredNotification:
     """A notification delivered from outside the invocation, waiting to be folded into its journal.
 
-    `key` identifies it: `c{completion_id}`, `s{signal_index}` or `n{signal_name}`; at most one
-    notification per key is ever stored, so the first resolution of an awakeable wins and a
-    duplicate delivery changes nothing. `entry` is the framed notification message.
+    `key` identifies it: `c{completion_id}`, `s{signal_index}`, or `q{seq:08d}{signal_name}` for the
+    `seq`-th named signal of that name (`journal.named_signal_key`; `n{signal_name}` before named
+    signals queued); at most one notification per key is ever stored, so the first resolution of an
+    awakeable wins and a duplicate delivery changes nothing. `entry` is the framed notification
+    message (a named signal's is followed by its sender, `journal.named_signal_entry`).
     """
 
     key: str
@@ -788,6 +790,9 @@ class InvocationStore(InvocationTransitions, Protocol):
 
     def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:
         """Store a notification for the invocation unless one with its key exists; True if stored."""
+
+    def get_notification(self, invocation_id: str, key: str) -> StoredNotification | None:
+        """The notification stored with `key` for the invocation (a strongly consistent read), or None."""
 
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Remove the notification with `key`; removing one that is not there does nothing. Not called

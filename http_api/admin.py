@@ -22,7 +22,7 @@ from control_plane.entry_names import EntryNaming, name_entry, name_journal
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
-from control_plane.journal import AwaitPoint, Journal
+from control_plane.journal import AwaitPoint, Journal, stored_frames
 from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
@@ -34,7 +34,7 @@ from control_plane.ports import (
     ServiceRecord,
     Store,
 )
-from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
+from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
@@ -153,7 +153,7 @@ def pending_notifications(loaded: LoadedInvocation, journal: Journal) -> list[di
     for stored in sorted(loaded.notifications, key=lambda n: (n.created_at_ms, n.key)):
         if journal.has(stored.key):
             continue
-        for entry in decode_frames(stored.entry):
+        for entry in stored_frames(stored.entry):
             naming = name_entry(entry, loaded.record.invocation_id)
             out.append({"key": stored.key, **describe_frame(entry, naming), "stored_at": rfc3339(stored.created_at_ms)})
     return out

@@ -814,6 +814,14 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
             return False
         return True
 
+    def get_notification(self, invocation_id: str, key: str) -> StoredNotification | None:
+        """`INV#id` / `N#{key}` (one strongly consistent GetItem), or None if there is none."""
+        try:
+            item = self._notifications.get(invocation_pk(invocation_id), notification_sk(key), consistent_read=True)
+        except self._notifications.DoesNotExist:
+            return None
+        return notification_record(item)
+
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Delete `INV#id` / `N#{key}` (one DeleteItem); deleting one that is not there does nothing.
 

@@ -19,6 +19,8 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
   the invocation completes;
 - purges of completed invocations (admin purge), some then sent again with the same idempotency key
   (`RESEND_WITH_CALLS`);
+- named signals (`Waiter/main`, `Signaller/signal`, from a third generator): sent twice, before or
+  after the await, awaited once or twice;
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
   and resumed, then deleted by the client, its ticks delivered by the faulty scheduler.
 
@@ -66,7 +68,7 @@ from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation, TooEarly
 from control_plane.held import Held
-from control_plane.journal import Journal
+from control_plane.journal import Journal, parse_named_signal_key, stored_sender
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
@@ -332,6 +334,24 @@ def _flaky_options(on_max: str) -> dict[str, Any]:
 FLAKY_OPTIONS = {"Flaky": {"main": _flaky_options("pause"), "doomed": _flaky_options("kill")}}
 
 
+def _signal_waiter(ctx: Ctx) -> bytes:
+    """`[awaits, delay_ms, sleep_ms]`: send `Signaller/signal` (delayed by `delay_ms`), which sends
+    this invocation the signal `go` twice (values 1 then 2); sleep `sleep_ms` (0: not at all), so
+    the signals may arrive before the await; then await `go` `awaits` times."""
+    awaits, delay_ms, sleep_ms = json.loads(ctx.input)
+    ctx.send("Signaller", "signal", json.dumps([ctx.invocation_id, "go"]).encode(), delay_ms=delay_ms, name="s")
+    if sleep_ms:
+        ctx.sleep("z", sleep_ms)
+    return b",".join(ctx.await_named("go") for _ in range(awaits))
+
+
+def _signaller(ctx: Ctx) -> bytes:
+    target, name = json.loads(ctx.input)
+    ctx.send_signal(target, name, b"1")
+    ctx.send_signal(target, name, b"2")
+    return b"ok"
+
+
 def _workflow_run(ctx: Ctx) -> bytes:
     value = ctx.promise("p")
     return ctx.run("wf", lambda: value.upper())
@@ -351,6 +371,8 @@ SERVICES = {
     "Flow": ("SERVICE", {"main": _flow}),
     "Resolver": ("SERVICE", {"resolve": _resolve}),
     "Flaky": ("SERVICE", {"main": _flaky, "doomed": _flaky}),
+    "Waiter": ("SERVICE", {"main": _signal_waiter}),
+    "Signaller": ("SERVICE", {"signal": _signaller}),
 }
 
 
@@ -466,6 +488,18 @@ def flaky_requests(rng: random.Random) -> list[Request]:
         request = Request("Flaky", handler, "", body, f"f{n}", at, expected, [], allowed=allowed)
         request.flaky = (mode, times, json.loads(body)[2])
         requests.append(request)
+    return requests
+
+
+def signal_requests(rng: random.Random) -> list[Request]:
+    """Requests to `Waiter/main`: named signals sent before or after the await, twice, awaited once
+    (the first one's value) or twice (both, in the order sent)."""
+    requests = []
+    for n in range(rng.choice([0, 1, 1, 2])):
+        awaits = rng.choice([1, 2])
+        body = json.dumps([awaits, rng.choice([0, 0, 5_000]), rng.choice([0, 0, 10_000])]).encode()
+        expected = b"1,2" if awaits == 2 else b"1"
+        requests.append(Request("Waiter", "main", "", body, f"g{n}", START_MS + rng.randint(0, 20_000), expected, []))
     return requests
 
 
@@ -1118,6 +1152,7 @@ class Scenario:
             self.plane.registry.register(DEPLOYMENT_URL)
             requests = workload(self.rng) + flaky_requests(self.xrng)
             extras(self.xrng, requests)
+            requests += signal_requests(random.Random(self.seed * 1_000_003 + 11))  # the other draws stay
             self.schedules = schedules(self.xrng)
             for schedule in self.schedules:
                 for op, at in schedule.ops:
@@ -1195,6 +1230,8 @@ class Scenario:
                 record.completion == "succeeded" and request.expected is not None and record.output != request.expected
             ):
                 self.violate(f"{request.invocation_id} output {record.output!r}, the model says {request.expected!r}")
+            elif request.service == "Waiter":
+                self.covered["named signal awaited twice" if request.expected == b"1,2" else "named signal sent twice"] += 1
         if any(v for v in self.violations if "did not complete" in v or "never accepted" in v):
             return  # counters and keys are not settled yet: the stuck invocation says why
         ended_early = any(op in _ENDS for r in requests for op in r.ops_done)
@@ -1355,6 +1392,7 @@ class Scenario:
                 self.violate(f"{invocation_id}: {read_back} journal entries read back, its record says {says}")
         given: set[int] = set()
         completed: set[int] = set()
+        named: dict[str, int] = {}  # signal name -> its notifications in the journal
         index = 0  # journal index (entry 0 is the Input command)
         for batch in sorted(loaded.batches, key=lambda b: b.start_index):
             for index, f in enumerate(decode_frames(batch.entries), start=batch.start_index):
@@ -1380,11 +1418,24 @@ class Scenario:
                             if cid in given:
                                 self.violate(f"{invocation_id}: completion id {cid} given twice in its journal")
                             given.add(cid)
+                elif f.type == MessageType.Signal and message.WhichOneof("signal_id") == "name":  # type: ignore[union-attr]
+                    named[message.name] = named.get(message.name, 0) + 1  # type: ignore[union-attr]
                 elif is_notification(f.type) and f.type != MessageType.Signal:
                     cid = message.completion_id  # type: ignore[attr-defined]
                     if cid in completed:
                         self.violate(f"{invocation_id}: completion {cid} committed twice in its journal")
                     completed.add(cid)
+        sent: dict[str, int] = {}  # each named signal is stored once (by its sender) and journaled once
+        for stored in loaded.notifications:
+            if stored.key[0] == "q":
+                name = parse_named_signal_key(stored.key)[1]
+                sent[name] = sent.get(name, 0) + 1
+        for name, count in named.items():
+            if count > sent.get(name, 0):
+                self.violate(f"{invocation_id}: {count} signals named {name!r} journaled, {sent.get(name, 0)} sent")
+        senders = [stored_sender(n.entry) for n in loaded.notifications if n.key[0] == "q"]
+        if len(senders) != len(set(senders)):
+            self.violate(f"{invocation_id}: a named signal stored twice by one sender: {sorted(senders)}")
 
     def check_after_retention(self, requests: list[Request]) -> None:
         """After the retention of completed invocations (and the sweeps): nothing left for them."""
