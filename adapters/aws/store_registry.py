@@ -1,14 +1,22 @@
-"""Deployments and services, the registry half of `DynamoDBStore` (`DEP` and `SVC` partitions).
+"""Deployments, services and subscriptions, the registry half of `DynamoDBStore` (`DEP`, `SVC`, `SUB`).
 
-Items: `DEP` / `DEP#{deployment_id}` (one attribute per `DeploymentRecord` field) and `SVC` /
-`SVC#{name}` (one per `ServiceRecord` field); see `adapters.aws.store_items`. Reads are strongly
-consistent; writes replace whatever was there.
+Items: `DEP` / `DEP#{deployment_id}` (one attribute per `DeploymentRecord` field), `SVC` /
+`SVC#{name}` (one per `ServiceRecord` field), see `adapters.aws.store_items`, and `SUB` /
+`SUB#{subscription_id}` (`SubscriptionItem`). Reads are strongly consistent; deployments and
+services are written whatever was there, a subscription is created on its item being absent and
+deleted on it existing.
 """
 
 from __future__ import annotations
 
+from pynamodb.attributes import JSONAttribute, UnicodeAttribute
+from pynamodb.exceptions import DeleteError
+
 from adapters.aws.store_items import (
+    CONDITION_FAILED,
     DEPLOYMENTS_PK,
+    IntAttribute,
+    Item,
     SERVICES_PK,
     DeploymentItem,
     ServiceItem,
@@ -16,9 +24,39 @@ from adapters.aws.store_items import (
     deployment_sk,
     service_record,
     service_sk,
+    item_absent,
+    item_exists,
     translated_write,
 )
-from control_plane.ports import DeploymentRecord, ServiceRecord
+from control_plane.ports import DeploymentRecord, ServiceRecord, StoreConflict, SubscriptionRecord
+
+SUBSCRIPTIONS_PK = "SUB"
+
+
+def subscription_sk(subscription_id: str) -> str:
+    """The sort key of a subscription in the `SUB` partition."""
+    return f"SUB#{subscription_id}"
+
+
+class SubscriptionItem(Item):
+    """`SUB` / `SUB#{subscription_id}`: one attribute per `SubscriptionRecord` field."""
+
+    subscription_id = UnicodeAttribute()
+    source = UnicodeAttribute()
+    sink = UnicodeAttribute()
+    options = JSONAttribute(null=True)
+    created_at_ms = IntAttribute()
+
+
+def subscription_record(item: SubscriptionItem) -> SubscriptionRecord:
+    """The record an item holds."""
+    return SubscriptionRecord(
+        subscription_id=item.subscription_id,
+        source=item.source,
+        sink=item.sink,
+        options=dict(item.options or {}),
+        created_at_ms=item.created_at_ms,
+    )
 
 
 class DynamoRegistry:
@@ -27,10 +65,12 @@ class DynamoRegistry:
     Attributes:
         _deployments: The store's bound `DeploymentItem`.
         _services: The store's bound `ServiceItem`.
+        _subscriptions: The store's bound `SubscriptionItem`.
     """
 
     _deployments: type[DeploymentItem]
     _services: type[ServiceItem]
+    _subscriptions: type[SubscriptionItem]
 
     def put_deployment(self, deployment: DeploymentRecord) -> None:
         """Store `deployment`, replacing any deployment with the same id.
@@ -121,3 +161,45 @@ class DynamoRegistry:
     def delete_service(self, name: str) -> None:
         """Remove the service `name`; removing an unknown name does nothing."""
         self._services(SERVICES_PK, service_sk(name)).delete()
+
+    def create_subscription(self, subscription: SubscriptionRecord) -> None:
+        """Store a new subscription (PutItem, on the item being absent). `StoreConflict` if the id is taken."""
+        item = self._subscriptions(
+            SUBSCRIPTIONS_PK,
+            subscription_sk(subscription.subscription_id),
+            subscription_id=subscription.subscription_id,
+            source=subscription.source,
+            sink=subscription.sink,
+            options=dict(subscription.options) or None,
+            created_at_ms=subscription.created_at_ms,
+        )
+        with translated_write(
+            too_large=f"subscription {subscription.subscription_id}: its options do not fit in one item (400 KB)",
+            conflict=f"subscription {subscription.subscription_id} exists",
+        ):
+            item.save(condition=item_absent(self._subscriptions))
+
+    def get_subscription(self, subscription_id: str) -> SubscriptionRecord | None:
+        """The subscription `subscription_id`, or None."""
+        try:
+            item = self._subscriptions.get(SUBSCRIPTIONS_PK, subscription_sk(subscription_id), consistent_read=True)
+        except self._subscriptions.DoesNotExist:
+            return None
+        return subscription_record(item)
+
+    def list_subscriptions(self) -> list[SubscriptionRecord]:
+        """Every subscription, ordered by id (one query, paged)."""
+        model = self._subscriptions
+        items = model.query(SUBSCRIPTIONS_PK, model.sk.startswith("SUB#"), consistent_read=True)
+        return [subscription_record(item) for item in items]
+
+    def delete_subscription(self, subscription_id: str) -> bool:
+        """Remove the subscription (DeleteItem, on the item existing); True if it existed."""
+        item = self._subscriptions(SUBSCRIPTIONS_PK, subscription_sk(subscription_id))
+        try:
+            item.delete(condition=item_exists(self._subscriptions))
+        except DeleteError as exc:
+            if exc.cause_response_code == CONDITION_FAILED:
+                return False
+            raise
+        return True

@@ -48,6 +48,7 @@ NEEDED = {
     "Custom::TorporSchedule": ["lambda:InvokeFunction"],
     "AWS::S3::Bucket": ["s3:CreateBucket", "s3:PutEncryptionConfiguration", "s3:PutBucketPublicAccessBlock",
                         "s3:PutBucketOwnershipControls", "s3:PutLifecycleConfiguration", "s3:DeleteBucket"],
+    "Custom::TorporSubscription": ["lambda:InvokeFunction"],
     "AWS::CDK::Metadata": [],
 }
 """Resource type → the deployer's actions CloudFormation needs to create, update and delete it."""

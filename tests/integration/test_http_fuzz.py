@@ -66,6 +66,7 @@ ADMIN_SHAPES = [
     "/invocations/{inv}", "/invocations/{inv}/cancel", "/invocations/{inv}/kill", "/invocations/{inv}/pause",
     "/invocations/{inv}/resume", "/invocations/{inv}/purge", "/query", "/health", "/version", "/openapi",
     "/metrics", "/ui", "/ui/{key}", "/v4/deployments", "/v4/services/{svc}", "/schedules", "/schedules/{key}",
+    "/subscriptions", "/subscriptions/{key}",
     "/", "",
 ]  # fmt: skip
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE", "FOO", "get", "P\x00ST", "GÉT", ""]
