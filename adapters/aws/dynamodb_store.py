@@ -181,8 +181,10 @@ class _CountingConnection(Connection):
         try:
             data = self._dispatch(operation_name, operation_kwargs)
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            if operation_name not in _WRITES or "maximum allowed size" not in str(error.get("Message", "")):
+            messages = [str(exc.response.get("Error", {}).get("Message", ""))]
+            messages += [str(r.message) for r in getattr(exc, "cancellation_reasons", None) or () if r]  # transactions
+            too_large = any("maximum allowed size" in message for message in messages)
+            if operation_name not in _WRITES or not too_large:
                 raise
             spiller.spill_request(operation_name, operation_kwargs, everything=True)  # an update: size unknown
             data = self._dispatch(operation_name, operation_kwargs)
