@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                 "torpor (SQLite)": lambda key, data: _call(sqlite.ingress_url, key, data),
                 "torpor (DynamoDB+S3 on moto)": lambda key, data: _call(moto.ingress_url, key, data),
             }
-            print("| size | " + " | ".join(f"{name} p50" for name in systems) + " | SQLite / restate | moto / restate |")
+            print(
+                "| size | " + " | ".join(f"{name} p50" for name in systems) + " | SQLite / restate | moto / restate |"
+            )
             print("| --- |" + " --- |" * (len(systems) + 2))
             for size in sizes:
                 times: dict[str, list[float]] = {name: [] for name in systems}
