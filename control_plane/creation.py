@@ -84,7 +84,7 @@ class _Plan:
     invocation_id: str
     leased: bool  # the creator holds the lease (epoch 1) and drives it at once
     delayed: bool  # `scheduled`, woken at its execution time
-    on_key: bool  # an exclusive handler: takes its key now, or queues for it
+    on_key: bool  # an exclusive handler, or one under a concurrency limit: takes its key (a slot) now, or queues
     workflow_run: bool
 
 
@@ -228,7 +228,7 @@ class Creation:
         state = self.keys.take(record) if plan.on_key else None
         if plan.on_key and state is None:  # the key is held or others wait: queue up
             record = self._wait_for_key(record)
-        elif plan.on_key and plan.leased and state is not None:  # read with the key: `drive` starts from it
+        elif plan.on_key and plan.leased and state is not None and not record.slot_limit:  # read with the key
             self.taken_state[record.invocation_id] = state
         if plan.delayed:
             self.timers.hop(record.invocation_id, execution_time_ms)  # recorded by `_store_new`
@@ -272,7 +272,7 @@ class Creation:
         exclusive = target.service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
         delayed = execution_time_ms > now and not (leased and not exclusive)
         leased = leased and not delayed
-        on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
+        on_key = (exclusive or target.pool is not None) and not delayed  # takes its key (slot) now, or queues
         return _Plan(invocation_id or ids.new_invocation_id(key), leased, delayed, on_key, workflow_run)
 
     def _store_new(self, record: InvocationRecord, delayed: bool, execution_time_ms: int) -> None:
@@ -363,11 +363,14 @@ class Creation:
             caller_completion_id=caller_completion_id,
             trace_id=trace_id,
             trace_parent=trace_parent,
+            slot=target.pool[0] if target.pool else "",
+            slot_limit=target.pool[1] if target.pool else 0,
             requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
 
     def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
-        """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""
+        """A new exclusive invocation did not get its key (or a limited one a slot): `pending` in the
+        queue, in arrival order."""
         try:
             fresh = self.store.wait_for_key(
                 record.invocation_id, record.epoch, returning=True, modified_at_ms=self.clock.now_ms()

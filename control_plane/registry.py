@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.limits import HANDLER_LIMITS, check_limits, pool_of
 from control_plane.ports import (
     Clock,
     DeploymentRecord,
@@ -66,6 +67,7 @@ class Target:
     input_content_type: str | None  # None: the handler takes no input
     input_required: bool
     output_content_type: str
+    pool: tuple[str, int] | None = None  # the concurrency limit it counts against (`limits.pool_of`)
 
 
 def deployment_not_found(deployment_id: str) -> NotFound:
@@ -410,6 +412,7 @@ class Registry:
             input_content_type=input_ct,
             input_required=bool(input_spec.get("required", False)),
             output_content_type=output_spec.get("contentType") or "application/json",
+            pool=pool_of(service, handler, record.overrides, _exclusive(record.ty, spec.get("ty"))),
         )
 
     def pinned_options(self, deployment_id: str, service: str, handler: str) -> HandlerOptions:
@@ -479,7 +482,9 @@ class Registry:
     def configure(self, name: str, changes: Mapping[str, Any]) -> ServiceRecord:
         """Apply admin/CLI overrides to service `name` (manifest option names, durations in ms).
 
-        A None value removes an override. Overrides rank below what the service's code declares and
+        A None value removes an override (a handler's concurrency limit: None in
+        `handlerConcurrencyLimits` removes that handler's; the others stay). A concurrency limit that
+        would apply to an exclusive object handler is refused (`limits.check_limits`). Overrides rank below what the service's code declares and
         last until the service is registered again (Restate's configuration levels). Raises
         `NotFound` for an unknown service, `BadRequest` for `workflowCompletionRetention` on a
         service that is not a workflow (it has no run whose completion is retained).
@@ -491,6 +496,11 @@ class Registry:
                 f"workflow_completion_retention applies to workflows only; {name!r} is {kind} "
                 "(its completed invocations are kept for journal_retention and idempotency_retention)"
             )
+        check_limits(current.ty, manifest_entries(current.manifest, "handlers"), changes)
+        if isinstance(changes.get(HANDLER_LIMITS), Mapping):  # per handler: merged, None removes one
+            stored = current.overrides.get(HANDLER_LIMITS)
+            handlers = {**(stored if isinstance(stored, Mapping) else {}), **changes[HANDLER_LIMITS]}
+            changes = {**changes, HANDLER_LIMITS: {h: n for h, n in handlers.items() if n is not None} or None}
         merged = {k: v for k, v in {**current.overrides, **changes}.items() if v is not None}
         updated = replace(current, overrides=merged)
         self.store.put_service(updated)
@@ -543,6 +553,11 @@ class Registry:
             self._deployments.clear()
             self._services.clear()
             self._targets.clear()
+
+
+def _exclusive(service_type: str, handler_type: object) -> bool:
+    """True for an exclusive handler of a virtual object (a manifest handler without `ty` is one)."""
+    return service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
 
 
 def _max_attempts(given: Any, default: int) -> int:

@@ -23,6 +23,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
+from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT
 from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
@@ -294,10 +295,26 @@ def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
             out["ingressPrivate"] = private
         elif field_name == "retry_policy":
             out.update(_retry_overrides(value))
+        elif field_name == "concurrency_limit":
+            out[SERVICE_LIMIT] = _limit(field_name, value)
+        elif field_name == "handler_concurrency_limits":
+            if not isinstance(value, dict):
+                raise BadRequest(f'{field_name}: expected an object such as {{"handler": 10}} (null removes one)')
+            out[HANDLER_LIMITS] = {str(h): _limit(f"{field_name}.{h}", n) for h, n in value.items()}
         else:
-            known = ", ".join([*_DURATION_OPTIONS, "public", "retry_policy"])
+            known = ", ".join([*_DURATION_OPTIONS, "public", "retry_policy", "concurrency_limit",
+                               "handler_concurrency_limits"])
             raise BadRequest(f"unknown service option {field_name!r}; known: {known}")
     return out
+
+
+def _limit(field_name: str, value: object) -> int | None:
+    """A concurrency limit: a whole number of at least 1, or None (removes it). Raises `BadRequest`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"{field_name}: expected a whole number of at least 1 (null removes the limit), got {value!r}")
+    return value
 
 
 def _retry_overrides(value: object) -> dict[str, Any]:
