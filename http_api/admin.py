@@ -23,7 +23,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT
+from control_plane.limits import HANDLER_LIMITS, POOL_PREFIX, SERVICE_LIMIT
 from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
@@ -231,6 +231,8 @@ def invocation_json(
         "aws_requests": dict(record.requests or {}),
         "aws_cost_usd": {k: round(v, 9) for k, v in cost_usd(record.requests or {}).items()},
     }
+    if record.slot_limit:  # counted against a concurrency limit: `pending` while it waits for a slot
+        out["concurrency_limit"] = {"pool": record.slot.removeprefix(POOL_PREFIX), "limit": record.slot_limit}
     if record.status == "completed":
         out["completion_result"] = "failure" if record.failure else "success"
         out["completion_kind"] = completion_kind(record)

@@ -267,7 +267,7 @@ class KeyedTables:
         """Give a free slot (fewer than `limit` held) to the queued entry and take it out of the queue,
         in one transaction; False if all slots are held or the entry is not queued."""
         with self._write("grant_slot") as db:
-            if len(self._slots(db, scope, key)) >= limit:
+            if not slot_free(len(self._slots(db, scope, key)), limit, waiting=False):
                 return False
             deleted = db.execute(
                 "DELETE FROM queue WHERE scope = ? AND key = ? AND seq = ? AND invocation_id = ?",
