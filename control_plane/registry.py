@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.limits import HANDLER_LIMITS, check_limits, pool_of
+from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT, check_limits, pool_of
 from control_plane.ports import (
     Clock,
     DeploymentRecord,
@@ -546,6 +546,9 @@ class Registry:
             for handler in manifest_entries(record.manifest, "handlers"):
                 if handler.get(option) is not None:
                     out[option].setdefault("handlers", {})[handler["name"]] = handler[option]
+        for option in (SERVICE_LIMIT, HANDLER_LIMITS):  # concurrency limits: admin overrides only
+            if record.overrides.get(option) is not None:
+                out[option] = {"value": record.overrides[option], "source": "admin override"}
         return out
 
     def _forget(self) -> None:
