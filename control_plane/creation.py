@@ -13,11 +13,13 @@ import itertools
 import random
 import time
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 
 from control_plane import ids
 from control_plane.errors import BadRequest
 from control_plane.keyed import Keys
+from control_plane.limits import rule_pool
 from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -163,6 +165,8 @@ class Creation:
         trace_id: str | None = None,
         trace_parent: str = "",
         restart: Restarted | None = None,
+        scope: str = "",
+        limit_key: str = "",
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
@@ -189,6 +193,10 @@ class Creation:
         """
         started_ns = time.time_ns()
         target = self.registry.resolve(service, handler)
+        if scope:  # a V7 call's scope: the rule book may limit it (`limits.rule_pool`), one read
+            pool = rule_pool(self.store.get_rule_book()[0], scope, limit_key)
+            if pool is not None and target.service_type != "VIRTUAL_OBJECT":  # objects: one per key already
+                target = dataclasses.replace(target, pool=pool)
         deployment = self.registry.deployment(restart.deployment_id if restart else target.deployment_id)
         now = self.clock.now_ms()
         if target.service_type != "SERVICE" and not key:
@@ -210,6 +218,8 @@ class Creation:
             caller_completion_id=caller_completion_id,
             trace_id=trace_id,
             trace_parent=trace_parent,
+            scope=scope,
+            limit_key=limit_key,
         )
         if restart is not None:
             record = self._restarted(record, restart, now)
@@ -317,6 +327,8 @@ class Creation:
         caller_completion_id: int,
         trace_id: str | None,
         trace_parent: str,
+        scope: str = "",
+        limit_key: str = "",
     ) -> InvocationRecord:
         """The record `create` stores (nothing written here): its Input command (`body`, and
         `headers` less the dropped ones), status `running` (`plan.leased`, epoch 1),
@@ -365,6 +377,8 @@ class Creation:
             trace_parent=trace_parent,
             slot=target.pool[0] if target.pool else "",
             slot_limit=target.pool[1] if target.pool else 0,
+            scope=scope,
+            limit_key=limit_key,
             requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
 

@@ -17,6 +17,14 @@ with `limit` holders instead of one:
 
 Exclusive handlers of virtual objects already run one per key; a limit never applies to them (the
 admin API refuses one that would, `check_limits`).
+
+**Rules** (Restate's rule book, `PUT /limits/rules`): a rule's `pattern` selects the scope and limit
+key of calls made with them (service protocol V7 `scope`/`limitKey`): `"*"`, `"scope"`,
+`"scope/*"`, `"scope/key"`, `"scope/key/sub"`, each segment a name or `*`. An invocation whose
+identity is `scope[/limit key]` (the limit key may hold one `/`: two levels) counts against the most
+specific enabled rule that matches a prefix of its identity (`rule_pool`): the one with the most
+segments, then the fewest `*`; its pool is that prefix (`"scope/*"` gives each limit key under
+`scope` its own N). A matching rule wins over a service's or handler's limit.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from control_plane.errors import BadRequest
+from control_plane.errors import BadRequest, Conflict, Unprocessable
 
 SERVICE_LIMIT = "concurrencyLimit"
 HANDLER_LIMITS = "handlerConcurrencyLimits"
@@ -52,6 +60,50 @@ def pool_of(service: str, handler: str, overrides: Mapping[str, Any], exclusive:
     if limit:
         return pool_scope(service), int(limit)
     return None
+
+
+RULE_PREFIX = POOL_PREFIX + "rule/"
+
+
+def identity(scope: str, limit_key: str) -> list[str]:
+    """The segments a rule matches: `[scope]`, `[scope, key]` or `[scope, key, sub]` ("" scope: none)."""
+    if not scope:
+        return []
+    return [scope, *limit_key.split("/", 1)] if limit_key else [scope]
+
+
+def rule_pool(rules: Mapping[str, Mapping[str, Any]], scope: str, limit_key: str) -> tuple[str, int] | None:
+    """`(pool scope, N)` of the most specific enabled rule with a concurrency limit matching the call's
+    `scope`/`limit_key`, or None. A rule of k segments matches the identity's first k segments
+    (each equal, or `*`); more segments win, then fewer `*`, then the pattern (for a stable order)."""
+    segments = identity(scope, limit_key)
+    best: tuple[int, int, str, int] | None = None
+    for pattern, rule in rules.items():
+        limit = (rule.get("limits") or {}).get("concurrency")
+        if rule.get("disabled") or not limit:
+            continue
+        parts = pattern.split("/")
+        if len(parts) > len(segments) or any(p not in ("*", s) for p, s in zip(parts, segments, strict=False)):
+            continue
+        rank = (len(parts), -parts.count("*"), pattern, int(limit))
+        if best is None or rank[:2] > best[:2] or (rank[:2] == best[:2] and pattern < best[2]):
+            best = rank
+    if best is None:
+        return None
+    return RULE_PREFIX + "/".join(segments[: best[0]]), best[3]
+
+
+def check_pattern(pattern: object) -> str:
+    """A rule's pattern: 1 to 3 non-empty `/`-separated segments, each a name or `*`. Raises `Unprocessable`."""
+    if not isinstance(pattern, str) or not pattern:
+        raise Unprocessable('pattern: expected a string such as "*", "scope", "scope/*" or "scope/key"')
+    parts = pattern.split("/")
+    if len(parts) > 3 or any(not p or (p != "*" and "*" in p) for p in parts):
+        raise Unprocessable(
+            f"pattern {pattern!r}: expected 1 to 3 segments separated by '/', each a name or '*' "
+            '(e.g. "*", "scope", "scope/*", "scope/key", "scope/key/sub")'
+        )
+    return pattern
 
 
 def slot_free(held: int, limit: int, waiting: bool) -> bool:
@@ -82,3 +134,87 @@ def check_limits(
             raise BadRequest(
                 f"handler_concurrency_limits: {name!r} is an exclusive handler, which runs one per key already"
             )
+
+
+Rules = dict[str, dict[str, Any]]
+
+
+def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms: int) -> tuple[Rules, list[dict[str, Any]]]:
+    """Apply a `PUT /limits/rules` body (restate-server 1.7's `UpsertRuleRequest` list) to `book`:
+    `(new book, the upserted rules as stored)`, all or nothing.
+
+    Each entry: `pattern` (`check_pattern`), `limits` {`concurrency`: whole number ≥ 1 or null},
+    `disabled`, `description`, `precondition` {`type`: `none` | `does_not_exist` | `matches`,
+    `version`}. A rule's `version` grows by one on each upsert. Raises `Unprocessable` (422) for a
+    malformed entry, `Conflict` (409) for a failed precondition."""
+    if not isinstance(requests, list):
+        raise Unprocessable('the body must be a JSON array of rules like [{"pattern": "scope/*", "limits": {"concurrency": 5}}]')
+    new: Rules = {k: dict(v) for k, v in book.items()}
+    out = []
+    for entry in requests:
+        if not isinstance(entry, Mapping):
+            raise Unprocessable("each rule must be a JSON object with a pattern")
+        pattern = check_pattern(entry.get("pattern"))
+        limits = entry.get("limits") or {}
+        if not isinstance(limits, Mapping) or set(limits) - {"concurrency"}:
+            raise Unprocessable(f"rule {pattern!r}: limits takes only concurrency (a whole number of at least 1)")
+        concurrency = limits.get("concurrency")
+        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+            raise Unprocessable(f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1, or null")
+        _check_precondition(pattern, new.get(pattern), entry.get("precondition"))
+        current = new.get(pattern)
+        rule = {
+            "pattern": pattern,
+            "limits": {"concurrency": concurrency},
+            "disabled": bool(entry.get("disabled", False)),
+            "description": entry.get("description"),
+            "version": (int(current["version"]) + 1) if current else 0,
+            "last_modified_millis_since_epoch": now_ms,
+        }
+        new[pattern] = rule
+        out.append(rule)
+    return new, out
+
+
+def _check_precondition(pattern: str, current: Mapping[str, Any] | None, precondition: object) -> None:
+    if precondition is None:
+        return
+    kind = precondition.get("type", "none") if isinstance(precondition, Mapping) else None
+    if kind == "none":
+        return
+    if kind == "does_not_exist":
+        if current is not None:
+            raise Conflict(f"rule {pattern!r} exists already (version {current['version']})")
+        return
+    if kind == "matches" and isinstance(precondition, Mapping) and isinstance(precondition.get("version"), int):
+        if current is None or current["version"] != precondition["version"]:
+            now = "absent" if current is None else f"at version {current['version']}"
+            raise Conflict(f"rule {pattern!r} is {now}, not at version {precondition['version']}")
+        return
+    raise Unprocessable(
+        f'rule {pattern!r}: precondition must be {{"type": "none"}}, {{"type": "does_not_exist"}} or '
+        '{"type": "matches", "version": N}'
+    )
+
+
+def delete_rules(book: Mapping[str, Mapping[str, Any]], requests: object) -> tuple[Rules, list[str]]:
+    """Apply a `POST /limits/rules/bulk-delete` body (`[{"pattern", "expected_version"?}]`) to `book`:
+    `(new book, the patterns removed)`, all or nothing. Without `expected_version` an absent rule is
+    skipped; with it the rule must be at that version (`Conflict`). `Unprocessable` if malformed."""
+    if not isinstance(requests, list):
+        raise Unprocessable('the body must be a JSON array like [{"pattern": "scope/*"}]')
+    new: Rules = {k: dict(v) for k, v in book.items()}
+    removed = []
+    for entry in requests:
+        if not isinstance(entry, Mapping):
+            raise Unprocessable("each entry must be a JSON object with a pattern")
+        pattern = check_pattern(entry.get("pattern"))
+        expected = entry.get("expected_version")
+        current = new.get(pattern)
+        if expected is not None and (current is None or current["version"] != expected):
+            now = "absent" if current is None else f"at version {current['version']}"
+            raise Conflict(f"rule {pattern!r} is {now}, not at version {expected}")
+        if current is not None:
+            del new[pattern]
+            removed.append(pattern)
+    return new, removed

@@ -180,6 +180,8 @@ class InvocationRecord:
     completion: str = ""  # how it completed: one of `COMPLETION_KINDS`, set by the completing write
     slot: str = ""  # the concurrency limit it counts against (`limits.pool_scope`), "" if none
     slot_limit: int = 0  # that limit's N when it was created: at most N of the pool hold a slot at once
+    scope: str = ""  # the `scope` of the V7 call that created it ("" none)
+    limit_key: str = ""  # the `limit_key` of that call ("" none)
 
     def evolve(self, **changes: Any) -> InvocationRecord:
         """This record with `changes` (field name to value), as `dataclasses.replace` makes it but in a
@@ -965,6 +967,14 @@ class RegistryStore(Protocol):
     def get_service(self, name: str) -> ServiceRecord | None: ...
     def list_services(self) -> list[ServiceRecord]: ...
     def delete_service(self, name: str) -> None: ...
+
+    def get_rule_book(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """`({pattern: rule as the rules API shows it}, version)` of the concurrency rule book
+        (`control_plane.limits`); `({}, 0)` if none was ever written. One consistent read."""
+
+    def put_rule_book(self, rules: Mapping[str, Mapping[str, Any]], version: int) -> None:
+        """Replace the rule book read at `version` with `rules` (stored at `version + 1`), as one
+        conditional write. Raises `StoreConflict` if it changed since (nothing written)."""
 
 
 class ScheduleStore(Protocol):

@@ -11,7 +11,7 @@ import base64
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -23,7 +23,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.limits import HANDLER_LIMITS, POOL_PREFIX, SERVICE_LIMIT
+from control_plane.limits import HANDLER_LIMITS, POOL_PREFIX, SERVICE_LIMIT, Rules, delete_rules, upsert_rules
 from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
@@ -34,6 +34,7 @@ from control_plane.ports import (
     LoadedInvocation,
     ServiceRecord,
     Store,
+    StoreConflict,
 )
 from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
@@ -402,6 +403,9 @@ class Admin:
         r.add("GET", "/services", self.list_services)
         r.add("GET", "/services/{name}", self.get_service)
         r.add("PATCH", "/services/{name}", self.configure_service)
+        r.add("GET", "/limits/rules", self.list_rules)
+        r.add("PUT", "/limits/rules", self.upsert_rules)
+        r.add("POST", "/limits/rules/bulk-delete", self.delete_rules)
         r.add("GET", "/services/{name}/handlers", self.list_handlers)
         r.add("GET", "/services/{name}/handlers/{handler}", self.get_handler)
         r.add("POST", "/services/{name}/state", self.modify_state)
@@ -603,6 +607,34 @@ class Admin:
             body = {k: v for k, v in body.items() if v is not None}
         self.registry.configure(name, service_overrides(body))
         return self.get_service(request, name)
+
+    def list_rules(self, request: HttpRequest) -> HttpResponse:
+        """`{"rules": [...]}`: the concurrency rule book, sorted by pattern (`control_plane.limits`)."""
+        rules, _ = self.store.get_rule_book()
+        return HttpResponse.json({"rules": [rules[p] for p in sorted(rules)]})
+
+    def upsert_rules(self, request: HttpRequest) -> HttpResponse:
+        """`PUT /limits/rules`: upsert a batch of rules, all or nothing (`limits.upsert_rules`: 422 for
+        a malformed entry, 409 for a failed precondition); answers the rules as stored. New
+        invocations of scoped calls use them at once."""
+        return self._edit_rules(lambda book: upsert_rules(book, request.json(), self.engine.clock.now_ms()))
+
+    def delete_rules(self, request: HttpRequest) -> HttpResponse:
+        """`POST /limits/rules/bulk-delete`: remove rules by pattern, all or nothing
+        (`limits.delete_rules`); answers the patterns removed."""
+        return self._edit_rules(lambda book: delete_rules(book, request.json()))
+
+    def _edit_rules(self, edit: Callable[[Rules], tuple[Rules, Any]]) -> HttpResponse:
+        """Read the rule book, `edit` it, write it back conditionally (again if another edit won)."""
+        for _ in range(8):
+            book, version = self.store.get_rule_book()
+            new, answer = edit(book)
+            try:
+                self.store.put_rule_book(new, version)
+            except StoreConflict:
+                continue
+            return HttpResponse.json(answer)
+        raise Conflict("the rule book is being edited by others; try again")
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
         """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow key.

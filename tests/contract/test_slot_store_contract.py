@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane.limits import pool_scope
+from control_plane.ports import StoreConflict
 from tests.helpers.dynamodb_items import as_dynamodb, object_pk, raw_item
 from tests.helpers.records import KEYED_INVOCATION
 
@@ -76,3 +79,13 @@ def test_a_records_slot_and_limit_round_trip(store: Store) -> None:
     )
     store.create_invocation(record)
     assert store.get_invocation(record.invocation_id) == record
+
+
+def test_the_rule_book_is_replaced_whole_conditionally_on_its_version(store: Store) -> None:
+    assert store.get_rule_book() == ({}, 0)
+    store.put_rule_book({"s/*": {"pattern": "s/*", "limits": {"concurrency": 2}}}, 0)
+    assert store.get_rule_book() == ({"s/*": {"pattern": "s/*", "limits": {"concurrency": 2}}}, 1)
+    with pytest.raises(StoreConflict):
+        store.put_rule_book({}, 0)  # read before the first write: lost
+    store.put_rule_book({}, 1)
+    assert store.get_rule_book() == ({}, 2)

@@ -76,6 +76,8 @@ EVERY_FIELD = InvocationRecord(
     completion="failed",
     slot="~limit/Greeter",
     slot_limit=4,
+    scope="tenants",
+    limit_key="acme",
 )
 
 
