@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from control_plane import ids
 from control_plane.errors import BadRequest
 from control_plane.keyed import Keys
-from control_plane.limits import rule_pool
+from control_plane.limits import pacing, rule_pool
 from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -199,6 +199,11 @@ class Creation:
                 target = dataclasses.replace(target, pool=pool)
         deployment = self.registry.deployment(restart.deployment_id if restart else target.deployment_id)
         now = self.clock.now_ms()
+        if target.rate is not None:  # paced: its start is reserved in arrival order (`limits.reserve`)
+            interval_ms, burst = pacing(target.rate[1])
+            start = self.store.reserve_start(target.rate[0], "", max(now, execution_time_ms), interval_ms, burst)
+            if start > now:  # `scheduled` until then (the ingress waits for the result as for a queued call)
+                execution_time_ms, leased = start, False
         if target.service_type != "SERVICE" and not key:
             raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
         plan = self._plan(target, service, handler, key, idempotency_key, invocation_id, leased, execution_time_ms, now)

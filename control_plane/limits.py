@@ -63,6 +63,37 @@ def pool_of(service: str, handler: str, overrides: Mapping[str, Any], exclusive:
 
 
 RULE_PREFIX = POOL_PREFIX + "rule/"
+SERVICE_RATE = "rateLimit"
+HANDLER_RATES = "handlerRateLimits"
+RATE_PREFIX = "~rate/"
+
+
+def rate_of(service: str, handler: str, overrides: Mapping[str, Any]) -> tuple[str, float] | None:
+    """`(scope of the start schedule, starts per second)` an invocation of `service/handler` is
+    paced by, or None: the handler's own rate limit wins over the service's (`rateLimit`,
+    `handlerRateLimits` overrides)."""
+    per_handler = overrides.get(HANDLER_RATES) or {}
+    if isinstance(per_handler, Mapping) and per_handler.get(handler):
+        return f"{RATE_PREFIX}{service}/{handler}", float(per_handler[handler])
+    rate = overrides.get(SERVICE_RATE)
+    return (f"{RATE_PREFIX}{service}", float(rate)) if rate else None
+
+
+def pacing(per_second: float) -> tuple[int, int]:
+    """`(interval_ms, burst)` of a rate limit: one start per `1000 / per_second` ms on average, and up
+    to one second's worth (at least 1) at once after a quiet spell."""
+    return max(1, round(1000 / per_second)), max(1, int(per_second))
+
+
+def reserve(tat_ms: int, now_ms: int, interval_ms: int, burst: int) -> tuple[int, int]:
+    """The rate limit's rule (GCRA, the generic cell rate algorithm: a token bucket kept as one time).
+
+    `tat_ms` is the pool's theoretical arrival time (0: never used). Returns `(start_ms, new tat_ms)`:
+    the newcomer starts at `max(now, tat - (burst - 1) × interval)`, and the next one's reference is
+    `max(tat, now) + interval`. Every arrival reserves its start in arrival order, so starts are FIFO
+    and at most `burst + t / interval` start in any `t` ms."""
+    start = max(now_ms, tat_ms - (burst - 1) * interval_ms)
+    return start, max(tat_ms, now_ms) + interval_ms
 
 
 def identity(scope: str, limit_key: str) -> list[str]:

@@ -914,6 +914,10 @@ class KeyStore(Protocol):
         """Release the slot `invocation_id` holds: None if it held none (nothing changed), else whether
         calls wait in the queue (known from the same write)."""
 
+    def reserve_start(self, scope: str, key: str, now_ms: int, interval_ms: int, burst: int) -> int:
+        """Reserve the next start of rate limit `scope/key` (`limits.reserve` on its stored time, one
+        conditional write, again if another reservation won); the reserved start, ms since the epoch."""
+
     def slot_status(self, scope: str, key: str) -> tuple[frozenset[str], tuple[str, str] | None]:
         """`(holders of a slot, (seq, invocation_id) of the earliest queued entry or None)`; one consistent read."""
 

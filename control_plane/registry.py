@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT, check_limits, pool_of
+from control_plane.limits import HANDLER_LIMITS, HANDLER_RATES, SERVICE_LIMIT, SERVICE_RATE, check_limits, pool_of, rate_of
 from control_plane.ports import (
     Clock,
     DeploymentRecord,
@@ -68,6 +68,7 @@ class Target:
     input_required: bool
     output_content_type: str
     pool: tuple[str, int] | None = None  # the concurrency limit it counts against (`limits.pool_of`)
+    rate: tuple[str, float] | None = None  # the rate limit that paces its start (`limits.rate_of`)
 
 
 def deployment_not_found(deployment_id: str) -> NotFound:
@@ -413,6 +414,7 @@ class Registry:
             input_required=bool(input_spec.get("required", False)),
             output_content_type=output_spec.get("contentType") or "application/json",
             pool=pool_of(service, handler, record.overrides, _exclusive(record.ty, spec.get("ty"))),
+            rate=rate_of(service, handler, record.overrides),
         )
 
     def pinned_options(self, deployment_id: str, service: str, handler: str) -> HandlerOptions:
@@ -497,10 +499,11 @@ class Registry:
                 "(its completed invocations are kept for journal_retention and idempotency_retention)"
             )
         check_limits(current.ty, manifest_entries(current.manifest, "handlers"), changes)
-        if isinstance(changes.get(HANDLER_LIMITS), Mapping):  # per handler: merged, None removes one
-            stored = current.overrides.get(HANDLER_LIMITS)
-            handlers = {**(stored if isinstance(stored, Mapping) else {}), **changes[HANDLER_LIMITS]}
-            changes = {**changes, HANDLER_LIMITS: {h: n for h, n in handlers.items() if n is not None} or None}
+        for per_handler in (HANDLER_LIMITS, HANDLER_RATES):
+            if isinstance(changes.get(per_handler), Mapping):  # per handler: merged, None removes one
+                stored = current.overrides.get(per_handler)
+                handlers = {**(stored if isinstance(stored, Mapping) else {}), **changes[per_handler]}
+                changes = {**changes, per_handler: {h: n for h, n in handlers.items() if n is not None} or None}
         merged = {k: v for k, v in {**current.overrides, **changes}.items() if v is not None}
         updated = replace(current, overrides=merged)
         self.store.put_service(updated)
@@ -546,7 +549,7 @@ class Registry:
             for handler in manifest_entries(record.manifest, "handlers"):
                 if handler.get(option) is not None:
                     out[option].setdefault("handlers", {})[handler["name"]] = handler[option]
-        for option in (SERVICE_LIMIT, HANDLER_LIMITS):  # concurrency limits: admin overrides only
+        for option in (SERVICE_LIMIT, HANDLER_LIMITS, SERVICE_RATE, HANDLER_RATES):  # admin overrides only
             if record.overrides.get(option) is not None:
                 out[option] = {"value": record.overrides[option], "source": "admin override"}
         return out

@@ -23,7 +23,16 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal
-from control_plane.limits import HANDLER_LIMITS, POOL_PREFIX, SERVICE_LIMIT, Rules, delete_rules, upsert_rules
+from control_plane.limits import (
+    HANDLER_LIMITS,
+    HANDLER_RATES,
+    POOL_PREFIX,
+    SERVICE_LIMIT,
+    SERVICE_RATE,
+    Rules,
+    delete_rules,
+    upsert_rules,
+)
 from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
@@ -298,6 +307,12 @@ def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
             out["ingressPrivate"] = private
         elif field_name == "retry_policy":
             out.update(_retry_overrides(value))
+        elif field_name == "rate_limit":
+            out[SERVICE_RATE] = _rate(field_name, value)
+        elif field_name == "handler_rate_limits":
+            if not isinstance(value, dict):
+                raise BadRequest(f'{field_name}: expected an object such as {{"handler": 2.5}} (null removes one)')
+            out[HANDLER_RATES] = {str(h): _rate(f"{field_name}.{h}", n) for h, n in value.items()}
         elif field_name == "concurrency_limit":
             out[SERVICE_LIMIT] = _limit(field_name, value)
         elif field_name == "handler_concurrency_limits":
@@ -306,7 +321,7 @@ def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
             out[HANDLER_LIMITS] = {str(h): _limit(f"{field_name}.{h}", n) for h, n in value.items()}
         else:
             known = ", ".join([*_DURATION_OPTIONS, "public", "retry_policy", "concurrency_limit",
-                               "handler_concurrency_limits"])
+                               "handler_concurrency_limits", "rate_limit", "handler_rate_limits"])
             raise BadRequest(f"unknown service option {field_name!r}; known: {known}")
     return out
 
@@ -318,6 +333,15 @@ def _limit(field_name: str, value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadRequest(f"{field_name}: expected a whole number of at least 1 (null removes the limit), got {value!r}")
     return value
+
+
+def _rate(field_name: str, value: object) -> float | None:
+    """A rate limit in starts per second: a number above 0 (at most 1000), or None. Raises `BadRequest`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1000:
+        raise BadRequest(f"{field_name}: expected starts per second, a number above 0 and at most 1000, got {value!r}")
+    return float(value)
 
 
 def _retry_overrides(value: object) -> dict[str, Any]:

@@ -107,6 +107,7 @@ from adapters.aws.store_items import (
     waiter_sk,
     waiters_prefix,
 )
+from control_plane.limits import reserve
 from control_plane.ports import ItemTooLarge, PromiseRecord, StoreConflict
 
 _FIRST_WINS_ROUNDS = 3
@@ -874,6 +875,29 @@ class DynamoKeyed:
         except StoreConflict:
             return None
         return bool(item.get("queued", {}).get("SS"))
+
+    def reserve_start(self, scope: str, key: str, now_ms: int, interval_ms: int, burst: int) -> int:
+        """Reserve the next start of rate limit `scope/key` (`limits.reserve`): one consistent GetItem
+        of `LOCK` projected to `tat`, then `SET tat = :new` if `tat` is still what was read (absent
+        for 0); read again if another reservation won."""
+        for _ in range(64):
+            request = {
+                "TableName": self._connection.table_name, "Key": self._key_item(scope, key), "ConsistentRead": True,
+                "ProjectionExpression": "#tat", "ExpressionAttributeNames": {"#tat": "tat"},
+            }  # fmt: skip
+            item = (self._connection.connection.dispatch("GetItem", request) or {}).get("Item") or {}
+            old = int(item["tat"]["N"]) if "tat" in item else 0
+            start, tat = reserve(old, now_ms, interval_ms, burst)
+            condition = "attribute_not_exists(#tat)" if "tat" not in item else "#tat = :old"
+            values: dict[str, Any] = {":new": {"N": str(tat)}}
+            if "tat" in item:
+                values[":old"] = {"N": str(old)}
+            try:
+                self._update_key(scope, key, "SET #tat = :new", names={"#tat": "tat"}, values=values, condition=condition)
+            except StoreConflict:
+                continue
+            return start
+        raise StoreConflict(f"{scope}: too many reservations at once; try again")
 
     def slot_status(self, scope: str, key: str) -> tuple[frozenset[str], tuple[str, str] | None]:
         """`(holders of a slot, (seq, invocation_id) of the queue's earliest entry)`: one consistent

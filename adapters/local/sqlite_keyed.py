@@ -7,6 +7,7 @@ Tables (created with the others by `SQLiteStore.ensure_schema`):
 | `object_keys` | `(scope, key)` | `holder` (NULL: free), `expires_at_s` |
 | `queue` | `(scope, key, seq, invocation_id)` | calls waiting for the key; the head is the smallest `seq` |
 | `slots` | `(scope, key, holder)` | the holders of a concurrency limit's slots (`control_plane.limits`) |
+| `rates` | `(scope, key)` | `tat_ms`: a rate limit's reference time (`limits.reserve`) |
 | `state` | `(scope, key, state_key)` | `value`, `expires_at_s` |
 | `promises` | `(scope, key, name)` | `value`, `failure` (JSON), `completed_by`, `expires_at_s` |
 | `promise_waiters` | `(scope, key, name, invocation_id)` | `expires_at_s` |
@@ -26,10 +27,10 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from control_plane.limits import slot_free
+from control_plane.limits import reserve, slot_free
 from control_plane.ports import MAX_ITEM_BYTES, ItemTooLarge, PromiseRecord, StoreConflict
 
-KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys", "slots")
+KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys", "slots", "rates")
 
 
 def item_size(values: Mapping[str, Any]) -> int:
@@ -71,6 +72,10 @@ class KeyedTables:
         scope TEXT NOT NULL, key TEXT NOT NULL, seq TEXT NOT NULL, invocation_id TEXT NOT NULL,
         expires_at_s INTEGER,
         PRIMARY KEY (scope, key, seq, invocation_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS rates (
+        scope TEXT NOT NULL, key TEXT NOT NULL, tat_ms INTEGER NOT NULL, expires_at_s INTEGER,
+        PRIMARY KEY (scope, key)
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS slots (
         scope TEXT NOT NULL, key TEXT NOT NULL, holder TEXT NOT NULL, expires_at_s INTEGER,
@@ -287,6 +292,18 @@ class KeyedTables:
             if not deleted:
                 return None
             return self._head(db, scope, key) is not None
+
+    def reserve_start(self, scope: str, key: str, now_ms: int, interval_ms: int, burst: int) -> int:
+        """Reserve the next start of rate limit `scope/key` (`limits.reserve`), in one transaction."""
+        with self._write("reserve_start") as db:
+            row = db.execute("SELECT tat_ms FROM rates WHERE scope = ? AND key = ?", (scope, key)).fetchone()
+            start, tat = reserve(0 if row is None else int(row["tat_ms"]), now_ms, interval_ms, burst)
+            db.execute(
+                "INSERT INTO rates (scope, key, tat_ms) VALUES (?, ?, ?) "
+                "ON CONFLICT (scope, key) DO UPDATE SET tat_ms = excluded.tat_ms",
+                (scope, key, tat),
+            )
+            return start
 
     def slot_status(self, scope: str, key: str) -> tuple[frozenset[str], tuple[str, str] | None]:
         """`(holders, (seq, invocation_id) of the queue's head)` of `scope/key`, one snapshot."""

@@ -89,3 +89,10 @@ def test_the_rule_book_is_replaced_whole_conditionally_on_its_version(store: Sto
         store.put_rule_book({}, 0)  # read before the first write: lost
     store.put_rule_book({}, 1)
     assert store.get_rule_book() == ({}, 2)
+
+
+def test_reserve_start_hands_out_starts_in_order_one_write_each(store: Store) -> None:
+    starts = [store.reserve_start("~rate/Greeter", "", 10_000, 500, 2) for _ in range(4)]
+    assert starts == [10_000, 10_000, 10_500, 11_000]
+    assert store.reserve_start("~rate/Other", "", 10_000, 500, 1) == 10_000  # its own schedule
+    assert store.reserve_start("~rate/Greeter", "", 60_000, 500, 2) == 60_000

@@ -4,8 +4,10 @@ arrival order; cancel, kill and completion give slots back; the admin API refuse
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -51,7 +53,7 @@ def test_at_most_n_hold_a_slot_and_the_rest_start_in_arrival_order(dev: DevServe
     try:
         ids = []
         for _ in range(5):
-            ids.append(send_sleep(dev, 1_000))
+            ids.append(send_sleep(dev, 3_000))  # long enough that none ends while they are sent
             time.sleep(0.02)  # distinct arrival times
         first = statuses(dev, ids)
         assert first[2:] == ["pending"] * 3, first
@@ -77,7 +79,7 @@ def test_at_most_n_hold_a_slot_and_the_rest_start_in_arrival_order(dev: DevServe
         assert all(s == "completed" for s in statuses(dev, ids))
         # in arrival order: the third starts once the first is done, and so on
         for i in range(2, 5):
-            assert done[i] >= done[i - 2] + 900, (i, done)
+            assert done[i] >= done[i - 2] + 2_900, (i, done)
     finally:
         configure(dev, {"handler_concurrency_limits": {"sleep": None}})
 
@@ -138,3 +140,21 @@ def test_a_shared_handler_of_an_object_may_be_limited(dev: DevServer) -> None:
         assert httpx.post(f"{dev.ingress_url}/Counter/limited/get", timeout=30).json() == 0
     finally:
         httpx.patch(f"{dev.admin_url}/services/Counter", json={"handler_concurrency_limits": {"get": None}})
+
+
+def test_a_rate_limit_spaces_starts_and_the_paced_ones_wait_scheduled(dev: DevServer) -> None:
+    assert configure(dev, {"handler_rate_limits": {"sleep": 1}}).status_code == 200
+    try:
+        with ThreadPoolExecutor(5) as pool:
+            ids = list(pool.map(lambda _: send_sleep(dev, 0), range(5)))
+        shown = [describe(dev, i) for i in ids]
+        paced = [s for s in shown if s["status"] == "scheduled"]
+        assert len(paced) >= 2, [s["status"] for s in shown]  # 1 a second, one at a time
+        times = sorted(at_ms(s["execution_time"]) for s in paced)
+        assert all(b - a >= 999 for a, b in itertools.pairwise(times)), times
+        wait_for(lambda: statuses(dev, ids) == ["completed"] * 5, 30, "all five")
+        done = sorted(at_ms(describe(dev, i)["completed_at"]) for i in ids)
+        assert done[-1] - done[0] >= 2_000, done  # 5 starts 1 s apart: the last ends 4 s after the first starts
+    finally:
+        configure(dev, {"handler_rate_limits": {"sleep": None}})
+    assert httpx.patch(f"{dev.admin_url}/services/Waits", json={"rate_limit": 0}).status_code == 400

@@ -9,7 +9,10 @@ from control_plane.errors import BadRequest, Conflict, Unprocessable
 from control_plane.limits import (
     check_limits,
     delete_rules,
+    pacing,
     pool_of,
+    rate_of,
+    reserve,
     rule_pool,
     slot_free,
     upsert_rules,
@@ -82,3 +85,19 @@ def test_limits_on_exclusive_object_handlers_are_refused() -> None:
     with pytest.raises(BadRequest):
         check_limits("VIRTUAL_OBJECT", handlers, {"handlerConcurrencyLimits": {"add": 2}})
     check_limits("SERVICE", [{"name": "add"}], {"concurrencyLimit": 2})
+
+
+def test_a_rate_limit_lets_a_burst_through_then_spaces_starts_in_arrival_order() -> None:
+    interval, burst = pacing(2.0)
+    assert (interval, burst) == (500, 2)
+    tat, starts = 0, []
+    for _ in range(5):  # five arrivals at t = 10,000 ms
+        start, tat = reserve(tat, 10_000, interval, burst)
+        starts.append(start)
+    assert starts == [10_000, 10_000, 10_500, 11_000, 11_500]
+    start, tat = reserve(tat, 20_000, interval, burst)  # after a quiet spell: at once again
+    assert start == 20_000
+    assert pacing(0.5) == (2_000, 1)
+    assert rate_of("Svc", "h", {"rateLimit": 3, "handlerRateLimits": {"h": 0.5}}) == ("~rate/Svc/h", 0.5)
+    assert rate_of("Svc", "g", {"rateLimit": 3, "handlerRateLimits": {"h": 0.5}}) == ("~rate/Svc", 3.0)
+    assert rate_of("Svc", "g", {}) is None
