@@ -21,7 +21,9 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
   (`RESEND_WITH_CALLS`);
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
   and resumed, then deleted by the client, its ticks delivered by the faulty scheduler;
-- a concurrency limit of 1 to 3 on `Limited` (`limited_requests`, a generator of its own) and more
+- a concurrency limit of 1 to 3 on `Limited`, in some scenarios also a rate limit (0.5 to 2 starts
+  per second: no window holds more reserved starts than the burst and the pace allow, and no
+  invocation's first attempt comes before its reserved start) (`limited_requests`, a generator of its own) and more
   requests than slots, some killed, cancelled or paused: never more than N started and not completed
   (`check_limit`, at each attempt), none passed in the queue by a later arrival (without crashes),
   and at the end no slot held by a completed invocation without a crash, nobody left queued.
@@ -73,7 +75,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolati
 from control_plane.held import Held
 from control_plane.creation import inbox_seq
 from control_plane.journal import Journal
-from control_plane.limits import SERVICE_LIMIT, pool_scope
+from control_plane.limits import SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
@@ -224,6 +226,8 @@ class SimStore:
                 )
             if name == "append_batch":
                 self._sim.committed(args[0], args[1])
+            if name == "reserve_start":
+                self._sim.reserved.append(result)
             if name == "complete" and kwargs.get("ending") is not None:  # the ending batch, with the completion
                 self._sim.committed(args[0], kwargs["ending"])
                 self._sim.covered["ended in one write"] += 1
@@ -687,6 +691,9 @@ class Scenario:
         self.limit = 0  # the concurrency limit of `Limited` (0: none in this scenario)
         self.limited: set[str] = set()  # invocations of `Limited/work`
         self.limited_started: set[str] = set()  # those that had an attempt
+        self.rate = 0.0  # starts per second of `Limited` (0: no rate limit)
+        self.reserved: list[int] = []  # the starts reserved on `Limited`'s rate limit (some wasted: a resend)
+        self.not_before: dict[str, int] = {}  # a `Limited` invocation -> its reserved start, when seen created
 
     def new_plane(self) -> ControlPlane:
         """A control plane as a (re)started process builds it, over the scenario's store."""
@@ -775,6 +782,8 @@ class Scenario:
         arrived before it still waits `pending` when it starts."""
         first = invocation_id not in self.limited_started
         self.limited_started.add(invocation_id)
+        if first and self.clock.now < self.not_before.get(invocation_id, 0):
+            self.violate(f"{invocation_id} started at {self.clock.now}, before its reserved start {self.not_before[invocation_id]}")
         records = {i: self.raw.get_invocation(i) for i in self.limited}
         active = sorted(i for i in self.limited_started if (r := records[i]) is not None and r.status != "completed")
         if len(active) > self.limit:
@@ -912,6 +921,7 @@ class Scenario:
                 self.covered[f"flaky {request.flaky[0]}"] += 1
             if request.service == "Limited":
                 self.limited.add(record.invocation_id)
+                self.not_before[record.invocation_id] = record.execution_time_ms or record.created_at_ms
                 self.covered["limited: queued" if record.status == "pending" else "limited: took a slot"] += 1
             if request.purged_at:
                 self.covered["sent again after its purge"] += 1
@@ -1152,7 +1162,8 @@ class Scenario:
             extras(self.xrng, requests)
             self.limit, limited = limited_requests(random.Random(self.seed * 104_729 + 11))  # its own generator
             if self.limit:
-                self.plane.registry.configure("Limited", {SERVICE_LIMIT: self.limit})
+                self.rate = random.Random(self.seed * 7_717 + 3).choice([0, 0, 0.5, 1, 2])
+                self.plane.registry.configure("Limited", {SERVICE_LIMIT: self.limit, SERVICE_RATE: self.rate or None})
                 requests += limited
             self.schedules = schedules(self.xrng)
             for schedule in self.schedules:
@@ -1240,6 +1251,14 @@ class Scenario:
                 self.lazy_keys += 1  # a release lost in a crash: the next arrival's pump releases it
             elif holder is not None or queued is not None:
                 self.violate(f"Counter/{key} is left held by {holder} / queued {queued}")
+        if self.rate:  # no window holds more reserved starts than the rate limit's burst and pace allow
+            interval, burst = pacing(self.rate)
+            times = sorted(self.reserved)
+            for i, j in itertools.combinations(range(len(times)), 2):
+                if j - i + 1 > burst + (times[j] - times[i]) // interval:
+                    self.violate(f"{j - i + 1} starts of Limited reserved within {times[j] - times[i]} ms at {self.rate}/s")
+                    break
+            self.covered["rate limited"] += 1
         if self.limit:
             holders, queued = self.raw.slot_status(pool_scope("Limited"), "")
             for holder in sorted(holders):
