@@ -29,6 +29,7 @@ segments, then the fewest `*`; its pool is that prefix (`"scope/*"` gives each l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -63,6 +64,8 @@ def pool_of(service: str, handler: str, overrides: Mapping[str, Any], exclusive:
 
 
 RULE_PREFIX = POOL_PREFIX + "rule/"
+_COMPONENT = re.compile(r"[a-zA-Z0-9_.-]+")
+"""A pattern's segment other than `*` (restate-server 1.7.12 refuses others with 422)."""
 SERVICE_RATE = "rateLimit"
 HANDLER_RATES = "handlerRateLimits"
 RATE_PREFIX = "~rate/"
@@ -129,10 +132,10 @@ def check_pattern(pattern: object) -> str:
     if not isinstance(pattern, str) or not pattern:
         raise Unprocessable('pattern: expected a string such as "*", "scope", "scope/*" or "scope/key"')
     parts = pattern.split("/")
-    if len(parts) > 3 or any(not p or (p != "*" and "*" in p) for p in parts):
+    if len(parts) > 3 or any(p != "*" and not _COMPONENT.fullmatch(p) for p in parts):
         raise Unprocessable(
-            f"pattern {pattern!r}: expected 1 to 3 segments separated by '/', each a name or '*' "
-            '(e.g. "*", "scope", "scope/*", "scope/key", "scope/key/sub")'
+            f"pattern {pattern!r}: expected 1 to 3 segments separated by '/', each '*' or a name of the "
+            'characters a-z A-Z 0-9 _ . - (e.g. "*", "scope", "scope/*", "scope/key", "scope/key/sub")'
         )
     return pattern
 
@@ -198,10 +201,11 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
             "pattern": pattern,
             "limits": {"concurrency": concurrency},
             "disabled": bool(entry.get("disabled", False)),
-            "description": entry.get("description"),
-            "version": (int(current["version"]) + 1) if current else 0,
+            "version": (int(current["version"]) + 1) if current else 1,  # restate-server's first is 1
             "last_modified_millis_since_epoch": now_ms,
         }
+        if entry.get("description") is not None:
+            rule["description"] = entry["description"]
         new[pattern] = rule
         out.append(rule)
     return new, out

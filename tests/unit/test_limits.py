@@ -51,16 +51,19 @@ def test_the_most_specific_enabled_rule_matching_the_calls_identity_gives_the_po
 
 def test_upsert_versions_rules_and_honours_preconditions_all_or_nothing() -> None:
     book, out = upsert_rules({}, [{"pattern": "s/*", "limits": {"concurrency": 3}}], 1_000)
-    assert out == [{"pattern": "s/*", "limits": {"concurrency": 3}, "disabled": False, "description": None,
-                    "version": 0, "last_modified_millis_since_epoch": 1_000}]  # fmt: skip
-    book, out = upsert_rules(book, [{"pattern": "s/*", "limits": {"concurrency": 4},
-                                     "precondition": {"type": "matches", "version": 0}}], 2_000)  # fmt: skip
-    assert out[0]["version"] == 1 and book["s/*"]["limits"] == {"concurrency": 4}
+    # restate-server 1.7.12's answer, side by side: first version 1, no description when none
+    assert out == [{"pattern": "s/*", "limits": {"concurrency": 3}, "disabled": False,
+                    "version": 1, "last_modified_millis_since_epoch": 1_000}]  # fmt: skip
+    book, out = upsert_rules(book, [{"pattern": "s/*", "limits": {"concurrency": 4}, "description": "d",
+                                     "precondition": {"type": "matches", "version": 1}}], 2_000)  # fmt: skip
+    assert out[0]["version"] == 2 and out[0]["description"] == "d" and book["s/*"]["limits"] == {"concurrency": 4}
     with pytest.raises(Conflict):
         upsert_rules(book, [{"pattern": "x", "limits": {"concurrency": 1}},
                             {"pattern": "s/*", "precondition": {"type": "does_not_exist"}}], 3_000)  # fmt: skip
     with pytest.raises(Unprocessable):
         upsert_rules(book, [{"pattern": "s/a*b", "limits": {"concurrency": 1}}], 3_000)
+    with pytest.raises(Unprocessable):
+        upsert_rules(book, [{"pattern": "s/a b", "limits": {"concurrency": 1}}], 3_000)
     with pytest.raises(Unprocessable):
         upsert_rules(book, [{"pattern": "s", "limits": {"concurrency": 0}}], 3_000)
     with pytest.raises(Unprocessable):
