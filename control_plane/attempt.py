@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from control_plane.errors import ProtocolViolation
+from control_plane.errors import BadRequest, ProtocolViolation
 from control_plane.failures import MAX_STORED_CHARS, clip, clip_stacktrace
+from control_plane.ids import invocation_id_bytes
 from control_plane.journal import AwaitPoint, Journal, completion_ids, notification_key
 from control_plane.ports import AnswerTooLarge
 from control_plane.protocol import (
@@ -211,7 +212,9 @@ def check_answer(
     refuses it (its invoker's command preconditions): a state command (read or write) in a plain
     service, a state write in a shared handler, a durable promise command outside a workflow; a
     Suspension awaiting a reserved signal index (0, or 2 to 16: index 1 is cancel, awakeables count from
-    17, and nothing sends the others); a Suspension that awaits nothing, or a completion id no command
+    17, and nothing sends the others); a SendSignal command whose target is not an invocation id, or
+    that names no signal (restate-server 1.7.12 cannot decode it: RT0012, retried); a Suspension that
+    awaits nothing, or a completion id no command
     was given (it could never be woken); a Suspension the notifications the attempt was sent already
     satisfy (the SDK could have resumed: the runtime would re-invoke it at once, again and again); an
     End with no Output command in the journal or the answer (the handler neither returned nor suspended:
@@ -234,7 +237,7 @@ def check_answer(
         if not is_command(f.type):
             continue
         command_index = len(journal.commands) + len(scratch.commands)
-        forbidden = _forbidden(f.type, service_type, handler_type)
+        forbidden = _forbidden(f.type, service_type, handler_type) or _undeliverable(f)
         if forbidden:
             return _violation(forbidden, index, f, command_index)
         given = completion_ids(f)
@@ -321,6 +324,23 @@ def _forbidden(command_type: int, service_type: str, handler_type: str) -> str:
     return ""
 
 
+def _undeliverable(f: Frame) -> str:
+    """Why a SendSignal command `f` could reach no invocation, in words ("" if it can, or if `f` is
+    another command): its target is not an invocation id (`inv_1…`), or it names no signal (neither
+    an index nor a name). restate-server 1.7.12 fails such an attempt ("cannot decode entry", RT0012)
+    and retries it, journaling nothing."""
+    if f.type != MessageType.SendSignal:
+        return ""
+    send = pb.SendSignalCommandMessage.FromString(f.payload)
+    if send.WhichOneof("signal_id") is None:
+        return "a SendSignal command that names no signal (neither an index nor a name)"
+    try:
+        invocation_id_bytes(send.target_invocation_id)
+    except BadRequest as exc:
+        return f"a SendSignal command to no invocation: {exc.message}"
+    return ""
+
+
 def without_handled_cancel(journal: Journal, delivered: list[Frame], awaiting: AwaitPoint) -> AwaitPoint:
     """`awaiting` less the cancel signal (index 1) when the attempt was sent it and more is awaited.
 
@@ -346,14 +366,16 @@ def _already_satisfied(
     is, every other node (all-completed, and, not knowing which results failed, first-succeeded and
     all-succeeded) when all its children are (Restate service protocol, Suspension and Future). The
     cancel signal (index 1) counts only when it is all the await point holds: an SDK that handled a
-    cancellation goes on awaiting it beside what it really waits for. Notifications that arrive during
-    the attempt are in neither `journal` nor `delivered`: they still wake the handler at once.
+    cancellation goes on awaiting it beside what it really waits for. A named signal never counts:
+    named signals queue, and the one sent may have been taken by an earlier await of that name.
+    Notifications that arrive during the attempt are in neither `journal` nor `delivered`: they
+    still wake the handler at once.
     """
     keys = {notification_key(f) for f in delivered if is_notification(f.type)}
     only_cancel = awaiting == AwaitPoint(signals=frozenset({1}))
 
-    def sent(key: str) -> bool:
-        return (key != "s1" or only_cancel) and (journal.has(key) or key in keys)
+    def sent(key: str) -> bool:  # a named signal sent may have been taken by an earlier await of its name
+        return key[0] != "n" and (key != "s1" or only_cancel) and (journal.has(key) or key in keys)
 
     if suspension is None or not suspension.HasField("awaiting_on"):
         satisfied = any(map(sent, _leaves(awaiting)))

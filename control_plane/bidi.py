@@ -43,6 +43,7 @@ checked and committed like a request/response answer. A stream that breaks keeps
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -278,8 +279,17 @@ class _Exchange:
     def _deliver(self, notifications: list[Frame]) -> None:
         """Send the notifications not sent on this stream yet (a cancel signal, an awakeable's
         result...), as restate-server does on an open stream; committed with the next commit.
-        With the request body ended they wait, stored, for the next attempt."""
-        fresh = [f for f in notifications if notification_key(f) not in self.delivered]
+        With the request body ended they wait, stored, for the next attempt. Named signals share one
+        key per name (they queue): of a name, those beyond the ones sent and not committed yet are
+        new (`notifications` lists a name's in the order the journal takes them)."""
+        uncommitted = Counter(k for k in map(notification_key, self.pending) if k[0] == "n")
+        fresh = []
+        for f in notifications:
+            key = notification_key(f)
+            if key[0] == "n" and uncommitted[key] > 0:
+                uncommitted[key] -= 1
+            elif key[0] == "n" or key not in self.delivered:
+                fresh.append(f)
         if not fresh or not self.input_open:
             return
         self.delivered.update(notification_key(f) for f in fresh)

@@ -25,7 +25,15 @@ from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import wire_failure
 from control_plane.held import Held
 from control_plane.hooks import EngineHooks
-from control_plane.journal import notification_key, sleep_completion
+from control_plane.journal import (
+    named_signal_entry,
+    named_signal_key,
+    notification_key,
+    parse_named_signal_key,
+    sleep_completion,
+    stored_frames,
+    stored_sender,
+)
 from control_plane.keyed import STATE_COMMANDS, is_keyed, is_workflow_run
 from control_plane.observability import invocation_span_id
 from control_plane.operations import CANCEL_SIGNAL, notification, waits_behind
@@ -87,11 +95,23 @@ class Effects:
         """Notifications to deliver in the next attempt: stored ones not yet journaled, due sleeps."""
         out: list[Frame] = []
         seen: set[str] = set()
+        fresh = []
+        queues: dict[str, list[tuple[int, bytes]]] = {}  # named signals of each name, to take by seq
         for stored in sorted(held.stored, key=lambda n: (n.created_at_ms, n.key)):
             if stored.key in seen or held.journal.has(stored.key):
                 continue
             seen.add(stored.key)
-            out.extend(decode_frames(stored.entry))
+            fresh.append(stored)
+            if stored.key[0] == "q":
+                seq, name = parse_named_signal_key(stored.key)
+                queues.setdefault(name, []).append((seq, stored.entry))
+        for queue in queues.values():
+            queue.sort(reverse=True)
+        for stored in fresh:  # in the order stored; the signals of one name by seq, as the journal counts them
+            if stored.key[0] == "q":
+                out.extend(stored_frames(queues[parse_named_signal_key(stored.key)[1]].pop()[1]))
+            else:
+                out.extend(decode_frames(stored.entry))
         for completion_id in due_sleeps(held.journal.open_sleeps(), self.clock.now_ms()):
             if f"c{completion_id}" not in seen:
                 out.append(sleep_completion(completion_id))
@@ -192,7 +212,7 @@ class Effects:
                 self._resolve_awakeable(complete.awakeable_id, signal)
             elif entry.type == MessageType.SendSignal:
                 send = pb.SendSignalCommandMessage.FromString(entry.payload)
-                self._send_signal(held.record, send)
+                self._send_signal(held.record, send, index)
             elif entry.type in KEYED_EFFECTS and is_keyed(held.record):
                 self.keys.apply(held.record, held.state, entry)
                 if entry.type == MessageType.CompletePromise and not is_workflow_run(held.record):
@@ -289,11 +309,13 @@ class Effects:
         except NotFound:
             log.error("CompleteAwakeable for %s: that invocation does not exist (any more)", awakeable_id)
 
-    def _send_signal(self, sender: InvocationRecord, send: pb.SendSignalCommandMessage) -> None:
-        """Deliver a SendSignal command's signal. The cancel signal (a cancelled handler's SDK sends it
-        to the calls it awaits) is a `cancel` of the target: one that has not started ends at once,
-        unless it waits in the inbox of the object key the sender holds (it would run only once the
-        sender ended: it gets the signal then, as with restate-server 1.7.12)."""
+    def _send_signal(self, sender: InvocationRecord, send: pb.SendSignalCommandMessage, index: int) -> None:
+        """Deliver the signal of the SendSignal command at journal `index` of `sender`. The cancel
+        signal (a cancelled handler's SDK sends it to the calls it awaits) is a `cancel` of the target:
+        one that has not started ends at once, unless it waits in the inbox of the object key the
+        sender holds (it would run only once the sender ended: it gets the signal then, as with
+        restate-server 1.7.12). A named signal joins the target's queue of that name (`notify_named`).
+        To an invocation that does not exist or has completed, it is dropped (restate-server too)."""
         if send.WhichOneof("signal_id") == "idx" and send.idx == CANCEL_SIGNAL:
             target = self.store.get_invocation(send.target_invocation_id)
             if target is not None and target.status != "completed" and not waits_behind(sender, target):
@@ -308,14 +330,14 @@ class Effects:
             signal.value.CopyFrom(send.value)
         else:
             signal.void.SetInParent()
-        if send.WhichOneof("signal_id") == "name":
-            signal.name = send.name
-            key = f"n{send.name}"
-        else:
-            signal.idx = send.idx
-            key = f"s{send.idx}"
         try:
-            self.notify(send.target_invocation_id, notification(key, signal))
+            if send.WhichOneof("signal_id") == "name":
+                signal.name = send.name
+                sent_by = f"{sender.invocation_id}/{index}"
+                self.notify_named(send.target_invocation_id, send.name, frame(signal), sent_by)
+            else:
+                signal.idx = send.idx
+                self.notify(send.target_invocation_id, notification(f"s{send.idx}", signal))
         except NotFound:
             log.error("SendSignal to %s: that invocation does not exist (any more)", send.target_invocation_id)
 
@@ -351,6 +373,46 @@ class Effects:
         first = self.store.put_notification(invocation_id, stored)
         if first:  # (a notification stored earlier under this key was rung by whoever stored it)
             with contextlib.suppress(StoreConflict):  # completed or removed meanwhile: nobody is left to tell
+                self.store.ring(invocation_id)
+        self.engine.knock(invocation_id)
+        self.scheduler.wake_now(invocation_id)
+        return first
+
+    def notify_named(self, invocation_id: str, name: str, signal: Frame, sender: str) -> bool:
+        """Store a named signal for an invocation, ring its doorbell and wake it, as `notify` does:
+        True if stored, False if `sender` (`{invocation_id}/{journal index}` of its SendSignal command)
+        stored it before or the invocation has completed; `NotFound` if it does not exist.
+
+        Named signals queue (a handler's k-th await of a name takes the k-th signal of that name,
+        as restate-server 1.7.12 and restate-sdk 1.3 do): the signal takes the first free key
+        `named_signal_key(seq, name)`, seq 0, 1, 2, ..., each one a conditional put. A key taken
+        already is read: if its entry names `sender`, this signal was stored before (an effect
+        applied again, or twice at once) and nothing more is written. Keys are taken in order and
+        never freed while the invocation lives, so the one taken is after every one stored before
+        it (the journal takes them in that order) and a sender's signal is stored once: one
+        applying it again meets its own key before any free one. The n-th signal of a name costs n
+        failed puts and n reads more than the first.
+        """
+        try:
+            self.store.ring(invocation_id)
+        except StoreConflict:
+            return self._refused(invocation_id)
+        entry = named_signal_entry(signal, sender)
+        now = self.clock.now_ms()
+        seq, first = 0, False
+        while True:
+            key = named_signal_key(seq, name)
+            if self.store.put_notification(invocation_id, StoredNotification(key, entry, now)):
+                first = True
+                break
+            taken = self.store.get_notification(invocation_id, key)
+            if taken is not None and stored_sender(taken.entry) == sender:
+                break
+            if taken is None:  # removed with the invocation meanwhile (a purge): nothing takes it
+                return self._refused(invocation_id)
+            seq += 1
+        if first:
+            with contextlib.suppress(StoreConflict):
                 self.store.ring(invocation_id)
         self.engine.knock(invocation_id)
         self.scheduler.wake_now(invocation_id)

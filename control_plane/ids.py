@@ -216,6 +216,12 @@ def new_deployment_id() -> str:
     return "dp_1" + _restate_encode(os.urandom(16), _UUID_CHARS)
 
 
+def new_subscription_id() -> str:
+    """A fresh subscription id: `sub_1` + 16 random bytes in restate-server's base62 (22 characters),
+    the shape of restate-server's `SubscriptionId`, which Restate's CLI parses."""
+    return "sub_1" + _restate_encode(os.urandom(16), _UUID_CHARS)
+
+
 FIRST_AWAKEABLE_SIGNAL = 17
 """Signal indexes 0..16 are reserved for built-in signals (1: cancel); awakeables use 17 and up
 (Restate service protocol V5+, signal ids)."""

@@ -19,6 +19,7 @@ from control_plane.protocol import (
     Frame,
     MessageType,
     decode_frames,
+    encode_frames,
     frame,
     is_command,
     is_custom,
@@ -31,14 +32,15 @@ from control_plane.protocol import protocol_pb2 as pb
 class Journal:
     """Committed entries plus an index of which notifications are present.
 
-    `completions` holds the completion ids, `signals` the signal indexes and `named_signals` the
-    signal names of every notification in the journal, so a suspension can be checked in O(leaves).
+    `completions` holds the completion ids and `signals` the signal indexes of every notification
+    in the journal, so a suspension can be checked in O(leaves); `named_signals` counts the
+    notifications of each signal name (named signals queue: each one sent is journaled).
     """
 
     frames: list[Frame] = field(default_factory=list)
     completions: set[int] = field(default_factory=set)
     signals: set[int] = field(default_factory=set)
-    named_signals: set[str] = field(default_factory=set)
+    named_signals: dict[str, int] = field(default_factory=dict)
     sleeps: dict[int, int] = field(default_factory=dict)  # completion id -> wake_up_time (ms) of each Sleep
     derived: dict[int, Frame] = field(default_factory=dict)  # completion id -> command the runtime completes
     calls: dict[int, int] = field(default_factory=dict)  # result completion id -> journal index of the Call
@@ -92,7 +94,7 @@ class Journal:
             if key[0] == "s":
                 self.signals.add(int(key[1:]))
             elif key[0] == "n":
-                self.named_signals.add(key[1:])
+                self.named_signals[key[1:]] = self.named_signals.get(key[1:], 0) + 1
             else:
                 self.completions.add(int(key[1:]))
 
@@ -108,12 +110,17 @@ class Journal:
             self.runs.update(given)
 
     def has(self, key: str) -> bool:
-        """True if the notification with this key (see `notification_key`) is in the journal."""
+        """True if the notification with this key (see `notification_key`, or a stored named
+        signal's `named_signal_key`) is in the journal: the `seq`-th signal of a name is once the
+        journal holds more than `seq` of that name."""
         kind, rest = key[0], key[1:]
         if kind == "c":
             return int(rest) in self.completions
         if kind == "s":
             return int(rest) in self.signals
+        if kind == "q":
+            seq, name = parse_named_signal_key(key)
+            return self.named_signals.get(name, 0) > seq
         return rest in self.named_signals
 
     def open_sleeps(self) -> dict[int, int]:
@@ -139,13 +146,11 @@ class Journal:
         """True if a notification the suspended handler awaits is present.
 
         The runtime resumes as soon as a new notification could unblock the await point (Restate
-        service protocol, "Suspension and await tracking"): any leaf of the future tree will do.
+        service protocol, "Suspension and await tracking"): any leaf of the future tree will do. A
+        named signal in the journal does not count: the handler may have taken it at an earlier
+        await of that name (each await takes the next one), so only one not yet journaled wakes it.
         """
-        return (
-            not self.completions.isdisjoint(awaiting.completions)
-            or not self.signals.isdisjoint(awaiting.signals)
-            or not self.named_signals.isdisjoint(awaiting.named_signals)
-        )
+        return not self.completions.isdisjoint(awaiting.completions) or not self.signals.isdisjoint(awaiting.signals)
 
 
 def completion_ids(f: Frame) -> list[int]:
@@ -194,16 +199,53 @@ def notification_key(entry: Frame) -> str:
 
 
 def awaited(awaiting: AwaitPoint, keys: Iterable[str]) -> bool:
-    """True if any notification key in `keys` is a leaf of `awaiting`."""
+    """True if any notification key in `keys` (`notification_key`, `named_signal_key`) is a leaf of `awaiting`."""
     for key in keys:
         kind, rest = key[0], key[1:]
         if (
             (kind == "c" and int(rest) in awaiting.completions)
             or (kind == "s" and int(rest) in awaiting.signals)
             or (kind == "n" and rest in awaiting.named_signals)
+            or (kind == "q" and parse_named_signal_key(key)[1] in awaiting.named_signals)
         ):
             return True
     return False
+
+
+SIGNAL_SENDER = 0xFFFF
+"""The type code of the frame that follows a stored named signal's notification in its stored
+entry, its payload the sender (`named_signal_entry`). It never reaches a journal or a deployment."""
+
+_SEQ_DIGITS = 8
+
+
+def named_signal_key(seq: int, name: str) -> str:
+    """The stored key of the `seq`-th (0, 1, ...) signal named `name` sent to an invocation:
+    `q{seq:08d}{name}`. Named signals queue: the handler's k-th await of a name takes the k-th
+    signal of that name (restate-server 1.7.12 journals each one sent; restate-sdk 1.3 hands them
+    out in order), so each one sent is kept under its own key, in the order they were stored."""
+    return f"q{seq:0{_SEQ_DIGITS}d}{name}"
+
+
+def parse_named_signal_key(key: str) -> tuple[int, str]:
+    """`(seq, name)` of a `named_signal_key`."""
+    return int(key[1 : 1 + _SEQ_DIGITS]), key[1 + _SEQ_DIGITS :]
+
+
+def named_signal_entry(signal: Frame, sender: str) -> bytes:
+    """The stored entry of a named signal: its notification, then the sender (`SIGNAL_SENDER`), so
+    whoever stores it again (a SendSignal's effect applied again) finds it is there already."""
+    return encode_frames([signal, Frame(SIGNAL_SENDER, sender.encode())])
+
+
+def stored_frames(entry: bytes) -> list[Frame]:
+    """The notifications of a stored entry, without the sender of a named signal."""
+    return [f for f in decode_frames(entry) if f.type != SIGNAL_SENDER]
+
+
+def stored_sender(entry: bytes) -> str:
+    """The sender recorded in a stored named signal's entry ("" if none)."""
+    return next((bytes(f.payload).decode() for f in decode_frames(entry) if f.type == SIGNAL_SENDER), "")
 
 
 @dataclass(frozen=True, slots=True)

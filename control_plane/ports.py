@@ -220,9 +220,11 @@ class JournalBatch:
 class StoredNotification:
     """A notification delivered from outside the invocation, waiting to be folded into its journal.
 
-    `key` identifies it: `c{completion_id}`, `s{signal_index}` or `n{signal_name}`; at most one
-    notification per key is ever stored, so the first resolution of an awakeable wins and a
-    duplicate delivery changes nothing. `entry` is the framed notification message.
+    `key` identifies it: `c{completion_id}`, `s{signal_index}`, or `q{seq:08d}{signal_name}` for the
+    `seq`-th named signal of that name (`journal.named_signal_key`; `n{signal_name}` before named
+    signals queued); at most one notification per key is ever stored, so the first resolution of an
+    awakeable wins and a duplicate delivery changes nothing. `entry` is the framed notification
+    message (a named signal's is followed by its sender, `journal.named_signal_entry`).
     """
 
     key: str
@@ -289,6 +291,21 @@ class ScheduleRecord:
     last_invocation_id: str = ""
     created_at_ms: int = 0
     modified_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRecord:
+    """An event subscription: events of `source` become invocations of `sink` (`control_plane.subscriptions`).
+
+    `source` is a URI such as `sqs://orders.fifo`, `sink` one such as `service://Counter/add`,
+    `options` string pairs as given (restate-server's `SubscriptionResponse` shape); ids are `sub_1…`.
+    """
+
+    subscription_id: str
+    source: str
+    sink: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    created_at_ms: int = 0
 
 
 SCHEDULE_FIELDS = ("paused", "next_tick_ms", "last_tick_ms", "last_invocation_id", "modified_at_ms")
@@ -778,6 +795,9 @@ class InvocationStore(InvocationTransitions, Protocol):
     def put_notification(self, invocation_id: str, notification: StoredNotification) -> bool:
         """Store a notification for the invocation unless one with its key exists; True if stored."""
 
+    def get_notification(self, invocation_id: str, key: str) -> StoredNotification | None:
+        """The notification stored with `key` for the invocation (a strongly consistent read), or None."""
+
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Remove the notification with `key`; removing one that is not there does nothing. Not called
         where `StoreFacts.may_delete` is False (nor by `Effects.notify`, which rings before it stores)."""
@@ -1018,7 +1038,28 @@ class ScheduleStore(Protocol):
         """Remove the schedule `name`; removing an unknown name does nothing."""
 
 
-class Store(InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore, Protocol):
+class SubscriptionStore(Protocol):
+    """Event subscriptions, one record per id (`control_plane.subscriptions`), beside the registry.
+
+    DynamoDB: partition `SUB` (`SUB#{subscription_id}`), `adapters/aws/store_registry.py`. SQLite:
+    table `subscriptions`, `adapters/local/sqlite_registry.py`.
+    """
+
+    def create_subscription(self, subscription: SubscriptionRecord) -> None:
+        """Store a new subscription; `StoreConflict` if its id exists (nothing written)."""
+
+    def get_subscription(self, subscription_id: str) -> SubscriptionRecord | None: ...
+
+    def list_subscriptions(self) -> list[SubscriptionRecord]:
+        """Every subscription, ordered by id."""
+        ...
+
+    def delete_subscription(self, subscription_id: str) -> bool:
+        """Remove the subscription; True if it existed (a conditional delete), False if it did not."""
+        ...
+
+
+class Store(InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore, SubscriptionStore, Protocol):
     """Durable storage of everything: the union of the families (DynamoDB in production: one table;
     `torpor dev`: one SQLite file). Where code needs one family only, it takes that family.
 

@@ -17,6 +17,7 @@ from control_plane.ports import Clock, Invoker, Scheduler, ScheduleTrigger, Stor
 from control_plane.registry import Registry
 from control_plane.schedules import Schedules, TimerTrigger, schedule_of_wake_id
 from control_plane.settings import Settings
+from control_plane.subscriptions import Subscriptions
 from control_plane.timers import Wake
 from control_plane.waiters import CompletionWaiters
 
@@ -73,6 +74,7 @@ class ControlPlane:
         self.scheduler = scheduler
         # a schedule's ticks: timers on `scheduler` (wake-up id `schedule:{name}`) unless a trigger is given
         self.schedules = Schedules(store, self.engine, schedule_trigger or TimerTrigger(scheduler), self.clock)
+        self.subscriptions = Subscriptions(store, self.engine, self.clock)  # events of queues and streams
 
     def wake(self, wake: Wake) -> Outcome:
         """The one entry of a wake-up (`timers.Wake`), whatever delivered it: the local scheduler's

@@ -1,4 +1,5 @@
-"""Handlers that wait: durable sleeps, awakeables, delayed sends, and compensation on cancel.
+"""Handlers that wait: durable sleeps, awakeables, named signals, delayed sends, and compensation
+on cancel.
 
 While one of these waits, the invocation is suspended: Torpor stores why, the deployment gets no
 request, and a timer or a notification brings it back.
@@ -82,6 +83,32 @@ async def resolve(ctx: restate.Context, request: dict) -> str:
         ctx.reject_awakeable(request["id"], request["reason"])
         return "rejected"
     ctx.resolve_awakeable(request["id"], request["value"])
+    return "resolved"
+
+
+@waits.handler()
+async def signal(ctx: restate.Context, request: dict) -> str:
+    """Sleep `after_ms` (default 0: no sleep), then wait `times` times (default 1) for the named
+    signal `name` sent to this invocation (`{"name", "after_ms", "times"}`) and return what it
+    carried. A signal sent during the sleep is kept until the handler awaits it.
+
+    Raises:
+        TerminalError: when the signal is rejected (its message and code).
+    """
+    if request.get("after_ms"):
+        await ctx.sleep(timedelta(milliseconds=request["after_ms"]))
+    values = [await ctx.signal(request["name"], type_hint=str) for _ in range(request.get("times", 1))]
+    return "got " + ", ".join(values)
+
+
+@waits.handler()
+async def send_signal(ctx: restate.Context, request: dict) -> str:
+    """Resolve (`{"id", "name", "value"}`) or reject (`{"id", "name", "reason"}`, optional `"code"`)
+    the named signal `name` of invocation `id`."""
+    if "reason" in request:
+        ctx.reject_signal(request["id"], request["name"], request["reason"], request.get("code", 500))
+        return "rejected"
+    ctx.resolve_signal(request["id"], request["name"], request["value"])
     return "resolved"
 
 

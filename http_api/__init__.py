@@ -14,6 +14,7 @@ from control_plane.runtime import ControlPlane
 from control_plane.settings import Settings
 from http_api.admin import Admin
 from http_api.admin_schedules import add_schedule_routes
+from http_api.admin_subscriptions import add_subscription_routes
 from http_api.ingress import Ingress
 
 
@@ -49,6 +50,7 @@ class HttpControlPlane(ControlPlane):
         self.ingress.router.allowed_origins = frozenset(self.settings.ui_origins)
         self.admin = Admin(self.registry, store, self.engine)
         add_schedule_routes(self.admin.router, self.schedules)
+        add_subscription_routes(self.admin.router, self.subscriptions)
 
 
 __all__ = ["HttpControlPlane"]

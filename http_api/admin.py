@@ -22,7 +22,7 @@ from control_plane.entry_names import EntryNaming, name_entry, name_journal
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
-from control_plane.journal import AwaitPoint, Journal
+from control_plane.journal import AwaitPoint, Journal, stored_frames
 from control_plane.limits import (
     HANDLER_LIMITS,
     HANDLER_RATES,
@@ -45,7 +45,7 @@ from control_plane.ports import (
     Store,
     StoreConflict,
 )
-from control_plane.protocol import Frame, MessageType, decode_frames, is_command, is_notification, type_name
+from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.registry import Registry, same_services
 from http_api import admin_openapi, ui
@@ -164,7 +164,7 @@ def pending_notifications(loaded: LoadedInvocation, journal: Journal) -> list[di
     for stored in sorted(loaded.notifications, key=lambda n: (n.created_at_ms, n.key)):
         if journal.has(stored.key):
             continue
-        for entry in decode_frames(stored.entry):
+        for entry in stored_frames(stored.entry):
             naming = name_entry(entry, loaded.record.invocation_id)
             out.append({"key": stored.key, **describe_frame(entry, naming), "stored_at": rfc3339(stored.created_at_ms)})
     return out
@@ -446,7 +446,6 @@ class Admin:
         r.add("PATCH", "/invocations/{invocation_id}/restart-as-new", self.restart_invocation_as_new)
         r.add("DELETE", "/invocations/{invocation_id}", self.purge_invocation)
         r.add("POST", "/query", self.query)
-        r.add("GET", "/subscriptions", self.list_subscriptions)
 
     def ui_redirect(self, request: HttpRequest) -> HttpResponse:
         """`302` to the web UI (a relative location, so it holds behind a path prefix too)."""
@@ -499,11 +498,6 @@ class Admin:
                 "features": dict.fromkeys(RESTATE_FEATURES, False),
             }
         )
-
-    def list_subscriptions(self, request: HttpRequest) -> HttpResponse:
-        """`{"subscriptions": []}` (restate-server's `ListSubscriptionsResponse`): Torpor has no
-        subscriptions (Kafka); Restate's web UI lists them on its overview."""
-        return HttpResponse.json({"subscriptions": []})
 
     def openapi(self, request: HttpRequest) -> HttpResponse:
         """This admin API described as an OpenAPI 3.1 document (`http_api.admin_openapi`)."""

@@ -348,6 +348,7 @@ def _paths() -> dict[str, Any]:
             "get": _op("metrics", "Torpor: metrics in the Prometheus text format (`torpor dev`)", tag="health"),
         },
         **_schedule_paths(),
+        **_subscription_paths(),
     }  # fmt: skip
 
 
@@ -404,6 +405,43 @@ def _schedule_paths() -> dict[str, Any]:
                 "patch": _op(f"{verb}_schedule", summary, "Schedule", parameters=name, tag="schedule")
             }
             for verb, summary in (("pause", "Torpor: stop the ticks"), ("resume", "Torpor: tick again"))
+        },
+    }  # fmt: skip
+
+
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
+_SCHEMAS["SubscriptionResponse"] = _obj(
+    ["id", "source", "sink", "options"],
+    id={"type": "string", "description": "`sub_1…`."},
+    source={"type": "string", "description": "`sqs://Q`, `eventbridge://RULE`, `kinesis://S`, `dynamodb://TABLE`."},
+    sink={"type": "string", "description": "`service://Service/handler`."},
+    options=_STRINGS,
+)
+_SCHEMAS["ListSubscriptionsResponse"] = _obj(
+    ["subscriptions"], subscriptions={"type": "array", "items": _ref("SubscriptionResponse")}
+)
+_SCHEMAS["CreateSubscriptionRequest"] = _obj(
+    ["source", "sink"],
+    source={"type": "string", "description": "e.g. `sqs://orders.fifo`."},
+    sink={"type": "string", "description": "e.g. `service://Counter/add`; the handler must be registered."},
+    options={**_STRINGS, "description": "`key`: the object key for events that carry none (EventBridge)."},
+)
+
+
+def _subscription_paths() -> dict[str, Any]:
+    """Event subscriptions (`http_api.admin_subscriptions`), restate-server's paths."""
+    sid = _path("subscription")
+    return {
+        "/subscriptions": {
+            "get": _op("list_subscriptions", "List subscriptions", "ListSubscriptionsResponse", tag="subscription"),
+            "post": _op("create_subscription", "Create subscription", "SubscriptionResponse", status="201",
+                        body="CreateSubscriptionRequest", tag="subscription"),
+        },
+        "/subscriptions/{subscription}": {
+            "get": _op("get_subscription", "Get subscription", "SubscriptionResponse", parameters=sid,
+                       tag="subscription"),
+            "delete": _op("delete_subscription", "Delete subscription", status="202", parameters=sid,
+                          tag="subscription"),
         },
     }  # fmt: skip
 

@@ -13,7 +13,9 @@ customer managed key; `ingressAuth` (`AWS_IAM`, the default, `JWT` or `NONE`) wi
 `jwtAudience` (comma-separated) for `JWT`; `alarmEmail` (subscribed to the alarm topic);
 `handlerAssumeRoleArns` (comma-separated), `logRetentionDays` (CloudWatch Logs' periods: 1, 3, 5, 7,
 14, 30, ...), `googleCredentialConfig` (Cloud Run: the credential configuration's JSON or base64),
-`uiOrigins` (comma-separated: the pages that may call the ingress from a browser).
+`uiOrigins` (comma-separated: the pages that may call the ingress from a browser);
+`subscriptionQueueArn` with `subscriptionSink` (`service://Service/handler`): an event subscription
+of that SQS queue (`TorporSubscription`).
 The stack is environment-agnostic: it deploys to the account and region of your credentials.
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 from aws_cdk import App, CfnOutput, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs import (
@@ -37,6 +40,7 @@ from infra.constructs import (
     RegisteredHandler,
     TorporControlPlane,
     TorporSchedule,
+    TorporSubscription,
     checkpoint_statements,
     logged_function,
 )
@@ -82,6 +86,8 @@ class TorporStack(Stack):
         log_retention: See `TorporControlPlane`.
         google_credential_config: See `TorporControlPlane`.
         ui_origins: See `TorporControlPlane`.
+        subscription_queue_arn: An SQS queue whose messages invoke `subscription_sink` (`TorporSubscription`).
+        subscription_sink: `service://Service/handler`; registered first (the example's, or before).
         **kwargs: Further `Stack` properties.
     """
 
@@ -110,6 +116,8 @@ class TorporStack(Stack):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         google_credential_config: Mapping[str, object] | str | None = None,
         ui_origins: Sequence[str] = (),
+        subscription_queue_arn: str | None = None,
+        subscription_sink: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -185,6 +193,16 @@ class TorporStack(Stack):
                 "ExampleDeploymentId",
                 value=self.example_deployment.deployment_id,
                 description="The deployment id the deploy hook registered (dp_...)",
+            )
+        self.subscription: TorporSubscription | None = None
+        if subscription_queue_arn and subscription_sink:
+            self.subscription = TorporSubscription(
+                self,
+                "Subscription",
+                control_plane=self.control_plane,
+                queue=sqs.Queue.from_queue_arn(self, "SubscriptionQueue", subscription_queue_arn),
+                sink=subscription_sink,
+                after=[self.example_deployment] if self.example_deployment else [],
             )
         CfnOutput(
             self,
@@ -283,6 +301,8 @@ def build_app(
         log_retention=_retention_days(int(setting("logRetentionDays", 30))),
         google_credential_config=_google_credential_config(setting("googleCredentialConfig", None)),
         ui_origins=_names(setting("uiOrigins", "")),
+        subscription_queue_arn=setting("subscriptionQueueArn", None),
+        subscription_sink=setting("subscriptionSink", None),
     )
     return app, stack
 

@@ -62,6 +62,7 @@ __all__ = [
     "RegisteredHandler",
     "TorporControlPlane",
     "TorporSchedule",
+    "TorporSubscription",
     "logged_function",
 ]
 
@@ -107,6 +108,8 @@ workflows, the listing of keys with state (`SKEYS#{service}#{shard}`), and the t
 (recorded by its first user)."""
 SCHEDULE_PARTITION = "SCHED"
 """The partition of durable schedules, which the worker writes as it runs their ticks."""
+SUBSCRIPTION_PARTITION = "SUB"
+"""The partition of event subscriptions, which the admin API and the deploy hook write."""
 REGISTRY_PARTITIONS = ("DEP", "SVC", "CONFIG")
 """Partition keys registration writes: deployments, services, the shard count."""
 ADMIN_PARTITIONS = (*RUN_PARTITIONS, SCHEDULE_PARTITION)
@@ -170,7 +173,8 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
             )
         )
     if kind == "deploy_hook":  # registration, and the schedules stacks declare (TorporSchedule)
-        writes, partitions = ["dynamodb:PutItem", "dynamodb:DeleteItem"], (*REGISTRY_PARTITIONS, SCHEDULE_PARTITION)
+        partitions = (*REGISTRY_PARTITIONS, SCHEDULE_PARTITION, SUBSCRIPTION_PARTITION)  # and TorporSubscription
+        writes = ["dynamodb:PutItem", "dynamodb:DeleteItem"]
     elif kind == "ingress":
         writes, partitions = ["dynamodb:PutItem", "dynamodb:UpdateItem"], RUN_PARTITIONS
     elif kind == "admin":
@@ -186,7 +190,9 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
             iam.PolicyStatement(
                 actions=["dynamodb:PutItem", "dynamodb:DeleteItem"],
                 resources=[table.table_arn],
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["DEP", "SVC"]}},
+                conditions={
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["DEP", "SVC", SUBSCRIPTION_PARTITION]}
+                },
             )
         )
     return statements
@@ -978,3 +984,71 @@ class TorporSchedule(Construct):
         )
         for construct in after:
             self.resource.node.add_dependency(construct)
+
+
+class TorporSubscription(Construct):
+    """An event subscription declared with the stack: the messages of an SQS queue invoke a handler,
+    each once (its deduplication or message id is the idempotency key), a FIFO queue's message group
+    in order with the group id as the object key (README, "Event subscriptions").
+
+    It makes a `Custom::TorporSubscription` resource served by the deploy hook (the subscription
+    `sqs://QUEUE` → `sink`, as `restate subscriptions create` would store it), grants the worker
+    function the queue's messages, and maps the queue to the worker (batches of 10, partial batch
+    failures reported) once the subscription exists. The sink must be registered when it is created:
+    pass the `RegisteredHandler` that serves it as `after`.
+
+    Attributes:
+        resource: The custom resource (physical id: the subscription's `sub_…` id).
+        mapping: The queue's event source mapping to the worker function.
+
+    Args:
+        scope: The parent construct.
+        id: This construct's id.
+        control_plane: The control plane whose worker delivers the messages.
+        queue: The SQS queue (standard or FIFO).
+        sink: `service://Service/handler`.
+        options: The subscription's options (strings; `key`: the object key of messages without one).
+        after: Constructs to create first (the `RegisteredHandler` of the sink's deployment).
+
+    Raises:
+        ValueError: `sink` is not `service://Service/handler`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        control_plane: TorporControlPlane,
+        queue: sqs.IQueue,
+        sink: str,
+        options: Mapping[str, str] | None = None,
+        after: Sequence[Construct] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        service, slash, handler = sink.removeprefix("service://").partition("/")
+        if not sink.startswith("service://") or not service or not slash or not handler or "/" in handler:
+            raise ValueError(f"sink must be service://Service/handler, got {sink!r}")
+        properties: dict[str, Any] = {"Source": f"sqs://{queue.queue_name}", "Sink": sink}
+        if options:
+            properties["Options"] = dict(options)
+        self.resource = CustomResource(
+            self,
+            "Subscription",
+            service_token=control_plane.deploy_hook_function.function_arn,
+            resource_type="Custom::TorporSubscription",
+            properties=properties,
+        )
+        for construct in after:
+            self.resource.node.add_dependency(construct)
+        queue.grant_consume_messages(control_plane.worker_function)
+        self.mapping = lambda_.EventSourceMapping(
+            self,
+            "Events",
+            target=control_plane.worker_function,
+            event_source_arn=queue.queue_arn,
+            batch_size=WORKER_BATCH_SIZE,
+            max_batching_window=Duration.seconds(0),
+            report_batch_item_failures=True,
+        )
+        self.mapping.node.add_dependency(self.resource)

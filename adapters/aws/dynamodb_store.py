@@ -127,7 +127,7 @@ from adapters.aws.store_items import (
     translated_write,
 )
 from adapters.aws.store_keyed import DynamoKeyed
-from adapters.aws.store_registry import DynamoRegistry
+from adapters.aws.store_registry import DynamoRegistry, SubscriptionItem
 from adapters.aws.store_schedules import DynamoSchedules, ScheduleItem
 from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
@@ -315,6 +315,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         self._notifications = bind(NotificationItem, meta, self._connection)
         self._timers = bind(TimerItem, meta, self._connection)
         self._schedules = bind(ScheduleItem, meta, self._connection)
+        self._subscriptions = bind(SubscriptionItem, meta, self._connection)
         self._bind_keyed(meta, self._connection)
         self.facts = DynamoDBFacts(self)
 
@@ -812,6 +813,14 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         except StoreConflict:
             return False
         return True
+
+    def get_notification(self, invocation_id: str, key: str) -> StoredNotification | None:
+        """`INV#id` / `N#{key}` (one strongly consistent GetItem), or None if there is none."""
+        try:
+            item = self._notifications.get(invocation_pk(invocation_id), notification_sk(key), consistent_read=True)
+        except self._notifications.DoesNotExist:
+            return None
+        return notification_record(item)
 
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Delete `INV#id` / `N#{key}` (one DeleteItem); deleting one that is not there does nothing.

@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | ingress | `ingress_handler` | API Gateway HTTP API (payload v2): `/{service}/{handler}`, `/restate/...` |
 | admin | `admin_handler` | API Gateway HTTP API (payload v2) with IAM authorization: the admin API |
-| worker | `worker_handler` | SQS batches from the wake queue (partial batch failures reported) |
+| worker | `worker_handler` | SQS batches from the wake queue (partial batch failures reported); subscriptions' events |
 | sweeper | `sweeper_handler` | an EventBridge schedule, every minute: `ControlPlane.sweep_due` |
 | deploy hook | `deploy_hook_handler` | a CloudFormation custom resource registering a function version |
 
@@ -59,6 +59,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.emf import EmfMetrics
 from adapters.aws.schedules import EventBridgeSchedules
+from adapters.aws.subscriptions import handle_subscription_event, is_subscription_event
 from adapters.aws.timers import SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
@@ -370,6 +371,12 @@ async def _wake(record: SQSRecord) -> str:
     return str(outcome)
 
 
+def _wake_queue_names() -> tuple[str, ...]:
+    """The names of the wake and timer queues (`TORPOR_WAKE_QUEUE_URL`, `TORPOR_TIMER_QUEUE_URL`)."""
+    urls = (os.environ.get("TORPOR_WAKE_QUEUE_URL"), os.environ.get("TORPOR_TIMER_QUEUE_URL"))
+    return tuple(url.rstrip("/").rsplit("/", 1)[-1] for url in urls if url)
+
+
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
@@ -385,8 +392,13 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     in hand on itself, so one shared by two calls at once (a process hosting several, as a local
     poller with threads does) let the second call's records replace the first's, whose messages
     were then reported done and deleted undelivered (`tests/unit/test_lambda_worker.py`).
+
+    An event of a subscription's source (an SQS queue other than the wake and timer queues, an
+    EventBridge rule, a Kinesis or DynamoDB stream) goes to `adapters.aws.subscriptions`.
     """
-    build_control_plane()
+    control_plane = build_control_plane()
+    if is_subscription_event(event, _wake_queue_names()):  # a queue, rule or stream a subscription names
+        return handle_subscription_event(event, context, control_plane.subscriptions)
     processor = AsyncBatchProcessor(event_type=EventType.SQS)
     return async_process_partial_response(event=event, record_handler=_wake, processor=processor, context=context)
 
@@ -475,9 +487,43 @@ def _schedule_resource(
     return f"schedule/{name}", {"Name": name}
 
 
+SUBSCRIPTION_RESOURCE_TYPE = "Custom::TorporSubscription"
+"""The custom resource type of an event subscription declared in a stack (SAM's `SubscriptionQueueArn`,
+the CDK's `subscriptions` prop)."""
+
+
+def _subscription_resource(
+    control_plane: HttpControlPlane, request_type: str, properties: Mapping[str, Any], physical_id: str
+) -> tuple[str, dict[str, str]]:
+    """Create, replace or delete the event subscription a `Custom::TorporSubscription` declares.
+
+    Properties (strings): `Source` (`sqs://QUEUE`, ...), `Sink` (`service://Service/handler`, which
+    must be registered: make the resource depend on its deployment), optional `Options` (an object of
+    strings). The same rules and 400 messages as `POST /subscriptions`; the physical id is the
+    subscription's id. Update creates a new subscription (CloudFormation then deletes the old one);
+    Delete removes it (an unknown one is fine).
+
+    Returns:
+        `(subscription id, {"SubscriptionId": id})`.
+
+    Raises:
+        BadRequest: A property is missing or malformed, or the subscription is refused.
+    """
+    subscriptions = control_plane.subscriptions
+    if request_type == "Delete":
+        if physical_id.startswith("sub_"):
+            try:
+                subscriptions.delete(physical_id)
+            except (NotFound, BadRequest):
+                pass
+        return physical_id, {}
+    created = subscriptions.create(properties.get("Source"), properties.get("Sink"), properties.get("Options"))
+    return created.subscription_id, {"SubscriptionId": created.subscription_id}
+
+
 @logger.inject_lambda_context
 def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
-    """The CloudFormation custom resources `Custom::TorporDeployment` and `Custom::TorporSchedule`.
+    """The CloudFormation custom resources `Custom::TorporDeployment`, `...Schedule`, `...Subscription`.
 
     `Custom::TorporDeployment` registers a handler function version as a deployment when the stack
     deploys it. Resource properties: `FunctionVersionArn` (a published version's ARN), optional
@@ -485,7 +531,8 @@ def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
     removes it unless invocations are still pinned to it (they finish on it; it stays registered, as
     in Restate).
 
-    `Custom::TorporSchedule` declares a durable schedule (`_schedule_resource`).
+    `Custom::TorporSchedule` declares a durable schedule (`_schedule_resource`), and
+    `Custom::TorporSubscription` an event subscription (`_subscription_resource`).
 
     The answer goes to CloudFormation's pre-signed `ResponseURL`; a failure is reported as FAILED
     with the reason, never left hanging.
@@ -498,6 +545,8 @@ def deploy_hook_handler(event: dict[str, Any], context: Any) -> None:
         control_plane = build_control_plane()
         if event.get("ResourceType") == SCHEDULE_RESOURCE_TYPE:
             physical_id, data = _schedule_resource(control_plane, event["RequestType"], properties, physical_id)
+        elif event.get("ResourceType") == SUBSCRIPTION_RESOURCE_TYPE:
+            physical_id, data = _subscription_resource(control_plane, event["RequestType"], properties, physical_id)
         elif event["RequestType"] in ("Create", "Update"):
             arn = str(properties["FunctionVersionArn"])
             role = properties.get("AssumeRoleArn")

@@ -1,8 +1,10 @@
-"""Deployments and services, the registry half of `DynamoDBStore` (`DEP` and `SVC` partitions).
+"""Deployments, services and subscriptions, the registry half of `DynamoDBStore` (`DEP`, `SVC`, `SUB`).
 
-Items: `DEP` / `DEP#{deployment_id}` (one attribute per `DeploymentRecord` field) and `SVC` /
-`SVC#{name}` (one per `ServiceRecord` field); see `adapters.aws.store_items`. Reads are strongly
-consistent; writes replace whatever was there.
+Items: `DEP` / `DEP#{deployment_id}` (one attribute per `DeploymentRecord` field), `SVC` /
+`SVC#{name}` (one per `ServiceRecord` field), see `adapters.aws.store_items`, and `SUB` /
+`SUB#{subscription_id}` (`SubscriptionItem`). Reads are strongly consistent; deployments and
+services are written whatever was there, a subscription is created on its item being absent and
+deleted on it existing.
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pynamodb.attributes import JSONAttribute, UnicodeAttribute
 from pynamodb.connection import TableConnection
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import DeleteError, PutError
 
 from adapters.aws.store_items import (
+    CONDITION_FAILED,
     DEPLOYMENTS_PK,
+    IntAttribute,
+    Item,
     SERVICES_PK,
     DeploymentItem,
     ServiceItem,
@@ -24,9 +30,39 @@ from adapters.aws.store_items import (
     deployment_sk,
     service_record,
     service_sk,
+    item_absent,
+    item_exists,
     translated_write,
 )
-from control_plane.ports import DeploymentRecord, ServiceRecord
+from control_plane.ports import DeploymentRecord, ServiceRecord, StoreConflict, SubscriptionRecord
+
+SUBSCRIPTIONS_PK = "SUB"
+
+
+def subscription_sk(subscription_id: str) -> str:
+    """The sort key of a subscription in the `SUB` partition."""
+    return f"SUB#{subscription_id}"
+
+
+class SubscriptionItem(Item):
+    """`SUB` / `SUB#{subscription_id}`: one attribute per `SubscriptionRecord` field."""
+
+    subscription_id = UnicodeAttribute()
+    source = UnicodeAttribute()
+    sink = UnicodeAttribute()
+    options = JSONAttribute(null=True)
+    created_at_ms = IntAttribute()
+
+
+def subscription_record(item: SubscriptionItem) -> SubscriptionRecord:
+    """The record an item holds."""
+    return SubscriptionRecord(
+        subscription_id=item.subscription_id,
+        source=item.source,
+        sink=item.sink,
+        options=dict(item.options or {}),
+        created_at_ms=item.created_at_ms,
+    )
 
 _RULES_KEY = {"PK": {"S": "RULES"}, "SK": {"S": "RULES"}}
 """The concurrency rule book's item: every rule in one JSON attribute `rules`, and `version`."""
@@ -39,11 +75,13 @@ class DynamoRegistry:
         _deployments: The store's bound `DeploymentItem`.
         _services: The store's bound `ServiceItem`.
         _connection: The store's counting table connection (the rule book's raw requests).
+        _subscriptions: The store's bound `SubscriptionItem`.
     """
 
     _deployments: type[DeploymentItem]
     _services: type[ServiceItem]
     _connection: TableConnection
+    _subscriptions: type[SubscriptionItem]
 
     def put_deployment(self, deployment: DeploymentRecord) -> None:
         """Store `deployment`, replacing any deployment with the same id.
@@ -161,3 +199,45 @@ class DynamoRegistry:
                 self._connection.connection.dispatch("PutItem", request)
             except ClientError as exc:  # as pynamodb's own put_item raises it
                 raise PutError("Failed to put item", exc) from exc
+
+    def create_subscription(self, subscription: SubscriptionRecord) -> None:
+        """Store a new subscription (PutItem, on the item being absent). `StoreConflict` if the id is taken."""
+        item = self._subscriptions(
+            SUBSCRIPTIONS_PK,
+            subscription_sk(subscription.subscription_id),
+            subscription_id=subscription.subscription_id,
+            source=subscription.source,
+            sink=subscription.sink,
+            options=dict(subscription.options) or None,
+            created_at_ms=subscription.created_at_ms,
+        )
+        with translated_write(
+            too_large=f"subscription {subscription.subscription_id}: its options do not fit in one item (400 KB)",
+            conflict=f"subscription {subscription.subscription_id} exists",
+        ):
+            item.save(condition=item_absent(self._subscriptions))
+
+    def get_subscription(self, subscription_id: str) -> SubscriptionRecord | None:
+        """The subscription `subscription_id`, or None."""
+        try:
+            item = self._subscriptions.get(SUBSCRIPTIONS_PK, subscription_sk(subscription_id), consistent_read=True)
+        except self._subscriptions.DoesNotExist:
+            return None
+        return subscription_record(item)
+
+    def list_subscriptions(self) -> list[SubscriptionRecord]:
+        """Every subscription, ordered by id (one query, paged)."""
+        model = self._subscriptions
+        items = model.query(SUBSCRIPTIONS_PK, model.sk.startswith("SUB#"), consistent_read=True)
+        return [subscription_record(item) for item in items]
+
+    def delete_subscription(self, subscription_id: str) -> bool:
+        """Remove the subscription (DeleteItem, on the item existing); True if it existed."""
+        item = self._subscriptions(SUBSCRIPTIONS_PK, subscription_sk(subscription_id))
+        try:
+            item.delete(condition=item_exists(self._subscriptions))
+        except DeleteError as exc:
+            if exc.cause_response_code == CONDITION_FAILED:
+                return False
+            raise
+        return True

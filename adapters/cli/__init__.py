@@ -3,13 +3,15 @@
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
 it signs requests to deployments with; `torpor ui` serves the web UI of an admin API on AWS, signing
 its calls); the client commands talk HTTP to a running control plane: `torpor deployments`,
-`torpor services`, `torpor invocations`, `torpor state`, `torpor schedules` and `torpor sql` to the admin API
+`torpor services`, `torpor invocations`, `torpor state`, `torpor schedules`, `torpor subscriptions` and
+`torpor sql` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080), as does `torpor awakeables`.
 They print rich tables, or the API's JSON with `--json`. An API error prints its message and exits 1.
 
 Confirmation rule: the verbs that destroy or stop work (`invocations cancel|kill|purge`,
-`deployments remove`, `deployments register` of what it discovered, `schedules delete`, `state
+`deployments remove`, `deployments register` of what it discovered, `schedules delete`,
+`subscriptions delete`, `state
 edit|clear`) ask in a terminal, after
 checking that the request can succeed (an unknown or already completed invocation is an error with no
 question), unless `-y/--yes` is given; without a terminal they never ask. Shell completion is click's:
@@ -36,6 +38,7 @@ from adapters.cli.schedules import schedules
 from adapters.cli.services import services
 from adapters.cli.sql import sql
 from adapters.cli.state import state
+from adapters.cli.subscriptions import subscriptions
 from adapters.cli.ui import ui
 
 
@@ -79,6 +82,7 @@ main.add_command(request_identity)
 main.add_command(ui)
 main.add_command(sql)
 main.add_command(schedules)
+main.add_command(subscriptions)
 main.add_command(state)
 
 __all__ = ["VERSION", "main"]

@@ -10,7 +10,8 @@ Parts, started in this order and stopped in reverse:
    then calls (and STS too);
 4. `HttpInvoker`, `LocalScheduler` and the `ControlPlane` over them; the scheduler starts calling
    `ControlPlane.advance`, and the start-up sweep re-arms unfinished invocations;
-5. two uvicorn servers (HTTP/1.1, the httptools parser) in one event loop (uvloop where it is
+5. the poller of the SQS queues event subscriptions name (`adapters.local.sqs_poller`);
+6. two uvicorn servers (HTTP/1.1, the httptools parser) in one event loop (uvloop where it is
    installed) on a background thread: ingress (default 127.0.0.1:8080) and admin (default
    127.0.0.1:9070). See `adapters.local.http_server`.
 
@@ -34,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -49,6 +50,7 @@ from adapters.local.asgi import AsgiApp, Dispatcher, asgi_app
 from adapters.local.guard import LocalGuard
 from adapters.local.restate_ui import RestateUi, RestateUiFiles
 from adapters.local.scheduler import LocalScheduler
+from adapters.local.sqs_poller import SqsPoller
 from adapters.local.sqlite_store import SQLiteStore
 from adapters.otel import OtelTracer, tracer_from_env
 from adapters.query import sql_engine
@@ -214,6 +216,9 @@ class DevServer:
         restate_ui: Restate's web UI (`adapters.local.restate_ui.load_restate_ui`), served at `/ui/`
             on `restate_ui_port` in front of the admin API; None: not served.
         restate_ui_port: Port of Restate's web UI (with `restate_ui`); 0 picks a free port.
+        sqs_endpoint: The SQS endpoint of the queues event subscriptions name (`sqs://QUEUE`), which
+            `adapters.local.sqs_poller` polls; None: `TORPOR_AWS_ENDPOINT_URL`, else the embedded moto
+            server's (`moto`), else boto3's own (`AWS_ENDPOINT_URL_SQS`, or AWS).
     """
 
     def __init__(
@@ -240,6 +245,7 @@ class DevServer:
         listen_sockets: tuple[socket.socket, socket.socket] | None = None,
         restate_ui: RestateUiFiles | None = None,
         restate_ui_port: int = 9072,
+        sqs_endpoint: str | None = None,
     ) -> None:
         if restate_ui is not None and listen_sockets is not None:
             raise ValueError("Restate's web UI is served by a single dev server, not by workers on given sockets")
@@ -297,6 +303,8 @@ class DevServer:
         self._loop_ready = threading.Event()
         self._serve_error: BaseException | None = None
         self._started = False
+        self._sqs_endpoint = sqs_endpoint or os.environ.get("TORPOR_AWS_ENDPOINT_URL") or None
+        self._sqs_poller: SqsPoller | None = None
 
     # --- what a started server exposes ------------------------------------------------------------
 
@@ -398,6 +406,7 @@ class DevServer:
             if self.lambda_functions:
                 self._start_lambda_emulator()
             self._start_control_plane()
+            self._start_sqs_poller()
             self._start_http()
         except StoreUnavailable as exc:  # the start-up sweep read a page it could not (one line, no traceback)
             self.stop()
@@ -518,6 +527,20 @@ class DevServer:
         self._sweeping = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="torpor-sweep", daemon=True)
         self._sweeper.start()
+
+    def _start_sqs_poller(self) -> None:
+        """Poll the queues of the SQS subscriptions (`adapters.local.sqs_poller`) on `sqs_endpoint`."""
+        endpoint = self._sqs_endpoint or (self._dynamodb_endpoint if self.embedded_moto else None)
+        dummy = endpoint is not None and not _has_aws_credentials()  # a local endpoint takes any key
+        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"} if dummy else {}
+
+        def sqs() -> Any:
+            import boto3
+
+            return boto3.client("sqs", region_name=self.region, endpoint_url=endpoint, **keys)
+
+        self._sqs_poller = SqsPoller(self.control_plane.subscriptions, sqs)
+        self._sqs_poller.start()
 
     def _start_lambda_emulator(self) -> None:
         """Start the local Lambda emulator with `lambda_functions`. Raises `DevServerError`."""
@@ -705,6 +728,9 @@ class DevServer:
             if self._thread.is_alive():
                 log.warning("the HTTP servers did not stop within %.0f s", http_server.GRACEFUL_TIMEOUT_S + 10)
             self._thread = None
+        if self._sqs_poller is not None:
+            self._sqs_poller.stop()
+            self._sqs_poller = None
         if self._sweeper is not None:
             self._sweeping.set()
             self._sweeper.join(timeout=10)

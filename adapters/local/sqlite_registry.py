@@ -1,6 +1,8 @@
-"""Deployments and services, the registry half of `SQLiteStore`: one row per record, the record as JSON.
+"""Deployments, services and subscriptions, the registry half of `SQLiteStore`: one row per record, the
+record as JSON.
 
-Tables: `deployments (deployment_id, record)` and `services (name, record)`. Writes replace whatever
+Tables: `deployments (deployment_id, record)`, `services (name, record)` and `subscriptions
+(subscription_id, record)`. Writes replace whatever
 was there; lists are ordered by id and by name (as `DynamoDBStore`'s sort keys order them).
 """
 
@@ -10,12 +12,18 @@ import contextlib
 import dataclasses
 import json
 import sqlite3
-
-from adapters.local.sqlite_keyed import item_size
 from collections.abc import Mapping
 from typing import Any
 
-from control_plane.ports import MAX_ITEM_BYTES, DeploymentRecord, ItemTooLarge, ServiceRecord, StoreConflict
+from adapters.local.sqlite_keyed import item_size
+from control_plane.ports import (
+    MAX_ITEM_BYTES,
+    DeploymentRecord,
+    ItemTooLarge,
+    ServiceRecord,
+    StoreConflict,
+    SubscriptionRecord,
+)
 
 
 class RegistryTables:
@@ -26,6 +34,7 @@ class RegistryTables:
     CREATE TABLE IF NOT EXISTS services (name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS rule_book (name TEXT PRIMARY KEY, rules TEXT NOT NULL, version INTEGER NOT NULL)
         WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS subscriptions (subscription_id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
     """
 
     def _write(self, method: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
@@ -125,3 +134,38 @@ class RegistryTables:
                 "INSERT OR REPLACE INTO rule_book (name, rules, version) VALUES ('rules', ?, ?)",
                 (json.dumps({k: dict(v) for k, v in rules.items()}), version + 1),
             )
+
+    # --- subscriptions -----------------------------------------------------------------------------
+
+    def create_subscription(self, subscription: SubscriptionRecord) -> None:
+        """Store a new subscription. Raises `StoreConflict` if its id exists (nothing written)."""
+        values = dataclasses.asdict(subscription)
+        values["options"] = dict(subscription.options)
+        with self._write("create_subscription") as db:
+            try:
+                db.execute(
+                    "INSERT INTO subscriptions (subscription_id, record) VALUES (?, ?)",
+                    (subscription.subscription_id, json.dumps(values)),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreConflict(f"subscription {subscription.subscription_id} exists") from exc
+
+    def get_subscription(self, subscription_id: str) -> SubscriptionRecord | None:
+        """The subscription `subscription_id`, or None."""
+        with self._read("get_subscription") as db:
+            row = db.execute(
+                "SELECT record FROM subscriptions WHERE subscription_id = ?", (subscription_id,)
+            ).fetchone()
+        return None if row is None else SubscriptionRecord(**json.loads(row["record"]))
+
+    def list_subscriptions(self) -> list[SubscriptionRecord]:
+        """Every subscription, ordered by id."""
+        with self._read("list_subscriptions") as db:
+            rows = db.execute("SELECT record FROM subscriptions ORDER BY subscription_id").fetchall()
+        return [SubscriptionRecord(**json.loads(row["record"])) for row in rows]
+
+    def delete_subscription(self, subscription_id: str) -> bool:
+        """Remove the subscription; True if it existed."""
+        with self._write("delete_subscription") as db:
+            cursor = db.execute("DELETE FROM subscriptions WHERE subscription_id = ?", (subscription_id,))
+        return cursor.rowcount > 0

@@ -793,6 +793,14 @@ class SQLiteStore(KeyedTables, RegistryTables, ScheduleTables, InvocationTransit
             )
             return cursor.rowcount == 1
 
+    def get_notification(self, invocation_id: str, key: str) -> StoredNotification | None:
+        """The notification stored with `key` for the invocation, or None (one primary-key lookup)."""
+        with self._read("get_notification") as db:
+            row = db.execute(
+                "SELECT entry, created_at_ms FROM notifications WHERE invocation_id = ? AND key = ?", (invocation_id, key)
+            ).fetchone()
+        return None if row is None else StoredNotification(key, bytes(row["entry"]), row["created_at_ms"])
+
     def delete_notification(self, invocation_id: str, key: str) -> None:
         """Delete the notification with `key`; deleting one that is not there does nothing."""
         with self._write("delete_notification") as db:

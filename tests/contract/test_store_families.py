@@ -19,12 +19,13 @@ from control_plane.ports import (
     RegistryStore,
     ScheduleStore,
     Store,
+    SubscriptionStore,
     StoreFacts,
     TimerStore,
 )
 from tests.helpers.dynamodb_items import as_dynamodb
 
-FAMILIES = (InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore)
+FAMILIES = (InvocationStore, KeyStore, TimerStore, RegistryStore, ScheduleStore, SubscriptionStore)
 ADAPTERS = (DynamoDBStore, SQLiteStore)
 CONTRACTS = {
     InvocationStore: "test_invocation_store_contract.py",
@@ -32,6 +33,7 @@ CONTRACTS = {
     TimerStore: "test_timer_store_contract.py",
     RegistryStore: "test_registry_store_contract.py",
     ScheduleStore: "test_schedule_store_contract.py",
+    SubscriptionStore: "test_subscription_store_contract.py",
 }
 """Where each family's behaviour is proved, for every adapter."""
 

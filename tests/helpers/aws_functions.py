@@ -131,7 +131,7 @@ class LocalFunctions:
                 "messageAttributes": {},
                 "md5OfBody": m["MD5OfBody"],
                 "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:wake",
+                "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{queue_url.rsplit('/', 1)[-1]}",
                 "awsRegion": "us-east-1",
             }
             for m in received

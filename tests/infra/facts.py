@@ -340,8 +340,8 @@ class Facts:
         for policy_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             for policy in self.of_type(policy_type).values():
                 roles = [self.target(r) for r in policy["Properties"].get("Roles", [])]
-                if role_id in roles:
-                    found += self._statements(policy["Properties"]["PolicyDocument"])
+                if role_id in roles:  # a policy with a condition is created only when it holds
+                    found += self._statements(policy["Properties"]["PolicyDocument"], "Condition" in policy)
         return found
 
     def all_policy_statements(self) -> Iterator[tuple[str, Statement]]:

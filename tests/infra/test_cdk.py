@@ -377,3 +377,51 @@ def test_synth_warns_of_nothing(cdk_app: tuple[Any, Any]) -> None:
     noisy = [(m.level, m.id, m.entry.data) for m in messages if str(m.level).lower() != "info"]
     assert not noisy, noisy
 
+
+
+QUEUE_ARN = "arn:aws:sqs:us-east-1:111122223333:orders.fifo"
+
+
+def test_a_subscription_maps_its_queue_to_the_worker_and_is_declared_to_the_deploy_hook(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """`cdk deploy -c subscriptionQueueArn=… -c subscriptionSink=…`, as the SAM parameters
+    `SubscriptionQueueArn` and `SubscriptionSink`: the stack lints clean and maps the queue to the
+    worker, after the subscription exists, which the worker may consume."""
+    from infra.app import build_app
+    from tests.infra.linting import findings
+    from tests.infra.test_lint import CDK_IGNORED
+
+    context = {"subscriptionQueueArn": QUEUE_ARN, "subscriptionSink": "service://Counter/add"}
+    _, stack = build_app(bundle=False, context=context, outdir=str(tmp_path_factory.mktemp("cdk-subscription")))
+    template = Template.from_stack(stack)
+
+    (resource_id,) = template.find_resources("Custom::TorporSubscription")
+    template.has_resource_properties(
+        "Custom::TorporSubscription", {"Source": "sqs://orders.fifo", "Sink": "service://Counter/add"}
+    )
+    mappings = template.find_resources("AWS::Lambda::EventSourceMapping", {"Properties": {"EventSourceArn": QUEUE_ARN}})
+    ((_, mapping),) = mappings.items()
+    assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert resource_id in mapping["DependsOn"]
+    worker = mapping["Properties"]["FunctionName"]["Ref"]
+    assert template.to_json()["Resources"][worker]["Properties"]["Handler"] == HANDLERS["worker"]
+    consume = [
+        s
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Resource") == QUEUE_ARN
+    ]
+    assert consume and "sqs:ReceiveMessage" in consume[0]["Action"]
+    assert list(findings(json.dumps(template.to_json(), indent=1), tuple(sorted(CDK_IGNORED)))) == []
+
+
+def test_a_subscription_sink_must_name_a_handler() -> None:
+    from aws_cdk import aws_sqs as sqs
+
+    from infra.constructs import TorporSubscription
+
+    stack, control_plane = _control_plane()
+    queue = sqs.Queue.from_queue_arn(stack, "Q", QUEUE_ARN)
+    with pytest.raises(ValueError, match="service://Service/handler"):
+        TorporSubscription(stack, "S", control_plane=control_plane, queue=queue, sink="Counter/add")

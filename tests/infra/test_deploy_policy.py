@@ -46,6 +46,7 @@ NEEDED = {
     "AWS::CloudWatch::Alarm": ["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
     "Custom::TorporDeployment": ["lambda:InvokeFunction"],  # CloudFormation invokes the deploy hook
     "Custom::TorporSchedule": ["lambda:InvokeFunction"],
+    "Custom::TorporSubscription": ["lambda:InvokeFunction"],
     "AWS::CDK::Metadata": [],
 }
 """Resource type → the deployer's actions CloudFormation needs to create, update and delete it."""

@@ -135,10 +135,13 @@ EXPECTED_PERMISSIONS = {
 
 WRITE_PARTITIONS: dict[str, list[tuple[set[str], list[str]]]] = {
     "IngressFunction": [({"dynamodb:PutItem", "dynamodb:UpdateItem"}, RUN_PARTITIONS)],
-    "AdminFunction": [(set(WRITES), ADMIN_PARTITIONS), ({"dynamodb:PutItem", "dynamodb:DeleteItem"}, ["DEP", "SVC"])],
+    "AdminFunction": [
+        (set(WRITES), ADMIN_PARTITIONS),
+        ({"dynamodb:PutItem", "dynamodb:DeleteItem"}, ["DEP", "SVC", "SUB"]),  # SUB: event subscriptions
+    ],
     "WorkerFunction": [(set(WRITES), [*RUN_PARTITIONS, "SCHED"])],  # a schedule's tick moves its next tick
     "SweeperFunction": [(set(WRITES), RUN_PARTITIONS)],
-    "DeployHookFunction": [({"dynamodb:PutItem", "dynamodb:DeleteItem"}, [*REGISTRY_PARTITIONS, "SCHED"])],
+    "DeployHookFunction": [({"dynamodb:PutItem", "dynamodb:DeleteItem"}, [*REGISTRY_PARTITIONS, "SCHED", "SUB"])],
 }
 """Each function's write statements: (actions, the partition keys (`dynamodb:LeadingKeys`) they may
 write items in). No function writes in any partition."""
@@ -263,7 +266,8 @@ def test_each_function_logs_to_its_own_log_group_with_retention(facts: Facts) ->
 
 
 def test_worker_consumes_both_queues_each_with_its_own_mapping(facts: Facts) -> None:
-    mappings = [facts.props(m) for m in facts.of_type("AWS::Lambda::EventSourceMapping")]
+    found = facts.of_type("AWS::Lambda::EventSourceMapping")
+    mappings = [facts.props(m) for m, resource in found.items() if "Condition" not in resource]  # SAM's subscription
     assert sorted(facts.render(m["EventSourceArn"]) for m in mappings) == ["${TimerQueue.Arn}", "${WakeQueue.Arn}"]
     for mapping in mappings:  # a concurrency each: due timers never wait for workers busy with starts
         assert facts.render(mapping["FunctionName"]) == "${WorkerFunction}"
@@ -480,12 +484,14 @@ KEY_READS = (("ssm:GetParameter",), ("secretsmanager:GetSecretValue",), ("kms:De
 
 def test_only_assume_role_key_reads_and_tracing_are_behind_a_condition(facts: Facts) -> None:
     """Off by default: `sts:AssumeRole` (handlers in other accounts, when roles are given), reading the
-    request identity key (when one is given) and X-Ray (when tracing is on; the CDK template of the
-    default stack has none at all)."""
+    request identity key (when one is given), X-Ray (when tracing is on; the CDK template of the
+    default stack has none at all) and consuming a subscription's queue (SAM's `SubscriptionQueueArn`)."""
     guarded = [s for _, s in facts.all_policy_statements() if s.guarded]
     for statement in guarded:
         if statement.actions == ("sts:AssumeRole",) or statement.actions in KEY_READS:
             assert statement.resources != ("*",)
+        elif statement.raw.get("Resource") == {"Ref": "SubscriptionQueueArn"}:
+            assert all(a.startswith("sqs:") for a in statement.actions), statement.actions
         else:
             assert statement.actions == XRAY_ACTIONS
             assert statement.resources == ("*",)

@@ -66,7 +66,9 @@ ADMIN_SHAPES = [
     "/invocations/{inv}", "/invocations/{inv}/cancel", "/invocations/{inv}/kill", "/invocations/{inv}/pause",
     "/invocations/{inv}/resume", "/invocations/{inv}/purge", "/query", "/health", "/version", "/openapi",
     "/metrics", "/ui", "/ui/{key}", "/v4/deployments", "/v4/services/{svc}", "/schedules", "/schedules/{key}",
-    "/limits/rules", "/limits/rules/bulk-delete", "/", "",
+    "/limits/rules", "/limits/rules/bulk-delete",
+    "/subscriptions", "/subscriptions/{key}",
+    "/", "",
 ]  # fmt: skip
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE", "FOO", "get", "P\x00ST", "GÉT", ""]
 ODD = ["%", "%zz", "%00", "%ff", "%c3%28", "\x00", "\x7f", "é", "😀", " ", "\t", "..", "//", "?", "#", ";", "\\"]

@@ -39,12 +39,15 @@ DEPLOYMENT_URL = "http://sim.invalid"
 class _Suspend(Exception):
     """Raised inside a handler at the first await whose completion (or signal) is not there yet."""
 
-    def __init__(self, completion_id: int = 0, signal: int = 0) -> None:
+    def __init__(self, completion_id: int = 0, signal: int = 0, named: str = "") -> None:
         self.completion_id = completion_id
         self.signal = signal
+        self.named = named
 
     def message(self) -> pb.SuspensionMessage:
         """The Suspension awaiting it."""
+        if self.named:
+            return pb.SuspensionMessage(waiting_named_signals=[self.named])
         if self.signal:
             return pb.SuspensionMessage(waiting_signals=[self.signal])
         return pb.SuspensionMessage(waiting_completions=[self.completion_id])
@@ -100,10 +103,14 @@ class Ctx:
         self.cancelled_at: int | None = None  # position of the cancel signal, if it arrived
         self.signals: dict[int, tuple[pb.SignalNotificationMessage, int]] = {}  # awakeables: idx -> (it, position)
         self.next_signal = 17  # awakeables' signal indexes start above the reserved ones
+        self.named: dict[str, list[tuple[pb.SignalNotificationMessage, int]]] = {}  # name -> each one, in order
+        self.named_taken: dict[str, int] = {}  # name -> how many awaits took one
         for position, f in enumerate(entries):
             if f.type == MessageType.Signal:
                 signal = pb.SignalNotificationMessage.FromString(f.payload)
-                if signal.idx == 1 and self.cancelled_at is None:
+                if signal.WhichOneof("signal_id") == "name":  # named signals queue: each await takes the next
+                    self.named.setdefault(signal.name, []).append((signal, position))
+                elif signal.idx == 1 and self.cancelled_at is None:
                     self.cancelled_at = position
                 elif signal.idx > 16:
                     self.signals.setdefault(signal.idx, (signal, position))
@@ -239,6 +246,23 @@ class Ctx:
         if index not in self.signals:
             raise _Suspend(signal=index)
         return bytes(self.signals[index][0].value.content)
+
+    def await_named(self, name: str) -> bytes:
+        """Wait for the next signal named `name` sent to this invocation (restate-sdk 1.3's
+        `ctx.signal`: the k-th await of a name takes the k-th signal of that name); its value."""
+        taken = self.named_taken.get(name, 0)
+        arrived = self.named.get(name, [])
+        if self.cancelled_at is not None and (taken >= len(arrived) or arrived[taken][1] > self.cancelled_at):
+            raise _Cancelled
+        if taken >= len(arrived):
+            raise _Suspend(named=name)
+        self.named_taken[name] = taken + 1
+        return bytes(arrived[taken][0].value.content)
+
+    def send_signal(self, invocation_id: str, name: str, value: bytes) -> None:
+        """Resolve the signal `name` of another invocation with `value` (`ctx.resolve_signal`)."""
+        message = pb.SendSignalCommandMessage(target_invocation_id=invocation_id, name=name, value=pb.Value(content=value))
+        self._command(message, name)  # (its `name` field is the signal's: the replay check compares it)
 
     def complete_awakeable(self, awakeable_id: str, value: bytes) -> None:
         """Resolve an awakeable (another invocation's) with `value`."""

@@ -19,6 +19,8 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
   the invocation completes;
 - purges of completed invocations (admin purge), some then sent again with the same idempotency key
   (`RESEND_WITH_CALLS`);
+- named signals (`Waiter/main`, `Signaller/signal`, from a third generator): sent twice, before or
+  after the await, awaited once or twice;
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
   and resumed, then deleted by the client, its ticks delivered by the faulty scheduler;
 - a concurrency limit of 1 to 3 on `Limited`, in some scenarios also a rate limit (0.5 to 2 starts
@@ -74,7 +76,7 @@ from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation, TooEarly
 from control_plane.held import Held
 from control_plane.creation import inbox_seq
-from control_plane.journal import Journal
+from control_plane.journal import Journal, parse_named_signal_key, stored_sender
 from control_plane.limits import SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
@@ -83,6 +85,7 @@ from control_plane.retry import RetryPolicy
 from control_plane.runtime import ControlPlane
 from control_plane.schedules import Cadence, schedule_of_wake_id, tick_idempotency_key
 from control_plane.settings import Settings
+from control_plane.subscriptions import Event
 from control_plane.timers import Wake
 from http_api.http import HttpRequest, HttpResponse
 from http_api.ingress import Ingress
@@ -98,7 +101,8 @@ _EFFECT_WRITES = frozenset({"apply_state", "create_invocation", "put_timer", "pu
 BIDI_SHARE = 0.25
 """The share of scenarios whose deployment is invoked in bidirectional mode (`sdk.BidiDeployment`)."""
 
-_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart")  # what a client sends (again, if unanswered)
+# what a client sends (again, if unanswered); "message": a subscribed queue's message, to the worker
+_CLIENT_EVENTS = ("submit", "op", "attach", "purge", "schedule", "restart", "message")
 
 # the named transitions of `InvocationTransitions` on the lease holder's epoch (the `skip-fence` mutant
 # drops that condition), and those that move the epoch whoever holds it
@@ -343,6 +347,24 @@ def _flaky_options(on_max: str) -> dict[str, Any]:
 FLAKY_OPTIONS = {"Flaky": {"main": _flaky_options("pause"), "doomed": _flaky_options("kill")}}
 
 
+def _signal_waiter(ctx: Ctx) -> bytes:
+    """`[awaits, delay_ms, sleep_ms]`: send `Signaller/signal` (delayed by `delay_ms`), which sends
+    this invocation the signal `go` twice (values 1 then 2); sleep `sleep_ms` (0: not at all), so
+    the signals may arrive before the await; then await `go` `awaits` times."""
+    awaits, delay_ms, sleep_ms = json.loads(ctx.input)
+    ctx.send("Signaller", "signal", json.dumps([ctx.invocation_id, "go"]).encode(), delay_ms=delay_ms, name="s")
+    if sleep_ms:
+        ctx.sleep("z", sleep_ms)
+    return b",".join(ctx.await_named("go") for _ in range(awaits))
+
+
+def _signaller(ctx: Ctx) -> bytes:
+    target, name = json.loads(ctx.input)
+    ctx.send_signal(target, name, b"1")
+    ctx.send_signal(target, name, b"2")
+    return b"ok"
+
+
 def _workflow_run(ctx: Ctx) -> bytes:
     value = ctx.promise("p")
     return ctx.run("wf", lambda: value.upper())
@@ -371,6 +393,8 @@ SERVICES = {
     "Resolver": ("SERVICE", {"resolve": _resolve}),
     "Flaky": ("SERVICE", {"main": _flaky, "doomed": _flaky}),
     "Limited": ("SERVICE", {"work": _limited_work}),
+    "Waiter": ("SERVICE", {"main": _signal_waiter}),
+    "Signaller": ("SERVICE", {"signal": _signaller}),
 }
 
 
@@ -506,6 +530,18 @@ def flaky_requests(rng: random.Random) -> list[Request]:
     return requests
 
 
+def signal_requests(rng: random.Random) -> list[Request]:
+    """Requests to `Waiter/main`: named signals sent before or after the await, twice, awaited once
+    (the first one's value) or twice (both, in the order sent)."""
+    requests = []
+    for n in range(rng.choice([0, 1, 1, 2])):
+        awaits = rng.choice([1, 2])
+        body = json.dumps([awaits, rng.choice([0, 0, 5_000]), rng.choice([0, 0, 10_000])]).encode()
+        expected = b"1,2" if awaits == 2 else b"1"
+        requests.append(Request("Waiter", "main", "", body, f"g{n}", START_MS + rng.randint(0, 20_000), expected, []))
+    return requests
+
+
 @dataclass
 class SimSchedule:
     """A schedule of the workload: `Counter/add` of 1 to key `t` every `every_ms`; the client creates
@@ -541,6 +577,27 @@ class SimSchedule:
         if "pause" not in self.returned or at_ms <= self.returned["pause"]:
             return False
         return at_ms < self.sent.get("resume", 1 << 62)
+
+
+@dataclass
+class SimMessages:
+    """An SQS FIFO queue's messages of one group, subscribed to `Counter/add` on key `s` (the group
+    id): message `i` (id `m{i}`, body its delta) is delivered once message `i - 1` was (the queue's
+    order), and some are delivered again later (a redelivery). Each must invoke once, in order."""
+
+    deltas: list[int]
+    subscription: Any = None  # the SubscriptionRecord, created before the scenario runs
+    delivered: dict[int, int] = field(default_factory=dict)  # index -> deliveries that returned
+
+
+SIM_SOURCE = "sqs://sim.fifo"
+
+
+def messages(rng: random.Random) -> SimMessages | None:
+    """The subscribed queue's messages of a scenario (a quarter of them have some), chosen by `rng`."""
+    if rng.random() < 0.75:
+        return None
+    return SimMessages([rng.randint(1, 9) for _ in range(rng.randint(2, 5))])
 
 
 def schedules(rng: random.Random) -> list[SimSchedule]:
@@ -682,6 +739,8 @@ class Scenario:
         self.retry_due: dict[str, int] = {}  # a backing-off Flaky invocation -> when it may be retried
         self.resuming: set[str] = set()  # Flaky invocations paused by their policy, an operator resume on its way
         self.schedules: list[SimSchedule] = []
+        self.erng = random.Random(seed * 7_919 + 13)  # the subscribed queue's messages (other draws unchanged)
+        self.messages: SimMessages | None = None
         self.covered: collections.Counter[str] = collections.Counter()  # what the newer parts exercised
         self.purged_adds: list[InvocationRecord] = []  # Counter/add invocations purged (the counters' checks)
         self.settings = Settings()
@@ -887,6 +946,8 @@ class Scenario:
             self.operate(*event.target)
         elif event.kind == "restart":
             self.restart(*event.target)
+        elif event.kind == "message":
+            self.deliver_message(*event.target)
         elif event.kind == "sweep_due":
             self.note("sweep_due")
             self.scheduler.push(self.clock.now + _SWEEP_DUE_EVERY_MS, "sweep_due")  # first: it may crash
@@ -1109,6 +1170,20 @@ class Scenario:
             self.note(f"  -> {type(exc).__name__}")
         schedule.returned[op] = self.clock.now
 
+    def deliver_message(self, queue: SimMessages, index: int) -> None:
+        """The worker delivers message `index` of the subscribed queue (again, after a crash: the
+        message was not deleted); once it returned, the next message of the group comes."""
+        self.note(f"message m{index} of {SIM_SOURCE}")
+        event = Event(SIM_SOURCE, f"m{index}", "s", str(queue.deltas[index]).encode())
+        self.note(f"  -> {self.plane.subscriptions.deliver(queue.subscription, event)}")
+        first = index not in queue.delivered
+        queue.delivered[index] = queue.delivered.get(index, 0) + 1
+        if first and index + 1 < len(queue.deltas):
+            self.scheduler.push(self.clock.now + self.erng.randint(0, 20_000), "message", (queue, index + 1))
+        if first and self.erng.random() < 0.3:  # its deletion was lost: SQS delivers it again later
+            self.covered["message redelivered"] += 1
+            self.scheduler.push(self.clock.now + self.erng.randint(1_000, 200_000), "message", (queue, index))
+
     def done(self, requests: list[Request]) -> bool:
         """True when every request was accepted and its invocation completed, no invocation is left
         unfinished and the client sends nothing more."""
@@ -1160,6 +1235,7 @@ class Scenario:
             self.plane.registry.register(DEPLOYMENT_URL)
             requests = workload(self.rng) + flaky_requests(self.xrng)
             extras(self.xrng, requests)
+            requests += signal_requests(random.Random(self.seed * 1_000_003 + 11))  # the other draws stay
             self.limit, limited = limited_requests(random.Random(self.seed * 104_729 + 11))  # its own generator
             if self.limit:
                 self.rate = random.Random(self.seed * 7_717 + 3).choice([0, 0, 0.5, 1, 2])
@@ -1169,6 +1245,10 @@ class Scenario:
             for schedule in self.schedules:
                 for op, at in schedule.ops:
                     self.scheduler.push(at, "schedule", (schedule, op))
+            self.messages = messages(self.erng)
+            if self.messages is not None:
+                self.messages.subscription = self.plane.subscriptions.create(SIM_SOURCE, "service://Counter/add")
+                self.scheduler.push(START_MS + self.erng.randint(0, 30_000), "message", (self.messages, 0))
             for request in requests:
                 for _ in range(request.attaches):
                     self.scheduler.push(request.at_ms + self.xrng.randint(0, 200_000), "attach", (request, None))
@@ -1238,13 +1318,16 @@ class Scenario:
                 record.completion == "succeeded" and request.expected is not None and record.output != request.expected
             ):
                 self.violate(f"{request.invocation_id} output {record.output!r}, the model says {request.expected!r}")
+            elif request.service == "Waiter":
+                self.covered["named signal awaited twice" if request.expected == b"1,2" else "named signal sent twice"] += 1
         if any(v for v in self.violations if "did not complete" in v or "never accepted" in v):
             return  # counters and keys are not settled yet: the stuck invocation says why
         ended_early = any(op in _ENDS for r in requests for op in r.ops_done)
         counters["t"] = self.check_schedules()
+        counters["s"] = self.check_messages()
         for key in sorted(set(counters) | {"a", "b"}):
             self.check_counter(key, None if ended_early and key != "t" else counters.get(key, 0))
-        for key in ("a", "b", "t"):
+        for key in ("a", "b", "t", "s"):
             holder, queued = self.raw.key_status("Counter", key)
             record = self.raw.get_invocation(holder) if holder else None
             if holder is not None and (record is None or record.status == "completed") and queued is None:
@@ -1303,6 +1386,28 @@ class Scenario:
                     f"an attach to {request.invocation_id} got {status} {body!r}, its final result is "
                     f"{final.status} {final.body!r}"
                 )
+
+    def check_messages(self) -> int:
+        """The subscribed queue's messages: each delivered, invoked once (its id the idempotency key)
+        however often it was delivered, and in the queue's order (the adds' outputs are the running
+        sums of the deltas). Returns what they add to Counter/s."""
+        queue = self.messages
+        if queue is None:
+            return 0
+        adds = [r for r in self.raw.list_invocations(None, "Counter", 10_000) if r.key == "s"]
+        running = 0
+        for index, delta in enumerate(queue.deltas):
+            running += delta
+            if index not in queue.delivered:
+                self.violate(f"message m{index} of {SIM_SOURCE} was never delivered")
+                continue
+            made = [r for r in adds if r.idempotency_key == f"m{index}"]
+            if len(made) != 1:
+                times = queue.delivered[index]
+                self.violate(f"message m{index}, delivered {times} times, made {len(made)} invocations")
+            elif made[0].completion == "succeeded" and made[0].output != str(running).encode():
+                self.violate(f"message m{index} added {delta} out of order: {made[0].output!r}, not {running}")
+        return sum(queue.deltas)
 
     def check_schedules(self) -> int:
         """Each schedule's ticks: on its grid, one invocation each, none while it was paused or after
@@ -1395,6 +1500,7 @@ class Scenario:
                 self.violate(f"{invocation_id}: {read_back} journal entries read back, its record says {says}")
         given: set[int] = set()
         completed: set[int] = set()
+        named: dict[str, int] = {}  # signal name -> its notifications in the journal
         index = 0  # journal index (entry 0 is the Input command)
         for batch in sorted(loaded.batches, key=lambda b: b.start_index):
             for index, f in enumerate(decode_frames(batch.entries), start=batch.start_index):
@@ -1420,11 +1526,24 @@ class Scenario:
                             if cid in given:
                                 self.violate(f"{invocation_id}: completion id {cid} given twice in its journal")
                             given.add(cid)
+                elif f.type == MessageType.Signal and message.WhichOneof("signal_id") == "name":  # type: ignore[union-attr]
+                    named[message.name] = named.get(message.name, 0) + 1  # type: ignore[union-attr]
                 elif is_notification(f.type) and f.type != MessageType.Signal:
                     cid = message.completion_id  # type: ignore[attr-defined]
                     if cid in completed:
                         self.violate(f"{invocation_id}: completion {cid} committed twice in its journal")
                     completed.add(cid)
+        sent: dict[str, int] = {}  # each named signal is stored once (by its sender) and journaled once
+        for stored in loaded.notifications:
+            if stored.key[0] == "q":
+                name = parse_named_signal_key(stored.key)[1]
+                sent[name] = sent.get(name, 0) + 1
+        for name, count in named.items():
+            if count > sent.get(name, 0):
+                self.violate(f"{invocation_id}: {count} signals named {name!r} journaled, {sent.get(name, 0)} sent")
+        senders = [stored_sender(n.entry) for n in loaded.notifications if n.key[0] == "q"]
+        if len(senders) != len(set(senders)):
+            self.violate(f"{invocation_id}: a named signal stored twice by one sender: {sorted(senders)}")
 
     def check_after_retention(self, requests: list[Request]) -> None:
         """After the retention of completed invocations (and the sweeps): nothing left for them."""

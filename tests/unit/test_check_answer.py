@@ -177,3 +177,20 @@ def test_a_suspension_on_a_reserved_signal_index_is_refused() -> None:
         assert f"a Suspension awaiting signal {index}, a reserved signal index" in failure.message
     assert check_answer(_journal(), [], AwaitPoint(signals=frozenset({1}))) is None  # cancel
     assert check_answer(_journal(), [], AwaitPoint(signals=frozenset({17}))) is None  # an awakeable
+
+
+def test_a_send_signal_to_no_invocation_or_naming_no_signal_is_refused_as_restate_server_does() -> None:
+    """restate-server 1.7.12 cannot decode such a SendSignal ("BadFieldError(target_invocation_id)",
+    RT0012) and retries the attempt; a well-formed one passes."""
+    good_id = "inv_1bq0p3ZQY2cJ4F2zieFV7PIoOUCcDVEybP"
+    good = pb.SendSignalCommandMessage(target_invocation_id=good_id, name="approved", value=pb.Value(content=b"1"))
+    assert check_answer(_journal(), [frame(good)], None) is None
+    for target in ("inv_1bad", "", "hello"):
+        bad = pb.SendSignalCommandMessage(target_invocation_id=target, name="approved", void=pb.Void())
+        failure = check_answer(_journal(), [frame(bad)], None)
+        assert failure is not None and failure.code == 571, target
+        assert "a SendSignal command to no invocation: bad invocation id" in failure.message
+        assert failure.related()["related_command_type"] == "SendSignal"
+    nameless = pb.SendSignalCommandMessage(target_invocation_id=good_id, void=pb.Void())
+    failure = check_answer(_journal(), [frame(nameless)], None)
+    assert failure is not None and "names no signal" in failure.message

@@ -38,7 +38,10 @@ EXPECTED_HANDLERS = {
     "Greeter": {"greet"},
     "OrderService": {"place"},
     "Steps": {"ten_steps", "n_steps", "flaky", "fail_terminal", "no_input", "one_step", "slow_steps", "big_step"},
-    "Waits": {"sleep", "sleeps", "timed_sleep", "call_sleep", "awakeable", "resolve", "booking", "send_later", "stamp"},
+    "Waits": {
+        "sleep", "sleeps", "timed_sleep", "call_sleep", "awakeable", "resolve", "signal", "send_signal", "booking",
+        "send_later", "stamp",
+    },  # fmt: skip
     "Counter": {"add", "get", "add_then_fail", "add_after_sleep", "reset", "describe", "add_via_self"},
     "LazyCounter": {"lazy_add", "read_many", "put"},
     "Signup": {"run", "confirm", "status", "peek", "await_confirmation"},

@@ -71,6 +71,7 @@ def test_the_seeds_exercise_every_part_of_the_workload() -> None:
     wanted |= {"backing off", "paused by its policy", "attach answered", "purge", "sent again after its purge"}
     wanted |= {"tick delivered", "bidirectional attempt", "request/response attempt", "sent again after its retention"}
     wanted |= {"zero-length sleep", "ended in one write", "restart as new from 0", "restart as new from a prefix"}
+    wanted |= {"named signal sent twice", "named signal awaited twice"}
     assert wanted <= set(covered), sorted(wanted - set(covered))
 
 
