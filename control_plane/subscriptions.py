@@ -5,7 +5,7 @@ serverless event sources, named by URI:
 
 | source | what it names | event id (the idempotency key) | key (virtual objects, workflows) |
 | --- | --- | --- | --- |
-| `sqs://QUEUE` | an SQS queue (`orders.fifo`) | deduplication id, else message id | group id, else `key` attribute |
+| `sqs://QUEUE` | an SQS queue (`orders.fifo`) | the message id | group id, else `key` attribute |
 | `eventbridge://RULE` | an EventBridge rule that targets Torpor | the event's `id` | the subscription's `key` option |
 | `kinesis://STREAM` | a Kinesis data stream | `{shard id}:{sequence number}` | the record's partition key |
 | `dynamodb://TABLE` | a DynamoDB table's stream | `{shard}:{sequence number}` | the item's keys, as JSON |

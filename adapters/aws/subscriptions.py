@@ -58,9 +58,10 @@ def _resource_name(arn: str) -> str:
 
 def sqs_event(record: Mapping[str, Any]) -> Event:
     """The event of one SQS record as Lambda delivers it (`eventSourceARN`, `messageId`, `body`,
-    `attributes`, `messageAttributes`): its id is the FIFO deduplication id if any, else the message
-    id; its key the message group id, else the `key` message attribute; its headers the string
-    message attributes."""
+    `attributes`, `messageAttributes`): its id is the message id (the same on every redelivery; not a
+    FIFO deduplication id, which SQS keeps only 5 minutes and content-based deduplication makes equal
+    for equal bodies); its key the message group id, else the `key` message attribute; its headers the
+    string message attributes."""
     attributes = record.get("attributes") or {}
     message_attributes = record.get("messageAttributes") or {}
     headers = {
@@ -71,7 +72,7 @@ def sqs_event(record: Mapping[str, Any]) -> Event:
     key = attributes.get("MessageGroupId") or headers.pop(KEY_ATTRIBUTE, "")
     return Event(
         source=f"sqs://{_resource_name(str(record.get('eventSourceARN', '')))}",
-        event_id=str(attributes.get("MessageDeduplicationId") or record.get("messageId") or ""),
+        event_id=str(record.get("messageId") or ""),
         key=str(key),
         body=str(record.get("body") or "").encode(),
         headers=headers,

@@ -18,13 +18,25 @@ from control_plane.subscriptions import Event
 ARN = "arn:aws:sqs:us-east-1:123456789012:"
 
 
-def test_an_sqs_fifo_record_is_keyed_by_its_group_and_named_by_its_deduplication_id() -> None:
+def test_an_sqs_fifo_record_is_keyed_by_its_group_and_named_by_its_message_id() -> None:
     record = {
         "eventSourceARN": ARN + "orders.fifo", "messageId": "m-1", "body": "5",
         "attributes": {"MessageGroupId": "alice", "MessageDeduplicationId": "d-1"},
         "messageAttributes": {"trace": {"stringValue": "t1", "dataType": "String"}, "blob": {"binaryValue": "AA=="}},
     }  # fmt: skip
-    assert sqs_event(record) == Event("sqs://orders.fifo", "d-1", "alice", b"5", {"trace": "t1"})
+    assert sqs_event(record) == Event("sqs://orders.fifo", "m-1", "alice", b"5", {"trace": "t1"})
+
+
+def test_two_fifo_messages_with_one_deduplication_id_are_two_events() -> None:
+    """Content-based deduplication gives equal bodies one deduplication id, and SQS forgets it after 5
+    minutes: the same body sent again later is a new message (a new message id), so a new event."""
+    dedup = "sha256-of-5"
+    first, later = (
+        {"eventSourceARN": ARN + "orders.fifo", "messageId": message_id, "body": "5",
+         "attributes": {"MessageGroupId": "alice", "MessageDeduplicationId": dedup}}
+        for message_id in ("m-1", "m-2")
+    )  # fmt: skip
+    assert sqs_event(first).event_id != sqs_event(later).event_id
 
 
 def test_a_standard_queue_message_takes_its_key_attribute_and_its_message_id() -> None:
