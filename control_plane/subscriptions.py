@@ -38,7 +38,14 @@ log = logging.getLogger("torpor.subscriptions")
 SOURCE_SCHEMES = ("sqs", "eventbridge", "kinesis", "dynamodb")
 """The sources a subscription can name, as URI schemes (`sqs://QUEUE`, `eventbridge://RULE`, ...)."""
 
-_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,256}")
+_NAMES = {
+    "sqs": (re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?"), "an SQS queue name (letters, digits, - and _, up to 80, "
+            "and .fifo for a FIFO queue)"),
+    "eventbridge": (re.compile(r"[A-Za-z0-9._-]{1,64}"), "an EventBridge rule name (letters, digits, . - _, up to 64)"),
+    "kinesis": (re.compile(r"[A-Za-z0-9._-]{1,128}"), "a Kinesis stream name (letters, digits, . - _, up to 128)"),
+    "dynamodb": (re.compile(r"[A-Za-z0-9._-]{1,255}"), "a DynamoDB table name (letters, digits, . - _, up to 255)"),
+}
+"""Each scheme's resource name, as AWS names it (what Lambda's events carry): `(pattern, words)`."""
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9A-Za-z]{1,40}")
 
 
@@ -78,7 +85,9 @@ def parse_source(uri: object) -> tuple[str, str]:
     """`(scheme, name)` of a source URI such as `sqs://orders.fifo` (a trailing `/` is dropped).
 
     Raises:
-        BadRequest: Not a string, a scheme other than `SOURCE_SCHEMES`, or no name.
+        BadRequest: A scheme other than `SOURCE_SCHEMES`, or no name, or not a name AWS gives that
+            resource (a queue URL or an ARN: Lambda's events name the resource, so it would never match).
+        Unprocessable: Not a string.
     """
     if not isinstance(uri, str):
         raise Unprocessable('"source" must be a string such as "sqs://my-queue"')
@@ -90,8 +99,14 @@ def parse_source(uri: object) -> tuple[str, str]:
             f"invalid source URI '{uri}': must be SCHEME://NAME with a scheme of: {schemes} "
             "(e.g. sqs://orders.fifo; Torpor reads AWS event sources, not Kafka)"
         )
-    if not _NAME.fullmatch(name):
+    if not name:
         raise BadRequest(f"invalid source URI '{uri}': name the {scheme} resource after '{scheme}://'")
+    pattern, words = _NAMES[scheme]
+    if not pattern.fullmatch(name):
+        raise BadRequest(
+            f"invalid source URI '{uri}': '{name}' is not {words}; name the resource itself, not its URL or "
+            f"ARN (e.g. {scheme}://orders)"
+        )
     return scheme, name
 
 
