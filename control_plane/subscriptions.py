@@ -288,8 +288,13 @@ class Subscriptions:
                 leased=False,
                 idempotency_key=planned.idempotency_key,
             )
-        except StoreConflict:  # delivered before: the same idempotency key, the same invocation
-            existing = ids.idempotent_invocation_id(
+        except StoreConflict:  # delivered before (the same idempotency key), or the workflow ran for this key
+            if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":  # `Creation._plan`
+                existing = self.engine.workflow_run_id(planned.service, planned.key)
+                log.warning("event %s of %s: workflow %s/%s has run already (%s); a workflow runs once per key",
+                            event.event_id, event.source, planned.service, planned.key, existing)  # fmt: skip
+                return existing
+            existing = self.engine.idempotent_invocation_id(
                 planned.service, planned.handler, planned.key, planned.idempotency_key
             )
             log.info("event %s of %s was invoked before (%s)", event.event_id, event.source, existing)
