@@ -8,7 +8,8 @@ invocation is stored (`Subscriptions.deliver`: created now, or by an earlier del
 message). A message that fails stays in its queue and comes back after its visibility timeout; the
 later messages of its FIFO group in that batch are left with it, so a group keeps its order. A queue
 with no subscription any more is not polled; a message received just as its subscription went
-stays in the queue. A queue that does not exist is reported once and tried again each round.
+stays in the queue. A queue that does not exist (or is deleted while subscribed) is reported once
+and tried again each round; the other queues go on.
 """
 
 from __future__ import annotations
@@ -74,12 +75,24 @@ class SqsPoller:
                 for queue in queues:
                     if self._stop.is_set():
                         return
-                    self.poll(queue)
+                    self._poll_one(queue)
                 if not queues:
                     self._stop.wait(IDLE_S)
             except Exception:  # the store or SQS failed this round: say so, go on
                 log.exception("polling the subscribed SQS queues failed; trying again")
                 self._stop.wait(self.wait_s)
+
+    def _poll_one(self, queue: str) -> None:
+        """`poll`, a failure of this queue's (deleted since its URL was read, the endpoint down)
+        reported once and not kept from the other queues; its URL is read again next round."""
+        try:
+            self.poll(queue)
+        except Exception as exc:
+            self._urls.pop(queue, None)
+            if queue not in self._missing:
+                log.warning("cannot poll sqs://%s: %s (create the queue, or fix the SQS endpoint)", queue, exc)
+                self._missing.add(queue)
+            self._stop.wait(self.wait_s)
 
     def queues(self) -> list[str]:
         """The names of the queues subscriptions name, each once, by name."""

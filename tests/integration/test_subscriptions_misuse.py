@@ -40,3 +40,25 @@ def test_a_second_event_for_a_workflow_id_names_the_run_that_took_it(dev: DevSer
     runs = invocations(dev, f"key={workflow_id}&handler=run")
     assert [run["id"] for run in runs] == [first]
     assert second == first
+
+
+def test_a_queue_deleted_under_its_subscription_does_not_stop_the_other_queues(dev: DevServer, sqs: Any) -> None:  # noqa: F811
+    # GIVEN two subscribed queues, the first (by name) polled once, then deleted
+    tag = uuid.uuid4().hex[:8]
+    gone = sqs.create_queue(QueueName=f"a-gone-{tag}")["QueueUrl"]
+    kept = sqs.create_queue(QueueName=f"b-kept-{tag}")["QueueUrl"]
+    for name in (f"a-gone-{tag}", f"b-kept-{tag}"):
+        assert create(dev, {"source": f"sqs://{name}", "sink": "service://Counter/add"}).status_code == 201
+    sqs.send_message(QueueUrl=gone, MessageBody="1", MessageAttributes={"key": {"DataType": "String",
+                                                                                   "StringValue": f"g-{tag}"}})  # fmt: skip
+    wait_for(lambda: invocations(dev, f"key=g-{tag}"), 20, "the first queue's message invoked")
+    sqs.delete_queue(QueueUrl=gone)
+    time.sleep(3)  # a round or two polls the deleted queue
+
+    # WHEN a message is sent to the other queue
+    key = f"k-{tag}"
+    sqs.send_message(QueueUrl=kept, MessageBody="2", MessageAttributes={"key": {"DataType": "String",
+                                                                                "StringValue": key}})  # fmt: skip
+
+    # THEN it is delivered: the deleted queue is reported, and skipped
+    wait_for(lambda: invocations(dev, f"key={key}"), 20, "the second queue's message invoked")
