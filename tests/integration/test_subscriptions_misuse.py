@@ -62,3 +62,50 @@ def test_a_queue_deleted_under_its_subscription_does_not_stop_the_other_queues(d
 
     # THEN it is delivered: the deleted queue is reported, and skipped
     wait_for(lambda: invocations(dev, f"key={key}"), 20, "the second queue's message invoked")
+
+
+def test_a_dev_server_restarted_mid_stream_loses_and_repeats_no_message(
+    moto_endpoint: str, examples_url: str, sqs: Any  # noqa: F811
+) -> None:
+    from tests.helpers.moto import unique_table_name
+    from tests.integration.test_subscriptions import SETTINGS
+
+    table = unique_table_name()
+
+    def start() -> DevServer:
+        server = DevServer(ingress_port=0, admin_port=0, dynamodb_endpoint=moto_endpoint, table=table,
+                           settings=SETTINGS, sqs_endpoint=moto_endpoint)  # fmt: skip
+        server.start()
+        return server
+
+    # GIVEN a dev server with Counter/add subscribed to a FIFO queue holding 30 messages of one group
+    name, key = f"restart-{uuid.uuid4().hex[:8]}.fifo", uuid.uuid4().hex[:8]
+    url = sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true", "VisibilityTimeout": "2"})["QueueUrl"]
+    first = start()
+    try:
+        reply = httpx.post(f"{first.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        assert create(first, {"source": f"sqs://{name}", "sink": "service://Counter/add"}).status_code == 201
+        for n in range(30):
+            sqs.send_message(QueueUrl=url, MessageBody="1", MessageGroupId=key, MessageDeduplicationId=f"m{n}")
+        # WHEN it is stopped once it has delivered some of them
+        wait_for(lambda: len(invocations(first, f"key={key}&handler=add")) >= 3, 30, "deliveries under way")
+    finally:
+        first.stop()
+
+    # AND a new one starts on the same store and queue
+    second = start()
+    try:
+        # THEN every message is invoked once, in the group's order: the counter goes 1, 2, ... 30
+        def all_done() -> list[dict[str, Any]] | None:
+            found = invocations(second, f"key={key}&handler=add")
+            return found if len(found) >= 30 and all(i["status"] == "completed" for i in found) else None
+
+        done = wait_for(all_done, 90, "30 completed adds")
+        time.sleep(3)  # a redelivery after the visibility timeout would add one more
+        done = invocations(second, f"key={key}&handler=add")
+        assert sorted(i["completion_output"] for i in done) == list(range(1, 31))
+        by_output = [i["id"] for i in sorted(done, key=lambda i: i["completion_output"])]
+        assert by_output == [i["id"] for i in sorted(done, key=lambda i: (i["created_at"], i["id"]))]
+    finally:
+        second.stop()
