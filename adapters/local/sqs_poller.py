@@ -130,7 +130,11 @@ class SqsPoller:
                 if group is not None:
                     failed_groups.add(group)
                 continue
-            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            try:
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            except Exception as exc:  # e.g. its receipt expired: it comes back, and finds its invocation
+                log.warning("message %s of sqs://%s invoked but not deleted (%s): it comes back and invokes "
+                            "nothing more", event.event_id, queue, exc)  # fmt: skip
             log.info("message %s of sqs://%s invoked %s", event.event_id, queue, ", ".join(invocations))
             delivered += 1
         return delivered

@@ -1,0 +1,52 @@
+"""`adapters.local.sqs_poller.SqsPoller.poll` over a fake SQS client: what one receive delivers and deletes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.local.sqs_poller import SqsPoller
+from control_plane.ports import SubscriptionRecord
+from control_plane.subscriptions import Event
+
+SUBSCRIPTION = SubscriptionRecord("sub_1a", "sqs://q", "service://Greeter/greet", {}, 0)
+
+
+class FakeSubscriptions:
+    def __init__(self) -> None:
+        self.delivered: list[str] = []
+
+    def list(self, source: str | None = None, sink: str | None = None) -> list[SubscriptionRecord]:
+        return [SUBSCRIPTION]
+
+    def deliver(self, subscription: SubscriptionRecord, event: Event) -> str:
+        self.delivered.append(event.event_id)
+        return f"inv_{event.event_id}"
+
+
+class FakeSqs:
+    def __init__(self, count: int) -> None:
+        self.messages = [{"MessageId": f"m{n}", "ReceiptHandle": f"r{n}", "Body": "{}"} for n in range(count)]
+        self.deleted: list[str] = []
+
+    def get_queue_url(self, QueueName: str) -> dict[str, str]:  # noqa: N803 (boto3's names)
+        return {"QueueUrl": f"http://sqs/{QueueName}"}
+
+    def receive_message(self, **kwargs: Any) -> dict[str, Any]:
+        return {"Messages": self.messages}
+
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:  # noqa: N803
+        if ReceiptHandle == "r0":
+            raise RuntimeError("ReceiptHandleIsInvalid: the receipt handle has expired")
+        self.deleted.append(ReceiptHandle)
+
+
+def test_a_delete_that_fails_does_not_keep_the_rest_of_the_batch_from_being_delivered() -> None:
+    subscriptions, sqs = FakeSubscriptions(), FakeSqs(3)
+    poller = SqsPoller(subscriptions, lambda: sqs, wait_s=0)  # type: ignore[arg-type]
+
+    # WHEN a receive returns three messages and the first one's delete fails (its receipt expired)
+    poller.poll("q")
+
+    # THEN all three were delivered, and the other two deleted (the first comes back, invoking nothing more)
+    assert subscriptions.delivered == ["m0", "m1", "m2"]
+    assert sqs.deleted == ["r1", "r2"]
