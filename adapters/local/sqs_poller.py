@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.aws.subscriptions import deliver_event, sqs_message_event
+from control_plane.errors import TorporError
 from control_plane.subscriptions import Subscriptions, parse_source
 
 log = logging.getLogger("torpor.subscriptions")
@@ -49,6 +50,7 @@ class SqsPoller:
         self._thread: threading.Thread | None = None
         self._urls: dict[str, str] = {}
         self._missing: set[str] = set()
+        self._bad: set[str] = set()
 
     @property
     def sqs(self) -> Any:
@@ -98,7 +100,14 @@ class SqsPoller:
         """The names of the queues subscriptions name, each once, by name."""
         names = set()
         for subscription in self.subscriptions.list():
-            scheme, name = parse_source(subscription.source)
+            try:
+                scheme, name = parse_source(subscription.source)
+            except TorporError as exc:  # stored before sources were checked as now (a queue's URL): skip it
+                if subscription.subscription_id not in self._bad:
+                    log.warning("subscription %s is not polled: %s; delete it and create it again",
+                                subscription.subscription_id, exc.message)  # fmt: skip
+                    self._bad.add(subscription.subscription_id)
+                continue
             if scheme == "sqs":
                 names.add(name)
         return sorted(names)

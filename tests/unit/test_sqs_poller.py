@@ -50,3 +50,14 @@ def test_a_delete_that_fails_does_not_keep_the_rest_of_the_batch_from_being_deli
     # THEN all three were delivered, and the other two deleted (the first comes back, invoking nothing more)
     assert subscriptions.delivered == ["m0", "m1", "m2"]
     assert sqs.deleted == ["r1", "r2"]
+
+
+def test_a_stored_source_that_no_longer_parses_is_skipped_not_fatal_to_every_queue() -> None:
+    """A subscription stored before sources were checked as now (a queue's URL) is not polled; the
+    others are."""
+    subscriptions = FakeSubscriptions()
+    stored = [SubscriptionRecord("sub_1b", "sqs://http://sqs/123/q", SUBSCRIPTION.sink, {}, 0), SUBSCRIPTION]
+    subscriptions.list = lambda source=None, sink=None: stored  # type: ignore[method-assign]
+    poller = SqsPoller(subscriptions, lambda: FakeSqs(0), wait_s=0)  # type: ignore[arg-type]
+
+    assert poller.queues() == ["q"]
