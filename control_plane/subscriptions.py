@@ -46,6 +46,13 @@ _NAMES = {
     "dynamodb": (re.compile(r"[A-Za-z0-9._-]{1,255}"), "a DynamoDB table name (letters, digits, . - _, up to 255)"),
 }
 """Each scheme's resource name, as AWS names it (what Lambda's events carry): `(pattern, words)`."""
+class InvalidSubscription(BadRequest):
+    """A subscription that cannot be created: a bad source or sink URI, an unknown sink (HTTP 400, with
+    restate-server's code for the case, `META0009`)."""
+
+    restate_code = "META0009"
+
+
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9A-Za-z]{1,40}")
 
 
@@ -95,15 +102,15 @@ def parse_source(uri: object) -> tuple[str, str]:
     name = rest.rstrip("/")
     if not sep or scheme not in SOURCE_SCHEMES:
         schemes = ", ".join(SOURCE_SCHEMES)
-        raise BadRequest(
+        raise InvalidSubscription(
             f"invalid source URI '{uri}': must be SCHEME://NAME with a scheme of: {schemes} "
             "(e.g. sqs://orders.fifo; Torpor reads AWS event sources, not Kafka)"
         )
     if not name:
-        raise BadRequest(f"invalid source URI '{uri}': name the {scheme} resource after '{scheme}://'")
+        raise InvalidSubscription(f"invalid source URI '{uri}': name the {scheme} resource after '{scheme}://'")
     pattern, words = _NAMES[scheme]
     if not pattern.fullmatch(name):
-        raise BadRequest(
+        raise InvalidSubscription(
             f"invalid source URI '{uri}': '{name}' is not {words}; name the resource itself, not its URL or "
             f"ARN (e.g. {scheme}://orders)"
         )
@@ -121,9 +128,9 @@ def parse_sink(uri: object) -> tuple[str, str]:
     scheme, sep, rest = uri.partition("://")
     service, slash, handler = rest.partition("/")
     if scheme != "service" or not sep:
-        raise BadRequest(f"invalid sink URI '{uri}': must be service://Service/handler")
+        raise InvalidSubscription(f"invalid sink URI '{uri}': must be service://Service/handler")
     if not service or not slash or not handler or "/" in handler:
-        raise BadRequest(f"invalid sink URI '{uri}': must be service://Service/handler, naming both")
+        raise InvalidSubscription(f"invalid sink URI '{uri}': must be service://Service/handler, naming both")
     return service, handler
 
 
@@ -216,12 +223,12 @@ class Subscriptions:
         try:
             target = self.engine.registry.resolve(service, handler)
         except NotFound as exc:
-            raise BadRequest(
+            raise InvalidSubscription(
                 f"invalid sink URI '{sink}': cannot find service/handler specified in the sink URI "
                 f"({exc.message})"
             ) from exc
         if target.service_type != "SERVICE" and scheme == "eventbridge" and not options.get("key"):
-            raise BadRequest(
+            raise InvalidSubscription(
                 f"'{service}' is keyed and EventBridge events carry no key: give the option key=VALUE "
                 "(every event goes to that object key), or subscribe through an SQS FIFO queue"
             )
