@@ -140,7 +140,8 @@ def deliver_event(subscriptions: Subscriptions, event: Event) -> list[str]:
 
     Raises:
         NoSubscription: No subscription names its source.
-        Exception: What `Subscriptions.deliver` raises (the event is then delivered again).
+        Exception: The first error `Subscriptions.deliver` raised, after every subscription was tried
+            (the event is then delivered again; those it reached find their invocations).
     """
     matching = subscriptions.list(source=event.source)
     if not matching:
@@ -148,7 +149,16 @@ def deliver_event(subscriptions: Subscriptions, event: Event) -> list[str]:
             f"no subscription of {event.source}: the event {event.event_id} stays there; "
             f"create one with POST /subscriptions (restate subscriptions create {event.source} service://S/h)"
         )
-    return [subscriptions.deliver(subscription, event) for subscription in matching]
+    invocations: list[str] = []
+    failure: Exception | None = None
+    for subscription in matching:  # each subscription on its own: a broken one holds back no other
+        try:
+            invocations.append(subscriptions.deliver(subscription, event))
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:  # delivered again later: the subscriptions done find their invocations
+        raise failure
+    return invocations
 
 
 def is_subscription_event(event: Mapping[str, Any], wake_queues: Sequence[str]) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from adapters.local.sqs_poller import SqsPoller
 from control_plane.ports import SubscriptionRecord
 from control_plane.subscriptions import Event
@@ -61,3 +63,28 @@ def test_a_stored_source_that_no_longer_parses_is_skipped_not_fatal_to_every_que
     poller = SqsPoller(subscriptions, lambda: FakeSqs(0), wait_s=0)  # type: ignore[arg-type]
 
     assert poller.queues() == ["q"]
+
+
+def test_a_subscription_whose_sink_is_gone_holds_back_no_other_subscription_of_its_queue() -> None:
+    from adapters.aws.subscriptions import deliver_event
+    from control_plane.errors import NotFound
+
+    gone = SubscriptionRecord("sub_1c", "sqs://q", "service://Removed/h", {}, 0)
+
+    class OneSinkGone(FakeSubscriptions):
+        def list(self, source: str | None = None, sink: str | None = None) -> list[SubscriptionRecord]:
+            return [gone, SUBSCRIPTION]
+
+        def deliver(self, subscription: SubscriptionRecord, event: Event) -> str:
+            if subscription is gone:
+                raise NotFound("service 'Removed' not found")
+            return super().deliver(subscription, event)
+
+    subscriptions = OneSinkGone()
+
+    # WHEN an event of a queue with two subscriptions arrives, the first one's sink removed
+    with pytest.raises(NotFound):  # THEN the event fails (it comes back for the removed sink)
+        deliver_event(subscriptions, Event("sqs://q", "m1", "", b"{}"))  # type: ignore[arg-type]
+
+    # AND the other subscription got it all the same
+    assert subscriptions.delivered == ["m1"]
