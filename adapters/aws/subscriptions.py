@@ -213,6 +213,7 @@ def _stream_batch(
             deliver(record)
         except Exception:
             log.exception("stream record %s not delivered; retried from it", record.get("eventID"))
-            change = record.get("kinesis") or record.get("dynamodb") or {}
-            return {"batchItemFailures": [{"itemIdentifier": str(change.get("sequenceNumber", ""))}]}
+            change = record.get("kinesis") or record.get("dynamodb") or {}  # Kinesis: sequenceNumber, DynamoDB:
+            sequence = change.get("sequenceNumber") or change.get("SequenceNumber", "")  # SequenceNumber
+            return {"batchItemFailures": [{"itemIdentifier": str(sequence)}]}
     return {"batchItemFailures": []}

@@ -76,3 +76,25 @@ def test_wake_ups_and_subscription_events_are_told_apart() -> None:
     assert is_subscription_event(other, ("torpor-wake", "torpor-timers"))
     assert is_subscription_event({"Records": [{"eventSource": "aws:kinesis"}]}, ("torpor-wake",))
     assert is_subscription_event({"rule": "r", "event": {}}, ("torpor-wake",))
+
+
+def test_a_dynamodb_stream_record_that_fails_is_reported_by_its_sequence_number() -> None:
+    """Lambda retries a stream from the reported record; an empty identifier fails the whole batch."""
+    from adapters.aws.subscriptions import handle_subscription_event
+    from control_plane.errors import NotFound
+    from control_plane.ports import SubscriptionRecord
+
+    class SinkGone:
+        def list(self, source: str | None = None, sink: str | None = None) -> list[SubscriptionRecord]:
+            return [SubscriptionRecord("sub_1a", "dynamodb://Orders", "service://Removed/h", {}, 0)]
+
+        def deliver(self, subscription: SubscriptionRecord, event: Event) -> str:
+            raise NotFound("service 'Removed' not found")
+
+    record = {
+        "eventID": "e-9", "eventName": "INSERT", "eventSource": "aws:dynamodb",
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/Orders/stream/2026-12-07T00:00:00.000",
+        "dynamodb": {"Keys": {"pk": {"S": "a"}}, "SequenceNumber": "900", "StreamViewType": "KEYS_ONLY"},
+    }  # fmt: skip
+    reply = handle_subscription_event({"Records": [record]}, None, SinkGone())  # type: ignore[arg-type]
+    assert reply == {"batchItemFailures": [{"itemIdentifier": "900"}]}
