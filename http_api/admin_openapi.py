@@ -33,6 +33,7 @@ _SCHEMAS: dict[str, Any] = {
         ["code", "message"],
         code={"type": "integer", "description": "The HTTP status."},
         message={"type": "string", "description": "What went wrong and, where there is one, the fix."},
+        restate_code={"type": "string", "description": "restate-server's code for the same case (META0009)."},
     ),
     "VersionInformation": _obj(
         ["version", "min_admin_api_version", "max_admin_api_version", "features"],
