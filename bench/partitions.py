@@ -535,6 +535,9 @@ class Driver:
     def sleep(self, _: str) -> None:
         self.post("/Waits/sleep", 1000)
 
+    def limited(self, _: str) -> None:
+        self.post("/Waits/sleeps", 0)  # no sleep: a plain call, under a concurrency limit (`LIMITED`)
+
     def send(self, _: str) -> None:
         invocation_id = self.post("/Steps/one_step/send", 1, 202)["invocationId"]
         self.pending.append((f"/restate/invocation/{invocation_id}/output", "Steps/one_step/send"))
@@ -564,7 +567,10 @@ KINDS: dict[str, tuple[str, int]] = {  # label: (Driver method, invocations per 
     "workflow + promise (`Signup` run, confirm)": ("workflow", 2),
     "1 s sleep (`Waits/sleep`)": ("sleep", 1),
     "send of one step (`Steps/one_step/send`)": ("send", 1),
+    "call under a concurrency limit (`Waits/sleeps` 0, limit 64)": ("limited", 1),
 }
+LIMITED = {"handler_concurrency_limits": {"sleeps": 64}}
+"""Set on `Waits` (`PATCH /services/Waits`) before the runs: the limited workload's pool, one item."""
 MIX_INVOCATIONS = sum(n for _, n in KINDS.values())
 
 
@@ -592,6 +598,9 @@ def measure(
         torpor_dev(where, proxy.url, shards) as (ingress, admin),
     ):
         httpx.post(f"{admin}/deployments", json={"uri": services}, timeout=30).raise_for_status()
+        limited = httpx.patch(f"{admin}/services/Waits", json=LIMITED, timeout=30)
+        if limited.status_code != 200:  # a checkout without concurrency limits: its call runs unlimited
+            print(f"note: {where}: PATCH /services/Waits {LIMITED} answered {limited.status_code}", file=sys.stderr)
         meter, driver = proxy.meter, Driver(ingress, proxy.meter, settle_s)
         for method, _ in KINDS.values():  # warm-up, not metered
             getattr(driver, method)(f"warm-{uuid.uuid4().hex[:6]}")
@@ -635,9 +644,13 @@ def family(partition: str) -> str:
     return _SHARD_SUFFIX.sub("#{shard}", partition)
 
 
+SHARED_OBJECTS = ("OBJ#~limit/", "OBJ#~rate/")  # a concurrency or rate limit's item: every limited call's
+
+
 def owned(partition: str) -> bool:
-    """Whether a partition key belongs to one invocation or one object key (not shared)."""
-    return partition.startswith(OWNED_PREFIXES)
+    """Whether a partition key belongs to one invocation or one object key (not shared: a limit's
+    pool or start schedule, `OBJ#~limit/…`, `OBJ#~rate/…`, is every limited call's)."""
+    return partition.startswith(OWNED_PREFIXES) and not partition.startswith(SHARED_OBJECTS)
 
 
 def per_key(reading: Reading) -> Counter[tuple[str, str]]:
@@ -656,6 +669,8 @@ def named(where: str, partition: str) -> str:
 
 def short(key: str) -> str:
     """A partition key for a table: an owned key's id shortened."""
+    if key.startswith(SHARED_OBJECTS):
+        return key.split("#")[0] + "#" + key.split("#")[1]
     for prefix in OWNED_PREFIXES:
         if key.startswith(prefix):
             rest = key[len(prefix) :]

@@ -13,11 +13,13 @@ import itertools
 import random
 import time
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 
 from control_plane import ids
 from control_plane.errors import BadRequest
 from control_plane.keyed import Keys
+from control_plane.limits import pacing, rule_pool
 from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -99,7 +101,7 @@ class _Plan:
     invocation_id: str
     leased: bool  # the creator holds the lease (epoch 1) and drives it at once
     delayed: bool  # `scheduled`, woken at its execution time
-    on_key: bool  # an exclusive handler: takes its key now, or queues for it
+    on_key: bool  # an exclusive handler, or one under a concurrency limit: takes its key (a slot) now, or queues
     workflow_run: bool
 
 
@@ -178,6 +180,8 @@ class Creation:
         trace_id: str | None = None,
         trace_parent: str = "",
         restart: Restarted | None = None,
+        scope: str = "",
+        limit_key: str = "",
     ) -> InvocationRecord:
         """Store a new invocation of `service/handler` whose Input carries `body` and `headers`.
 
@@ -204,8 +208,17 @@ class Creation:
         """
         started_ns = time.time_ns()
         target = self.registry.resolve(service, handler)
+        if scope:  # a V7 call's scope: the rule book may limit it (`limits.rule_pool`), one read
+            pool = rule_pool(self.store.get_rule_book()[0], scope, limit_key)
+            if pool is not None and target.service_type != "VIRTUAL_OBJECT":  # objects: one per key already
+                target = dataclasses.replace(target, pool=pool)
         deployment = self.registry.deployment(restart.deployment_id if restart else target.deployment_id)
         now = self.clock.now_ms()
+        if target.rate is not None:  # paced: its start is reserved in arrival order (`limits.reserve`)
+            interval_ms, burst = pacing(target.rate[1])
+            start = self.store.reserve_start(target.rate[0], "", max(now, execution_time_ms), interval_ms, burst)
+            if start > now:  # `scheduled` until then (the ingress waits for the result as for a queued call)
+                execution_time_ms, leased = start, False
         if target.service_type != "SERVICE" and not key:
             raise BadRequest(f"'{service}' is a keyed service: call it as /{service}/{{key}}/{handler}")
         plan = self._plan(target, service, handler, key, idempotency_key, invocation_id, leased, execution_time_ms, now)
@@ -225,6 +238,8 @@ class Creation:
             caller_completion_id=caller_completion_id,
             trace_id=trace_id,
             trace_parent=trace_parent,
+            scope=scope,
+            limit_key=limit_key,
         )
         if restart is not None:
             record = self._restarted(record, restart, now)
@@ -243,7 +258,7 @@ class Creation:
         state = self.keys.take(record) if plan.on_key else None
         if plan.on_key and state is None:  # the key is held or others wait: queue up
             record = self._wait_for_key(record)
-        elif plan.on_key and plan.leased and state is not None:  # read with the key: `drive` starts from it
+        elif plan.on_key and plan.leased and state is not None and not record.slot_limit:  # read with the key
             self.taken_state[record.invocation_id] = state
         if plan.delayed:
             self.timers.hop(record.invocation_id, execution_time_ms)  # recorded by `_store_new`
@@ -287,7 +302,7 @@ class Creation:
         exclusive = target.service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
         delayed = execution_time_ms > now and not (leased and not exclusive)
         leased = leased and not delayed
-        on_key = exclusive and not delayed  # takes its key now, or waits for it in the queue
+        on_key = (exclusive or target.pool is not None) and not delayed  # takes its key (slot) now, or queues
         return _Plan(invocation_id or ids.new_invocation_id(key), leased, delayed, on_key, workflow_run)
 
     def _store_new(self, record: InvocationRecord, delayed: bool, execution_time_ms: int) -> None:
@@ -332,6 +347,8 @@ class Creation:
         caller_completion_id: int,
         trace_id: str | None,
         trace_parent: str,
+        scope: str = "",
+        limit_key: str = "",
     ) -> InvocationRecord:
         """The record `create` stores (nothing written here): its Input command (`body`, and
         `headers` less the dropped ones), status `running` (`plan.leased`, epoch 1),
@@ -378,11 +395,16 @@ class Creation:
             caller_completion_id=caller_completion_id,
             trace_id=trace_id,
             trace_parent=trace_parent,
+            slot=target.pool[0] if target.pool else "",
+            slot_limit=target.pool[1] if target.pool else 0,
+            scope=scope,
+            limit_key=limit_key,
             requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,
         )
 
     def _wait_for_key(self, record: InvocationRecord) -> InvocationRecord:
-        """A new exclusive invocation did not get its key: `pending` in the key's queue, in arrival order."""
+        """A new exclusive invocation did not get its key (or a limited one a slot): `pending` in the
+        queue, in arrival order."""
         try:
             fresh = self.store.wait_for_key(
                 record.invocation_id, record.epoch, returning=True, modified_at_ms=self.clock.now_ms()

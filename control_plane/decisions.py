@@ -35,7 +35,7 @@ from typing import Any
 
 from control_plane.attempt import AttemptFailure
 from control_plane.errors import Conflict, TooEarly
-from control_plane.keyed import is_exclusive
+from control_plane.keyed import is_exclusive, takes_turn
 from control_plane.ports import InvocationRecord
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
@@ -317,7 +317,7 @@ def key_unsure(record: InvocationRecord) -> bool:
     """True if `record`, an exclusive invocation created on its key (still marked with its place,
     `inbox_seq`), may not hold its key: a crash between creating it and taking the key. The
     engine then reads the key's holder (`Store.lock_holder`) for `decide_start`."""
-    return is_exclusive(record) and bool(record.inbox_seq)
+    return takes_turn(record) and bool(record.inbox_seq)
 
 
 def decide_start(
@@ -340,7 +340,7 @@ def decide_start(
     if holds_key is False:
         changes: Changes = {"status": "pending", "lease_until_ms": 0, "inbox_seq": record.inbox_seq}
         return Decision(Transition.WAIT_FOR_KEY, changes, (Enqueue(),))
-    if is_exclusive(record) and record.execution_time_ms and record.execution_time_ms <= now_ms:
+    if takes_turn(record) and record.execution_time_ms and record.execution_time_ms <= now_ms:
         changes = {"status": "pending", "lease_until_ms": 0, "execution_time_ms": 0}
         return Decision(Transition.WAIT_FOR_KEY, changes, (Enqueue(place_ms=now_ms),))
     if record.execution_time_ms > now_ms:
@@ -460,7 +460,7 @@ def decide_resume(record: InvocationRecord, holds_key: bool, now_ms: int, moves:
         return Decision(Transition.RUN, {}, (WakeNow(),) if record.status == "ready" else ())
     changes: Changes = {"status": "ready", "retry_count": 0, "failures_in_a_row": 0, "next_retry_at_ms": 0}
     changes["lease_until_ms"] = 0
-    if is_exclusive(record) and not holds_key:
+    if takes_turn(record) and not holds_key:
         changes.update(status="pending", inbox_seq=record.inbox_seq or f"{now_ms:013d}{record.invocation_id}")
         return Decision(Transition.RESUME, changes, (Enqueue(),))
     return Decision(Transition.RESUME, changes, (WakeNow(),))

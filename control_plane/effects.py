@@ -267,6 +267,8 @@ class Effects:
                 execution_time_ms=0 if is_call else call.invoke_time,  # type: ignore[union-attr]
                 invocation_id=callee,
                 idempotency_key=call.idempotency_key,
+                scope=call.scope,
+                limit_key=call.limit_key,
                 caller_id=parent.invocation_id if is_call else "",
                 caller_completion_id=call.result_completion_id if is_call else 0,  # type: ignore[union-attr]
                 trace_id=parent.trace_id,

@@ -14,7 +14,7 @@ import logging
 
 from control_plane.effects import Effects
 from control_plane.held import log_fields
-from control_plane.keyed import Keys, is_exclusive, is_workflow_run
+from control_plane.keyed import Keys, is_workflow_run, takes_turn
 from control_plane.observability import NO_TRACER, Metrics, Tracer
 from control_plane.ports import Clock, InvocationRecord, Store
 from control_plane.registry import Registry
@@ -107,7 +107,7 @@ class Endings:
             shown = outcome if record.failure is None else f"{outcome} {dict(record.failure).get('code', 500)}"
             log.log(level, "%s completed: %s", record.invocation_id, shown, extra=log_fields(record))
         self.tell_callers(record, told)
-        if is_exclusive(record):
+        if takes_turn(record):
             self.keys.release(record)
         if is_workflow_run(record):
             options = self.registry.pinned_options(record.deployment_id, record.service, record.handler)

@@ -12,6 +12,8 @@ class TorporError(Exception):
 
     status: int = 500
     code: str = "internal"
+    restate_code: str | None = None
+    """restate-server's error code for the same case (`META0009`), sent as `restate_code` when set."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)

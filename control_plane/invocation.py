@@ -286,7 +286,7 @@ class Engine:
         held.meter = counts
         holds_key = None  # read only for one created on its key that may not have taken it
         if key_unsure(record):
-            holds_key = self.store.lock_holder(record.service, record.key) == invocation_id
+            holds_key = self.keys.holds(record)
         fresh = [n for n in held.stored if not held.journal.has(n.key)]
         start = decide_start(record, holds_key, {n.key for n in fresh}, now, f"s{CANCEL_SIGNAL}")
         if start.transition is Transition.WAIT_FOR_KEY:  # wait in the key's queue

@@ -12,6 +12,9 @@
   to the next in arrival order (`pump`). Its state writes are fenced by the key. A crash between
   two of these writes is repaired by the sweeps, which put every `pending` invocation back in its
   key's queue and pump each such key (`requeue`).
+- **Concurrency limits** (`control_plane.limits`) take turns the same way for a slot of a pool
+  with N holders instead of a key: `take`, `enqueue`, `pump`, `release` act on a slot when
+  `lock_of` names a pool.
 - **Durable promises** (workflows): the first completion wins (`Store.complete_promise`); awaiting
   invocations register as waiters and are woken; their GetPromise completions are derived from the
   stored promise by their own lease holder, like sleeps.
@@ -61,6 +64,20 @@ def is_workflow_run(record: InvocationRecord) -> bool:
     return record.service_type == "WORKFLOW" and record.handler_type == "WORKFLOW"
 
 
+def takes_turn(record: InvocationRecord) -> bool:
+    """True if the invocation waits its turn in a queue before it runs: an exclusive object handler
+    (for its key) or one under a concurrency limit (for a slot, `control_plane.limits`)."""
+    return is_exclusive(record) or record.slot_limit > 0
+
+
+def lock_of(record: InvocationRecord) -> tuple[str, str, int]:
+    """`(scope, key, limit)` of what `record` takes turns for: its object key (`limit` 0: one holder,
+    `Store.take_key`), or its concurrency limit's pool (`limit` N, `Store.take_slot`)."""
+    if is_exclusive(record) or not record.slot_limit:
+        return record.service, record.key, 0
+    return record.slot, "", record.slot_limit
+
+
 def may_write_state(record: InvocationRecord) -> bool:
     """Exclusive object handlers and a workflow's `run` write state; shared handlers only read."""
     return is_exclusive(record) or is_workflow_run(record)
@@ -86,14 +103,34 @@ class Keys:
     # --- one writer per key -----------------------------------------------------------------------
 
     def take(self, record: InvocationRecord) -> dict[bytes, bytes] | None:
-        """A just-created exclusive invocation takes its key at once if nobody holds it or waits for it;
-        the key's state if it did, None if it must wait."""
+        """A just-created invocation that takes turns (`takes_turn`) takes its key, or a slot of its
+        concurrency limit, at once if one is free and nobody waits: the key's state if it did ({} for
+        a slot), None if it must wait."""
+        if record.slot_limit and not is_exclusive(record):
+            return {} if self.store.take_slot(record.slot, "", record.invocation_id, record.slot_limit) else None
         return self.store.take_key(record.service, record.key, record.invocation_id)
 
+    def holds(self, record: InvocationRecord) -> bool:
+        """True if `record` holds its key, or a slot of its concurrency limit (one consistent read)."""
+        scope, key, limit = lock_of(record)
+        if limit:
+            return record.invocation_id in self.store.slot_status(scope, key)[0]
+        return self.store.lock_holder(scope, key) == record.invocation_id
+
+    def holders(self, record: InvocationRecord) -> list[str]:
+        """Who holds what `record` waits for: its key's holder, or its concurrency limit's slots."""
+        scope, key, limit = lock_of(record)
+        if limit:
+            return sorted(self.store.slot_status(scope, key)[0])
+        holder = self.store.lock_holder(scope, key)
+        return [holder] if holder else []
+
     def enqueue(self, record: InvocationRecord) -> None:
-        """Put a `pending` invocation in its key's queue and hand the key on if it is free."""
-        self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
-        self.pump(record.service, record.key)
+        """Put a `pending` invocation in its key's (or concurrency limit's) queue and hand a free key
+        or slot on."""
+        scope, key, limit = lock_of(record)
+        self.store.enqueue(scope, key, record.inbox_seq, record.invocation_id)
+        self.pump(scope, key, limit)
 
     def requeue(self, pending: Iterable[InvocationRecord]) -> int:
         """The sweeps' repair of keys' queues: put every `pending` invocation back in its key's queue
@@ -104,27 +141,40 @@ class Keys:
         passed over by `pump` (it holds the key, or it completed). An invocation that holds its key
         already (granted, then a crash before it was told: `pump` tells it) is not queued again: its
         entry would outlive it, as nothing takes it out once it runs (found by the simulator, seed
-        7842). One read of the key's holder per key. Returns how many keys were pumped."""
-        keys: dict[tuple[str, str], str | None] = {}
+        7842). One read of the key's holder per key. Returns how many keys were pumped.
+
+        Concurrency limits' queues alike (one read of the slots' holders per pool); their pumps also
+        repair the holders (`pump(repair=True)`): a completed holder whose release was lost gives
+        its slot back, a granted one never told is told."""
+        locks: dict[tuple[str, str, int], frozenset[str]] = {}
         for record in pending:
             if record.status != "pending":
                 continue
-            scope_key = (record.service, record.key)
-            if scope_key not in keys:
-                keys[scope_key] = self.store.lock_holder(record.service, record.key)
-            if keys[scope_key] != record.invocation_id:
-                self.store.enqueue(record.service, record.key, record.inbox_seq, record.invocation_id)
-        for scope, key in keys:
-            self.pump(scope, key)
-        return len(keys)
+            lock = lock_of(record)
+            if lock not in locks:
+                if lock[2]:
+                    locks[lock] = self.store.slot_status(lock[0], lock[1])[0]
+                else:
+                    holder = self.store.lock_holder(lock[0], lock[1])
+                    locks[lock] = frozenset((holder,)) if holder else frozenset()
+            if record.invocation_id not in locks[lock]:
+                self.store.enqueue(lock[0], lock[1], record.inbox_seq, record.invocation_id)
+        for scope, key, limit in locks:
+            self.pump(scope, key, limit, repair=True)
+        return len(locks)
 
-    def pump(self, scope: str, key: str) -> None:
+    def pump(self, scope: str, key: str, limit: int = 0, *, repair: bool = False) -> None:
         """If nobody (alive) holds the key, give it to the earliest queued invocation and wake it.
+        With `limit` (a concurrency limit's pool), give every free slot of `limit` to the earliest
+        queued invocations (`_pump_slots`).
 
         Safe to run concurrently and repeatedly: granting is one conditional write that also takes the
         entry out of the queue, and a holder that already completed (its release was lost in a crash)
         is released here.
         """
+        if limit:
+            self._pump_slots(scope, key, limit, repair)
+            return
         for _ in range(_PUMP_ROUNDS):
             holder, head = self.store.key_status(scope, key)
             if holder is not None:
@@ -145,8 +195,33 @@ class Keys:
                 return
         log.warning("pumping the queue of %s/%s did not settle; the sweep will try again", scope, key)
 
-    def _grant(self, scope: str, key: str, invocation_id: str) -> bool:
-        """The key is granted to `invocation_id`: turn `pending` into `ready` and wake it.
+    def _pump_slots(self, scope: str, key: str, limit: int, repair: bool) -> None:
+        """Grant free slots of a concurrency limit to the queue's head, in order, while slots are free.
+
+        A full pool is not looked into (its holders are alive, or the sweep repairs it): one read per
+        pump. With `repair` (the sweeps) each holder is read once: one that completed gives its slot
+        back (`release_slot`: its release was lost in a crash), one still `pending` (granted, then a
+        crash before it was told) is told (`_grant`)."""
+        for _ in range(_PUMP_ROUNDS):
+            holders, head = self.store.slot_status(scope, key)
+            if repair:
+                repair = False
+                for holder in sorted(holders):
+                    current = self.store.get_invocation(holder)
+                    if current is None or current.status == "completed":
+                        self.store.release_slot(scope, key, holder)
+                    elif current.status == "pending":
+                        self._grant(scope, key, holder, limit)
+                continue
+            if head is None or len(holders) >= limit:
+                return
+            seq, invocation_id = head
+            if self.store.grant_slot(scope, key, seq, invocation_id, limit):
+                self._grant(scope, key, invocation_id, limit)
+        log.warning("pumping the queue of %s did not settle; the sweep will try again", scope)
+
+    def _grant(self, scope: str, key: str, invocation_id: str, limit: int = 0) -> bool:
+        """The key (or, with `limit`, a slot) is granted to `invocation_id`: turn `pending` into `ready` and wake it.
 
         Only a `pending` invocation is turned (conditional on its epoch), so concurrent pumps that
         grant the same head never disturb it once a worker runs it. False if it had completed
@@ -155,7 +230,10 @@ class Keys:
         for _ in range(_PUMP_ROUNDS):
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
-                self.store.release_key(scope, key, invocation_id)
+                if limit:
+                    self.store.release_slot(scope, key, invocation_id)
+                else:
+                    self.store.release_key(scope, key, invocation_id)
                 return False
             if record.status != "pending":
                 return True  # another pump granted it already
@@ -168,20 +246,24 @@ class Keys:
         return True
 
     def release(self, record: InvocationRecord) -> None:
-        """The invocation ended: leave the queue or release the key, and hand the key on if others wait.
+        """The invocation ended: leave the queue or release the key (or slot), and hand it on if others wait.
 
         On the common path one write: the release tells whether anyone waits, so an uncontended key
         is never looked up again. A release that finds the key not held by this invocation pumps too:
         the release may have landed already (a write retried after its first attempt succeeded, or a
         pump that released a completed holder), and waiting calls must not wait for the sweep.
         """
-        if not is_exclusive(record):
+        if not takes_turn(record):
             return
+        scope, key, limit = lock_of(record)
         if record.inbox_seq:
-            self.store.dequeue(record.service, record.key, record.inbox_seq, record.invocation_id)
-        waiting = self.store.release_key(record.service, record.key, record.invocation_id)
+            self.store.dequeue(scope, key, record.inbox_seq, record.invocation_id)
+        if limit:
+            waiting = self.store.release_slot(scope, key, record.invocation_id)
+        else:
+            waiting = self.store.release_key(scope, key, record.invocation_id)
         if waiting is None or waiting or record.inbox_seq:
-            self.pump(record.service, record.key)
+            self.pump(scope, key, limit)
 
     # --- state --------------------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.held import Held, Knocks
 from control_plane.hooks import Ends, Notifies
 from control_plane.journal import Journal
-from control_plane.keyed import Keys, is_exclusive
+from control_plane.keyed import Keys, is_exclusive, takes_turn
 from control_plane.ports import Clock, InvocationRecord, LoadedInvocation, Store, StoreConflict, StoredNotification
 from control_plane.protocol import Frame, MessageType, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
@@ -264,8 +264,7 @@ class Operations:
         if record.status == "completed":
             return []
         if record.status == "pending":
-            holder = self.store.lock_holder(record.service, record.key)
-            return [holder] if holder and holder != record.invocation_id else []
+            return [h for h in self.keys.holders(record) if h != record.invocation_id]
         loaded = loaded or self.store.load_invocation(record.invocation_id)
         return self._open_callees(loaded) if loaded is not None else []
 
@@ -320,7 +319,7 @@ class Operations:
         if deployment_id == "latest":
             deployment_id = self.registry.resolve(record.service, record.handler).deployment_id
         moves = deployment_id not in (None, "keep", record.deployment_id)
-        holds_key = not is_exclusive(record) or self.store.lock_holder(record.service, record.key) == invocation_id
+        holds_key = not takes_turn(record) or self.keys.holds(record)
         decision = decide_resume(record, holds_key, self.clock.now_ms(), moves=moves)
         if moves and deployment_id is not None:
             try:

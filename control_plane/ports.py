@@ -183,6 +183,10 @@ class InvocationRecord:
     trace_parent: str = ""  # span id of its invocation span's parent (ingress or caller's attempt), when traced
     requests: Mapping[str, int] | None = None  # AWS requests it caused, by kind (`observability.record`)
     completion: str = ""  # how it completed: one of `COMPLETION_KINDS`, set by the completing write
+    slot: str = ""  # the concurrency limit it counts against (`limits.pool_scope`), "" if none
+    slot_limit: int = 0  # that limit's N when it was created: at most N of the pool hold a slot at once
+    scope: str = ""  # the `scope` of the V7 call that created it ("" none)
+    limit_key: str = ""  # the `limit_key` of that call ("" none)
 
     def evolve(self, **changes: Any) -> InvocationRecord:
         """This record with `changes` (field name to value), as `dataclasses.replace` makes it but in a
@@ -928,6 +932,28 @@ class KeyStore(Protocol):
     def lock_holder(self, scope: str, key: str) -> str | None:
         """The invocation holding the lock of `scope/key`, or None (consistent read)."""
 
+    # concurrency limits: up to N holders of `scope/key`, and the same queue as a key's (`enqueue`)
+    def take_slot(self, scope: str, key: str, invocation_id: str, limit: int) -> bool:
+        """Take a slot of `scope/key` for a just-created invocation if fewer than `limit` hold one and
+        nobody waits (`limits.slot_free`), as one conditional write; True if it holds one now (also
+        when it held one already), False if it must wait its turn (`enqueue`; nothing changed)."""
+
+    def grant_slot(self, scope: str, key: str, seq: str, invocation_id: str, limit: int) -> bool:
+        """Give a slot to that queued entry if fewer than `limit` hold one, taking it out of the queue,
+        as one conditional write: True if granted now, False if all slots are held or the entry is no
+        longer queued."""
+
+    def release_slot(self, scope: str, key: str, invocation_id: str) -> bool | None:
+        """Release the slot `invocation_id` holds: None if it held none (nothing changed), else whether
+        calls wait in the queue (known from the same write)."""
+
+    def reserve_start(self, scope: str, key: str, now_ms: int, interval_ms: int, burst: int) -> int:
+        """Reserve the next start of rate limit `scope/key` (`limits.reserve` on its stored time, one
+        conditional write, again if another reservation won); the reserved start, ms since the epoch."""
+
+    def slot_status(self, scope: str, key: str) -> tuple[frozenset[str], tuple[str, str] | None]:
+        """`(holders of a slot, (seq, invocation_id) of the earliest queued entry or None)`; one consistent read."""
+
     # workflows: durable promises (a workflow's run is claimed by its deterministic invocation id)
     def complete_promise(self, scope: str, key: str, name: str, promise: PromiseRecord) -> PromiseRecord:
         """Complete promise `name` unless it is completed; returns the promise as stored (first wins)."""
@@ -978,6 +1004,14 @@ class RegistryStore(Protocol):
     def get_service(self, name: str) -> ServiceRecord | None: ...
     def list_services(self) -> list[ServiceRecord]: ...
     def delete_service(self, name: str) -> None: ...
+
+    def get_rule_book(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """`({pattern: rule as the rules API shows it}, version)` of the concurrency rule book
+        (`control_plane.limits`); `({}, 0)` if none was ever written. One consistent read."""
+
+    def put_rule_book(self, rules: Mapping[str, Mapping[str, Any]], version: int) -> None:
+        """Replace the rule book read at `version` with `rules` (stored at `version + 1`), as one
+        conditional write. Raises `StoreConflict` if it changed since (nothing written)."""
 
 
 class ScheduleStore(Protocol):

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
+from control_plane.limits import HANDLER_LIMITS, HANDLER_RATES, SERVICE_LIMIT, SERVICE_RATE, check_limits, pool_of, rate_of
 from control_plane.ports import (
     Clock,
     DeploymentRecord,
@@ -66,6 +67,8 @@ class Target:
     input_content_type: str | None  # None: the handler takes no input
     input_required: bool
     output_content_type: str
+    pool: tuple[str, int] | None = None  # the concurrency limit it counts against (`limits.pool_of`)
+    rate: tuple[str, float] | None = None  # the rate limit that paces its start (`limits.rate_of`)
 
 
 def deployment_not_found(deployment_id: str) -> NotFound:
@@ -410,6 +413,8 @@ class Registry:
             input_content_type=input_ct,
             input_required=bool(input_spec.get("required", False)),
             output_content_type=output_spec.get("contentType") or "application/json",
+            pool=pool_of(service, handler, record.overrides, _exclusive(record.ty, spec.get("ty"))),
+            rate=rate_of(service, handler, record.overrides),
         )
 
     def pinned_options(self, deployment_id: str, service: str, handler: str) -> HandlerOptions:
@@ -479,7 +484,9 @@ class Registry:
     def configure(self, name: str, changes: Mapping[str, Any]) -> ServiceRecord:
         """Apply admin/CLI overrides to service `name` (manifest option names, durations in ms).
 
-        A None value removes an override. Overrides rank below what the service's code declares and
+        A None value removes an override (a handler's concurrency limit: None in
+        `handlerConcurrencyLimits` removes that handler's; the others stay). A concurrency limit that
+        would apply to an exclusive object handler is refused (`limits.check_limits`). Overrides rank below what the service's code declares and
         last until the service is registered again (Restate's configuration levels). Raises
         `NotFound` for an unknown service, `BadRequest` for `workflowCompletionRetention` on a
         service that is not a workflow (it has no run whose completion is retained).
@@ -491,6 +498,12 @@ class Registry:
                 f"workflow_completion_retention applies to workflows only; {name!r} is {kind} "
                 "(its completed invocations are kept for journal_retention and idempotency_retention)"
             )
+        check_limits(current.ty, manifest_entries(current.manifest, "handlers"), changes)
+        for per_handler in (HANDLER_LIMITS, HANDLER_RATES):
+            if isinstance(changes.get(per_handler), Mapping):  # per handler: merged, None removes one
+                stored = current.overrides.get(per_handler)
+                handlers = {**(stored if isinstance(stored, Mapping) else {}), **changes[per_handler]}
+                changes = {**changes, per_handler: {h: n for h, n in handlers.items() if n is not None} or None}
         merged = {k: v for k, v in {**current.overrides, **changes}.items() if v is not None}
         updated = replace(current, overrides=merged)
         self.store.put_service(updated)
@@ -536,6 +549,9 @@ class Registry:
             for handler in manifest_entries(record.manifest, "handlers"):
                 if handler.get(option) is not None:
                     out[option].setdefault("handlers", {})[handler["name"]] = handler[option]
+        for option in (SERVICE_LIMIT, HANDLER_LIMITS, SERVICE_RATE, HANDLER_RATES):  # admin overrides only
+            if record.overrides.get(option) is not None:
+                out[option] = {"value": record.overrides[option], "source": "admin override"}
         return out
 
     def _forget(self) -> None:
@@ -543,6 +559,11 @@ class Registry:
             self._deployments.clear()
             self._services.clear()
             self._targets.clear()
+
+
+def _exclusive(service_type: str, handler_type: object) -> bool:
+    """True for an exclusive handler of a virtual object (a manifest handler without `ty` is one)."""
+    return service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
 
 
 def _max_attempts(given: Any, default: int) -> int:

@@ -5,7 +5,7 @@ serverless event sources, named by URI:
 
 | source | what it names | event id (the idempotency key) | key (virtual objects, workflows) |
 | --- | --- | --- | --- |
-| `sqs://QUEUE` | an SQS queue (`orders.fifo`) | deduplication id, else message id | group id, else `key` attribute |
+| `sqs://QUEUE` | an SQS queue (`orders.fifo`) | the message id | group id, else `key` attribute |
 | `eventbridge://RULE` | an EventBridge rule that targets Torpor | the event's `id` | the subscription's `key` option |
 | `kinesis://STREAM` | a Kinesis data stream | `{shard id}:{sequence number}` | the record's partition key |
 | `dynamodb://TABLE` | a DynamoDB table's stream | `{shard}:{sequence number}` | the item's keys, as JSON |
@@ -38,7 +38,21 @@ log = logging.getLogger("torpor.subscriptions")
 SOURCE_SCHEMES = ("sqs", "eventbridge", "kinesis", "dynamodb")
 """The sources a subscription can name, as URI schemes (`sqs://QUEUE`, `eventbridge://RULE`, ...)."""
 
-_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,256}")
+_NAMES = {
+    "sqs": (re.compile(r"[A-Za-z0-9_-]{1,80}(\.fifo)?"), "an SQS queue name (letters, digits, - and _, up to 80, "
+            "and .fifo for a FIFO queue)"),
+    "eventbridge": (re.compile(r"[A-Za-z0-9._-]{1,64}"), "an EventBridge rule name (letters, digits, . - _, up to 64)"),
+    "kinesis": (re.compile(r"[A-Za-z0-9._-]{1,128}"), "a Kinesis stream name (letters, digits, . - _, up to 128)"),
+    "dynamodb": (re.compile(r"[A-Za-z0-9._-]{1,255}"), "a DynamoDB table name (letters, digits, . - _, up to 255)"),
+}
+"""Each scheme's resource name, as AWS names it (what Lambda's events carry): `(pattern, words)`."""
+class InvalidSubscription(BadRequest):
+    """A subscription that cannot be created: a bad source or sink URI, an unknown sink (HTTP 400, with
+    restate-server's code for the case, `META0009`)."""
+
+    restate_code = "META0009"
+
+
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9A-Za-z]{1,40}")
 
 
@@ -78,7 +92,9 @@ def parse_source(uri: object) -> tuple[str, str]:
     """`(scheme, name)` of a source URI such as `sqs://orders.fifo` (a trailing `/` is dropped).
 
     Raises:
-        BadRequest: Not a string, a scheme other than `SOURCE_SCHEMES`, or no name.
+        BadRequest: A scheme other than `SOURCE_SCHEMES`, or no name, or not a name AWS gives that
+            resource (a queue URL or an ARN: Lambda's events name the resource, so it would never match).
+        Unprocessable: Not a string.
     """
     if not isinstance(uri, str):
         raise Unprocessable('"source" must be a string such as "sqs://my-queue"')
@@ -86,12 +102,18 @@ def parse_source(uri: object) -> tuple[str, str]:
     name = rest.rstrip("/")
     if not sep or scheme not in SOURCE_SCHEMES:
         schemes = ", ".join(SOURCE_SCHEMES)
-        raise BadRequest(
+        raise InvalidSubscription(
             f"invalid source URI '{uri}': must be SCHEME://NAME with a scheme of: {schemes} "
             "(e.g. sqs://orders.fifo; Torpor reads AWS event sources, not Kafka)"
         )
-    if not _NAME.fullmatch(name):
-        raise BadRequest(f"invalid source URI '{uri}': name the {scheme} resource after '{scheme}://'")
+    if not name:
+        raise InvalidSubscription(f"invalid source URI '{uri}': name the {scheme} resource after '{scheme}://'")
+    pattern, words = _NAMES[scheme]
+    if not pattern.fullmatch(name):
+        raise InvalidSubscription(
+            f"invalid source URI '{uri}': '{name}' is not {words}; name the resource itself, not its URL or "
+            f"ARN (e.g. {scheme}://orders)"
+        )
     return scheme, name
 
 
@@ -106,9 +128,9 @@ def parse_sink(uri: object) -> tuple[str, str]:
     scheme, sep, rest = uri.partition("://")
     service, slash, handler = rest.partition("/")
     if scheme != "service" or not sep:
-        raise BadRequest(f"invalid sink URI '{uri}': must be service://Service/handler")
+        raise InvalidSubscription(f"invalid sink URI '{uri}': must be service://Service/handler")
     if not service or not slash or not handler or "/" in handler:
-        raise BadRequest(f"invalid sink URI '{uri}': must be service://Service/handler, naming both")
+        raise InvalidSubscription(f"invalid sink URI '{uri}': must be service://Service/handler, naming both")
     return service, handler
 
 
@@ -201,12 +223,12 @@ class Subscriptions:
         try:
             target = self.engine.registry.resolve(service, handler)
         except NotFound as exc:
-            raise BadRequest(
+            raise InvalidSubscription(
                 f"invalid sink URI '{sink}': cannot find service/handler specified in the sink URI "
                 f"({exc.message})"
             ) from exc
         if target.service_type != "SERVICE" and scheme == "eventbridge" and not options.get("key"):
-            raise BadRequest(
+            raise InvalidSubscription(
                 f"'{service}' is keyed and EventBridge events carry no key: give the option key=VALUE "
                 "(every event goes to that object key), or subscribe through an SQS FIFO queue"
             )
@@ -273,8 +295,13 @@ class Subscriptions:
                 leased=False,
                 idempotency_key=planned.idempotency_key,
             )
-        except StoreConflict:  # delivered before: the same idempotency key, the same invocation
-            existing = ids.idempotent_invocation_id(
+        except StoreConflict:  # delivered before (the same idempotency key), or the workflow ran for this key
+            if target.service_type == "WORKFLOW" and target.handler_type == "WORKFLOW":  # `Creation._plan`
+                existing = self.engine.workflow_run_id(planned.service, planned.key)
+                log.warning("event %s of %s: workflow %s/%s has run already (%s); a workflow runs once per key",
+                            event.event_id, event.source, planned.service, planned.key, existing)  # fmt: skip
+                return existing
+            existing = self.engine.idempotent_invocation_id(
                 planned.service, planned.handler, planned.key, planned.idempotency_key
             )
             log.info("event %s of %s was invoked before (%s)", event.event_id, event.source, existing)

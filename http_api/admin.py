@@ -11,7 +11,7 @@ import base64
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -23,6 +23,16 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal, stored_frames
+from control_plane.limits import (
+    HANDLER_LIMITS,
+    HANDLER_RATES,
+    POOL_PREFIX,
+    SERVICE_LIMIT,
+    SERVICE_RATE,
+    Rules,
+    delete_rules,
+    upsert_rules,
+)
 from control_plane.observability import PrometheusMetrics
 from control_plane.ports import (
     COMPLETION_KINDS,
@@ -33,6 +43,7 @@ from control_plane.ports import (
     LoadedInvocation,
     ServiceRecord,
     Store,
+    StoreConflict,
 )
 from control_plane.protocol import Frame, MessageType, is_command, is_notification, type_name
 from control_plane.protocol import protocol_pb2 as pb
@@ -230,6 +241,8 @@ def invocation_json(
         "aws_requests": dict(record.requests or {}),
         "aws_cost_usd": {k: round(v, 9) for k, v in cost_usd(record.requests or {}).items()},
     }
+    if record.slot_limit:  # counted against a concurrency limit: `pending` while it waits for a slot
+        out["concurrency_limit"] = {"pool": record.slot.removeprefix(POOL_PREFIX), "limit": record.slot_limit}
     if record.status == "completed":
         out["completion_result"] = "failure" if record.failure else "success"
         out["completion_kind"] = completion_kind(record)
@@ -294,10 +307,41 @@ def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
             out["ingressPrivate"] = private
         elif field_name == "retry_policy":
             out.update(_retry_overrides(value))
+        elif field_name == "rate_limit":
+            out[SERVICE_RATE] = _rate(field_name, value)
+        elif field_name == "handler_rate_limits":
+            if not isinstance(value, dict):
+                raise BadRequest(f'{field_name}: expected an object such as {{"handler": 2.5}} (null removes one)')
+            out[HANDLER_RATES] = {str(h): _rate(f"{field_name}.{h}", n) for h, n in value.items()}
+        elif field_name == "concurrency_limit":
+            out[SERVICE_LIMIT] = _limit(field_name, value)
+        elif field_name == "handler_concurrency_limits":
+            if not isinstance(value, dict):
+                raise BadRequest(f'{field_name}: expected an object such as {{"handler": 10}} (null removes one)')
+            out[HANDLER_LIMITS] = {str(h): _limit(f"{field_name}.{h}", n) for h, n in value.items()}
         else:
-            known = ", ".join([*_DURATION_OPTIONS, "public", "retry_policy"])
+            known = ", ".join([*_DURATION_OPTIONS, "public", "retry_policy", "concurrency_limit",
+                               "handler_concurrency_limits", "rate_limit", "handler_rate_limits"])
             raise BadRequest(f"unknown service option {field_name!r}; known: {known}")
     return out
+
+
+def _limit(field_name: str, value: object) -> int | None:
+    """A concurrency limit: a whole number of at least 1, or None (removes it). Raises `BadRequest`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"{field_name}: expected a whole number of at least 1 (null removes the limit), got {value!r}")
+    return value
+
+
+def _rate(field_name: str, value: object) -> float | None:
+    """A rate limit in starts per second: a number above 0 (at most 1000), or None. Raises `BadRequest`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1000:
+        raise BadRequest(f"{field_name}: expected starts per second, a number above 0 and at most 1000, got {value!r}")
+    return float(value)
 
 
 def _retry_overrides(value: object) -> dict[str, Any]:
@@ -383,6 +427,9 @@ class Admin:
         r.add("GET", "/services", self.list_services)
         r.add("GET", "/services/{name}", self.get_service)
         r.add("PATCH", "/services/{name}", self.configure_service)
+        r.add("GET", "/limits/rules", self.list_rules)
+        r.add("PUT", "/limits/rules", self.upsert_rules)
+        r.add("POST", "/limits/rules/bulk-delete", self.delete_rules)
         r.add("GET", "/services/{name}/handlers", self.list_handlers)
         r.add("GET", "/services/{name}/handlers/{handler}", self.get_handler)
         r.add("POST", "/services/{name}/state", self.modify_state)
@@ -578,6 +625,34 @@ class Admin:
             body = {k: v for k, v in body.items() if v is not None}
         self.registry.configure(name, service_overrides(body))
         return self.get_service(request, name)
+
+    def list_rules(self, request: HttpRequest) -> HttpResponse:
+        """`{"rules": [...]}`: the concurrency rule book, sorted by pattern (`control_plane.limits`)."""
+        rules, _ = self.store.get_rule_book()
+        return HttpResponse.json({"rules": [rules[p] for p in sorted(rules)]})
+
+    def upsert_rules(self, request: HttpRequest) -> HttpResponse:
+        """`PUT /limits/rules`: upsert a batch of rules, all or nothing (`limits.upsert_rules`: 422 for
+        a malformed entry, 409 for a failed precondition); answers the rules as stored. New
+        invocations of scoped calls use them at once."""
+        return self._edit_rules(lambda book: upsert_rules(book, request.json(), self.engine.clock.now_ms()))
+
+    def delete_rules(self, request: HttpRequest) -> HttpResponse:
+        """`POST /limits/rules/bulk-delete`: remove rules by pattern, all or nothing
+        (`limits.delete_rules`); answers the patterns removed."""
+        return self._edit_rules(lambda book: delete_rules(book, request.json()))
+
+    def _edit_rules(self, edit: Callable[[Rules], tuple[Rules, Any]]) -> HttpResponse:
+        """Read the rule book, `edit` it, write it back conditionally (again if another edit won)."""
+        for _ in range(8):
+            book, version = self.store.get_rule_book()
+            new, answer = edit(book)
+            try:
+                self.store.put_rule_book(new, version)
+            except StoreConflict:
+                continue
+            return HttpResponse.json(answer)
+        raise Conflict("the rule book is being edited by others; try again")
 
     def get_state(self, request: HttpRequest, name: str, key: str) -> HttpResponse:
         """`{"key": key, "state": {name: value}, "version"}` of a virtual object or workflow key.

@@ -33,6 +33,7 @@ _SCHEMAS: dict[str, Any] = {
         ["code", "message"],
         code={"type": "integer", "description": "The HTTP status."},
         message={"type": "string", "description": "What went wrong and, where there is one, the fix."},
+        restate_code={"type": "string", "description": "restate-server's code for the same case (META0009)."},
     ),
     "VersionInformation": _obj(
         ["version", "min_admin_api_version", "max_admin_api_version", "features"],
@@ -120,6 +121,10 @@ _SCHEMAS: dict[str, Any] = {
             "inactivity_timeout": _NULLABLE_DURATION,
             "abort_timeout": _NULLABLE_DURATION,
             "retry_policy": {"oneOf": [{"type": "null"}, _ref("HandlerRetryPolicyMetadata")]},
+            "concurrency_limit": {"type": ["integer", "null"], "minimum": 1},
+            "handler_concurrency_limits": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+            "rate_limit": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1000},
+            "handler_rate_limits": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
         },
     },
     "ModifyServiceStateRequest": _obj(
@@ -270,6 +275,15 @@ def _paths() -> dict[str, Any]:
                           status="202", parameters=_path("deployment") + _query("force"), tag="deployment"),
         },
         "/services": {"get": _op("list_services", "List services", "ListServicesResponse", tag="service")},
+        "/limits/rules": {
+            "get": _op("list_rules", "Torpor: the concurrency rule book", tag="rule"),
+            "put": _op("upsert_rules", "Upsert a batch of rules (`[{pattern, limits: {concurrency}, disabled?, "
+                       "description?, precondition?}]`), all or nothing; answers them as stored", tag="rule"),
+        },
+        "/limits/rules/bulk-delete": {
+            "post": _op("bulk_delete_rules", "Delete rules by pattern (`[{pattern, expected_version?}]`); answers "
+                        "the patterns removed", tag="rule"),
+        },
         "/services/{service}": {
             "get": _op("get_service", "One service, with Torpor's `config`", "ServiceMetadata",
                        parameters=_path("service"), tag="service"),

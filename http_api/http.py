@@ -76,8 +76,12 @@ class HttpResponse:
 
 
 def error_response(error: TorporError, headers: Mapping[str, str] | None = None) -> HttpResponse:
-    """Render a `TorporError` as Restate does: HTTP status = code, body `{"code", "message"}`."""
-    return HttpResponse.json({"code": error.status, "message": error.message}, error.status, headers)
+    """Render a `TorporError` as Restate does: HTTP status = code, body `{"code", "message"}` (and
+    `restate_code` when the error has restate-server's code, which Restate's CLI prints)."""
+    body: dict[str, object] = {"code": error.status, "message": error.message}
+    if error.restate_code is not None:
+        body["restate_code"] = error.restate_code
+    return HttpResponse.json(body, error.status, headers)
 
 
 Handler = Callable[..., HttpResponse]

@@ -436,6 +436,10 @@ class InvocationItem(Item):
     trace_parent = UnicodeAttribute(null=True)  # set only while a `Tracer` is on
     requests = RequestsAttribute(null=True)
     completion = UnicodeAttribute(null=True)  # absent on items written before it existed
+    slot = UnicodeAttribute(null=True)  # the concurrency limit's pool it counts against (absent: none)
+    slot_limit = IntAttribute(null=True)
+    scope = UnicodeAttribute(null=True)
+    limit_key = UnicodeAttribute(null=True)
     ending_at = IntAttribute(null=True)
     """The start index of the journal's last batch, kept in the record, not a `J#` item: the Output
     command of `output` alone, written with the completion (`InvocationStore.complete`'s `ending`)

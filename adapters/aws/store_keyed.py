@@ -39,6 +39,12 @@ key is one single-item conditional write on `LOCK` (no transactions):
   AND contains(queued, :entry)`;
 - release (`release_key`): `REMOVE holder` if `holder = :id`, ALL_NEW: does anyone wait?;
 - look up the lock and queue (`key_status`, `lock_holder`): a GetItem projected to `holder`, `queued`;
+- a concurrency limit's pool (`control_plane.limits`, scope `~limit/{service}[/{handler}]`, key
+  ""): its holders are the string set `slots`, its queue `queued` as above; take (`take_slot`):
+  `ADD slots {id}` if `(size(slots) < :limit AND attribute_not_exists(queued)) OR contains(slots,
+  :id)`; grant (`grant_slot`): `ADD slots {id} DELETE queued {entry}` if `size(slots) < :limit AND
+  contains(queued, :entry)`; release (`release_slot`): `DELETE slots {id}` if `contains(slots, :id)`,
+  ALL_NEW;
 - the state changes of one commit (`apply_state`): `SET`/`REMOVE` of `S#…` attributes if
   `attribute_not_exists(sv)`, and `holder = :id` for an exclusive handler (a workflow's run writes
   unconditionally), ALL_OLD: large values no longer referred to are deleted after; on a paged state,
@@ -101,6 +107,7 @@ from adapters.aws.store_items import (
     waiter_sk,
     waiters_prefix,
 )
+from control_plane.limits import reserve
 from control_plane.ports import ItemTooLarge, PromiseRecord, StoreConflict
 
 _FIRST_WINS_ROUNDS = 3
@@ -344,7 +351,7 @@ class DynamoKeyed:
     def _get_key(self, scope: str, key: str, *, state: bool = True) -> dict[str, Any]:
         """The key item `LOCK` as DynamoDB holds it (raw attributes), {} if absent (one consistent GetItem).
 
-        With `state=False` only `holder` and `queued` are read (a projection), so a lock or queue
+        With `state=False` only `holder`, `queued` and `slots` are read (a projection), so a lock or queue
         look-up does not pay read capacity for the state on the same item.
         """
         request: dict[str, Any] = {
@@ -353,8 +360,8 @@ class DynamoKeyed:
             "ConsistentRead": True,
         }
         if not state:
-            request["ProjectionExpression"] = "#holder, #queued"
-            request["ExpressionAttributeNames"] = {"#holder": "holder", "#queued": "queued"}
+            request["ProjectionExpression"] = "#holder, #queued, #slots"
+            request["ExpressionAttributeNames"] = {"#holder": "holder", "#queued": "queued", "#slots": "slots"}
         answer = self._connection.connection.dispatch("GetItem", request)
         return dict((answer or {}).get("Item", {}))
 
@@ -812,6 +819,92 @@ class DynamoKeyed:
     def lock_holder(self, scope: str, key: str) -> str | None:
         """The invocation holding the lock of `scope/key`, or None (one consistent GetItem, projected)."""
         return self.key_status(scope, key)[0]
+
+    # --- concurrency limits: up to N holders in `slots`, the same queue ---------------------------
+
+    def take_slot(self, scope: str, key: str, invocation_id: str, limit: int) -> bool:
+        """Take a slot for a new invocation if fewer than `limit` hold one and nobody waits.
+
+        One UpdateItem of `LOCK`: `ADD slots {id}` if `((attribute_not_exists(slots) OR size(slots) <
+        :limit) AND attribute_not_exists(queued)) OR contains(slots, :id)` (`limits.slot_free` as a
+        condition). Returns True if it holds a slot now, False if it must wait (nothing changed).
+        """
+        try:
+            self._update_key(
+                scope, key, "ADD #slots :ids", names={"#slots": "slots", "#queued": "queued"},
+                values={":ids": {"SS": [invocation_id]}, ":id": {"S": invocation_id}, ":limit": {"N": str(limit)}},
+                condition="((attribute_not_exists(#slots) OR size(#slots) < :limit) AND attribute_not_exists(#queued))"
+                " OR contains(#slots, :id)",
+            )  # fmt: skip
+        except StoreConflict:
+            return False
+        return True
+
+    def grant_slot(self, scope: str, key: str, seq: str, invocation_id: str, limit: int) -> bool:
+        """Give a free slot to the queued `invocation_id`, taking it out of the queue: one transition.
+
+        One UpdateItem of `LOCK`: `ADD slots {id} DELETE queued {entry}` if `(attribute_not_exists(slots)
+        OR size(slots) < :limit) AND contains(queued, entry)`. Of concurrent pumps exactly one grants
+        an entry, once. Returns True if granted now; False if every slot is held or it is not queued.
+        """
+        entry = queue_entry(seq, invocation_id)
+        try:
+            self._update_key(
+                scope, key, "ADD #slots :ids DELETE #queued :entries",
+                names={"#slots": "slots", "#queued": "queued"},
+                values={":ids": {"SS": [invocation_id]}, ":entries": {"SS": [entry]}, ":entry": {"S": entry},
+                        ":limit": {"N": str(limit)}},
+                condition="(attribute_not_exists(#slots) OR size(#slots) < :limit) AND contains(#queued, :entry)",
+            )  # fmt: skip
+        except StoreConflict:
+            return False
+        return True
+
+    def release_slot(self, scope: str, key: str, invocation_id: str) -> bool | None:
+        """Release the slot `invocation_id` holds, and tell whether calls wait for one.
+
+        One UpdateItem of `LOCK`: `DELETE slots {id}` if `contains(slots, :id)`, ALL_NEW. Returns None
+        if it held none (nothing changed), else True if calls wait in the queue.
+        """
+        try:
+            item = self._update_key(
+                scope, key, "DELETE #slots :ids", names={"#slots": "slots"},
+                values={":ids": {"SS": [invocation_id]}, ":id": {"S": invocation_id}},
+                condition="contains(#slots, :id)", returning="ALL_NEW",
+            )  # fmt: skip
+        except StoreConflict:
+            return None
+        return bool(item.get("queued", {}).get("SS"))
+
+    def reserve_start(self, scope: str, key: str, now_ms: int, interval_ms: int, burst: int) -> int:
+        """Reserve the next start of rate limit `scope/key` (`limits.reserve`): one consistent GetItem
+        of `LOCK` projected to `tat`, then `SET tat = :new` if `tat` is still what was read (absent
+        for 0); read again if another reservation won."""
+        for _ in range(64):
+            request = {
+                "TableName": self._connection.table_name, "Key": self._key_item(scope, key), "ConsistentRead": True,
+                "ProjectionExpression": "#tat", "ExpressionAttributeNames": {"#tat": "tat"},
+            }  # fmt: skip
+            item = (self._connection.connection.dispatch("GetItem", request) or {}).get("Item") or {}
+            old = int(item["tat"]["N"]) if "tat" in item else 0
+            start, tat = reserve(old, now_ms, interval_ms, burst)
+            condition = "attribute_not_exists(#tat)" if "tat" not in item else "#tat = :old"
+            values: dict[str, Any] = {":new": {"N": str(tat)}}
+            if "tat" in item:
+                values[":old"] = {"N": str(old)}
+            try:
+                self._update_key(scope, key, "SET #tat = :new", names={"#tat": "tat"}, values=values, condition=condition)
+            except StoreConflict:
+                continue
+            return start
+        raise StoreConflict(f"{scope}: too many reservations at once; try again")
+
+    def slot_status(self, scope: str, key: str) -> tuple[frozenset[str], tuple[str, str] | None]:
+        """`(holders of a slot, (seq, invocation_id) of the queue's earliest entry)`: one consistent
+        GetItem of `LOCK`, projected."""
+        item = self._get_key(scope, key, state=False)
+        queued = item.get("queued", {}).get("SS") or []
+        return frozenset(item.get("slots", {}).get("SS") or ()), (split_queue_entry(min(queued)) if queued else None)
 
     def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
         """Put `invocation_id` in the queue of `scope/key` at `seq`: one UpdateItem of `LOCK`,

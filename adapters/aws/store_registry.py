@@ -9,8 +9,14 @@ deleted on it existing.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
 from pynamodb.attributes import JSONAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError
+from pynamodb.connection import TableConnection
+from pynamodb.exceptions import DeleteError, PutError
 
 from adapters.aws.store_items import (
     CONDITION_FAILED,
@@ -58,6 +64,9 @@ def subscription_record(item: SubscriptionItem) -> SubscriptionRecord:
         created_at_ms=item.created_at_ms,
     )
 
+_RULES_KEY = {"PK": {"S": "RULES"}, "SK": {"S": "RULES"}}
+"""The concurrency rule book's item: every rule in one JSON attribute `rules`, and `version`."""
+
 
 class DynamoRegistry:
     """`control_plane.ports.RegistryStore` (deployments and services); `DynamoDBStore` binds the two item classes.
@@ -65,11 +74,13 @@ class DynamoRegistry:
     Attributes:
         _deployments: The store's bound `DeploymentItem`.
         _services: The store's bound `ServiceItem`.
+        _connection: The store's counting table connection (the rule book's raw requests).
         _subscriptions: The store's bound `SubscriptionItem`.
     """
 
     _deployments: type[DeploymentItem]
     _services: type[ServiceItem]
+    _connection: TableConnection
     _subscriptions: type[SubscriptionItem]
 
     def put_deployment(self, deployment: DeploymentRecord) -> None:
@@ -161,6 +172,33 @@ class DynamoRegistry:
     def delete_service(self, name: str) -> None:
         """Remove the service `name`; removing an unknown name does nothing."""
         self._services(SERVICES_PK, service_sk(name)).delete()
+
+    def get_rule_book(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """`({pattern: rule}, version)` of the concurrency rule book (item `RULES` / `RULES`, one
+        consistent GetItem); `({}, 0)` if never written."""
+        request = {"TableName": self._connection.table_name, "Key": _RULES_KEY, "ConsistentRead": True}
+        item = (self._connection.connection.dispatch("GetItem", request) or {}).get("Item")
+        if not item:
+            return {}, 0
+        return json.loads(item["rules"]["S"]), int(item["version"]["N"])
+
+    def put_rule_book(self, rules: Mapping[str, Mapping[str, Any]], version: int) -> None:
+        """Replace the rule book read at `version`: one PutItem of `RULES` / `RULES` conditional on
+        `version` (absent for 0). Raises `StoreConflict` if it moved on, `ItemTooLarge` past 400 KB."""
+        request = {
+            "TableName": self._connection.table_name,
+            "Item": {**_RULES_KEY, "rules": {"S": json.dumps({k: dict(v) for k, v in rules.items()})},
+                     "version": {"N": str(version + 1)}},
+            "ConditionExpression": "attribute_not_exists(PK)" if version == 0 else "version = :v",
+        }  # fmt: skip
+        if version:
+            request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
+        conflict, too_large = f"the rule book changed since version {version}", "the rule book does not fit in one item"
+        with translated_write(conflict=conflict, too_large=too_large):
+            try:
+                self._connection.connection.dispatch("PutItem", request)
+            except ClientError as exc:  # as pynamodb's own put_item raises it
+                raise PutError("Failed to put item", exc) from exc
 
     def create_subscription(self, subscription: SubscriptionRecord) -> None:
         """Store a new subscription (PutItem, on the item being absent). `StoreConflict` if the id is taken."""

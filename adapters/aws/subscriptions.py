@@ -58,9 +58,10 @@ def _resource_name(arn: str) -> str:
 
 def sqs_event(record: Mapping[str, Any]) -> Event:
     """The event of one SQS record as Lambda delivers it (`eventSourceARN`, `messageId`, `body`,
-    `attributes`, `messageAttributes`): its id is the FIFO deduplication id if any, else the message
-    id; its key the message group id, else the `key` message attribute; its headers the string
-    message attributes."""
+    `attributes`, `messageAttributes`): its id is the message id (the same on every redelivery; not a
+    FIFO deduplication id, which SQS keeps only 5 minutes and content-based deduplication makes equal
+    for equal bodies); its key the message group id, else the `key` message attribute; its headers the
+    string message attributes."""
     attributes = record.get("attributes") or {}
     message_attributes = record.get("messageAttributes") or {}
     headers = {
@@ -71,7 +72,7 @@ def sqs_event(record: Mapping[str, Any]) -> Event:
     key = attributes.get("MessageGroupId") or headers.pop(KEY_ATTRIBUTE, "")
     return Event(
         source=f"sqs://{_resource_name(str(record.get('eventSourceARN', '')))}",
-        event_id=str(attributes.get("MessageDeduplicationId") or record.get("messageId") or ""),
+        event_id=str(record.get("messageId") or ""),
         key=str(key),
         body=str(record.get("body") or "").encode(),
         headers=headers,
@@ -139,7 +140,8 @@ def deliver_event(subscriptions: Subscriptions, event: Event) -> list[str]:
 
     Raises:
         NoSubscription: No subscription names its source.
-        Exception: What `Subscriptions.deliver` raises (the event is then delivered again).
+        Exception: The first error `Subscriptions.deliver` raised, after every subscription was tried
+            (the event is then delivered again; those it reached find their invocations).
     """
     matching = subscriptions.list(source=event.source)
     if not matching:
@@ -147,7 +149,16 @@ def deliver_event(subscriptions: Subscriptions, event: Event) -> list[str]:
             f"no subscription of {event.source}: the event {event.event_id} stays there; "
             f"create one with POST /subscriptions (restate subscriptions create {event.source} service://S/h)"
         )
-    return [subscriptions.deliver(subscription, event) for subscription in matching]
+    invocations: list[str] = []
+    failure: Exception | None = None
+    for subscription in matching:  # each subscription on its own: a broken one holds back no other
+        try:
+            invocations.append(subscriptions.deliver(subscription, event))
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:  # delivered again later: the subscriptions done find their invocations
+        raise failure
+    return invocations
 
 
 def is_subscription_event(event: Mapping[str, Any], wake_queues: Sequence[str]) -> bool:
@@ -202,6 +213,7 @@ def _stream_batch(
             deliver(record)
         except Exception:
             log.exception("stream record %s not delivered; retried from it", record.get("eventID"))
-            change = record.get("kinesis") or record.get("dynamodb") or {}
-            return {"batchItemFailures": [{"itemIdentifier": str(change.get("sequenceNumber", ""))}]}
+            change = record.get("kinesis") or record.get("dynamodb") or {}  # Kinesis: sequenceNumber, DynamoDB:
+            sequence = change.get("sequenceNumber") or change.get("SequenceNumber", "")  # SequenceNumber
+            return {"batchItemFailures": [{"itemIdentifier": str(sequence)}]}
     return {"batchItemFailures": []}

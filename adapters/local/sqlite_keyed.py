@@ -6,6 +6,8 @@ Tables (created with the others by `SQLiteStore.ensure_schema`):
 | --- | --- | --- |
 | `object_keys` | `(scope, key)` | `holder` (NULL: free), `expires_at_s` |
 | `queue` | `(scope, key, seq, invocation_id)` | calls waiting for the key; the head is the smallest `seq` |
+| `slots` | `(scope, key, holder)` | the holders of a concurrency limit's slots (`control_plane.limits`) |
+| `rates` | `(scope, key)` | `tat_ms`: a rate limit's reference time (`limits.reserve`) |
 | `state` | `(scope, key, state_key)` | `value`, `expires_at_s` |
 | `promises` | `(scope, key, name)` | `value`, `failure` (JSON), `completed_by`, `expires_at_s` |
 | `promise_waiters` | `(scope, key, name, invocation_id)` | `expires_at_s` |
@@ -25,9 +27,10 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from control_plane.limits import reserve, slot_free
 from control_plane.ports import MAX_ITEM_BYTES, MAX_MESSAGE_BYTES, ItemTooLarge, PromiseRecord, StoreConflict
 
-KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys")
+KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys", "slots", "rates")
 
 
 def item_size(values: Mapping[str, Any]) -> int:
@@ -78,6 +81,14 @@ class KeyedTables:
         scope TEXT NOT NULL, key TEXT NOT NULL, seq TEXT NOT NULL, invocation_id TEXT NOT NULL,
         expires_at_s INTEGER,
         PRIMARY KEY (scope, key, seq, invocation_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS rates (
+        scope TEXT NOT NULL, key TEXT NOT NULL, tat_ms INTEGER NOT NULL, expires_at_s INTEGER,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS slots (
+        scope TEXT NOT NULL, key TEXT NOT NULL, holder TEXT NOT NULL, expires_at_s INTEGER,
+        PRIMARY KEY (scope, key, holder)
     ) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS state (
         scope TEXT NOT NULL, key TEXT NOT NULL, state_key BLOB NOT NULL, value BLOB NOT NULL,
@@ -247,6 +258,67 @@ class KeyedTables:
         """The invocation holding the lock of `scope/key`, or None."""
         with self._read("lock_holder") as db:
             return self._holder(db, scope, key)
+
+    # --- concurrency limits: N holders of `scope/key`, the queue above --------------------------
+
+    @staticmethod
+    def _slots(db: sqlite3.Connection, scope: str, key: str) -> frozenset[str]:
+        rows = db.execute("SELECT holder FROM slots WHERE scope = ? AND key = ?", (scope, key)).fetchall()
+        return frozenset(row["holder"] for row in rows)
+
+    def take_slot(self, scope: str, key: str, invocation_id: str, limit: int) -> bool:
+        """Take a slot if `limits.slot_free` (fewer than `limit` held, nobody waits) or it holds one
+        already, in one transaction; False if it must wait its turn (nothing changed)."""
+        with self._write("take_slot") as db:
+            holders = self._slots(db, scope, key)
+            if invocation_id in holders:
+                return True
+            if not slot_free(len(holders), limit, self._head(db, scope, key) is not None):
+                return False
+            db.execute("INSERT INTO slots (scope, key, holder) VALUES (?, ?, ?)", (scope, key, invocation_id))
+            return True
+
+    def grant_slot(self, scope: str, key: str, seq: str, invocation_id: str, limit: int) -> bool:
+        """Give a free slot (fewer than `limit` held) to the queued entry and take it out of the queue,
+        in one transaction; False if all slots are held or the entry is not queued."""
+        with self._write("grant_slot") as db:
+            if not slot_free(len(self._slots(db, scope, key)), limit, waiting=False):
+                return False
+            deleted = db.execute(
+                "DELETE FROM queue WHERE scope = ? AND key = ? AND seq = ? AND invocation_id = ?",
+                (scope, key, seq, invocation_id),
+            ).rowcount
+            if not deleted:
+                return False
+            db.execute("INSERT OR IGNORE INTO slots (scope, key, holder) VALUES (?, ?, ?)", (scope, key, invocation_id))
+            return True
+
+    def release_slot(self, scope: str, key: str, invocation_id: str) -> bool | None:
+        """Release the slot `invocation_id` holds: None if it held none, else whether calls wait."""
+        with self._write("release_slot") as db:
+            deleted = db.execute(
+                "DELETE FROM slots WHERE scope = ? AND key = ? AND holder = ?", (scope, key, invocation_id)
+            ).rowcount
+            if not deleted:
+                return None
+            return self._head(db, scope, key) is not None
+
+    def reserve_start(self, scope: str, key: str, now_ms: int, interval_ms: int, burst: int) -> int:
+        """Reserve the next start of rate limit `scope/key` (`limits.reserve`), in one transaction."""
+        with self._write("reserve_start") as db:
+            row = db.execute("SELECT tat_ms FROM rates WHERE scope = ? AND key = ?", (scope, key)).fetchone()
+            start, tat = reserve(0 if row is None else int(row["tat_ms"]), now_ms, interval_ms, burst)
+            db.execute(
+                "INSERT INTO rates (scope, key, tat_ms) VALUES (?, ?, ?) "
+                "ON CONFLICT (scope, key) DO UPDATE SET tat_ms = excluded.tat_ms",
+                (scope, key, tat),
+            )
+            return start
+
+    def slot_status(self, scope: str, key: str) -> tuple[frozenset[str], tuple[str, str] | None]:
+        """`(holders, (seq, invocation_id) of the queue's head)` of `scope/key`, one snapshot."""
+        with self._read("slot_status") as db:
+            return self._slots(db, scope, key), self._head(db, scope, key)
 
     def enqueue(self, scope: str, key: str, seq: str, invocation_id: str) -> None:
         """Queue `invocation_id` at `seq` (again: nothing changes)."""

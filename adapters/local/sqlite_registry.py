@@ -12,6 +12,8 @@ import contextlib
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Mapping
+from typing import Any
 
 from adapters.local.sqlite_keyed import item_size
 from control_plane.ports import (
@@ -30,6 +32,8 @@ class RegistryTables:
     REGISTRY_SCHEMA = """
     CREATE TABLE IF NOT EXISTS deployments (deployment_id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS services (name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS rule_book (name TEXT PRIMARY KEY, rules TEXT NOT NULL, version INTEGER NOT NULL)
+        WITHOUT ROWID;
     CREATE TABLE IF NOT EXISTS subscriptions (subscription_id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
     """
 
@@ -113,6 +117,23 @@ class RegistryTables:
         """Remove the service `name`; removing an unknown name does nothing."""
         with self._write("delete_service") as db:
             db.execute("DELETE FROM services WHERE name = ?", (name,))
+
+    def get_rule_book(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """`({pattern: rule}, version)` of the concurrency rule book; `({}, 0)` if never written."""
+        with self._read("get_rule_book") as db:
+            row = db.execute("SELECT rules, version FROM rule_book WHERE name = 'rules'").fetchone()
+        return ({}, 0) if row is None else (json.loads(row["rules"]), int(row["version"]))
+
+    def put_rule_book(self, rules: Mapping[str, Mapping[str, Any]], version: int) -> None:
+        """Replace the rule book read at `version` (one transaction); `StoreConflict` if it moved on."""
+        with self._write("put_rule_book") as db:
+            row = db.execute("SELECT version FROM rule_book WHERE name = 'rules'").fetchone()
+            if (0 if row is None else int(row["version"])) != version:
+                raise StoreConflict(f"the rule book changed since version {version}")
+            db.execute(
+                "INSERT OR REPLACE INTO rule_book (name, rules, version) VALUES ('rules', ?, ?)",
+                (json.dumps({k: dict(v) for k, v in rules.items()}), version + 1),
+            )
 
     # --- subscriptions -----------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ invocation is stored (`Subscriptions.deliver`: created now, or by an earlier del
 message). A message that fails stays in its queue and comes back after its visibility timeout; the
 later messages of its FIFO group in that batch are left with it, so a group keeps its order. A queue
 with no subscription any more is not polled; a message received just as its subscription went
-stays in the queue. A queue that does not exist is reported once and tried again each round.
+stays in the queue. A queue that does not exist (or is deleted while subscribed) is reported once
+and tried again each round; the other queues go on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.aws.subscriptions import deliver_event, sqs_message_event
+from control_plane.errors import TorporError
 from control_plane.subscriptions import Subscriptions, parse_source
 
 log = logging.getLogger("torpor.subscriptions")
@@ -48,6 +50,7 @@ class SqsPoller:
         self._thread: threading.Thread | None = None
         self._urls: dict[str, str] = {}
         self._missing: set[str] = set()
+        self._bad: set[str] = set()
 
     @property
     def sqs(self) -> Any:
@@ -74,18 +77,37 @@ class SqsPoller:
                 for queue in queues:
                     if self._stop.is_set():
                         return
-                    self.poll(queue)
+                    self._poll_one(queue)
                 if not queues:
                     self._stop.wait(IDLE_S)
             except Exception:  # the store or SQS failed this round: say so, go on
                 log.exception("polling the subscribed SQS queues failed; trying again")
                 self._stop.wait(self.wait_s)
 
+    def _poll_one(self, queue: str) -> None:
+        """`poll`, a failure of this queue's (deleted since its URL was read, the endpoint down)
+        reported once and not kept from the other queues; its URL is read again next round."""
+        try:
+            self.poll(queue)
+        except Exception as exc:
+            self._urls.pop(queue, None)
+            if queue not in self._missing:
+                log.warning("cannot poll sqs://%s: %s (create the queue, or fix the SQS endpoint)", queue, exc)
+                self._missing.add(queue)
+            self._stop.wait(self.wait_s)
+
     def queues(self) -> list[str]:
         """The names of the queues subscriptions name, each once, by name."""
         names = set()
         for subscription in self.subscriptions.list():
-            scheme, name = parse_source(subscription.source)
+            try:
+                scheme, name = parse_source(subscription.source)
+            except TorporError as exc:  # stored before sources were checked as now (a queue's URL): skip it
+                if subscription.subscription_id not in self._bad:
+                    log.warning("subscription %s is not polled: %s; delete it and create it again",
+                                subscription.subscription_id, exc.message)  # fmt: skip
+                    self._bad.add(subscription.subscription_id)
+                continue
             if scheme == "sqs":
                 names.add(name)
         return sorted(names)
@@ -117,7 +139,11 @@ class SqsPoller:
                 if group is not None:
                     failed_groups.add(group)
                 continue
-            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            try:
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            except Exception as exc:  # e.g. its receipt expired: it comes back, and finds its invocation
+                log.warning("message %s of sqs://%s invoked but not deleted (%s): it comes back and invokes "
+                            "nothing more", event.event_id, queue, exc)  # fmt: skip
             log.info("message %s of sqs://%s invoked %s", event.event_id, queue, ", ".join(invocations))
             delivered += 1
         return delivered

@@ -118,6 +118,8 @@ def invocation_row(record: InvocationRecord, caller: InvocationRecord | None = N
         "last_failure_related_command_name": failure.get("related_command_name"),
         "last_failure_related_command_type": failure.get("related_command_type"),
         "status": record.status,
+        "scope": record.scope or None,
+        "limit_key": record.limit_key or None,
         "completion_result": ("failure" if record.failure else "success") if completed else None,
         "completion_failure": _failure_text(record.failure) if completed else None,
     }

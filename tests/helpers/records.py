@@ -74,6 +74,10 @@ EVERY_FIELD = InvocationRecord(
     trace_parent="00f067aa0ba902b7",
     requests={"dynamodb PutItem": 2, "sqs SendMessage": 1},
     completion="failed",
+    slot="~limit/Greeter",
+    slot_limit=4,
+    scope="tenants",
+    limit_key="acme",
 )
 
 

@@ -91,8 +91,10 @@ def test_an_sqs_fifo_queue_invokes_an_object_once_per_message_in_order(
     )
     assert status == 201, created
     # AND three messages of one group (the object key) on the queue
-    for n, delta in enumerate((1, 10, 100)):
+    sent = [
         sqs.send_message(QueueUrl=queue_url, MessageBody=str(delta), MessageGroupId=key, MessageDeduplicationId=f"d{n}")
+        for n, delta in enumerate((1, 10, 100))
+    ]
 
     # WHEN the worker gets the batch, and then the same batch again (a redelivery)
     recorder.phase = "WorkerFunction"
@@ -107,7 +109,7 @@ def test_an_sqs_fifo_queue_invokes_an_object_once_per_message_in_order(
     # THEN Counter/add ran three times on the group's key, in the queue's order, each message once
     done = functions.until(lambda: all_completed(functions, key, 3), 60, "three completed adds")
     assert [i["completion_output"] for i in done] == [1, 11, 111]
-    assert [i["idempotency_key"] for i in done] == ["d0", "d1", "d2"]
+    assert [i["idempotency_key"] for i in done] == [m["MessageId"] for m in sent]  # the event ids
 
     # WHEN the subscription is removed and another message arrives
     recorder.phase = "AdminFunction"

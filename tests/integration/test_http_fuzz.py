@@ -66,6 +66,7 @@ ADMIN_SHAPES = [
     "/invocations/{inv}", "/invocations/{inv}/cancel", "/invocations/{inv}/kill", "/invocations/{inv}/pause",
     "/invocations/{inv}/resume", "/invocations/{inv}/purge", "/query", "/health", "/version", "/openapi",
     "/metrics", "/ui", "/ui/{key}", "/v4/deployments", "/v4/services/{svc}", "/schedules", "/schedules/{key}",
+    "/limits/rules", "/limits/rules/bulk-delete",
     "/subscriptions", "/subscriptions/{key}",
     "/", "",
 ]  # fmt: skip
@@ -98,7 +99,8 @@ def json_value(rng: random.Random, depth: int = 0) -> object:
         return [json_value(rng, depth + 1) for _ in range(rng.randrange(4))]
     keys = ["uri", "additional_headers", "force", "dry_run", "metadata", "use_http_11", "retry_policy", "public",
             "inactivity_timeout", "key", "new_state", "query", "cron", "target", "arn", "auth",
-            rng.choice(ODD)]  # fmt: skip
+            "pattern", "limits", "concurrency", "precondition", "expected_version", "concurrency_limit",
+            "handler_concurrency_limits", "rate_limit", "handler_rate_limits", rng.choice(ODD)]  # fmt: skip
     return {rng.choice(keys): json_value(rng, depth + 1) for _ in range(rng.randrange(5))}
 
 

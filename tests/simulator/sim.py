@@ -22,7 +22,13 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
 - named signals (`Waiter/main`, `Signaller/signal`, from a third generator): sent twice, before or
   after the await, awaited once or twice;
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
-  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler.
+  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler;
+- a concurrency limit of 1 to 3 on `Limited`, in some scenarios also a rate limit (0.5 to 2 starts
+  per second: no window holds more reserved starts than the burst and the pace allow, and no
+  invocation's first attempt comes before its reserved start) (`limited_requests`, a generator of its own) and more
+  requests than slots, some killed, cancelled or paused: never more than N started and not completed
+  (`check_limit`, at each attempt), none passed in the queue by a later arrival (without crashes),
+  and at the end no slot held by a completed invocation without a crash, nobody left queued.
 
 Faults:
 
@@ -59,6 +65,7 @@ import itertools
 import json
 import logging
 import random
+import unittest.mock
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +75,9 @@ from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation, TooEarly
 from control_plane.held import Held
+from control_plane.creation import inbox_seq
 from control_plane.journal import Journal, parse_named_signal_key, stored_sender
+from control_plane.limits import SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
@@ -104,11 +113,13 @@ _FENCED_WRITES = frozenset(
 _FORCED_WRITES = frozenset({"force_complete", "force_pause", "resume"})
 _RECORD_WRITES = _FENCED_WRITES | _FORCED_WRITES | {"acquire_lease", "attach_caller"}
 
-MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever", "drop-ending")
+MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever", "drop-ending", "ignore-limit", "keep-slot")
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
 record writes; an effect whose write failed after its commit is dropped (counted as applied); a
 retry policy never runs out of attempts (a failing invocation never pauses nor is killed); a
-completing write drops the journal batch it carries (`Executor.end`: the Output is lost)."""
+completing write drops the journal batch it carries (`Executor.end`: the Output is lost); the
+store's concurrency limit admits every newcomer (`ignore-limit`); a slot is never given back
+(`keep-slot`)."""
 
 
 class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
@@ -219,6 +230,8 @@ class SimStore:
                 )
             if name == "append_batch":
                 self._sim.committed(args[0], args[1])
+            if name == "reserve_start":
+                self._sim.reserved.append(result)
             if name == "complete" and kwargs.get("ending") is not None:  # the ending batch, with the completion
                 self._sim.committed(args[0], kwargs["ending"])
                 self._sim.covered["ended in one write"] += 1
@@ -365,6 +378,14 @@ def _workflow_signal(ctx: Ctx) -> bytes:
     return b"ok" if ctx.resolve_promise("p", ctx.input) else b"late"
 
 
+def _limited_work(ctx: Ctx) -> bytes:
+    """A handler under a concurrency limit: a run, a sleep of `input` ms, a run."""
+    ctx.run("before", lambda: b"a")
+    ctx.sleep("nap", int(ctx.input or b"0"))
+    ctx.run("after", lambda: b"b")
+    return b"done"
+
+
 _workflow_run.handler_type = "WORKFLOW"  # type: ignore[attr-defined]
 _workflow_signal.handler_type = "SHARED"  # type: ignore[attr-defined]
 
@@ -375,6 +396,7 @@ SERVICES = {
     "Flow": ("SERVICE", {"main": _flow}),
     "Resolver": ("SERVICE", {"resolve": _resolve}),
     "Flaky": ("SERVICE", {"main": _flaky, "doomed": _flaky}),
+    "Limited": ("SERVICE", {"work": _limited_work}),
     "Waiter": ("SERVICE", {"main": _signal_waiter}),
     "Signaller": ("SERVICE", {"signal": _signaller}),
 }
@@ -472,6 +494,23 @@ def workload(rng: random.Random) -> list[Request]:
                 request.at_ms + rng.randint(0, 2_000 if soon else 120_000),
             )
     return requests
+
+
+def limited_requests(rng: random.Random) -> tuple[int, list[Request]]:
+    """`(N, requests)`: a concurrency limit of N on `Limited` and requests to `Limited/work` that
+    contend for its slots (none in a third of the seeds); some are killed, cancelled or paused."""
+    if rng.random() < 0.33:
+        return 0, []
+    limit = rng.choice([1, 2, 3])
+    requests = []
+    for n in range(rng.randint(limit + 1, limit + 5)):
+        at = START_MS + rng.randint(0, 10_000)
+        body = str(rng.choice([0, 100, 5_000, 60_000])).encode()
+        request = Request("Limited", "work", "", body, f"l{n}", at, b"done", [])
+        if rng.random() < 0.2:
+            request.op = (rng.choice(["kill", "cancel", "pause"]), at + rng.randint(0, 60_000))
+        requests.append(request)
+    return limit, requests
 
 
 def flaky_requests(rng: random.Random) -> list[Request]:
@@ -634,6 +673,14 @@ def _mutant_effects(mutant: str | None) -> Iterator[None]:
         finally:
             RetryPolicy.exhausted = exhausted  # type: ignore[method-assign]
         return
+    if mutant == "ignore-limit":  # the store's admission rule lets every newcomer take a slot
+        with unittest.mock.patch("adapters.local.sqlite_keyed.slot_free", lambda held, limit, waiting: True):
+            yield
+        return
+    if mutant == "keep-slot":  # a slot is never given back
+        with unittest.mock.patch.object(SQLiteStore, "release_slot", lambda self, scope, key, invocation_id: None):
+            yield
+        return
     if mutant != "ignore-effect-failure":
         yield
         return
@@ -706,6 +753,12 @@ class Scenario:
         self.plane = self.new_plane()
         self.restarts: list[tuple[str, tuple[Any, ...], Request]] = []  # (old id, its outcome then, the new one)
         self.copied: dict[str, int] = {}  # a restarted invocation -> the journal length it started with
+        self.limit = 0  # the concurrency limit of `Limited` (0: none in this scenario)
+        self.limited: set[str] = set()  # invocations of `Limited/work`
+        self.limited_started: set[str] = set()  # those that had an attempt
+        self.rate = 0.0  # starts per second of `Limited` (0: no rate limit)
+        self.reserved: list[int] = []  # the starts reserved on `Limited`'s rate limit (some wasted: a resend)
+        self.not_before: dict[str, int] = {}  # a `Limited` invocation -> its reserved start, when seen created
 
     def new_plane(self) -> ControlPlane:
         """A control plane as a (re)started process builds it, over the scenario's store."""
@@ -777,6 +830,8 @@ class Scenario:
         """An attempt reached the deployment: a Flaky invocation's retry never comes before its
         backoff ended (unless the client acted on it: a resume, a cancel, a kill)."""
         self.covered["bidirectional attempt" if self.bidi else "request/response attempt"] += 1
+        if invocation_id in self.limited:
+            self.check_limit(invocation_id)
         due = self.retry_due.pop(invocation_id, None)
         request = self.flaky.get(invocation_id)
         if due is not None and request is not None and self.clock.now < due and not request.ops_done:
@@ -784,6 +839,28 @@ class Scenario:
                 f"{invocation_id} ({request.handler} {request.body.decode()}) was retried at "
                 f"{(self.clock.now - START_MS) / 1000} s, before its backoff ended at {(due - START_MS) / 1000} s"
             )
+
+    def check_limit(self, invocation_id: str) -> None:
+        """An attempt of a `Limited` invocation: at most `limit` of them have started and not completed
+        (each holds a slot from its first attempt to its end); and, without crashes or races (a crash
+        between creating one and queueing it lets later ones pass it, as with a key), none that
+        arrived before it still waits `pending` when it starts."""
+        first = invocation_id not in self.limited_started
+        self.limited_started.add(invocation_id)
+        if first and self.clock.now < self.not_before.get(invocation_id, 0):
+            self.violate(f"{invocation_id} started at {self.clock.now}, before its reserved start {self.not_before[invocation_id]}")
+        records = {i: self.raw.get_invocation(i) for i in self.limited}
+        active = sorted(i for i in self.limited_started if (r := records[i]) is not None and r.status != "completed")
+        if len(active) > self.limit:
+            self.violate(f"{len(active)} Limited invocations run at once, the limit is {self.limit}: {active}")
+        self.covered["limited attempt"] += 1
+        me = records[invocation_id]
+        if not first or me is None or self.crashes or self.races:
+            return
+        place = inbox_seq(me.created_at_ms, invocation_id)
+        for other, record in records.items():
+            if record is not None and record.status == "pending" and record.inbox_seq and record.inbox_seq < place:
+                self.violate(f"{invocation_id} started before {other}, which arrived earlier and still waits")
 
     def observe_flaky(self, invocation_id: str) -> None:
         """A Flaky invocation's failures stay visible and follow `FLAKY_POLICY`: backing off, it shows
@@ -909,6 +986,10 @@ class Scenario:
             if request.flaky is not None:
                 self.flaky[record.invocation_id] = request
                 self.covered[f"flaky {request.flaky[0]}"] += 1
+            if request.service == "Limited":
+                self.limited.add(record.invocation_id)
+                self.not_before[record.invocation_id] = record.execution_time_ms or record.created_at_ms
+                self.covered["limited: queued" if record.status == "pending" else "limited: took a slot"] += 1
             if request.purged_at:
                 self.covered["sent again after its purge"] += 1
             if b'["sleep", 0]' in request.body:
@@ -923,6 +1004,8 @@ class Scenario:
                 )
             if request.flaky is not None:
                 self.flaky[request.invocation_id] = request
+            if request.service == "Limited":
+                self.limited.add(request.invocation_id)
 
     def plan_restarts(self, requests: list[Request]) -> None:
         """The client restarts some completed `Flow/main` invocations as new, once they completed (after
@@ -1159,6 +1242,11 @@ class Scenario:
             requests = workload(self.rng) + flaky_requests(self.xrng)
             extras(self.xrng, requests)
             requests += signal_requests(random.Random(self.seed * 1_000_003 + 11))  # the other draws stay
+            self.limit, limited = limited_requests(random.Random(self.seed * 104_729 + 11))  # its own generator
+            if self.limit:
+                self.rate = random.Random(self.seed * 7_717 + 3).choice([0, 0, 0.5, 1, 2])
+                self.plane.registry.configure("Limited", {SERVICE_LIMIT: self.limit, SERVICE_RATE: self.rate or None})
+                requests += limited
             self.schedules = schedules(self.xrng)
             for schedule in self.schedules:
                 for op, at in schedule.ops:
@@ -1252,6 +1340,26 @@ class Scenario:
                 self.lazy_keys += 1  # a release lost in a crash: the next arrival's pump releases it
             elif holder is not None or queued is not None:
                 self.violate(f"Counter/{key} is left held by {holder} / queued {queued}")
+        if self.rate:  # no window holds more reserved starts than the rate limit's burst and pace allow
+            interval, burst = pacing(self.rate)
+            times = sorted(self.reserved)
+            for i, j in itertools.combinations(range(len(times)), 2):
+                if j - i + 1 > burst + (times[j] - times[i]) // interval:
+                    self.violate(f"{j - i + 1} starts of Limited reserved within {times[j] - times[i]} ms at {self.rate}/s")
+                    break
+            self.covered["rate limited"] += 1
+        if self.limit:
+            holders, queued = self.raw.slot_status(pool_scope("Limited"), "")
+            for holder in sorted(holders):
+                record = self.raw.get_invocation(holder)
+                if record is not None and record.status != "completed":
+                    self.violate(f"{holder} holds a slot of Limited but is {record.status}")
+                elif self.crashes:
+                    self.lazy_keys += 1  # a release lost in a crash: the sweep's pump gives it back
+                else:
+                    self.violate(f"the slot of {holder} was never given back (it ended without a crash)")
+            if queued is not None:
+                self.violate(f"Limited's queue is left with {queued}")
         for record in self.raw.list_invocations(None, None, 10_000):
             self.check_journal(record.invocation_id)
             if record.status != "completed":

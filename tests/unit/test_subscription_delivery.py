@@ -51,7 +51,15 @@ def test_sources(uri: str, parsed: tuple[str, str]) -> None:
     assert canonical_source(uri) == "{}://{}".format(*parsed)
 
 
-@pytest.mark.parametrize("uri", ["kafka://c/t", "sqs:/q", "sqs://", "q", "sqs://a b"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "kafka://c/t", "sqs:/q", "sqs://", "q", "sqs://a b",
+        # a queue's URL or ARN, not its name: Lambda's and the poller's events name the queue, never matching
+        "sqs://http://127.0.0.1:5000/123456789012/orders.fifo", "sqs://arn:aws:sqs:us-east-1:123456789012:orders",
+        "kinesis://arn:aws:kinesis:us-east-1:123456789012:stream/s", "dynamodb://T/stream/2026", "sqs://a.b",
+    ],
+)  # fmt: skip
 def test_bad_sources(uri: str) -> None:
     with pytest.raises(BadRequest):
         parse_source(uri)

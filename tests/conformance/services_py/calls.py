@@ -19,13 +19,15 @@ proxy = Service("Proxy")
 
 def _call(ctx: Context, req: dict[str, Any]) -> RestateDurableCallFuture[bytes]:
     """The call a ProxyRequest describes: `{serviceName, virtualObjectKey?, handlerName, message: [bytes],
-    idempotencyKey?}` with the message bytes as they are (no JSON re-encoding)."""
+    idempotencyKey?, scope?, limitKey?}` with the message bytes as they are (no JSON re-encoding)."""
     return ctx.generic_call(
         req["serviceName"],
         req["handlerName"],
         bytes(req["message"]),
         req.get("virtualObjectKey"),
         idempotency_key=req.get("idempotencyKey"),
+        scope=req.get("scope"),
+        limit_key=req.get("limitKey"),
     )
 
 
@@ -39,6 +41,8 @@ def _send(ctx: Context, req: dict[str, Any]) -> SendHandle:
         req.get("virtualObjectKey"),
         send_delay=timedelta(milliseconds=delay_ms) if delay_ms is not None else None,
         idempotency_key=req.get("idempotencyKey"),
+        scope=req.get("scope"),
+        limit_key=req.get("limitKey"),
     )
 
 
