@@ -10,8 +10,9 @@ functions), `scale` (10,000 invocations over 1,000 keys), `workers` (`torpor dev
 beside `--workers 2`), `soak` (`Counter/add` before and after 10,000 invocations), then the older
 figures `latency`, `timers` and `aws_requests`, then `sleeps` (sleeps due together and zero-length
 sleeps beside restate-server, in request/response mode, then bidirectional; then 1,000 sleeps on the
-Lambda path). `--quick` passes `--quick` to the parts that have it and small counts to the others: a
-smoke run of a few minutes. The exit status is 1 if any part failed.
+Lambda path), then `payloads` (64 KiB to 5 MiB round trips beside restate-server). `--quick` passes
+`--quick` to the parts that have it and small counts to the others: a smoke run of a few minutes.
+The exit status is 1 if any part failed.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ PARTS = {  # name: (module, arguments, arguments with --quick)
     "sleeps_http2": ("sleeps", ["--http2", "--rounds", "1", "--big", "300"], ["--quick", "--http2"]),
     "sleeps_aws": ("sleeps", ["--aws"], ["--aws", "--quick"]),
     "aws_requests": ("aws_requests", ["--runs", "20"], ["--runs", "4"]),
+    "payloads": ("payloads", [], ["--rounds", "1", "--sizes", "65536,1048576"]),
 }
 
 

@@ -23,6 +23,7 @@ from control_plane.limits import pacing, rule_pool
 from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
+    MAX_MESSAGE_BYTES,
     MAX_TIMER_MS,
     Clock,
     DeploymentRecord,
@@ -42,9 +43,23 @@ from control_plane.timers import Timers
 
 ITEM_OVERHEAD_BYTES = 16 * 1024
 """Room (bytes) for an item's other attributes beside its large value."""
-JOURNAL_ENTRY_LIMIT_BYTES = MAX_ITEM_BYTES - ITEM_OVERHEAD_BYTES
-"""The largest encoded journal entry (or batch) one journal item holds: 393,216 bytes. A notification
-or an input above it could never be journaled, so the ingress refuses it (413) before writing."""
+BATCH_BYTES = MAX_ITEM_BYTES - ITEM_OVERHEAD_BYTES
+"""Entries are committed in batches of up to 393,216 bytes (one entry alone may take more): a batch
+of small entries fits in one journal item, so no small entry goes to the blob store."""
+JOURNAL_ENTRY_LIMIT_BYTES = MAX_MESSAGE_BYTES
+"""The largest encoded journal entry, input, output or awakeable completion: 33,554,432 bytes
+(restate-server's message limit). One above it could never be journaled, so the ingress refuses it
+(413) before writing; a store without a blob store refuses what an item cannot hold (`ItemTooLarge`)."""
+
+
+def what_holds(limit: int) -> str:
+    """Names the limit `limit` (bytes) in an error message: restate-server's message limit, or one
+    DynamoDB item when the store has no blob store."""
+    if limit >= JOURNAL_ENTRY_LIMIT_BYTES:
+        return "(32 MiB) a journal entry may take"
+    return "a journal entry holds without a blob store (one DynamoDB item, 400 KB; TORPOR_BLOB_BUCKET: up to 32 MiB)"
+
+
 _DROPPED_INPUT_HEADERS = frozenset(
     {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive", "expect"}
 )
@@ -228,11 +243,11 @@ class Creation:
         )
         if restart is not None:
             record = self._restarted(record, restart, now)
-        if len(record.input_entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # refused before anything is written
+        limit = min(JOURNAL_ENTRY_LIMIT_BYTES, self.facts.value_limit_bytes)
+        if len(record.input_entry) > limit:  # refused before anything is written
             raise ItemTooLarge(
                 f"the request takes {len(record.input_entry)} bytes as the invocation's input, more than the "
-                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes an invocation record holds (a DynamoDB item's 400 KB, less room "
-                "for its other attributes); send a smaller body"
+                f"{limit} bytes {what_holds(limit)}; send a smaller body"
             )
         self._store_new(record, plan.delayed, execution_time_ms)
         if plan.workflow_run:  # promises completed before it ran

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from control_plane.attempt import AttemptFailure
-from control_plane.creation import ITEM_OVERHEAD_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, inbox_seq, lease_ms
+from control_plane.creation import BATCH_BYTES, JOURNAL_ENTRY_LIMIT_BYTES, inbox_seq, lease_ms
 from control_plane.decisions import (
     ArmTimer,
     CancelSleeps,
@@ -233,17 +233,16 @@ class Executor:
         gone. One entry too large for an item ends the invocation with a 413 (`Outcome.COMPLETED`).
         """
         limit = JOURNAL_ENTRY_LIMIT_BYTES
-        for chunk in _chunks(entries, limit):
+        for chunk in _chunks(entries, BATCH_BYTES):
             batch = JournalBatch(len(held.journal), encode_frames(chunk), held.record.epoch, self.clock.now_ms())
             try:
                 if len(batch.entries) > limit:
-                    raise ItemTooLarge(f"{len(batch.entries)} bytes")
+                    raise ItemTooLarge(f"more than the {limit} bytes (32 MiB) a journal entry may take")
                 self.store.append_batch(held.record.invocation_id, batch)
-            except ItemTooLarge:
+            except ItemTooLarge as exc:
                 message = (
-                    f"a journal entry takes {len(batch.entries)} bytes, more than the {limit} bytes a journal item "
-                    f"holds (a DynamoDB item's {MAX_ITEM_BYTES} bytes, less room for its other attributes); keep "
-                    "values passed through ctx.run, state, calls and awakeables smaller"
+                    f"a journal entry takes {len(batch.entries)} bytes, which the store does not hold ({exc.message}); "
+                    "keep values passed through ctx.run, state, calls and awakeables smaller"
                 )
                 return self.fail_terminally(held, 413, message)
             except StoreConflict:
@@ -372,7 +371,8 @@ class Executor:
                 raise
             message = (
                 f"the invocation's result and input ({len(held.record.input_entry)} bytes) do not fit in one "
-                f"DynamoDB item ({MAX_ITEM_BYTES} bytes); return or fail with a smaller value"
+                f"DynamoDB item ({MAX_ITEM_BYTES} bytes) and the store has no blob store (TORPOR_BLOB_BUCKET); "
+                "return or fail with a smaller value"
             )
             return self.fail_terminally(held, 413, message)
         return Outcome.COMPLETED
@@ -387,10 +387,10 @@ class Executor:
         failed = output.WhichOneof("result") == "failure"
         failure = stored_failure(output.failure) if failed else None
         result_bytes = len(json.dumps(failure).encode()) if failed else len(output.value.content)
-        if result_bytes + len(held.record.input_entry) + ITEM_OVERHEAD_BYTES > MAX_ITEM_BYTES:
+        if result_bytes > JOURNAL_ENTRY_LIMIT_BYTES:
             return (
-                f"the {'failure' if failed else 'output'} ({result_bytes} bytes) and input "
-                f"({len(held.record.input_entry)} bytes) do not fit in one DynamoDB item ({MAX_ITEM_BYTES} bytes); "
+                f"the {'failure' if failed else 'output'} takes {result_bytes} bytes, more than the "
+                f"{JOURNAL_ENTRY_LIMIT_BYTES} bytes (32 MiB) a result may take; "
                 f"{'fail with a smaller failure' if failed else 'return a smaller value'}"
             )
         now = self.clock.now_ms()
@@ -432,7 +432,7 @@ class Executor:
         ):
             return False
         encoded = encode_frames(entries)
-        if len(encoded) > JOURNAL_ENTRY_LIMIT_BYTES:
+        if len(encoded) > BATCH_BYTES:  # the usual path: the Output's batch, then the completing write
             return False
         output = pb.OutputCommandMessage.FromString(outputs[0].payload)
         cancel = f"s{CANCEL_SIGNAL}"

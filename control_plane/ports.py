@@ -71,8 +71,13 @@ MAX_TIMER_MS = 10**13 - 1
 """The latest due time a timer can hold (ms since the epoch, 13 digits: the year 2286)."""
 
 MAX_ITEM_BYTES = 400 * 1024
-"""DynamoDB's item size limit; one journal batch, or the invocation record with its input and
-output, must fit in it."""
+"""DynamoDB's item size limit. A value that would take an item past it is kept in the store's
+`BlobStore` (a reference in the item) when the store has one, or refused (`ItemTooLarge`) when not."""
+
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+"""The largest payload (bytes: 33,554,432) one journal entry, input, output, state value or promise
+value may take: restate-server's default message size limit. Above it a request is refused (413)
+before anything is written."""
 
 
 # --- records -------------------------------------------------------------------------------------
@@ -342,6 +347,13 @@ class StoreFacts(Protocol):
         holds its own files (SQLite)."""
         ...
 
+    @property
+    def value_limit_bytes(self) -> int:
+        """The largest input, journal entry or awakeable value the store holds (bytes): `MAX_MESSAGE_BYTES`
+        with a blob store (or the SQLite store), what one DynamoDB item holds beside its keys without
+        (393,216). The ingress refuses a larger one (413) before anything is written."""
+        ...
+
     def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
         """The AWS requests creating an invocation costs, by kind (`observability.record` names), for
         its `requests` field, written with it (the meter cannot count a write before it is made):
@@ -358,6 +370,7 @@ class FixedFacts:
 
     may_delete: bool = True
     holds_short_ids: bool = False
+    value_limit_bytes: int = MAX_MESSAGE_BYTES
 
     def creation_requests(self, *, delayed: bool, on_key: bool) -> Mapping[str, int]:
         """None: no AWS requests (`StoreFacts.creation_requests`)."""
@@ -1173,6 +1186,27 @@ class ScheduleTrigger(Protocol):
 
     def disarm(self, name: str) -> None:
         """Stop the ticks of schedule `name` for good (it was deleted); idempotent."""
+
+
+class BlobStore(Protocol):
+    """Large values kept outside the store's items (S3 on AWS: `adapters.aws.blobs.S3BlobStore`).
+
+    Objects are immutable: a key is written once (`put` again with the same key writes the same
+    bytes), read by the store when it reads the item that refers to it, and deleted with the items
+    that refer to it (`delete`, by key prefix). Keys are the store's (`{PK}/{SK}/{sha256}`).
+    """
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store `data` (bytes) under `key`; overwriting with the same bytes is harmless."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """The bytes stored under `key`. Raises `KeyError` if there is no such object."""
+        ...
+
+    def delete(self, prefix: str) -> int:
+        """Delete every object whose key starts with `prefix`; how many were deleted (0: none)."""
+        ...
 
 
 class Clock(Protocol):

@@ -127,8 +127,9 @@ class Settings:
             names with their ports (`myhost.lan`, any port, or `myhost.lan:8080`); other names are
             refused (403) against DNS rebinding while they listen on loopback.
             `TORPOR_ALLOWED_HOSTS=myhost.lan,proxy.internal:8080`.
-        max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; API Gateway's
-            own limit is 10 MB); a larger one is a 413 before the rest is read.
+        max_request_bytes: the largest request body `torpor dev`'s servers take (bytes; 32 MiB, the
+            largest input a journal entry may take; on AWS, API Gateway's own limit is 10 MB and a
+            Lambda function's 6 MB); a larger one is a 413 before the rest is read.
         request_read_timeout_ms: how long `torpor dev`'s servers wait for a request's whole body after
             its headers (`TORPOR_REQUEST_READ_TIMEOUT_MS`, default 30 s as hyper's header timeout); a
             body that has not arrived by then (a `content-length` larger than the body sent, a
@@ -158,7 +159,7 @@ class Settings:
     persisted_headers: tuple[str, ...] = DEFAULT_PERSISTED_HEADERS
     ui_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
-    max_request_bytes: int = 10 * 1024 * 1024
+    max_request_bytes: int = 32 * 1024 * 1024
     request_read_timeout_ms: int = 30_000
     max_answer_bytes: int = 32 * 1024 * 1024
     query_max_rows: int = 10_000

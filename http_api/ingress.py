@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
+from control_plane.creation import what_holds
 from control_plane.durations import parse_duration_ms, rfc3339
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
 from control_plane.failures import metadata_of
@@ -274,10 +275,11 @@ class Ingress:
             raise BadRequest(f"malformed awakeable id: signal index {index} is not an awakeable's (17 and up)")
         signal.idx = index
         entry = encode_frames([frame(signal)])
-        if len(entry) > JOURNAL_ENTRY_LIMIT_BYTES:  # it could never be folded into the journal
+        limit = min(JOURNAL_ENTRY_LIMIT_BYTES, self.engine.facts.value_limit_bytes)
+        if len(entry) > limit:  # it could never be folded into the journal
             raise ItemTooLarge(
-                f"the awakeable completion takes {len(entry)} bytes, more than the {JOURNAL_ENTRY_LIMIT_BYTES} "
-                "bytes a journal entry holds; complete it with a smaller value"
+                f"the awakeable completion takes {len(entry)} bytes, more than the {limit} bytes "
+                f"{what_holds(limit)}; complete it with a smaller value"
             )
         self.engine.effects.notify(invocation_id, StoredNotification(f"s{index}", entry, 0))  # NotFound (404)
         return HttpResponse(202)

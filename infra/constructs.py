@@ -49,6 +49,7 @@ from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
@@ -195,6 +196,28 @@ def table_statements(table: dynamodb.ITable, kind: str) -> list[iam.PolicyStatem
                 },
             )
         )
+    return statements
+
+
+BLOB_ACTIONS = {
+    "ingress": ("s3:GetObject", "s3:PutObject"),
+    "admin": ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+    "worker": ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+    "sweeper": ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+    "deploy_hook": ("s3:GetObject",),
+}
+"""What each control-plane function does with the blob bucket's objects (`adapters.aws.blobs`): every
+one reads the large values of the items it reads; the ingress writes inputs, never deletes; the
+functions that remove invocations delete their objects (by prefix: `s3:ListBucket` on the bucket)."""
+
+
+def blob_statements(bucket: s3.IBucket, kind: str) -> list[iam.PolicyStatement]:
+    """The S3 statements of one control-plane function (`kind` as in `HANDLERS`): `BLOB_ACTIONS` on the
+    bucket's objects, and `s3:ListBucket` on the bucket for the ones that delete."""
+    actions = BLOB_ACTIONS[kind]
+    statements = [iam.PolicyStatement(actions=list(actions), resources=[bucket.arn_for_objects("*")])]
+    if "s3:DeleteObject" in actions:
+        statements.append(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
     return statements
 
 
@@ -350,7 +373,11 @@ class TorporControlPlane(Construct):
         log_retention: How long the functions' log groups keep logs.
         tracing_active: X-Ray tracing of the functions (powertools Tracer): a trace per request,
             billed by X-Ray; the roles may then write to X-Ray (on `*`: it has no resource ARNs).
-        table_removal_policy: What deleting the stack does to the table (kept by default).
+        table_removal_policy: What deleting the stack does to the table and the blob bucket (kept by
+            default).
+        blob_expiration_days: Days after which the blob bucket's lifecycle deletes an invocation's
+            large values (`INV#…` objects; the sweep deletes them with the invocation, this catches a
+            crash's leftovers): keep it above the longest retention.
         request_identity_key_parameter: Name of an SSM SecureString parameter holding the PEM
             Ed25519 key every request to deployments is signed with (README "Signed requests").
         request_identity_key_secret_arn: ARN of a Secrets Manager secret holding it, instead.
@@ -392,6 +419,7 @@ class TorporControlPlane(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         tracing_active: bool = False,
         table_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        blob_expiration_days: int = 400,
         request_identity_key_parameter: str | None = None,
         request_identity_key_secret_arn: str | None = None,
         request_identity_key_kms_key_arn: str | None = None,
@@ -432,6 +460,18 @@ class TorporControlPlane(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
+            removal_policy=table_removal_policy,
+        )
+        self.blob_bucket = s3.Bucket(
+            self,
+            "BlobBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(id="invocations", prefix="INV#", expiration=Duration.days(blob_expiration_days)),
+                s3.LifecycleRule(id="uploads", abort_incomplete_multipart_upload_after=Duration.days(1)),
+            ],
             removal_policy=table_removal_policy,
         )
         for index_name, hash_key, range_key, projected in (
@@ -584,6 +624,7 @@ class TorporControlPlane(Construct):
         # --- functions -----------------------------------------------------------------------------
         self.environment = {
             "TORPOR_TABLE": self.table.table_name,
+            "TORPOR_BLOB_BUCKET": self.blob_bucket.bucket_name,
             "TORPOR_WAKE_QUEUE_URL": self.wake_queue.queue_url,
             "TORPOR_WAKE_QUEUE_ARN": self.wake_queue.queue_arn,
             "TORPOR_TIMER_QUEUE_URL": self.timer_queue.queue_url,
@@ -625,7 +666,11 @@ class TorporControlPlane(Construct):
                 timeout=timeout,
                 log_retention=log_retention,
                 managed_policies=policies,
-                statements=[*table_statements(self.table, kind), *statements],
+                statements=[
+                    *table_statements(self.table, kind),
+                    *blob_statements(self.blob_bucket, kind),
+                    *statements,
+                ],
                 environment={**self.environment, **(environment or {})},
                 description=description,
                 tracing=lambda_.Tracing.ACTIVE if tracing_active else None,

@@ -197,7 +197,14 @@ def store_from_environment(env: Mapping[str, str] | None = None) -> Store | None
         from adapters.aws.dynamodb_store import DynamoDBStore
 
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return DynamoDBStore(env["TORPOR_TABLE"], region=region, endpoint_url=env.get("TORPOR_DYNAMODB_ENDPOINT"))
+        from adapters.aws.blobs import blob_store_from_env
+
+        return DynamoDBStore(
+            env["TORPOR_TABLE"],
+            region=region,
+            endpoint_url=env.get("TORPOR_DYNAMODB_ENDPOINT"),
+            blobs=blob_store_from_env(env, region),
+        )
     return None
 
 

@@ -75,6 +75,7 @@ from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
 
+from adapters.aws.blobs import Spiller
 from adapters.aws.store_items import (
     ACTIVE_STATUSES,
     BATCH_PREFIX,
@@ -95,11 +96,11 @@ from adapters.aws.store_items import (
     ServiceItem,
     TimerItem,
     batch_record,
-    ending_batch,
-    ending_entries,
     batch_sk,
     bind,
     doorbell_is,
+    ending_batch,
+    ending_entries,
     epoch_is,
     expiry_pk,
     expiry_sk,
@@ -133,6 +134,9 @@ from control_plane.ids import INVOCATION_ID_BYTES
 from control_plane.observability import record
 from control_plane.ports import (
     INVOCATION_STATUSES,
+    MAX_ITEM_BYTES,
+    MAX_MESSAGE_BYTES,
+    BlobStore,
     InvocationRecord,
     InvocationTransitions,
     JournalBatch,
@@ -161,11 +165,33 @@ _TTL_UNSUPPORTED = frozenset({"UnknownOperationException"})  # dynalite has no T
 class _CountingConnection(Connection):
     """A pynamodb `Connection` that reports each DynamoDB API call (not botocore's retries) as it starts."""
 
-    def __init__(self, on_call: Callable[[str], None], **kwargs: Any) -> None:
+    def __init__(self, on_call: Callable[[str], None], spiller: Spiller | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._on_call = on_call
+        self._spiller = spiller
 
     def dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; with a blob store, values too large for an item go to it first and come
+        back from it on reads (`adapters.aws.blobs`)."""
+        spiller = self._spiller
+        if spiller is None:
+            return self._dispatch(operation_name, operation_kwargs)
+        if operation_name in _WRITES:
+            spiller.spill_request(operation_name, operation_kwargs)
+        try:
+            data = self._dispatch(operation_name, operation_kwargs)
+        except ClientError as exc:
+            messages = [str(exc.response.get("Error", {}).get("Message", ""))]
+            messages += [str(r.message) for r in getattr(exc, "cancellation_reasons", None) or () if r]  # transactions
+            too_large = any("maximum allowed size" in message for message in messages)
+            if operation_name not in _WRITES or not too_large:
+                raise
+            spiller.spill_request(operation_name, operation_kwargs, everything=True)  # an update: size unknown
+            data = self._dispatch(operation_name, operation_kwargs)
+        spiller.restore_response(data)
+        return data
+
+    def _dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
         key = operation_kwargs.get("Key") or operation_kwargs.get("Item") or {}
         on_record = key.get("SK", {}).get("S") == META_SK  # writes there may also move the indexes
         kind = f"{operation_name} META" if on_record else operation_name
@@ -175,6 +201,9 @@ class _CountingConnection(Connection):
         )
         record(f"dynamodb {kind}", items or 1)
         return cast("dict[str, Any]", super().dispatch(operation_name, operation_kwargs))
+
+
+_WRITES = frozenset({"PutItem", "UpdateItem", "TransactWriteItems", "BatchWriteItem"})
 
 
 def _checked_due(due_ms: int) -> int:
@@ -209,6 +238,12 @@ class DynamoDBFacts:
         (`StoreFacts.holds_short_ids`)."""
         _ = self._store.shards
         return self._store._short_ids
+
+    @property
+    def value_limit_bytes(self) -> int:
+        """`MAX_MESSAGE_BYTES` with a blob store, else what one item holds beside its keys
+        (`StoreFacts.value_limit_bytes`)."""
+        return MAX_MESSAGE_BYTES if self._store.blobs is not None else MAX_ITEM_BYTES - 16 * 1024
 
     def creation_requests(self, *, delayed: bool, on_key: bool) -> dict[str, int]:
         """The DynamoDB requests of creating an invocation: its record (PutItem META), a delayed
@@ -255,6 +290,9 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
             `BatchWriteItem` (the AWS ingress): timers and replaced large state values then expire
             (their TTL set to now) instead of being deleted, and removing an invocation or a
             workflow's items raises `PermissionError` (see `StoreFacts.may_delete`).
+        blobs: Where values too large for an item go (`control_plane.ports.BlobStore`, S3 on AWS:
+            `adapters.aws.blobs`), up to `MAX_MESSAGE_BYTES` each; None: such a value raises
+            `ItemTooLarge` (413). Items that fit never touch it.
 
     Raises:
         ValueError: `shards` is below 1.
@@ -270,6 +308,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         aws_secret_access_key: str | None = None,
         shards: int = DEFAULT_SHARDS,
         may_delete: bool = True,
+        blobs: BlobStore | None = None,
     ) -> None:
         if shards < 1:
             raise ValueError(f"the store needs at least 1 shard, got {shards}")
@@ -287,8 +326,10 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         self._request_counts: dict[str, int] = {}
         self._request_count_lock = threading.Lock()
         self._connection = TableConnection(table_name)
+        self.blobs = blobs
         self._connection.connection = _CountingConnection(
             self._count_request,
+            Spiller(blobs) if blobs is not None else None,
             region=region,
             host=endpoint_url,
             max_pool_connections=_MAX_POOL_CONNECTIONS,
@@ -587,6 +628,9 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
             with model.batch_write() as batch:
                 for sk in sort_keys:
                     batch.delete(model(pk, sk))
+        if self.blobs is not None:  # the items are gone first: no item refers to a deleted object
+            for prefix in (BATCH_PREFIX, NOTIFICATION_PREFIX) if keep_record else ("",):
+                self.blobs.delete(f"{pk}/{prefix}")
         if keep_record:
             return
         if created_at_ms is None:

@@ -56,6 +56,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from adapters.aws.blobs import blob_store_from_env
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.emf import EmfMetrics
 from adapters.aws.schedules import EventBridgeSchedules
@@ -137,7 +138,11 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
         settings = Settings.load(env)
         store = DynamoDBStore(
-            _required(env, "TORPOR_TABLE"), region=region, shards=settings.store_shards, may_delete=may_delete
+            _required(env, "TORPOR_TABLE"),
+            region=region,
+            shards=settings.store_shards,
+            may_delete=may_delete,
+            blobs=blob_store_from_env(env, region),
         )
         sqs = boto3.client("sqs", region_name=region)
         role = env.get("TORPOR_SCHEDULER_ROLE_ARN")

@@ -128,6 +128,12 @@ def version() -> None:
 @click.option("--in-memory", is_flag=True, help="Store in SQLite in memory: everything is lost when it stops.")
 @click.option("--moto", is_flag=True, help="Store in DynamoDB on an embedded moto server (lost when it stops).")
 @click.option("--table", default="torpor", show_default=True, help="DynamoDB table name.")
+@click.option(
+    "--blob-bucket",
+    envvar="TORPOR_BLOB_BUCKET",
+    default=None,
+    help="With DynamoDB: the S3 bucket for values above an item's 400 KB (up to 32 MiB; created on a local endpoint).",
+)
 @click.option("--region", default="us-east-1", show_default=True, help="AWS region.")
 @click.option(
     "--inactivity-timeout",
@@ -225,6 +231,7 @@ def dev(
     in_memory: bool,
     moto: bool,
     table: str,
+    blob_bucket: str | None,
     region: str,
     inactivity_timeout: int | None,
     call_wait: int | None,
@@ -312,6 +319,7 @@ def dev(
             in_memory=in_memory,
             moto=moto,
             table=table,
+            blob_bucket=blob_bucket,
             region=region,
             settings=settings,
             workers=workers,

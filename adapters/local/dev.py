@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 import httpx
 import uvicorn
 
+from adapters.aws.blobs import S3BlobStore
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker
@@ -245,6 +246,7 @@ class DevServer:
         listen_sockets: tuple[socket.socket, socket.socket] | None = None,
         restate_ui: RestateUiFiles | None = None,
         restate_ui_port: int = 9072,
+        blob_bucket: str | None = None,
         sqs_endpoint: str | None = None,
     ) -> None:
         if restate_ui is not None and listen_sockets is not None:
@@ -260,6 +262,10 @@ class DevServer:
         self.data_dir = None if data_dir is None else os.fspath(data_dir)
         """The SQLite store's directory, or None (in memory, or DynamoDB)."""
         self._sqlite = data_dir is not None or in_memory
+        self.blob_bucket = blob_bucket
+        """With DynamoDB: the S3 bucket values too large for an item go to (on the DynamoDB endpoint's
+        host when it is a local one, e.g. moto; created if missing), or None (such values are a 413).
+        The SQLite store keeps large values itself."""
         self.host = host
         self._ingress_port = ingress_port
         self._admin_port = admin_port
@@ -474,11 +480,16 @@ class DevServer:
             if not _has_aws_credentials():  # a local endpoint (moto, dynalite) takes any key
                 log.info("no AWS credentials configured: using dummy ones for %s", self._dynamodb_endpoint)
                 credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        blobs = None
+        if self.blob_bucket:
+            blobs = S3BlobStore(self.blob_bucket, region=self.region, endpoint_url=self._dynamodb_endpoint)
+            blobs.ensure_bucket()
         self._store = DynamoDBStore(
             self.table,
             region=self.region,
             endpoint_url=self._dynamodb_endpoint,
             shards=self._store_shards(),
+            blobs=blobs,
             **credentials,
         )
         self._store.ensure_schema()
@@ -551,6 +562,8 @@ class DevServer:
             env["TORPOR_SQLITE"] = self._sqlite_path
         elif self.lambda_checkpoints and self._dynamodb_endpoint is not None:
             env.update(TORPOR_TABLE=self.table, TORPOR_DYNAMODB_ENDPOINT=self._dynamodb_endpoint)
+            if self.blob_bucket:  # its commits of large run results go to the same bucket
+                env.update(TORPOR_BLOB_BUCKET=self.blob_bucket, TORPOR_S3_ENDPOINT=self._dynamodb_endpoint)
         timeout_s = {} if self.lambda_timeout_ms is None else {"timeout_s": self.lambda_timeout_ms / 1000}
         self._emulator = LambdaEmulatorProcess(
             self.lambda_functions, region=self.region, env=env, keep_running=True, **timeout_s
@@ -766,6 +779,7 @@ def run_dev(
     in_memory: bool = False,
     moto: bool = False,
     table: str = "torpor",
+    blob_bucket: str | None = None,
     region: str = "us-east-1",
     settings: Settings | None = None,
     workers: int = 1,
@@ -792,6 +806,7 @@ def run_dev(
         in_memory: The SQLite store in memory.
         moto: DynamoDB on an embedded moto server.
         table: DynamoDB table name.
+        blob_bucket: With DynamoDB, the S3 bucket for values too large for an item (`DevServer`).
         region: AWS region.
         settings: Runtime settings; None reads `Settings.load()`.
         workers: Orchestrator processes over the store (1: this process serves alone).
@@ -820,6 +835,7 @@ def run_dev(
             in_memory=in_memory,
             moto=moto,
             table=table,
+            blob_bucket=blob_bucket,
             region=region,
             settings=settings,
             concurrency=concurrency,

@@ -681,6 +681,8 @@ class LambdaEmulatorProcess:
         env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
         for name in ("TORPOR_SQLITE", "TORPOR_TABLE", "TORPOR_DYNAMODB_ENDPOINT"):
             env.pop(name, None)  # only what this emulator is given
+        env.pop("TORPOR_BLOB_BUCKET", None)
+        env.pop("TORPOR_S3_ENDPOINT", None)
         env.update(self.env)
         env["PYTHONPATH"] = os.pathsep.join([self.cwd, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
         env["PYTHONUNBUFFERED"] = "1"

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control_plane.limits import reserve, slot_free
-from control_plane.ports import MAX_ITEM_BYTES, ItemTooLarge, PromiseRecord, StoreConflict
+from control_plane.ports import MAX_ITEM_BYTES, MAX_MESSAGE_BYTES, ItemTooLarge, PromiseRecord, StoreConflict
 
 KEYED_TABLES = ("state", "queue", "promises", "promise_waiters", "object_keys", "slots", "rates")
 
@@ -48,8 +48,17 @@ def item_size(values: Mapping[str, Any]) -> int:
     return total
 
 
+BLOB_FROM_BYTES = 64 * 1024
+"""A binary value above this (bytes) counts as a reference to a blob (`BLOB_REFERENCE_BYTES`), as
+`DynamoDBStore` with a blob store keeps such a value outside its item; the SQLite store keeps it in
+its own row. A value above `MAX_MESSAGE_BYTES` counts whole, so it never fits."""
+BLOB_REFERENCE_BYTES = 256
+
+
 def _value_size(value: object) -> int:
     if isinstance(value, bytes | bytearray):
+        if BLOB_FROM_BYTES < len(value) <= MAX_MESSAGE_BYTES:
+            return BLOB_REFERENCE_BYTES
         return len(value)
     if isinstance(value, str):
         return len(value.encode())
@@ -161,9 +170,10 @@ class KeyedTables:
                 written.
         """
         for state_key, value in writes.items():
-            if value is not None and len(value) + len(state_key) > MAX_ITEM_BYTES - 200:
+            if value is not None and (len(value) > MAX_MESSAGE_BYTES or len(state_key) > MAX_ITEM_BYTES - 200):
                 raise ItemTooLarge(
-                    f"{scope}/{key}: a state value ({len(value)} bytes) does not fit in one DynamoDB item (400 KB)"
+                    f"{scope}/{key}: a state value takes {len(value)} bytes, more than the {MAX_MESSAGE_BYTES} "
+                    "bytes (32 MiB) a value may take"
                 )
         with self._write("apply_state") as db:
             current = self._state(db, scope, key) if clear else {}
@@ -335,9 +345,9 @@ class KeyedTables:
             ItemTooLarge: The value does not fit in one 400 KB DynamoDB item; nothing was written.
         """
         size = len(promise.value or b"")
-        if size + len(json.dumps(promise.failure)) + len(name) > MAX_ITEM_BYTES - 200:
+        if size > MAX_MESSAGE_BYTES or len(json.dumps(promise.failure)) + len(name) > MAX_ITEM_BYTES - 200:
             raise ItemTooLarge(
-                f"{scope}/{key}: promise '{name}' ({size} bytes) does not fit in one DynamoDB item (400 KB)"
+                f"{scope}/{key}: promise '{name}' ({size} bytes) takes more than a value may (32 MiB)"
             )
         failure = None if promise.failure is None else json.dumps(dict(promise.failure))
         with self._write("complete_promise") as db:

@@ -28,7 +28,9 @@ A DynamoDB condition becomes a `SELECT` of the row and a check in Python inside 
 transaction; a lost condition raises `StoreConflict` with the messages `DynamoDBStore` uses. Sizes
 are checked as DynamoDB would (`ItemTooLarge` above 400 KB for an invocation record, a journal
 batch, a notification, a promise or the small state values of one key), so what works here fits in
-DynamoDB too. There is no TTL: retention is carried out by the sweep (`due_retention`), and
+DynamoDB too, with a blob store: a binary value above 64 KiB counts as the reference `DynamoDBStore`
+would keep in its item (`sqlite_keyed.BLOB_FROM_BYTES`) and is kept here in its own row, up to
+`MAX_MESSAGE_BYTES` (32 MiB). There is no TTL: retention is carried out by the sweep (`due_retention`), and
 `expires_at_s` of keyed rows is kept but not acted on.
 
 `request_count` / `request_counts` count one per port call, by method name (`{"append_batch": 3}`).
@@ -63,6 +65,7 @@ from adapters.local.sqlite_schedules import ScheduleTables
 from control_plane.ports import (
     INVOCATION_STATUSES,
     MAX_ITEM_BYTES,
+    MAX_MESSAGE_BYTES,
     MAX_TIMER_MS,
     InvocationPage,
     InvocationRecord,
@@ -285,6 +288,8 @@ class SQLiteFacts:
 
     may_delete = True
     """Always: the store's file is this process's own (`StoreFacts.may_delete`)."""
+    value_limit_bytes = MAX_MESSAGE_BYTES
+    """The store keeps large values in its own rows (`StoreFacts.value_limit_bytes`)."""
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store

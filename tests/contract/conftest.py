@@ -40,7 +40,7 @@ def moto_endpoint() -> Iterator[str]:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DynamoDBStore | SQLiteStore]:
     """A fresh, empty store of each kind: DynamoDB on its own moto table, SQLite in its own file."""
     if request.param == "dynamodb":
-        yield make_store("dynamodb", endpoint_url=request.getfixturevalue("moto_endpoint"))
+        yield make_store("dynamodb", endpoint_url=request.getfixturevalue("moto_endpoint"), blobs=True)
         return
     store = make_store("sqlite", directory=tmp_path)
     assert isinstance(store, SQLiteStore)

@@ -20,6 +20,7 @@ from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.store_items import TTL_GRACE_S, shard_of
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane.ports import (
+    MAX_MESSAGE_BYTES,
     MAX_TIMER_MS,
     InvocationRecord,
     ItemTooLarge,
@@ -406,13 +407,16 @@ def test_notifications_of_an_unknown_invocation_do_not_make_it_load(store: Store
     assert store.load_invocation("inv_ghost") is None
 
 
-def test_notification_above_400_kb_is_refused_loudly(store: Store) -> None:
+def test_notification_above_400_kb_is_kept_and_one_above_32_mib_refused_loudly(store: Store) -> None:
     store.create_invocation(invocation("inv_1"))
+    large = StoredNotification("c1", bytes(range(256)) * 1_700, created_at_ms=1)  # 435,200 bytes
+    assert store.put_notification("inv_1", large)
 
-    with pytest.raises(ItemTooLarge, match=r"notification c1 \(420000 bytes\) does not fit"):
-        store.put_notification("inv_1", StoredNotification("c1", b"x" * 420_000, created_at_ms=1))
+    with pytest.raises(ItemTooLarge) as raised:
+        store.put_notification("inv_1", StoredNotification("c2", b"x" * (MAX_MESSAGE_BYTES + 1), created_at_ms=1))
 
-    assert store.load_invocation("inv_1") == LoadedInvocation(invocation("inv_1"), [], [])
+    assert raised.value.status == 413
+    assert store.load_invocation("inv_1") == LoadedInvocation(invocation("inv_1"), [], [large])
 
 
 def test_append_batch_twice_at_one_index_conflicts_and_keeps_the_first(store: Store) -> None:
@@ -457,21 +461,32 @@ def test_load_follows_pages_past_one_megabyte(store: Store) -> None:
         assert store.request_count - before == 2  # 1.2 MB: DynamoDB (and moto) page at 1 MB
 
 
-def test_batch_above_400_kb_is_refused_loudly(store: Store) -> None:
+def test_batch_above_400_kb_is_kept_and_one_above_32_mib_refused_loudly(store: Store) -> None:
     store.create_invocation(invocation("inv_1"))
+    large = JournalBatch(3, bytes(range(256)) * 1_700, epoch=1, committed_at_ms=1)
+    store.append_batch("inv_1", large)
 
-    with pytest.raises(ItemTooLarge, match=r"index 3 \(420000 bytes\) do not fit in one DynamoDB item") as raised:
-        store.append_batch("inv_1", JournalBatch(3, b"x" * 420_000, epoch=1, committed_at_ms=1))
+    with pytest.raises(ItemTooLarge) as raised:
+        store.append_batch("inv_1", JournalBatch(4, b"x" * (MAX_MESSAGE_BYTES + 1), epoch=1, committed_at_ms=1))
 
     assert raised.value.status == 413
-    assert store.load_invocation("inv_1") == LoadedInvocation(invocation("inv_1"), [], [])
+    assert store.load_invocation("inv_1") == LoadedInvocation(invocation("inv_1"), [large], [])
 
 
-def test_update_that_grows_the_item_above_400_kb_is_refused_loudly(store: Store) -> None:
+def test_an_output_above_400_kb_is_kept_beside_a_large_input(store: Store) -> None:
+    record = invocation("inv_1", input_entry=b"i" * 300_000)
+    store.create_invocation(record)
+
+    store._update_invocation("inv_1", 0, output=b"o" * 420_000)
+
+    assert store.get_invocation("inv_1") == record.evolve(output=b"o" * 420_000)
+
+
+def test_update_above_32_mib_is_refused_loudly(store: Store) -> None:
     store.create_invocation(invocation("inv_1"))
 
-    with pytest.raises(ItemTooLarge, match="setting output would make its metadata item larger"):
-        store._update_invocation("inv_1", 0, output=b"x" * 420_000)
+    with pytest.raises(ItemTooLarge):
+        store._update_invocation("inv_1", 0, output=b"x" * (MAX_MESSAGE_BYTES + 1))
 
     assert store.get_invocation("inv_1") == invocation("inv_1")
 

@@ -14,7 +14,7 @@ import pytest
 
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.sqlite_store import SQLiteStore
-from control_plane.ports import ItemTooLarge, LoadedInvocation, PromiseRecord, StoreConflict
+from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge, LoadedInvocation, PromiseRecord, StoreConflict
 from tests.helpers.dynamodb_items import as_dynamodb, h, object_pk, raw_item, raw_partition
 from tests.helpers.records import KEYED_INVOCATION
 
@@ -208,11 +208,14 @@ def test_a_large_state_write_by_a_writer_that_lost_the_key_writes_nothing(store:
     assert sorted(_item_sizes(store, "k")) == items  # what it stored on the way is deleted again
 
 
-def test_a_value_that_does_not_fit_in_one_item_is_refused_loudly(store: Store) -> None:
+def test_a_value_above_an_item_is_kept_and_one_above_32_mib_refused_loudly(store: Store) -> None:
     put_state(store, SCOPE, "k", b"a", b"1")
-    with pytest.raises(ItemTooLarge, match=r"Counter/k: a state value \(409600 bytes\) does not fit"):
-        store.apply_state(SCOPE, "k", {b"b": b"2", b"huge": b"x" * 400 * 1024})
+    with pytest.raises(ItemTooLarge):
+        store.apply_state(SCOPE, "k", {b"b": b"2", b"huge": b"x" * (MAX_MESSAGE_BYTES + 1)})
     assert store.load_state(SCOPE, "k") == {b"a": b"1"}
+
+    store.apply_state(SCOPE, "k", {b"large": b"L" * (1024 * 1024)})
+    assert store.load_state(SCOPE, "k") == {b"a": b"1", b"large": b"L" * (1024 * 1024)}
 
 
 KEYS = [

@@ -14,6 +14,7 @@ import pytest
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.sqlite_store import SQLiteStore
 from control_plane.ports import (
+    MAX_MESSAGE_BYTES,
     InvocationStore,
     KeyStore,
     RegistryStore,
@@ -66,7 +67,7 @@ def test_the_families_cut_the_port_without_overlap_and_store_is_their_union() ->
 
 def test_facts_about_a_deployment_are_not_storage() -> None:
     facts = set(_members(StoreFacts))
-    assert facts == {"may_delete", "holds_short_ids", "creation_requests"}
+    assert facts == {"may_delete", "holds_short_ids", "value_limit_bytes", "creation_requests"}
     for protocol in (*FAMILIES, Store):
         assert facts.isdisjoint(_members(protocol)), protocol.__name__
     for adapter in ADAPTERS:
@@ -87,6 +88,7 @@ def test_a_fresh_store_gives_its_facts_beside_it(store: DynamoDBStore | SQLiteSt
     facts: StoreFacts = store.facts
     assert facts.may_delete is True
     assert facts.holds_short_ids is False  # first used with 24-byte ids
+    assert facts.value_limit_bytes == MAX_MESSAGE_BYTES  # SQLite, and DynamoDB with its blob store
     expected = {"dynamodb PutItem META": 1, "dynamodb PutItem": 1, "dynamodb UpdateItem": 1}
     requests = facts.creation_requests(delayed=True, on_key=True)
     assert dict(requests) == (expected if as_dynamodb(store) is not None else {})

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.aws.blobs import S3BlobStore
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.store_items import shard_of
 from adapters.local.sqlite_store import SQLiteStore
@@ -27,7 +28,7 @@ STORE_KINDS = ("dynamodb", "sqlite")
 
 
 def make_store(
-    kind: str, *, endpoint_url: str | None = None, directory: Path | None = None
+    kind: str, *, endpoint_url: str | None = None, directory: Path | None = None, blobs: bool = False
 ) -> DynamoDBStore | SQLiteStore:
     """A fresh store of `kind` with its schema ensured.
 
@@ -36,18 +37,26 @@ def make_store(
             or in memory if None).
         endpoint_url: The DynamoDB endpoint (moto or dynalite), for "dynamodb".
         directory: Where the SQLite file goes, for "sqlite".
+        blobs: For "dynamodb": with an S3 blob store (a new bucket at `endpoint_url`, a moto server),
+            as the SQLite store keeps large values itself.
 
     Raises:
         ValueError: An unknown kind.
     """
     store: DynamoDBStore | SQLiteStore
     if kind == "dynamodb":
+        table = unique_table_name()
+        blob_store = None
+        if blobs:
+            blob_store = S3BlobStore(table, region=REGION, endpoint_url=endpoint_url)
+            blob_store.ensure_bucket()
         store = DynamoDBStore(
-            unique_table_name(),
+            table,
             region=REGION,
             endpoint_url=endpoint_url,
             aws_access_key_id=DUMMY_AWS_ENV["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=DUMMY_AWS_ENV["AWS_SECRET_ACCESS_KEY"],
+            blobs=blob_store,
         )
     elif kind == "sqlite":
         store = SQLiteStore(":memory:" if directory is None else directory / f"{unique_table_name()}.sqlite3")

@@ -173,6 +173,8 @@ class Facts:
         self.names = names  # filled in order: later steps render references to earlier names
         for logical_id in self.of_type("AWS::DynamoDB::Table"):
             names[logical_id] = "Table"
+        for logical_id in self.of_type("AWS::S3::Bucket"):
+            names[logical_id] = "BlobBucket"
         queues = self.of_type("AWS::SQS::Queue")
         for logical_id, queue in queues.items():
             redrive = queue.get("Properties", {}).get("RedrivePolicy")

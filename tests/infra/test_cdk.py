@@ -24,6 +24,7 @@ INLINE = lambda_.Code.from_inline("def handler(event, context):\n    return None
 
 ENVIRONMENT_KEYS = {
     "TORPOR_TABLE",
+    "TORPOR_BLOB_BUCKET",
     "TORPOR_WAKE_QUEUE_URL",
     "TORPOR_WAKE_QUEUE_ARN",
     "TORPOR_TIMER_QUEUE_URL",

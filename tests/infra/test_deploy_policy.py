@@ -46,6 +46,8 @@ NEEDED = {
     "AWS::CloudWatch::Alarm": ["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
     "Custom::TorporDeployment": ["lambda:InvokeFunction"],  # CloudFormation invokes the deploy hook
     "Custom::TorporSchedule": ["lambda:InvokeFunction"],
+    "AWS::S3::Bucket": ["s3:CreateBucket", "s3:PutEncryptionConfiguration", "s3:PutBucketPublicAccessBlock",
+                        "s3:PutBucketOwnershipControls", "s3:PutLifecycleConfiguration", "s3:DeleteBucket"],
     "Custom::TorporSubscription": ["lambda:InvokeFunction"],
     "AWS::CDK::Metadata": [],
 }

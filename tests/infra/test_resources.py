@@ -26,6 +26,7 @@ CONTROL_PLANE = {
 
 ENVIRONMENT = {
     "TORPOR_TABLE": "${Table}",
+    "TORPOR_BLOB_BUCKET": "${BlobBucket}",
     "TORPOR_WAKE_QUEUE_URL": "${WakeQueue}",
     "TORPOR_WAKE_QUEUE_ARN": "${WakeQueue.Arn}",
     "TORPOR_TIMER_QUEUE_URL": "${TimerQueue}",
@@ -105,27 +106,40 @@ CONSUME = {
 CHECKPOINTS = {("dynamodb:GetItem", "${Table.Arn}"), ("dynamodb:PutItem", "${Table.Arn}")}
 """In-process checkpoints (`adapters.aws.checkpoints`): the epoch fence (a read) and the journal batch, no more."""
 
+def _blobs(*actions: str) -> set[tuple[str, str]]:
+    """`actions` on the blob bucket's objects, and `s3:ListBucket` on it for a function that deletes."""
+    listing = {("s3:ListBucket", "${BlobBucket.Arn}")} if "s3:DeleteObject" in actions else set()
+    return {(action, "${BlobBucket.Arn}/*") for action in actions} | listing
+
+
+BLOBS_RW = _blobs("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+"""Reads and writes large values, and deletes them with the invocations it removes."""
+
 EXPECTED_PERMISSIONS = {
     # runs attempts in-process (calls), creates invocations: reads, puts and updates items, no index;
     # never deletes (what it drops expires; an expired invocation's removal goes to the worker)
     "IngressFunction": _table(writes=("dynamodb:PutItem", "dynamodb:UpdateItem"))
+    | _blobs("s3:GetObject", "s3:PutObject")
     | _wake_ups()
     | INVOKE
     | _logs("IngressFunction"),
     # registration, listing (by_status_v2), kill, purge, state: the items its routes write (WRITE_PARTITIONS)
     "AdminFunction": _table(indexes=(STATUS_INDEX,))
+    | BLOBS_RW
     | _wake_ups()
     | INVOKE
     | RECURRING_SCHEDULES
     | _logs("AdminFunction"),
-    "WorkerFunction": _table() | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
+    "WorkerFunction": _table() | BLOBS_RW | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
     # overdue timers and leases (by_status_v2), retention (by_expiry); wakes through SQS only, invokes nothing
     "SweeperFunction": _table(indexes=(STATUS_INDEX, EXPIRY_INDEX))
+    | BLOBS_RW
     | SEND
     | _logs("SweeperFunction"),
     # discovery (invoke), deployments and services, the invocations pinned to a deployment; the
     # schedules stacks declare (Custom::TorporSchedule) and their recurring EventBridge schedules
     "DeployHookFunction": _table(writes=("dynamodb:PutItem", "dynamodb:DeleteItem"), indexes=(STATUS_INDEX,))
+    | _blobs("s3:GetObject")
     | INVOKE
     | DECLARED_SCHEDULES
     | _logs("DeployHookFunction"),
