@@ -150,9 +150,19 @@ def slot_free(held: int, limit: int, waiting: bool) -> bool:
 def check_limits(
     service_type: str, handlers: Iterable[Mapping[str, Any]], changes: Mapping[str, Any]
 ) -> None:
-    """Refuse limits that would apply to exclusive object handlers (`BadRequest`, naming the fix).
+    """Refuse limits that would apply to exclusive object handlers, and handler limits or rates for a
+    handler the service does not have (`BadRequest`, naming the fix; `null`, which removes one, is
+    always taken).
 
     `handlers`: the service's manifest handlers (`name`, `ty`); `changes`: overrides being set."""
+    handlers = list(handlers)
+    names = sorted(str(h.get("name")) for h in handlers)
+    for field_name, key in (("handler_concurrency_limits", HANDLER_LIMITS), ("handler_rate_limits", HANDLER_RATES)):
+        for name, value in (changes.get(key) or {}).items():
+            if value is not None and name not in names:
+                raise BadRequest(
+                    f"{field_name}: the service has no handler {name!r}; its handlers are: {', '.join(names)}"
+                )
     exclusive = {
         str(h.get("name"))
         for h in handlers

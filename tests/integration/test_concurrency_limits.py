@@ -123,6 +123,8 @@ def test_cancel_and_kill_give_slots_back_and_a_cancelled_waiter_never_takes_one(
         ("Waits", {"handler_concurrency_limits": 3}, "expected an object"),
         ("Counter", {"concurrency_limit": 2}, "exclusive handlers"),
         ("Counter", {"handler_concurrency_limits": {"add": 2}}, "exclusive handler"),
+        ("Waits", {"handler_concurrency_limits": {"slep": 2}}, "no handler 'slep'; its handlers are: awakeable"),
+        ("Waits", {"handler_rate_limits": {"slep": 1}}, "no handler 'slep'"),
     ],
 )
 def test_bad_limits_are_refused_with_a_message_naming_the_fix(
