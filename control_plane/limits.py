@@ -188,8 +188,8 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
     `(new book, the upserted rules as stored)`, all or nothing.
 
     Each entry: `pattern` (`check_pattern`), `limits` {`concurrency`: whole number ≥ 1 or null},
-    `disabled`, `description`, `precondition` {`type`: `none` | `does_not_exist` | `matches`,
-    `version`}. A rule's `version` grows by one on each upsert. Raises `Unprocessable` (422) for a
+    `disabled` (true or false), `description` (a string), `precondition` {`type`: `none` |
+    `does_not_exist` | `matches`, `version`}. A rule's `version` grows by one on each upsert. Raises `Unprocessable` (422) for a
     malformed entry, `Conflict` (409) for a failed precondition."""
     if not isinstance(requests, list):
         raise Unprocessable('the body must be a JSON array of rules like [{"pattern": "scope/*", "limits": {"concurrency": 5}}]')
@@ -199,12 +199,16 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
         if not isinstance(entry, Mapping):
             raise Unprocessable("each rule must be a JSON object with a pattern")
         pattern = check_pattern(entry.get("pattern"))
-        limits = entry.get("limits") or {}
+        limits = {} if entry.get("limits") is None else entry["limits"]
         if not isinstance(limits, Mapping) or set(limits) - {"concurrency"}:
             raise Unprocessable(f"rule {pattern!r}: limits takes only concurrency (a whole number of at least 1)")
         concurrency = limits.get("concurrency")
         if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
             raise Unprocessable(f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1, or null")
+        if not isinstance(entry.get("disabled", False), bool):
+            raise Unprocessable(f"rule {pattern!r}: disabled must be true or false, got {entry['disabled']!r}")
+        if not isinstance(entry.get("description", ""), str | None):
+            raise Unprocessable(f"rule {pattern!r}: description must be a string, got {entry['description']!r}")
         _check_precondition(pattern, new.get(pattern), entry.get("precondition"))
         current = new.get(pattern)
         rule = {
@@ -255,6 +259,8 @@ def delete_rules(book: Mapping[str, Mapping[str, Any]], requests: object) -> tup
             raise Unprocessable("each entry must be a JSON object with a pattern")
         pattern = check_pattern(entry.get("pattern"))
         expected = entry.get("expected_version")
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+            raise Unprocessable(f"rule {pattern!r}: expected_version must be a whole number, got {expected!r}")
         current = new.get(pattern)
         if expected is not None and (current is None or current["version"] != expected):
             now = "absent" if current is None else f"at version {current['version']}"
