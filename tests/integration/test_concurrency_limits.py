@@ -160,3 +160,18 @@ def test_a_rate_limit_spaces_starts_and_the_paced_ones_wait_scheduled(dev: DevSe
     finally:
         configure(dev, {"handler_rate_limits": {"sleep": None}})
     assert httpx.patch(f"{dev.admin_url}/services/Waits", json={"rate_limit": 0}).status_code == 400
+
+
+def test_pausing_an_invocation_waiting_for_a_slot_is_refused_naming_the_limit_not_an_object_key(dev: DevServer) -> None:
+    assert configure(dev, {"handler_concurrency_limits": {"sleep": 1}}).status_code == 200
+    ids = [send_sleep(dev, 10_000) for _ in range(2)]
+    try:
+        wait_for(lambda: statuses(dev, ids) == ["suspended", "pending"], 15, "one sleeps, one waits")
+        reply = httpx.patch(f"{dev.admin_url}/invocations/{ids[1]}/pause", timeout=10)
+        assert reply.status_code == 409, reply.text
+        assert "waits for a slot of the concurrency limit Waits/sleep (1)" in reply.json()["message"]
+        assert "object key" not in reply.json()["message"]
+    finally:
+        configure(dev, {"handler_concurrency_limits": {"sleep": None}})
+        for i in ids:
+            httpx.patch(f"{dev.admin_url}/invocations/{i}/kill")
