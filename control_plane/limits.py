@@ -189,8 +189,8 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
 
     Each entry: `pattern` (`check_pattern`), `limits` {`concurrency`: whole number ≥ 1 or null},
     `disabled` (true or false), `description` (a string), `precondition` {`type`: `none` |
-    `does_not_exist` | `matches`, `version`}. A rule's `version` grows by one on each upsert. Raises `Unprocessable` (422) for a
-    malformed entry, `Conflict` (409) for a failed precondition."""
+    `does_not_exist` | `matches`, `version`}. A rule's `version` grows by one on each upsert. Raises
+    `Unprocessable` (422) for a malformed entry, `Conflict` (409) for a failed precondition."""
     if not isinstance(requests, list):
         raise Unprocessable('the body must be a JSON array of rules like [{"pattern": "scope/*", "limits": {"concurrency": 5}}]')
     new: Rules = {k: dict(v) for k, v in book.items()}
