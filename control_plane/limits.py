@@ -127,6 +127,14 @@ def rule_pool(rules: Mapping[str, Mapping[str, Any]], scope: str, limit_key: str
     return RULE_PREFIX + "/".join(segments[: best[0]]), best[3]
 
 
+MAX_LIMIT = 2**32 - 1  # restate-server 1.7.12 takes a concurrency limit as a nonzero u32
+
+
+def is_limit(value: object) -> bool:
+    """A concurrency limit: a whole number (not a bool) from 1 to `MAX_LIMIT`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_LIMIT
+
+
 def check_pattern(pattern: object) -> str:
     """A rule's pattern: 1 to 3 non-empty `/`-separated segments, each a name or `*`. Raises `Unprocessable`."""
     if not isinstance(pattern, str) or not pattern:
@@ -199,12 +207,14 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
         if not isinstance(entry, Mapping):
             raise Unprocessable("each rule must be a JSON object with a pattern")
         pattern = check_pattern(entry.get("pattern"))
-        limits = {} if entry.get("limits") is None else entry["limits"]
+        limits = entry.get("limits") or {}  # restate-server 1.7.12 also takes [] for {}
         if not isinstance(limits, Mapping) or set(limits) - {"concurrency"}:
             raise Unprocessable(f"rule {pattern!r}: limits takes only concurrency (a whole number of at least 1)")
         concurrency = limits.get("concurrency")
-        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
-            raise Unprocessable(f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1, or null")
+        if concurrency is not None and not is_limit(concurrency):
+            raise Unprocessable(
+                f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1 and at most {MAX_LIMIT}, or null"
+            )
         if not isinstance(entry.get("disabled", False), bool):
             raise Unprocessable(f"rule {pattern!r}: disabled must be true or false, got {entry['disabled']!r}")
         if not isinstance(entry.get("description", ""), str | None):

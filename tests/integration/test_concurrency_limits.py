@@ -125,6 +125,8 @@ def test_cancel_and_kill_give_slots_back_and_a_cancelled_waiter_never_takes_one(
         ("Counter", {"handler_concurrency_limits": {"add": 2}}, "exclusive handler"),
         ("Waits", {"handler_concurrency_limits": {"slep": 2}}, "no handler 'slep'; its handlers are: awakeable"),
         ("Waits", {"handler_rate_limits": {"slep": 1}}, "no handler 'slep'"),
+        ("Waits", {"concurrency_limit": 2**32}, "at most 4294967295"),
+        ("Waits", {"handler_concurrency_limits": {"sleep": 10**40}}, "at most 4294967295"),
     ],
 )
 def test_bad_limits_are_refused_with_a_message_naming_the_fix(
