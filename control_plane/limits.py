@@ -213,7 +213,8 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
         concurrency = limits.get("concurrency")
         if concurrency is not None and not is_limit(concurrency):
             raise Unprocessable(
-                f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1 and at most {MAX_LIMIT}, or null"
+                f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1 and at most "
+                f"{MAX_LIMIT}, or null"
             )
         if not isinstance(entry.get("disabled", False), bool):
             raise Unprocessable(f"rule {pattern!r}: disabled must be true or false, got {entry['disabled']!r}")

@@ -329,12 +329,13 @@ def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _limit(field_name: str, value: object) -> int | None:
-    """A concurrency limit: a whole number of at least 1, or None (removes it). Raises `BadRequest`."""
+    """A concurrency limit: a whole number from 1 to `limits.MAX_LIMIT`, or None (removes it). Raises `BadRequest`."""
     if value is None:
         return None
     if not is_limit(value):
         raise BadRequest(
-            f"{field_name}: expected a whole number of at least 1 and at most {MAX_LIMIT} (null removes the limit), got {value!r}"
+            f"{field_name}: expected a whole number of at least 1 and at most {MAX_LIMIT} (null removes the limit), "
+            f"got {value!r}"
         )
     return value
 
