@@ -41,7 +41,16 @@ def send_sleep(dev: DevServer, ms: int) -> str:
 
 
 def statuses(dev: DevServer, ids: list[str]) -> list[str]:
-    return [describe(dev, i)["status"] for i in ids]
+    """The statuses of `ids` from one SQL query: a snapshot, not one read per id (a grant between two
+    reads would show the newcomer starting while the one it replaced still runs)."""
+    rows = httpx.post(
+        f"{dev.admin_url}/query",
+        json={"query": "SELECT id, status FROM sys_invocation WHERE target_service_name = 'Waits'"},
+        headers={"accept": "application/json"},
+        timeout=10,
+    ).json()["rows"]
+    found = {row["id"]: row["status"] for row in rows}
+    return [found.get(i, "absent") for i in ids]
 
 
 def at_ms(text: str) -> float:
@@ -82,6 +91,34 @@ def test_at_most_n_hold_a_slot_and_the_rest_start_in_arrival_order(dev: DevServe
             assert done[i] >= done[i - 2] + 2_900, (i, done)
     finally:
         configure(dev, {"handler_concurrency_limits": {"sleep": None}})
+
+
+def test_the_services_and_the_handlers_limits_both_count(dev: DevServer) -> None:
+    # the handler allows 3, the service 1: each call takes a slot of both pools, so one runs at a time
+    assert configure(dev, {"concurrency_limit": 1, "handler_concurrency_limits": {"sleep": 3}}).status_code == 200
+    try:
+        ids = []
+        for _ in range(3):
+            ids.append(send_sleep(dev, 1_500))
+            time.sleep(0.02)
+        assert statuses(dev, ids)[1:] == ["pending", "pending"]
+        assert describe(dev, ids[2])["concurrency_limits"] == [
+            {"pool": "Waits", "limit": 1},
+            {"pool": "Waits/sleep", "limit": 3},
+        ]
+        most = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = statuses(dev, ids)
+            most = max(most, sum(s not in ("pending", "completed") for s in now))
+            if all(s == "completed" for s in now):
+                break
+            time.sleep(0.05)
+        assert most == 1 and all(s == "completed" for s in statuses(dev, ids))
+        done = sorted(at_ms(describe(dev, i)["completed_at"]) for i in ids)
+        assert done[2] - done[0] >= 2 * 1_450, done  # one after the other
+    finally:
+        configure(dev, {"concurrency_limit": None, "handler_concurrency_limits": {"sleep": None}})
 
 
 def test_cancel_and_kill_give_slots_back_and_a_cancelled_waiter_never_takes_one(dev: DevServer) -> None:
