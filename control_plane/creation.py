@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from control_plane import ids
 from control_plane.errors import BadRequest
 from control_plane.keyed import Keys
-from control_plane.limits import encode_more, pacing, rule_pools, taking_order
+from control_plane.limits import encode_more, pacing, rule_pools, sub_pool, taking_order
 from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -341,7 +341,7 @@ class Creation:
         `scheduled` (`plan.delayed`, woken at `execution_time_ms`) or `ready`, its place in its key's
         queue (`plan.on_key`), its caller and its trace."""
         invocation_id, leased, delayed, on_key = plan.invocation_id, plan.leased, plan.delayed, plan.on_key
-        pools = taking_order(target.pools)
+        pools = taking_order(sub_pool(pool, n, invocation_id) for pool, n in target.pools)  # large ones: split
         if trace_id is None:  # no caller: the request's trace, and with a tracer on, its ingress span
             trace_id, trace_parent = trace_context_from(headers)
             if self.tracer.enabled and trace_id:

@@ -33,6 +33,7 @@ its own N). Rules and a service's or handler's limits all count.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -130,6 +131,38 @@ def rule_pools(rules: Mapping[str, Mapping[str, Any]], scope: str, limit_key: st
         if current is None or rank[0] > current[0] or (rank[0] == current[0] and pattern < current[1]):
             best[len(parts)] = rank
     return [(RULE_PREFIX + "/".join(segments[:level]), best[level][2]) for level in sorted(best)]
+
+
+SPLIT_AT = 64
+"""A limit of at least this many slots is split into sub-pools (`sub_pool`); smaller ones stay one item."""
+SUBPOOL_SLOTS = 16
+"""About this many slots per sub-pool: its holders' set stays under 1 KB (one write unit a write)."""
+MAX_SUBPOOLS = 32
+SUBPOOL_MARK = "~s"
+"""Between a pool's scope and its sub-pool's number: `~limit/Svc/h~s3`."""
+
+
+def subpools(limit: int) -> int:
+    """How many sub-pools (items) a pool of `limit` slots is split into: 1 below `SPLIT_AT`, else
+    `limit // SUBPOOL_SLOTS`, at most `MAX_SUBPOOLS`."""
+    return 1 if limit < SPLIT_AT else min(MAX_SUBPOOLS, limit // SUBPOOL_SLOTS)
+
+
+def sub_pool(scope: str, limit: int, invocation_id: str) -> tuple[str, int]:
+    """`(scope, N)` of the sub-pool an invocation takes its slot of pool `scope` (`limit` slots) in.
+
+    No hot key on DynamoDB: one item takes about 1,000 writes per second, so one pool starts at most
+    ~500 invocations per second; a large pool is split into `k = subpools(limit)` items, sub-pool `i`
+    (`{scope}~s{i}`) holding `limit // k` slots, one more for the first `limit % k` (together exactly
+    `limit`), and an invocation's sub-pool is its id's shard (crc32 of the id, mod k: the same hash as
+    the store's shards). Each sub-pool admits in arrival order (FIFO within a sub-pool, not across
+    them), and one sub-pool may be full while another has a free slot: under load the pool runs
+    fewer than `limit` at times, never more."""
+    k = subpools(limit)
+    if k == 1:
+        return scope, limit
+    i = zlib.crc32(invocation_id.encode()) % k
+    return f"{scope}{SUBPOOL_MARK}{i}", limit // k + (1 if i < limit % k else 0)
 
 
 def taking_order(pools: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -5,16 +5,19 @@ arrival order; cancel, kill and completion give slots back; the admin API refuse
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 
 from adapters.local.dev import DevServer
+from control_plane import limits
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, dev_with_examples, wait_for
 from tests.helpers.moto import moto_server
@@ -119,6 +122,48 @@ def test_the_services_and_the_handlers_limits_both_count(dev: DevServer) -> None
         assert done[2] - done[0] >= 2 * 1_450, done  # one after the other
     finally:
         configure(dev, {"concurrency_limit": None, "handler_concurrency_limits": {"sleep": None}})
+
+
+def pool_items(dev: DevServer, prefix: str) -> set[str]:
+    """Partition keys of the table's items that begin with `prefix`, read from moto over the wire."""
+    client = boto3.client("dynamodb", endpoint_url=dev.dynamodb_endpoint, region_name=dev.region)
+    items = client.scan(
+        TableName=dev.table,
+        FilterExpression="begins_with(PK, :p)",
+        ExpressionAttributeValues={":p": {"S": prefix}},
+    )["Items"]
+    return {item["PK"]["S"] for item in items}
+
+
+def test_a_large_limit_spreads_its_slots_over_sub_pools(dev: DevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 slots: 4 sub-pools (items) of 16, an invocation's chosen by its id
+    assert configure(dev, {"handler_concurrency_limits": {"sleep": 64}}).status_code == 200
+    try:
+        shown = describe(dev, send_sleep(dev, 10))["concurrency_limit"]
+        assert re.fullmatch(r"Waits/sleep~s[0-3]", shown["pool"]) and shown["limit"] == 16, shown
+        # the same split, smaller: 4 slots in 2 sub-pools of 2 (8 calls: both sub-pools fill)
+        monkeypatch.setattr(limits, "SPLIT_AT", 4)
+        monkeypatch.setattr(limits, "SUBPOOL_SLOTS", 2)
+        assert configure(dev, {"handler_concurrency_limits": {"sleep": 4}}).status_code == 200
+        ids = [send_sleep(dev, 1_500) for _ in range(8)]
+        pool = {i: describe(dev, i)["concurrency_limit"] for i in ids}
+        assert {p["limit"] for p in pool.values()} == {2}
+        assert {p["pool"] for p in pool.values()} == {"Waits/sleep~s0", "Waits/sleep~s1"}, pool
+        assert len(pool_items(dev, "OBJ#~limit/Waits/sleep~s")) >= 2  # one item per sub-pool
+        most: dict[str, int] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = dict(zip(ids, statuses(dev, ids), strict=True))
+            for sub in ("Waits/sleep~s0", "Waits/sleep~s1"):
+                active = sum(s not in ("pending", "completed") for i, s in now.items() if pool[i]["pool"] == sub)
+                most[sub] = max(most.get(sub, 0), active)
+            if all(s == "completed" for s in now.values()):
+                break
+            time.sleep(0.05)
+        assert all(s == "completed" for s in statuses(dev, ids))
+        assert max(most.values()) <= 2, most  # never more than its share in a sub-pool
+    finally:
+        configure(dev, {"handler_concurrency_limits": {"sleep": None}})
 
 
 def test_cancel_and_kill_give_slots_back_and_a_cancelled_waiter_never_takes_one(dev: DevServer) -> None:

@@ -15,6 +15,8 @@ from control_plane.limits import (
     reserve,
     rule_pools,
     slot_free,
+    sub_pool,
+    subpools,
     taking_order,
     upsert_rules,
 )
@@ -111,3 +113,15 @@ def test_a_rate_limit_lets_a_burst_through_then_spaces_starts_in_arrival_order()
     assert rate_of("Svc", "h", {"rateLimit": 3, "handlerRateLimits": {"h": 0.5}}) == ("~rate/Svc/h", 0.5)
     assert rate_of("Svc", "g", {"rateLimit": 3, "handlerRateLimits": {"h": 0.5}}) == ("~rate/Svc", 3.0)
     assert rate_of("Svc", "g", {}) is None
+
+
+def test_a_large_limit_is_split_into_sub_pools_whose_shares_add_up_and_a_small_one_is_not() -> None:
+    assert sub_pool("~limit/Svc", 63, "inv_1") == ("~limit/Svc", 63)  # below 64: one item
+    assert [subpools(n) for n in (1, 63, 64, 100, 512, 10_000)] == [1, 1, 4, 6, 32, 32]
+    for limit in (64, 100, 1_000):
+        shares: dict[str, int] = {}
+        for n in range(2_000):
+            scope, share = sub_pool("~limit/Svc", limit, f"inv_{n}")
+            assert shares.setdefault(scope, share) == share  # one share per sub-pool, whoever asks
+        assert len(shares) == subpools(limit) and sum(shares.values()) == limit
+        assert all(scope.startswith("~limit/Svc~s") for scope in shares)
