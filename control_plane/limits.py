@@ -18,6 +18,9 @@ with `limit` holders instead of one:
 - a release that finds calls waiting grants the free slot to the earliest queued one (`pump`),
   which turns `ready` and is woken.
 
+A large pool (`SPLIT_AT` slots or more) is split into sub-pools, one DynamoDB item each, so no one
+item takes every limited call's writes (`sub_pool`).
+
 Exclusive handlers of virtual objects already run one per key; a limit never applies to them (the
 admin API refuses one that would, `check_limits`).
 
