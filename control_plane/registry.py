@@ -16,7 +16,15 @@ from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.limits import HANDLER_LIMITS, HANDLER_RATES, SERVICE_LIMIT, SERVICE_RATE, check_limits, pools_of, rate_of
+from control_plane.limits import (
+    HANDLER_LIMITS,
+    HANDLER_RATES,
+    SERVICE_LIMIT,
+    SERVICE_RATE,
+    check_limits,
+    pools_of,
+    rate_of,
+)
 from control_plane.ports import (
     Clock,
     DeploymentRecord,

@@ -112,6 +112,7 @@ def delete_rules(config: CliConfig, patterns: tuple[str, ...], if_version: int |
         emit_json(removed)
         return
     if not removed:
-        console().print(f"No rule had the pattern(s) {', '.join(patterns)}; list them with `torpor limits list`.", markup=False)
+        names = ", ".join(patterns)
+        console().print(f"No rule had the pattern(s) {names}; list them with `torpor limits list`.", markup=False)
         return
     console().print(f"Removed rule(s) {', '.join(removed)}", markup=False)

@@ -76,5 +76,6 @@ def test_services_describe_shows_the_services_limits(dev: DevServer) -> None:
         plain = torpor(dev, "services", "describe", "Greeter")
         assert "Concurrency limit" not in plain.stdout
     finally:
-        off = {"concurrency_limit": None, "handler_concurrency_limits": {"sleep": None}, "handler_rate_limits": {"sleep": None}}
+        off = {"concurrency_limit": None, "handler_concurrency_limits": {"sleep": None},
+               "handler_rate_limits": {"sleep": None}}  # fmt: skip
         httpx.patch(f"{dev.admin_url}/services/Waits", json=off, timeout=10)
