@@ -20,6 +20,7 @@ from adapters.local.dev import DevServer
 from control_plane import limits
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, dev_with_examples, wait_for
+from tests.integration.test_cli import torpor
 from tests.helpers.moto import moto_server
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=60_000)
@@ -246,7 +247,7 @@ def test_a_rate_limit_spaces_starts_and_the_paced_ones_wait_scheduled(dev: DevSe
     assert httpx.patch(f"{dev.admin_url}/services/Waits", json={"rate_limit": 0}).status_code == 400
 
 
-def test_pausing_an_invocation_waiting_for_a_slot_is_refused_naming_the_limit_not_an_object_key(dev: DevServer) -> None:
+def test_an_invocation_waiting_for_a_slot_names_its_limit_in_pause_refusal_and_describe(dev: DevServer) -> None:
     assert configure(dev, {"handler_concurrency_limits": {"sleep": 1}}).status_code == 200
     ids = [send_sleep(dev, 10_000) for _ in range(2)]
     try:
@@ -255,6 +256,10 @@ def test_pausing_an_invocation_waiting_for_a_slot_is_refused_naming_the_limit_no
         assert reply.status_code == 409, reply.text
         assert "waits for a slot of the concurrency limit Waits/sleep (1)" in reply.json()["message"]
         assert "object key" not in reply.json()["message"]
+        shown = torpor(dev, "invocations", "describe", ids[1])  # the CLI names the limit it waits for
+        assert shown.exit_code == 0, shown.output
+        assert "Concurrency limit" in shown.stdout and "Waits/sleep (1)" in shown.stdout
+        assert "waits for a slot" in shown.stdout
     finally:
         configure(dev, {"handler_concurrency_limits": {"sleep": None}})
         for i in ids:
