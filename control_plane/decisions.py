@@ -384,7 +384,7 @@ def check_pausable(record: InvocationRecord) -> None:
     check_open(record)
     if record.status in ("pending", "scheduled"):
         if record.status == "scheduled":
-            waits = "for its delay"
+            waits = "for its start time: a delay, or a rate limit's pacing"
         elif record.slot_limit:  # queued behind a concurrency limit, not an object key
             waits = f"for a slot of the concurrency limit {record.slot.removeprefix(POOL_PREFIX)} ({record.slot_limit})"
         else:
