@@ -36,6 +36,7 @@ from typing import Any
 from control_plane.attempt import AttemptFailure
 from control_plane.errors import Conflict, TooEarly
 from control_plane.keyed import is_exclusive, takes_turn
+from control_plane.limits import POOL_PREFIX
 from control_plane.ports import InvocationRecord
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
@@ -377,11 +378,17 @@ def check_open(record: InvocationRecord) -> None:
 def check_pausable(record: InvocationRecord) -> None:
     """Only an invocation that has started is paused (restate-server 1.7.12 answers "not running"
     for one waiting in its object key's queue or for its delay). A paused one waiting for its key
-    would be granted the key and hold it, paused, before every later call on that key. Raises
+    would be granted the key and hold it, paused, before every later call on that key (one waiting for
+    a concurrency limit's slot, its slot). Raises
     `Conflict`, naming the fix, for a `pending` or `scheduled` one (and for a completed one)."""
     check_open(record)
     if record.status in ("pending", "scheduled"):
-        waits = "for its object key" if record.status == "pending" else "for its delay"
+        if record.status == "scheduled":
+            waits = "for its start time: a delay, or a rate limit's pacing"
+        elif record.slot_limit:  # queued behind a concurrency limit, not an object key
+            waits = f"for a slot of the concurrency limit {record.slot.removeprefix(POOL_PREFIX)} ({record.slot_limit})"
+        else:
+            waits = "for its object key"
         raise Conflict(
             f"invocation {record.invocation_id} is not running yet (it waits {waits}): only a started "
             "invocation is paused; cancel or kill it instead"

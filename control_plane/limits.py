@@ -189,6 +189,14 @@ def decode_more(text: str) -> list[tuple[str, int]]:
     return out
 
 
+MAX_LIMIT = 2**32 - 1  # restate-server 1.7.12 takes a concurrency limit as a nonzero u32
+
+
+def is_limit(value: object) -> bool:
+    """A concurrency limit: a whole number (not a bool) from 1 to `MAX_LIMIT`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_LIMIT
+
+
 def check_pattern(pattern: object) -> str:
     """A rule's pattern: 1 to 3 non-empty `/`-separated segments, each a name or `*`. Raises `Unprocessable`."""
     if not isinstance(pattern, str) or not pattern:
@@ -212,9 +220,19 @@ def slot_free(held: int, limit: int, waiting: bool) -> bool:
 def check_limits(
     service_type: str, handlers: Iterable[Mapping[str, Any]], changes: Mapping[str, Any]
 ) -> None:
-    """Refuse limits that would apply to exclusive object handlers (`BadRequest`, naming the fix).
+    """Refuse limits that would apply to exclusive object handlers, and handler limits or rates for a
+    handler the service does not have (`BadRequest`, naming the fix; `null`, which removes one, is
+    always taken).
 
     `handlers`: the service's manifest handlers (`name`, `ty`); `changes`: overrides being set."""
+    handlers = list(handlers)
+    names = sorted(str(h.get("name")) for h in handlers)
+    for field_name, key in (("handler_concurrency_limits", HANDLER_LIMITS), ("handler_rate_limits", HANDLER_RATES)):
+        for name, value in (changes.get(key) or {}).items():
+            if value is not None and name not in names:
+                raise BadRequest(
+                    f"{field_name}: the service has no handler {name!r}; its handlers are: {', '.join(names)}"
+                )
     exclusive = {
         str(h.get("name"))
         for h in handlers
@@ -240,9 +258,9 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
     `(new book, the upserted rules as stored)`, all or nothing.
 
     Each entry: `pattern` (`check_pattern`), `limits` {`concurrency`: whole number ≥ 1 or null},
-    `disabled`, `description`, `precondition` {`type`: `none` | `does_not_exist` | `matches`,
-    `version`}. A rule's `version` grows by one on each upsert. Raises `Unprocessable` (422) for a
-    malformed entry, `Conflict` (409) for a failed precondition."""
+    `disabled` (true or false), `description` (a string), `precondition` {`type`: `none` |
+    `does_not_exist` | `matches`, `version`}. A rule's `version` grows by one on each upsert. Raises
+    `Unprocessable` (422) for a malformed entry, `Conflict` (409) for a failed precondition."""
     if not isinstance(requests, list):
         raise Unprocessable('the body must be a JSON array of rules like [{"pattern": "scope/*", "limits": {"concurrency": 5}}]')
     new: Rules = {k: dict(v) for k, v in book.items()}
@@ -251,12 +269,19 @@ def upsert_rules(book: Mapping[str, Mapping[str, Any]], requests: object, now_ms
         if not isinstance(entry, Mapping):
             raise Unprocessable("each rule must be a JSON object with a pattern")
         pattern = check_pattern(entry.get("pattern"))
-        limits = entry.get("limits") or {}
+        limits = entry.get("limits") or {}  # restate-server 1.7.12 also takes [] for {}
         if not isinstance(limits, Mapping) or set(limits) - {"concurrency"}:
             raise Unprocessable(f"rule {pattern!r}: limits takes only concurrency (a whole number of at least 1)")
         concurrency = limits.get("concurrency")
-        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
-            raise Unprocessable(f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1, or null")
+        if concurrency is not None and not is_limit(concurrency):
+            raise Unprocessable(
+                f"rule {pattern!r}: limits.concurrency must be a whole number of at least 1 and at most "
+                f"{MAX_LIMIT}, or null"
+            )
+        if not isinstance(entry.get("disabled", False), bool):
+            raise Unprocessable(f"rule {pattern!r}: disabled must be true or false, got {entry['disabled']!r}")
+        if not isinstance(entry.get("description", ""), str | None):
+            raise Unprocessable(f"rule {pattern!r}: description must be a string, got {entry['description']!r}")
         _check_precondition(pattern, new.get(pattern), entry.get("precondition"))
         current = new.get(pattern)
         rule = {
@@ -307,6 +332,8 @@ def delete_rules(book: Mapping[str, Mapping[str, Any]], requests: object) -> tup
             raise Unprocessable("each entry must be a JSON object with a pattern")
         pattern = check_pattern(entry.get("pattern"))
         expected = entry.get("expected_version")
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+            raise Unprocessable(f"rule {pattern!r}: expected_version must be a whole number, got {expected!r}")
         current = new.get(pattern)
         if expected is not None and (current is None or current["version"] != expected):
             now = "absent" if current is None else f"at version {current['version']}"

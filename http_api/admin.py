@@ -27,11 +27,13 @@ from control_plane.keyed import slots_of
 from control_plane.limits import (
     HANDLER_LIMITS,
     HANDLER_RATES,
+    MAX_LIMIT,
     POOL_PREFIX,
     SERVICE_LIMIT,
     SERVICE_RATE,
     Rules,
     delete_rules,
+    is_limit,
     upsert_rules,
 )
 from control_plane.observability import PrometheusMetrics
@@ -332,11 +334,14 @@ def service_overrides(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _limit(field_name: str, value: object) -> int | None:
-    """A concurrency limit: a whole number of at least 1, or None (removes it). Raises `BadRequest`."""
+    """A concurrency limit: a whole number from 1 to `limits.MAX_LIMIT`, or None (removes it). Raises `BadRequest`."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"{field_name}: expected a whole number of at least 1 (null removes the limit), got {value!r}")
+    if not is_limit(value):
+        raise BadRequest(
+            f"{field_name}: expected a whole number of at least 1 and at most {MAX_LIMIT} (null removes the limit), "
+            f"got {value!r}"
+        )
     return value
 
 

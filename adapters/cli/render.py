@@ -257,6 +257,7 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Waiting on", waiting_on_text(invocation)),
             ("Awakeables", awakeables_text(invocation.get("awaiting_awakeables") or [])),
             ("Key held by", invocation.get("waiting_for_key_holder")),
+            ("Concurrency limit", limits_text(invocation)),
             ("DEADLOCK", (invocation.get("deadlock") or {}).get("message")),
             ("Output", compact(invocation["completion_output"]) if "completion_output" in invocation else None),
             ("Failure", _failure(completion_failure) if completion_failure else None),
@@ -269,6 +270,18 @@ def invocation_details(invocation: Mapping[str, Any]) -> Table:
             ("Completed", invocation.get("completed_at")),
         ]
     )
+
+
+def limits_text(invocation: Mapping[str, Any]) -> str | None:
+    """The concurrency limits an invocation counts against (`concurrency_limits`, else
+    `concurrency_limit`: `{"pool", "limit"}`), as `Waits/sleep (2)`; a `pending` one waits for a slot."""
+    limits = invocation.get("concurrency_limits") or (
+        [invocation["concurrency_limit"]] if invocation.get("concurrency_limit") else []
+    )
+    if not limits:
+        return None
+    text = ", ".join(f"{limit.get('pool')} ({limit.get('limit')})" for limit in limits)
+    return text + ("\n(waits for a slot)" if invocation.get("status") == "pending" else "")
 
 
 def awakeables_text(ids: Sequence[str]) -> str | None:

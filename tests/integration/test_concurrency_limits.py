@@ -20,6 +20,7 @@ from adapters.local.dev import DevServer
 from control_plane import limits
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, dev_with_examples, wait_for
+from tests.integration.test_cli import torpor
 from tests.helpers.moto import moto_server
 
 SETTINGS = Settings(inactivity_timeout_ms=10_000, lease_margin_ms=2_000, call_wait_ms=60_000)
@@ -205,6 +206,10 @@ def test_cancel_and_kill_give_slots_back_and_a_cancelled_waiter_never_takes_one(
         ("Waits", {"handler_concurrency_limits": 3}, "expected an object"),
         ("Counter", {"concurrency_limit": 2}, "exclusive handlers"),
         ("Counter", {"handler_concurrency_limits": {"add": 2}}, "exclusive handler"),
+        ("Waits", {"handler_concurrency_limits": {"slep": 2}}, "no handler 'slep'; its handlers are: awakeable"),
+        ("Waits", {"handler_rate_limits": {"slep": 1}}, "no handler 'slep'"),
+        ("Waits", {"concurrency_limit": 2**32}, "at most 4294967295"),
+        ("Waits", {"handler_concurrency_limits": {"sleep": 10**40}}, "at most 4294967295"),
     ],
 )
 def test_bad_limits_are_refused_with_a_message_naming_the_fix(
@@ -240,3 +245,22 @@ def test_a_rate_limit_spaces_starts_and_the_paced_ones_wait_scheduled(dev: DevSe
     finally:
         configure(dev, {"handler_rate_limits": {"sleep": None}})
     assert httpx.patch(f"{dev.admin_url}/services/Waits", json={"rate_limit": 0}).status_code == 400
+
+
+def test_an_invocation_waiting_for_a_slot_names_its_limit_in_pause_refusal_and_describe(dev: DevServer) -> None:
+    assert configure(dev, {"handler_concurrency_limits": {"sleep": 1}}).status_code == 200
+    ids = [send_sleep(dev, 10_000) for _ in range(2)]
+    try:
+        wait_for(lambda: statuses(dev, ids) == ["suspended", "pending"], 15, "one sleeps, one waits")
+        reply = httpx.patch(f"{dev.admin_url}/invocations/{ids[1]}/pause", timeout=10)
+        assert reply.status_code == 409, reply.text
+        assert "waits for a slot of the concurrency limit Waits/sleep (1)" in reply.json()["message"]
+        assert "object key" not in reply.json()["message"]
+        shown = torpor(dev, "invocations", "describe", ids[1])  # the CLI names the limit it waits for
+        assert shown.exit_code == 0, shown.output
+        assert "Concurrency limit" in shown.stdout and "Waits/sleep (1)" in shown.stdout
+        assert "waits for a slot" in shown.stdout
+    finally:
+        configure(dev, {"handler_concurrency_limits": {"sleep": None}})
+        for i in ids:
+            httpx.patch(f"{dev.admin_url}/invocations/{i}/kill")
