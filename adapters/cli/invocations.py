@@ -128,8 +128,9 @@ def cancel(config: CliConfig, invocation_id: str, yes: bool) -> None:
     _patch(config, invocation_id, "cancel")
     if not config.as_json:
         console().print(
-            f"Cancel requested for {invocation_id}: the handler gets a terminal error at its next await, "
-            "may run compensation, and completes with 409.",
+            f"Cancel requested for {invocation_id}: a started handler gets a terminal error at its next "
+            "await and may run compensation; one not started yet (pending, scheduled, in an inbox) ends "
+            "at once. Either way it completes with 409.",
             markup=False,
         )
 
