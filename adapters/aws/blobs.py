@@ -13,7 +13,8 @@ puts the bytes back into the items a read returns. So:
   that failed before);
 - a crash between the object's write and the item's leaves an orphan object (harmless: never read;
   the bucket's lifecycle expires `INV#` objects), never a reference to a missing object;
-- references are resolved when the item is read (one GetObject per spilled value read);
+- references are resolved when the item is read (one GetObject per spilled value read); a GetObject
+  that fails makes the whole store call fail with `StoreUnavailable` (retryable, HTTP 503);
 - a stored value that itself starts with `REFERENCE_MARK` is always spilled, so a reference can never
   be confused with a value.
 
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from control_plane.observability import record
-from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge
+from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge, StoreUnavailable
 
 REFERENCE_MARK = b"\x00torpor-blob\x00"
 """How a binary attribute holding a reference starts (no protobuf frame or JSON value starts with NUL)."""
@@ -167,9 +168,17 @@ class Spiller:
             KeyError: The object is missing (the bucket's lifecycle expired it: set its expiration
                 above the longest retention).
             ValueError: The object's bytes are not the ones referred to.
+            StoreUnavailable: The blob store failed to answer (S3 throttled, unreachable, after
+                boto3's own retries): the store call fails as a whole, retryably (HTTP 503), never
+                with the value missing.
         """
         ref = json.loads(reference[len(REFERENCE_MARK) :])
-        data = self.blobs.get(ref["blob"])
+        try:
+            data = self.blobs.get(ref["blob"])
+        except KeyError:
+            raise
+        except Exception as exc:  # noqa: BLE001  # any failure of S3: the read cannot answer now
+            raise StoreUnavailable(f"blob {ref['blob']} cannot be read now: {type(exc).__name__}: {exc}") from exc
         if len(data) != ref["size"] or hashlib.sha256(data).hexdigest() != ref["sha256"]:
             raise ValueError(f"blob {ref['blob']}: its bytes are not the ones the item refers to")
         return data
