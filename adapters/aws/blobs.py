@@ -13,7 +13,10 @@ puts the bytes back into the items a read returns. So:
   that failed before);
 - a crash between the object's write and the item's leaves an orphan object (harmless: never read;
   the bucket's lifecycle expires `INV#` objects), never a reference to a missing object;
-- references are resolved when the item is read (one GetObject per spilled value read); a GetObject
+- references are resolved when the item is read (one GetObject per spilled value read), except
+  inside `previews(names)`: the attributes named there read as a `ValuePreview` (the value's first
+  `PREVIEW_BYTES`, kept in the reference) without a GetObject (listings and the sweep, which show a
+  record's output cut to 200 bytes or not at all); a GetObject
   that fails makes the whole store call fail with `StoreUnavailable` (retryable, HTTP 503);
 - a stored value that itself starts with `REFERENCE_MARK` is always spilled, so a reference can never
   be confused with a value.
@@ -24,10 +27,13 @@ journal (`INV#{id}/J#`, `INV#{id}/N#`) and the record (`INV#{id}/`).
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import contextvars
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from control_plane.observability import record
@@ -41,7 +47,29 @@ until it counts less: DynamoDB's 400 KB less room for the estimate's error."""
 SPILL_MIN_BYTES = 4 * 1024
 """A binary value below this (bytes) is never spilled (a reference takes ~200)."""
 
+PREVIEW_BYTES = 256
+"""How much of a spilled value its reference keeps (bytes): what `previews` reads in its place."""
+
 _WRITE_ITEM_KEYS = ("Item",)
+_PREVIEWS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("torpor_blob_previews", default=frozenset())
+
+
+class ValuePreview(bytes):
+    """A spilled value read inside `previews`: its first `PREVIEW_BYTES` bytes (the bytes of this
+    object), and its whole size in `size` (bytes). Never the value itself: only for display."""
+
+    size: int = 0
+
+
+@contextlib.contextmanager
+def previews(*names: str) -> Iterator[None]:
+    """Inside, the reads of this context read the spilled values of attributes `names` as
+    `ValuePreview`s, with no GetObject (a store call whose caller never uses those values whole)."""
+    token = _PREVIEWS.set(_PREVIEWS.get() | frozenset(names))
+    try:
+        yield
+    finally:
+        _PREVIEWS.reset(token)
 
 
 def _size(value: Any) -> int:
@@ -91,7 +119,8 @@ class Spiller:
         digest = hashlib.sha256(data).hexdigest()
         key = f"{pk}/{sk}/{digest}"
         self.blobs.put(key, data)  # first: the item never refers to an object not written
-        return REFERENCE_MARK + json.dumps({"blob": key, "size": len(data), "sha256": digest}).encode()
+        head = base64.b64encode(data[:PREVIEW_BYTES]).decode()
+        return REFERENCE_MARK + json.dumps({"blob": key, "size": len(data), "sha256": digest, "head": head}).encode()
 
     def _spill_values(self, pk: str, sk: str, values: dict[str, Any], *, over: int | None) -> None:
         """Spill the binary values of `values` (an item, or an update's expression values) that start
@@ -99,6 +128,8 @@ class Spiller:
         counts more than `over` (None: spill them all)."""
         binaries = [(name, v["B"]) for name, v in values.items() if isinstance(v, dict) and "B" in v]
         for name, data in binaries:
+            if isinstance(data, ValuePreview):  # a listing's record written back: it would cut the value
+                raise ValueError(f"{pk}/{sk} {name}: a preview of a value cannot be written in its place")
             if is_reference(data):
                 values[name] = {"B": self._spill(pk, sk, data)}
         size = item_bytes(values) if over is not None else 0
@@ -157,9 +188,22 @@ class Spiller:
                     self._restore_item(answer["Item"])
 
     def _restore_item(self, item: dict[str, Any]) -> None:
+        wanted_previews = _PREVIEWS.get()
         for name, value in item.items():
             if isinstance(value, dict) and "B" in value and is_reference(value["B"]):
-                item[name] = {"B": self.resolve(value["B"])}
+                shown = self.preview(value["B"]) if name in wanted_previews else None
+                item[name] = {"B": shown if shown is not None else self.resolve(value["B"])}
+
+    @staticmethod
+    def preview(reference: bytes) -> ValuePreview | None:
+        """The `ValuePreview` `reference` keeps (no request), or None for a reference written
+        without one (before previews were kept)."""
+        ref = json.loads(reference[len(REFERENCE_MARK) :])
+        if "head" not in ref:
+            return None
+        shown = ValuePreview(base64.b64decode(ref["head"]))
+        shown.size = int(ref["size"])
+        return shown
 
     def resolve(self, reference: bytes) -> bytes:
         """The bytes `reference` refers to, checked against its size and sha256.

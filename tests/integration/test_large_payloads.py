@@ -201,3 +201,29 @@ def test_restate_server_and_torpor_draw_the_line_at_32_mib(services_url: str) ->
     finally:
         dev.stop()
         runtime.close()
+
+
+def test_listing_a_completed_invocation_with_a_5_mib_output_reads_no_object(
+    dynamodb_dev: tuple[DevServer, str],
+) -> None:
+    dev, _ = dynamodb_dev
+    blobs = dev.store.blobs
+    assert isinstance(blobs, S3BlobStore)
+    data = b'"' + b"a" * (5 * MIB) + b'"'  # a JSON string: the preview shows its first 200 bytes
+    reply = _call(dev, "listed/roundtrip", data)
+    assert reply.status_code == 200, reply.text[:500]
+    gets = blobs.requests.get("s3 GetObject", 0)
+
+    listed = httpx.get(f"{dev.admin_url}/invocations", params={"service": "BigPayloads"}, timeout=30)
+    assert listed.status_code == 200, listed.text[:500]
+    (shown,) = [i for i in listed.json()["invocations"] if i["target"] == "BigPayloads/listed/roundtrip"]
+    assert shown["status"] == "completed"
+    assert shown["completion_output"] == data.translate(_FLIP)[:200].decode("latin-1") + "…"
+    assert blobs.requests.get("s3 GetObject", 0) == gets  # no object read: the list kept previews
+    dev.control_plane.sweep()  # the sweep reads the records too
+    assert blobs.requests.get("s3 GetObject", 0) == gets  # no object read: the list kept previews
+
+    output = httpx.get(f"{dev.ingress_url}/restate/invocation/{shown['id']}/output", timeout=60)
+    assert output.status_code == 200
+    assert output.content == data.translate(_FLIP)  # the caller that needs the value gets it whole
+    assert blobs.requests.get("s3 GetObject", 0) > gets
