@@ -32,12 +32,15 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from control_plane.observability import record
 from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 REFERENCE_MARK = b"\x00torpor-blob\x00"
 """How a binary attribute holding a reference starts (no protobuf frame or JSON value starts with NUL)."""
@@ -193,6 +196,25 @@ class Spiller:
             if isinstance(value, dict) and "B" in value and is_reference(value["B"]):
                 shown = self.preview(value["B"]) if name in wanted_previews else None
                 item[name] = {"B": shown if shown is not None else self.resolve(value["B"])}
+
+    @staticmethod
+    def references(item: dict[str, Any]) -> list[str]:
+        """The object keys the references of `item` (low-level attribute values) name."""
+        return [
+            json.loads(v["B"][len(REFERENCE_MARK) :])["blob"]
+            for v in item.values()
+            if isinstance(v, dict) and "B" in v and is_reference(v["B"])
+        ]
+
+    def forget(self, keys: list[str]) -> None:
+        """Delete the objects `keys` (an item that referred to them was deleted, committed): one
+        ListObjectsV2 and one DeleteObjects each; best effort (a failure is logged and left to the
+        bucket's lifecycle: no item refers to them any more)."""
+        for key in keys:
+            try:
+                self.blobs.delete(key)
+            except Exception:  # noqa: BLE001  # the write committed: nothing to undo, nothing to fail
+                log.warning("blob %s no longer referred to but not deleted (the lifecycle expires it)", key, exc_info=True)
 
     @staticmethod
     def preview(reference: bytes) -> ValuePreview | None:

@@ -190,6 +190,8 @@ class _CountingConnection(Connection):
         spiller = self._spiller
         if spiller is None:
             return self._dispatch(operation_name, operation_kwargs)
+        if operation_name == "DeleteItem":
+            return self._delete_item(spiller, operation_kwargs)
         if operation_name in _WRITES:
             spiller.spill_request(operation_name, operation_kwargs)
         try:
@@ -203,6 +205,21 @@ class _CountingConnection(Connection):
             spiller.spill_request(operation_name, operation_kwargs, everything=True)  # an update: size unknown
             data = self._dispatch(operation_name, operation_kwargs)
         spiller.restore_response(data)
+        return data
+
+    def _delete_item(self, spiller: Spiller, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One DeleteItem returning the old item (ALL_OLD: no request or capacity more); once it
+        committed, the objects of the values it had spilled are deleted (best effort: a failure is
+        logged, the bucket's lifecycle takes what is left)."""
+        asked = kwargs.get("ReturnValues", "NONE") != "NONE"
+        kwargs["ReturnValues"] = "ALL_OLD" if not asked else kwargs["ReturnValues"]
+        data = self._dispatch("DeleteItem", kwargs)
+        orphans = spiller.references(data.get("Attributes") or {})
+        if asked:
+            spiller.restore_response(data)
+        else:
+            data.pop("Attributes", None)
+        spiller.forget(orphans)
         return data
 
     def _dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:

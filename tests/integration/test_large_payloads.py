@@ -52,6 +52,12 @@ async def value(ctx: restate.ObjectSharedContext) -> bytes:
     return await ctx.get("value", serde=BytesSerde()) or b""
 
 
+@big.handler()
+async def forget(ctx: restate.ObjectContext) -> None:
+    """Clear the state `roundtrip` set."""
+    ctx.clear("value")
+
+
 @big.handler(kind="shared", accept=OCTETS, input_serde=BytesSerde())
 async def size(ctx: restate.ObjectSharedContext, data: bytes) -> int:
     """The input's length (bytes)."""
@@ -227,3 +233,22 @@ def test_listing_a_completed_invocation_with_a_5_mib_output_reads_no_object(
     assert output.status_code == 200
     assert output.content == data.translate(_FLIP)  # the caller that needs the value gets it whole
     assert blobs.requests.get("s3 GetObject", 0) > gets
+
+
+def test_a_replaced_or_cleared_large_state_value_leaves_no_object(
+    dynamodb_dev: tuple[DevServer, str], moto_endpoint: str
+) -> None:
+    dev, bucket = dynamodb_dev
+
+    def state_objects() -> list[str]:
+        return [k for k in _objects(moto_endpoint, bucket) if k.startswith("OBJ#BigPayloads#")]  # the state of its one key
+
+    _round_trips_five_mib(dev, "replaced")
+    (first,) = state_objects()
+    _round_trips_five_mib(dev, "replaced")  # another 5 MiB value replaces it
+    (second,) = state_objects()
+    assert second != first
+    cleared = httpx.post(f"{dev.ingress_url}/BigPayloads/replaced/forget", timeout=60)
+    assert cleared.status_code == 200, cleared.text
+    assert state_objects() == []
+    assert _call(dev, "replaced/value").content == b""
