@@ -209,12 +209,12 @@ class Spiller:
     def forget(self, keys: list[str]) -> None:
         """Delete the objects `keys` (an item that referred to them was deleted, committed): one
         ListObjectsV2 and one DeleteObjects each; best effort (a failure is logged and left to the
-        bucket's lifecycle: no item refers to them any more)."""
+        bucket's lifecycle for `INV#` ones: no item refers to them any more)."""
         for key in keys:
             try:
                 self.blobs.delete(key)
             except Exception:  # noqa: BLE001  # the write committed: nothing to undo, nothing to fail
-                log.warning("blob %s no longer referred to but not deleted (the lifecycle expires it)", key, exc_info=True)
+                log.warning("blob %s no longer referred to but not deleted", key, exc_info=True)
 
     @staticmethod
     def preview(reference: bytes) -> ValuePreview | None:

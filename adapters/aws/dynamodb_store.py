@@ -210,7 +210,7 @@ class _CountingConnection(Connection):
     def _delete_item(self, spiller: Spiller, kwargs: dict[str, Any]) -> dict[str, Any]:
         """One DeleteItem returning the old item (ALL_OLD: no request or capacity more); once it
         committed, the objects of the values it had spilled are deleted (best effort: a failure is
-        logged, the bucket's lifecycle takes what is left)."""
+        logged; see `Spiller.forget`)."""
         asked = kwargs.get("ReturnValues", "NONE") != "NONE"
         kwargs["ReturnValues"] = "ALL_OLD" if not asked else kwargs["ReturnValues"]
         data = self._dispatch("DeleteItem", kwargs)
