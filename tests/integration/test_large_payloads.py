@@ -241,7 +241,7 @@ def test_a_replaced_or_cleared_large_state_value_leaves_no_object(
     dev, bucket = dynamodb_dev
 
     def state_objects() -> list[str]:
-        return [k for k in _objects(moto_endpoint, bucket) if k.startswith("OBJ#BigPayloads#")]  # the state of its one key
+        return [k for k in _objects(moto_endpoint, bucket) if k.startswith("OBJ#BigPayloads#")]  # its key's state
 
     _round_trips_five_mib(dev, "replaced")
     (first,) = state_objects()
