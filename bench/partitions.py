@@ -84,6 +84,7 @@ import boto3
 import httpx
 
 from bench.common import load, moto, wait_http
+from control_plane.limits import subpools
 from tests.helpers.moto import DUMMY_AWS_ENV
 from tests.helpers.services import REPO_ROOT, free_port, serve_examples, stop_process
 
@@ -569,7 +570,8 @@ KINDS: dict[str, tuple[str, int]] = {  # label: (Driver method, invocations per 
     "send of one step (`Steps/one_step/send`)": ("send", 1),
     "call under a concurrency limit (`Waits/sleeps` 0, limit 64)": ("limited", 1),
 }
-LIMITED = {"handler_concurrency_limits": {"sleeps": 64}}
+LIMITED_SLOTS = 64
+LIMITED = {"handler_concurrency_limits": {"sleeps": LIMITED_SLOTS}}
 """Set on `Waits` (`PATCH /services/Waits`) before the runs: the limited workload's pool, one item."""
 MIX_INVOCATIONS = sum(n for _, n in KINDS.values())
 
@@ -637,11 +639,24 @@ def measure(
 
 
 _SHARD_SUFFIX = re.compile(r"#\d+$")
+_SUBPOOL = re.compile(r"^(OBJ#~limit/[^#]*)~s\d+#.*$")
+"""A concurrency limit's sub-pool item, `OBJ#~limit/{pool}~s{i}#{h("")}` (`limits.sub_pool`)."""
 
 
 def family(partition: str) -> str:
-    """A shared key with its shard number replaced: `STATUS#running#7` -> `STATUS#running#{shard}`."""
-    return _SHARD_SUFFIX.sub("#{shard}", partition)
+    """A shared key with its shard number replaced: `STATUS#running#7` -> `STATUS#running#{shard}`;
+    a concurrency limit's sub-pool `OBJ#~limit/Waits/sleeps~s3#…` -> `OBJ#~limit/Waits/sleeps~s{sub}`."""
+    return _SHARD_SUFFIX.sub("#{shard}", _SUBPOOL.sub(r"\1~s{sub}", partition))
+
+
+def family_keys(family_key: str, shards: int) -> int:
+    """How many keys a family's writes spread over at scale: its shards, a limited pool's sub-pools
+    (`limits.subpools` of the bench's limit, `LIMITED`), else 1."""
+    if family_key.endswith("#{shard}"):
+        return shards
+    if family_key.endswith("~s{sub}"):
+        return subpools(LIMITED_SLOTS)
+    return 1
 
 
 SHARED_OBJECTS = ("OBJ#~limit/", "OBJ#~rate/")  # a concurrency or rate limit's item: every limited call's
@@ -670,7 +685,7 @@ def named(where: str, partition: str) -> str:
 def short(key: str) -> str:
     """A partition key for a table: an owned key's id shortened."""
     if key.startswith(SHARED_OBJECTS):
-        return key.split("#")[0] + "#" + key.split("#")[1]
+        return key if key.endswith("~s{sub}") else key.split("#")[0] + "#" + key.split("#")[1]
     for prefix in OWNED_PREFIXES:
         if key.startswith(prefix):
             rest = key[len(prefix) :]
@@ -711,7 +726,7 @@ def hot(result: Result, shards: int = SHARDS) -> Hot:
     families: Counter[tuple[str, str]] = Counter()
     for (where, partition), v in shared.items():
         families[where, family(partition)] += v
-    one_key = {k: v / (shards if k[1].endswith("#{shard}") else 1) for k, v in families.items()}
+    one_key = {k: v / family_keys(k[1], shards) for k, v in families.items()}
     family_key = max(one_key, key=one_key.__getitem__, default=("table", "(none)"))
     return Hot(n, sum(units.values()), named(*shared_key), shared.get(shared_key, 0) / n, named(*top_key),
                units.get(top_key, 0) / n, owned_total / n, named(*family_key),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from control_plane import ids
 from control_plane.errors import BadRequest
 from control_plane.keyed import Keys
-from control_plane.limits import pacing, rule_pool
+from control_plane.limits import encode_more, pacing, rule_pools, sub_pool, taking_order
 from control_plane.observability import NO_TRACER, Metrics, Tracer, trace_context_from
 from control_plane.ports import (
     MAX_ITEM_BYTES,
@@ -208,10 +208,11 @@ class Creation:
         """
         started_ns = time.time_ns()
         target = self.registry.resolve(service, handler)
-        if scope:  # a V7 call's scope: the rule book may limit it (`limits.rule_pool`), one read
-            pool = rule_pool(self.store.get_rule_book()[0], scope, limit_key)
-            if pool is not None and target.service_type != "VIRTUAL_OBJECT":  # objects: one per key already
-                target = dataclasses.replace(target, pool=pool)
+        if scope and target.service_type != "VIRTUAL_OBJECT":  # objects: one per key already
+            # a V7 call's scope: the rule book may limit it at each level (`limits.rule_pools`), one read
+            pools = rule_pools(self.store.get_rule_book()[0], scope, limit_key)
+            if pools:
+                target = dataclasses.replace(target, pools=target.pools + tuple(pools))
         deployment = self.registry.deployment(restart.deployment_id if restart else target.deployment_id)
         now = self.clock.now_ms()
         if target.rate is not None:  # paced: its start is reserved in arrival order (`limits.reserve`)
@@ -302,7 +303,7 @@ class Creation:
         exclusive = target.service_type == "VIRTUAL_OBJECT" and handler_type != "SHARED"
         delayed = execution_time_ms > now and not (leased and not exclusive)
         leased = leased and not delayed
-        on_key = (exclusive or target.pool is not None) and not delayed  # takes its key (slot) now, or queues
+        on_key = (exclusive or bool(target.pools)) and not delayed  # takes its key (slot) now, or queues
         return _Plan(invocation_id or ids.new_invocation_id(key), leased, delayed, on_key, workflow_run)
 
     def _store_new(self, record: InvocationRecord, delayed: bool, execution_time_ms: int) -> None:
@@ -355,6 +356,7 @@ class Creation:
         `scheduled` (`plan.delayed`, woken at `execution_time_ms`) or `ready`, its place in its key's
         queue (`plan.on_key`), its caller and its trace."""
         invocation_id, leased, delayed, on_key = plan.invocation_id, plan.leased, plan.delayed, plan.on_key
+        pools = taking_order(sub_pool(pool, n, invocation_id) for pool, n in target.pools)  # large ones: split
         if trace_id is None:  # no caller: the request's trace, and with a tracer on, its ingress span
             trace_id, trace_parent = trace_context_from(headers)
             if self.tracer.enabled and trace_id:
@@ -395,8 +397,9 @@ class Creation:
             caller_completion_id=caller_completion_id,
             trace_id=trace_id,
             trace_parent=trace_parent,
-            slot=target.pool[0] if target.pool else "",
-            slot_limit=target.pool[1] if target.pool else 0,
+            slot=pools[0][0] if pools else "",
+            slot_limit=pools[0][1] if pools else 0,
+            more_slots=encode_more(pools[1:]),
             scope=scope,
             limit_key=limit_key,
             requests=dict(self.facts.creation_requests(delayed=delayed, on_key=on_key)) or None,

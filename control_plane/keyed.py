@@ -14,7 +14,9 @@
   key's queue and pump each such key (`requeue`).
 - **Concurrency limits** (`control_plane.limits`) take turns the same way for a slot of a pool
   with N holders instead of a key: `take`, `enqueue`, `pump`, `release` act on a slot when
-  `lock_of` names a pool.
+  `lock_of` names a pool. An invocation under several limits (`slots_of`) takes their slots one
+  after the other in their taking order: it waits in the queue of the first pool it does not hold
+  yet, a grant there takes (or queues for) the next one, and only with all of them is it `ready`.
 - **Durable promises** (workflows): the first completion wins (`Store.complete_promise`); awaiting
   invocations register as waiters and are woken; their GetPromise completions are derived from the
   stored promise by their own lease holder, like sleeps.
@@ -30,6 +32,7 @@ from google.protobuf.message import Message
 
 from control_plane.failures import stored_failure, wire_failure
 from control_plane.journal import Journal
+from control_plane.limits import decode_more
 from control_plane.ports import (
     Clock,
     InvocationRecord,
@@ -70,9 +73,17 @@ def takes_turn(record: InvocationRecord) -> bool:
     return is_exclusive(record) or record.slot_limit > 0
 
 
+def slots_of(record: InvocationRecord) -> list[tuple[str, int]]:
+    """`[(pool scope, N)]` of every concurrency limit `record` counts against, in taking order
+    (`limits.taking_order`); [] for none, and for an exclusive handler (its key is its turn)."""
+    if is_exclusive(record) or not record.slot_limit:
+        return []
+    return [(record.slot, record.slot_limit), *decode_more(record.more_slots)]
+
+
 def lock_of(record: InvocationRecord) -> tuple[str, str, int]:
     """`(scope, key, limit)` of what `record` takes turns for: its object key (`limit` 0: one holder,
-    `Store.take_key`), or its concurrency limit's pool (`limit` N, `Store.take_slot`)."""
+    `Store.take_key`), or its (first) concurrency limit's pool (`limit` N, `Store.take_slot`)."""
     if is_exclusive(record) or not record.slot_limit:
         return record.service, record.key, 0
     return record.slot, "", record.slot_limit
@@ -105,32 +116,56 @@ class Keys:
     def take(self, record: InvocationRecord) -> dict[bytes, bytes] | None:
         """A just-created invocation that takes turns (`takes_turn`) takes its key, or a slot of its
         concurrency limit, at once if one is free and nobody waits: the key's state if it did ({} for
-        a slot), None if it must wait."""
-        if record.slot_limit and not is_exclusive(record):
-            return {} if self.store.take_slot(record.slot, "", record.invocation_id, record.slot_limit) else None
+        a slot), None if it must wait. Under several limits it takes their slots in order and keeps
+        those it got: `enqueue` then queues it for the first one it lacks."""
+        pools = slots_of(record)
+        if pools:
+            taken = all(self.store.take_slot(scope, "", record.invocation_id, limit) for scope, limit in pools)
+            return {} if taken else None
         return self.store.take_key(record.service, record.key, record.invocation_id)
 
     def holds(self, record: InvocationRecord) -> bool:
-        """True if `record` holds its key, or a slot of its concurrency limit (one consistent read)."""
+        """True if `record` holds its key, or a slot of each of its concurrency limits (one consistent
+        read per pool)."""
+        pools = slots_of(record)
+        if pools:
+            return self._lacking(record, pools) is None
         scope, key, limit = lock_of(record)
-        if limit:
-            return record.invocation_id in self.store.slot_status(scope, key)[0]
         return self.store.lock_holder(scope, key) == record.invocation_id
 
     def holders(self, record: InvocationRecord) -> list[str]:
-        """Who holds what `record` waits for: its key's holder, or its concurrency limit's slots."""
+        """Who holds what `record` waits for: its key's holder, or the slots of the first of its
+        concurrency limits it lacks."""
+        pools = slots_of(record)
+        if pools:
+            scope, _ = self._lacking(record, pools) or pools[-1]
+            return sorted(self.store.slot_status(scope, "")[0])
         scope, key, limit = lock_of(record)
-        if limit:
-            return sorted(self.store.slot_status(scope, key)[0])
         holder = self.store.lock_holder(scope, key)
         return [holder] if holder else []
 
     def enqueue(self, record: InvocationRecord) -> None:
         """Put a `pending` invocation in its key's (or concurrency limit's) queue and hand a free key
-        or slot on."""
-        scope, key, limit = lock_of(record)
+        or slot on. Under several limits it queues for the first one it does not hold (one read per
+        pool before it); holding them all already, it is told at once."""
+        pools = slots_of(record)
+        if len(pools) > 1:
+            lacking = self._lacking(record, pools)
+            if lacking is None:
+                self._grant(pools[-1][0], "", record.invocation_id, pools[-1][1])
+                return
+            scope, key, limit = lacking[0], "", lacking[1]
+        else:
+            scope, key, limit = lock_of(record)
         self.store.enqueue(scope, key, record.inbox_seq, record.invocation_id)
         self.pump(scope, key, limit)
+
+    def _lacking(self, record: InvocationRecord, pools: list[tuple[str, int]]) -> tuple[str, int] | None:
+        """The first of `pools` whose slot `record` does not hold (None: it holds them all)."""
+        for scope, limit in pools:
+            if record.invocation_id not in self.store.slot_status(scope, "")[0]:
+                return scope, limit
+        return None
 
     def requeue(self, pending: Iterable[InvocationRecord]) -> int:
         """The sweeps' repair of keys' queues: put every `pending` invocation back in its key's queue
@@ -151,6 +186,12 @@ class Keys:
             if record.status != "pending":
                 continue
             lock = lock_of(record)
+            for scope, limit in slots_of(record)[:-1]:  # several limits: the first one it lacks
+                if (scope, "", limit) not in locks:
+                    locks[(scope, "", limit)] = self.store.slot_status(scope, "")[0]
+                if record.invocation_id not in locks[(scope, "", limit)]:
+                    lock = (scope, "", limit)
+                    break
             if lock not in locks:
                 if lock[2]:
                     locks[lock] = self.store.slot_status(lock[0], lock[1])[0]
@@ -230,19 +271,35 @@ class Keys:
         for _ in range(_PUMP_ROUNDS):
             record = self.store.get_invocation(invocation_id)
             if record is None or record.status == "completed":
-                if limit:
+                if record is not None and len(slots_of(record)) > 1:
+                    self.release(record)  # the slots of its further limits `_take_rest` may have taken too
+                elif limit:
                     self.store.release_slot(scope, key, invocation_id)
                 else:
                     self.store.release_key(scope, key, invocation_id)
                 return False
             if record.status != "pending":
                 return True  # another pump granted it already
+            if limit and not self._take_rest(record, scope):
+                return True  # queued for a further limit's slot: still `pending`
             try:
                 self.store.leave_queue(invocation_id, record.epoch, modified_at_ms=self.clock.now_ms())
             except StoreConflict:
                 continue  # changed under us (granted, killed): look again
             self.scheduler.wake_now(invocation_id)
             return True
+        return True
+
+    def _take_rest(self, record: InvocationRecord, granted: str) -> bool:
+        """Granted the slot of pool `granted`, take the slots of the limits after it in taking order:
+        True if it now holds them all, else it is queued for the first one it could not take."""
+        pools = slots_of(record)
+        after = [pool for i, pool in enumerate(pools) if any(scope == granted for scope, _ in pools[:i])]
+        for scope, limit in after:
+            if not self.store.take_slot(scope, "", record.invocation_id, limit):
+                self.store.enqueue(scope, "", record.inbox_seq, record.invocation_id)
+                self.pump(scope, "", limit)
+                return False
         return True
 
     def release(self, record: InvocationRecord) -> None:
@@ -255,7 +312,14 @@ class Keys:
         """
         if not takes_turn(record):
             return
-        scope, key, limit = lock_of(record)
+        pools = slots_of(record)
+        if len(pools) > 1:  # several limits: each is released (and handed on) alike
+            for scope, limit in reversed(pools):
+                self._release_one(record, scope, "", limit)
+            return
+        self._release_one(record, *lock_of(record))
+
+    def _release_one(self, record: InvocationRecord, scope: str, key: str, limit: int) -> None:
         if record.inbox_seq:
             self.store.dequeue(scope, key, record.inbox_seq, record.invocation_id)
         if limit:

@@ -2,12 +2,15 @@
 
 A limit is set per service (`PATCH /services/{name}` `{"concurrency_limit": N}`, override
 `concurrencyLimit`) or per handler (`{"handler_concurrency_limits": {"h": N}}`, override
-`handlerConcurrencyLimits`). An invocation counts against one pool: its handler's if that handler
-has a limit, else its service's (`pool_of`). The pool is a lock with N holders and a queue in
+`handlerConcurrencyLimits`). An invocation counts against every pool that applies: its service's
+and its handler's (`pools_of`), and each level of a rule (below). Each pool is a lock with N holders and a queue in
 arrival order, on the same item (DynamoDB) or tables (SQLite) as an object key's lock and queue, so
 taking, queueing, granting and releasing a slot are the very transitions a key has (`keyed.Keys`),
 with `limit` holders instead of one:
 
+- several pools: their slots are taken one by one in one global order (`taking_order`), each held
+  until the end, and all released together; waiting for the next while holding the previous never
+  deadlocks, as everyone takes them in the same order;
 - created: take a slot if fewer than N hold one and nobody waits (`slot_free`), else `pending` in
   the pool's queue (Restate's status for an invocation that waits its turn in a queue);
 - a slot is held from the start until the invocation completes (also while it suspends or backs
@@ -15,21 +18,25 @@ with `limit` holders instead of one:
 - a release that finds calls waiting grants the free slot to the earliest queued one (`pump`),
   which turns `ready` and is woken.
 
+A large pool (`SPLIT_AT` slots or more) is split into sub-pools, one DynamoDB item each, so no one
+item takes every limited call's writes (`sub_pool`).
+
 Exclusive handlers of virtual objects already run one per key; a limit never applies to them (the
 admin API refuses one that would, `check_limits`).
 
 **Rules** (Restate's rule book, `PUT /limits/rules`): a rule's `pattern` selects the scope and limit
 key of calls made with them (service protocol V7 `scope`/`limitKey`): `"*"`, `"scope"`,
 `"scope/*"`, `"scope/key"`, `"scope/key/sub"`, each segment a name or `*`. An invocation whose
-identity is `scope[/limit key]` (the limit key may hold one `/`: two levels) counts against the most
-specific enabled rule that matches a prefix of its identity (`rule_pool`): the one with the most
-segments, then the fewest `*`; its pool is that prefix (`"scope/*"` gives each limit key under
-`scope` its own N). A matching rule wins over a service's or handler's limit.
+identity is `scope[/limit key]` (the limit key may hold one `/`: two levels) counts at every level
+(1, 2 or 3 segments) that an enabled rule matches (`rule_pools`): of a level's rules the one with
+the fewest `*` wins; the level's pool is that prefix (`"scope/*"` gives each limit key under `scope`
+its own N). Rules and a service's or handler's limits all count.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -47,20 +54,20 @@ def pool_scope(service: str, handler: str | None = None) -> str:
     return f"{POOL_PREFIX}{service}" if handler is None else f"{POOL_PREFIX}{service}/{handler}"
 
 
-def pool_of(service: str, handler: str, overrides: Mapping[str, Any], exclusive: bool) -> tuple[str, int] | None:
-    """`(pool scope, N)` an invocation of `service/handler` counts against, or None (no limit).
-
-    The handler's own limit wins over the service's (it is counted in one pool only). An exclusive
-    object handler is never limited (it runs one per key already)."""
+def pools_of(service: str, handler: str, overrides: Mapping[str, Any], exclusive: bool) -> list[tuple[str, int]]:
+    """The `(pool scope, N)` pools an invocation of `service/handler` counts against: its service's
+    limit and its handler's, each that is set (both count, as every level of a rule does). An
+    exclusive object handler is never limited (it runs one per key already)."""
     if exclusive:
-        return None
-    per_handler = overrides.get(HANDLER_LIMITS) or {}
-    if isinstance(per_handler, Mapping) and per_handler.get(handler):
-        return pool_scope(service, handler), int(per_handler[handler])
+        return []
+    pools = []
     limit = overrides.get(SERVICE_LIMIT)
     if limit:
-        return pool_scope(service), int(limit)
-    return None
+        pools.append((pool_scope(service), int(limit)))
+    per_handler = overrides.get(HANDLER_LIMITS) or {}
+    if isinstance(per_handler, Mapping) and per_handler.get(handler):
+        pools.append((pool_scope(service, handler), int(per_handler[handler])))
+    return pools
 
 
 RULE_PREFIX = POOL_PREFIX + "rule/"
@@ -106,12 +113,15 @@ def identity(scope: str, limit_key: str) -> list[str]:
     return [scope, *limit_key.split("/", 1)] if limit_key else [scope]
 
 
-def rule_pool(rules: Mapping[str, Mapping[str, Any]], scope: str, limit_key: str) -> tuple[str, int] | None:
-    """`(pool scope, N)` of the most specific enabled rule with a concurrency limit matching the call's
-    `scope`/`limit_key`, or None. A rule of k segments matches the identity's first k segments
-    (each equal, or `*`); more segments win, then fewer `*`, then the pattern (for a stable order)."""
+def rule_pools(rules: Mapping[str, Mapping[str, Any]], scope: str, limit_key: str) -> list[tuple[str, int]]:
+    """The `(pool scope, N)` pools a call with `scope`/`limit_key` counts against: one per level of
+    its identity (`scope`, `scope/key`, `scope/key/sub`) that an enabled rule with a concurrency
+    limit matches, as restate-server counts a scoped call at every level with a rule. A rule of k
+    segments matches the identity's first k segments (each equal, or `*`); of the rules of one level
+    the one with the fewest `*` wins, then the pattern (for a stable order). The pool of level k is
+    the identity's first k segments, so `"scope/*"` gives each limit key under `scope` its own N."""
     segments = identity(scope, limit_key)
-    best: tuple[int, int, str, int] | None = None
+    best: dict[int, tuple[int, str, int]] = {}  # level -> (-stars, pattern, N)
     for pattern, rule in rules.items():
         limit = (rule.get("limits") or {}).get("concurrency")
         if rule.get("disabled") or not limit:
@@ -119,12 +129,64 @@ def rule_pool(rules: Mapping[str, Mapping[str, Any]], scope: str, limit_key: str
         parts = pattern.split("/")
         if len(parts) > len(segments) or any(p not in ("*", s) for p, s in zip(parts, segments, strict=False)):
             continue
-        rank = (len(parts), -parts.count("*"), pattern, int(limit))
-        if best is None or rank[:2] > best[:2] or (rank[:2] == best[:2] and pattern < best[2]):
-            best = rank
-    if best is None:
-        return None
-    return RULE_PREFIX + "/".join(segments[: best[0]]), best[3]
+        rank = (-parts.count("*"), pattern, int(limit))
+        current = best.get(len(parts))
+        if current is None or rank[0] > current[0] or (rank[0] == current[0] and pattern < current[1]):
+            best[len(parts)] = rank
+    return [(RULE_PREFIX + "/".join(segments[:level]), best[level][2]) for level in sorted(best)]
+
+
+SPLIT_AT = 64
+"""A limit of at least this many slots is split into sub-pools (`sub_pool`); smaller ones stay one item."""
+SUBPOOL_SLOTS = 16
+"""About this many slots per sub-pool: its holders' set stays under 1 KB (one write unit a write)."""
+MAX_SUBPOOLS = 32
+SUBPOOL_MARK = "~s"
+"""Between a pool's scope and its sub-pool's number: `~limit/Svc/h~s3`."""
+
+
+def subpools(limit: int) -> int:
+    """How many sub-pools (items) a pool of `limit` slots is split into: 1 below `SPLIT_AT`, else
+    `limit // SUBPOOL_SLOTS`, at most `MAX_SUBPOOLS`."""
+    return 1 if limit < SPLIT_AT else min(MAX_SUBPOOLS, limit // SUBPOOL_SLOTS)
+
+
+def sub_pool(scope: str, limit: int, invocation_id: str) -> tuple[str, int]:
+    """`(scope, N)` of the sub-pool an invocation takes its slot of pool `scope` (`limit` slots) in.
+
+    No hot key on DynamoDB: one item takes about 1,000 writes per second, so one pool starts at most
+    ~500 invocations per second; a large pool is split into `k = subpools(limit)` items, sub-pool `i`
+    (`{scope}~s{i}`) holding `limit // k` slots, one more for the first `limit % k` (together exactly
+    `limit`), and an invocation's sub-pool is its id's shard (crc32 of the id, mod k: the same hash as
+    the store's shards). Each sub-pool admits in arrival order (FIFO within a sub-pool, not across
+    them), and one sub-pool may be full while another has a free slot: under load the pool runs
+    fewer than `limit` at times, never more."""
+    k = subpools(limit)
+    if k == 1:
+        return scope, limit
+    i = zlib.crc32(invocation_id.encode()) % k
+    return f"{scope}{SUBPOOL_MARK}{i}", limit // k + (1 if i < limit % k else 0)
+
+
+def taking_order(pools: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The pools in the one order every invocation takes their slots in (by pool scope, each once):
+    an invocation holds the slots of the pools before the one it waits for, so with one global order
+    no two invocations ever wait for each other's slots (no deadlock)."""
+    return sorted(dict(pools).items())
+
+
+def encode_more(pools: Iterable[tuple[str, int]]) -> str:
+    """The record's `more_slots`: the pools after the first, one `"N scope"` a line."""
+    return "\n".join(f"{n} {scope}" for scope, n in pools)
+
+
+def decode_more(text: str) -> list[tuple[str, int]]:
+    """`encode_more`'s inverse: `[(scope, N)]`."""
+    out = []
+    for line in text.splitlines():
+        n, scope = line.split(" ", 1)
+        out.append((scope, int(n)))
+    return out
 
 
 def check_pattern(pattern: object) -> str:

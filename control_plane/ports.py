@@ -183,8 +183,9 @@ class InvocationRecord:
     trace_parent: str = ""  # span id of its invocation span's parent (ingress or caller's attempt), when traced
     requests: Mapping[str, int] | None = None  # AWS requests it caused, by kind (`observability.record`)
     completion: str = ""  # how it completed: one of `COMPLETION_KINDS`, set by the completing write
-    slot: str = ""  # the concurrency limit it counts against (`limits.pool_scope`), "" if none
+    slot: str = ""  # the (first) concurrency limit it counts against (`limits.pool_scope`), "" if none
     slot_limit: int = 0  # that limit's N when it was created: at most N of the pool hold a slot at once
+    more_slots: str = ""  # further pools it counts against, after `slot` in taking order (`limits.encode_more`)
     scope: str = ""  # the `scope` of the V7 call that created it ("" none)
     limit_key: str = ""  # the `limit_key` of that call ("" none)
 

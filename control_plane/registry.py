@@ -16,7 +16,15 @@ from typing import Any, Protocol
 
 from control_plane import ids
 from control_plane.errors import BadRequest, Conflict, NotFound, TorporError
-from control_plane.limits import HANDLER_LIMITS, HANDLER_RATES, SERVICE_LIMIT, SERVICE_RATE, check_limits, pool_of, rate_of
+from control_plane.limits import (
+    HANDLER_LIMITS,
+    HANDLER_RATES,
+    SERVICE_LIMIT,
+    SERVICE_RATE,
+    check_limits,
+    pools_of,
+    rate_of,
+)
 from control_plane.ports import (
     Clock,
     DeploymentRecord,
@@ -67,7 +75,7 @@ class Target:
     input_content_type: str | None  # None: the handler takes no input
     input_required: bool
     output_content_type: str
-    pool: tuple[str, int] | None = None  # the concurrency limit it counts against (`limits.pool_of`)
+    pools: tuple[tuple[str, int], ...] = ()  # the concurrency limits it counts against (`limits.pools_of`)
     rate: tuple[str, float] | None = None  # the rate limit that paces its start (`limits.rate_of`)
 
 
@@ -413,7 +421,7 @@ class Registry:
             input_content_type=input_ct,
             input_required=bool(input_spec.get("required", False)),
             output_content_type=output_spec.get("contentType") or "application/json",
-            pool=pool_of(service, handler, record.overrides, _exclusive(record.ty, spec.get("ty"))),
+            pools=tuple(pools_of(service, handler, record.overrides, _exclusive(record.ty, spec.get("ty")))),
             rate=rate_of(service, handler, record.overrides),
         )
 

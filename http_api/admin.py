@@ -23,6 +23,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.ids import FIRST_AWAKEABLE_SIGNAL, awakeable_id
 from control_plane.invocation import Engine
 from control_plane.journal import AwaitPoint, Journal, stored_frames
+from control_plane.keyed import slots_of
 from control_plane.limits import (
     HANDLER_LIMITS,
     HANDLER_RATES,
@@ -243,6 +244,10 @@ def invocation_json(
     }
     if record.slot_limit:  # counted against a concurrency limit: `pending` while it waits for a slot
         out["concurrency_limit"] = {"pool": record.slot.removeprefix(POOL_PREFIX), "limit": record.slot_limit}
+        if record.more_slots:  # every limit it counts against, in the order it takes their slots
+            out["concurrency_limits"] = [
+                {"pool": scope.removeprefix(POOL_PREFIX), "limit": n} for scope, n in slots_of(record)
+            ]
     if record.status == "completed":
         out["completion_result"] = "failure" if record.failure else "success"
         out["completion_kind"] = completion_kind(record)

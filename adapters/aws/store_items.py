@@ -438,6 +438,7 @@ class InvocationItem(Item):
     completion = UnicodeAttribute(null=True)  # absent on items written before it existed
     slot = UnicodeAttribute(null=True)  # the concurrency limit's pool it counts against (absent: none)
     slot_limit = IntAttribute(null=True)
+    more_slots = UnicodeAttribute(null=True)  # further pools, "N scope" a line (absent: none)
     scope = UnicodeAttribute(null=True)
     limit_key = UnicodeAttribute(null=True)
     ending_at = IntAttribute(null=True)

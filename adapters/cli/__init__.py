@@ -3,7 +3,7 @@
 `torpor version` and `torpor dev` run Torpor itself (`torpor request-identity` makes and reads the key
 it signs requests to deployments with; `torpor ui` serves the web UI of an admin API on AWS, signing
 its calls); the client commands talk HTTP to a running control plane: `torpor deployments`,
-`torpor services`, `torpor invocations`, `torpor state`, `torpor schedules`, `torpor subscriptions` and
+`torpor services`, `torpor invocations`, `torpor state`, `torpor limits`, `torpor schedules`, `torpor subscriptions` and
 `torpor sql` to the admin API
 (`--admin-url`, `TORPOR_ADMIN_URL`, default http://127.0.0.1:9070), `torpor invoke` to the ingress
 (`--ingress-url`, `TORPOR_INGRESS_URL`, default http://127.0.0.1:8080), as does `torpor awakeables`.
@@ -11,7 +11,7 @@ They print rich tables, or the API's JSON with `--json`. An API error prints its
 
 Confirmation rule: the verbs that destroy or stop work (`invocations cancel|kill|purge`,
 `deployments remove`, `deployments register` of what it discovered, `schedules delete`,
-`subscriptions delete`, `state
+`subscriptions delete`, `limits delete`, `state
 edit|clear`) ask in a terminal, after
 checking that the request can succeed (an unknown or already completed invocation is an error with no
 question), unless `-y/--yes` is given; without a terminal they never ask. Shell completion is click's:
@@ -32,6 +32,7 @@ from adapters.cli.client import (
 )
 from adapters.cli.deployments import deployments
 from adapters.cli.invocations import awakeables, invocations, invoke
+from adapters.cli.limits import limits
 from adapters.cli.local import VERSION, dev, version
 from adapters.cli.request_identity import request_identity
 from adapters.cli.schedules import schedules
@@ -84,5 +85,6 @@ main.add_command(sql)
 main.add_command(schedules)
 main.add_command(subscriptions)
 main.add_command(state)
+main.add_command(limits)
 
 __all__ = ["VERSION", "main"]

@@ -146,8 +146,34 @@ def service_details(service: Mapping[str, Any]) -> Table:
             ("Deployment", service.get("deployment_id")),
             ("Public", "yes" if service.get("public", True) else "no"),
             ("Documentation", service.get("documentation")),
+            *limit_rows(service.get("config") or {}),
         ]
     )
+
+
+def limit_rows(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """`(label, text)` of a service's concurrency and rate limits (`GET /services/{name}`'s `config`:
+    `concurrencyLimit`, `handlerConcurrencyLimits`, `rateLimit`, `handlerRateLimits`); none unset."""
+    def value(option: str) -> Any:
+        entry = config.get(option)
+        return entry.get("value") if isinstance(entry, Mapping) else None
+
+    def per_handler(option: str, unit: str) -> str | None:
+        found = value(option)
+        if not isinstance(found, Mapping) or not found:
+            return None
+        return ", ".join(f"{h}: {n}{unit}" for h, n in sorted(found.items()))
+
+    rows: list[tuple[str, Any]] = []
+    if value("concurrencyLimit") is not None:
+        rows.append(("Concurrency limit", f"{value('concurrencyLimit')} running at once"))
+    if (handlers := per_handler("handlerConcurrencyLimits", " running at once")) is not None:
+        rows.append(("Handler concurrency limits", handlers))
+    if value("rateLimit") is not None:
+        rows.append(("Rate limit", f"{value('rateLimit')} starts/s"))
+    if (handlers := per_handler("handlerRateLimits", " starts/s")) is not None:
+        rows.append(("Handler rate limits", handlers))
+    return rows
 
 
 def handlers_table(handlers: Sequence[Mapping[str, Any]]) -> Table:

@@ -76,6 +76,7 @@ EVERY_FIELD = InvocationRecord(
     completion="failed",
     slot="~limit/Greeter",
     slot_limit=4,
+    more_slots="3 ~limit/Greeter/greet",
     scope="tenants",
     limit_key="acme",
 )

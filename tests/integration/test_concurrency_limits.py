@@ -5,16 +5,19 @@ arrival order; cancel, kill and completion give slots back; the admin API refuse
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 
 from adapters.local.dev import DevServer
+from control_plane import limits
 from control_plane.settings import Settings
 from tests.helpers.dev import describe, dev_with_examples, wait_for
 from tests.helpers.moto import moto_server
@@ -41,7 +44,16 @@ def send_sleep(dev: DevServer, ms: int) -> str:
 
 
 def statuses(dev: DevServer, ids: list[str]) -> list[str]:
-    return [describe(dev, i)["status"] for i in ids]
+    """The statuses of `ids` from one SQL query: a snapshot, not one read per id (a grant between two
+    reads would show the newcomer starting while the one it replaced still runs)."""
+    rows = httpx.post(
+        f"{dev.admin_url}/query",
+        json={"query": "SELECT id, status FROM sys_invocation WHERE target_service_name = 'Waits'"},
+        headers={"accept": "application/json"},
+        timeout=10,
+    ).json()["rows"]
+    found = {row["id"]: row["status"] for row in rows}
+    return [found.get(i, "absent") for i in ids]
 
 
 def at_ms(text: str) -> float:
@@ -80,6 +92,76 @@ def test_at_most_n_hold_a_slot_and_the_rest_start_in_arrival_order(dev: DevServe
         # in arrival order: the third starts once the first is done, and so on
         for i in range(2, 5):
             assert done[i] >= done[i - 2] + 2_900, (i, done)
+    finally:
+        configure(dev, {"handler_concurrency_limits": {"sleep": None}})
+
+
+def test_the_services_and_the_handlers_limits_both_count(dev: DevServer) -> None:
+    # the handler allows 3, the service 1: each call takes a slot of both pools, so one runs at a time
+    assert configure(dev, {"concurrency_limit": 1, "handler_concurrency_limits": {"sleep": 3}}).status_code == 200
+    try:
+        ids = []
+        for _ in range(3):
+            ids.append(send_sleep(dev, 1_500))
+            time.sleep(0.02)
+        assert statuses(dev, ids)[1:] == ["pending", "pending"]
+        assert describe(dev, ids[2])["concurrency_limits"] == [
+            {"pool": "Waits", "limit": 1},
+            {"pool": "Waits/sleep", "limit": 3},
+        ]
+        most = 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = statuses(dev, ids)
+            most = max(most, sum(s not in ("pending", "completed") for s in now))
+            if all(s == "completed" for s in now):
+                break
+            time.sleep(0.05)
+        assert most == 1 and all(s == "completed" for s in statuses(dev, ids))
+        done = sorted(at_ms(describe(dev, i)["completed_at"]) for i in ids)
+        assert done[2] - done[0] >= 2 * 1_450, done  # one after the other
+    finally:
+        configure(dev, {"concurrency_limit": None, "handler_concurrency_limits": {"sleep": None}})
+
+
+def pool_items(dev: DevServer, prefix: str) -> set[str]:
+    """Partition keys of the table's items that begin with `prefix`, read from moto over the wire."""
+    client = boto3.client("dynamodb", endpoint_url=dev.dynamodb_endpoint, region_name=dev.region)
+    items = client.scan(
+        TableName=dev.table,
+        FilterExpression="begins_with(PK, :p)",
+        ExpressionAttributeValues={":p": {"S": prefix}},
+    )["Items"]
+    return {item["PK"]["S"] for item in items}
+
+
+def test_a_large_limit_spreads_its_slots_over_sub_pools(dev: DevServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 slots: 4 sub-pools (items) of 16, an invocation's chosen by its id
+    assert configure(dev, {"handler_concurrency_limits": {"sleep": 64}}).status_code == 200
+    try:
+        shown = describe(dev, send_sleep(dev, 10))["concurrency_limit"]
+        assert re.fullmatch(r"Waits/sleep~s[0-3]", shown["pool"]) and shown["limit"] == 16, shown
+        # the same split, smaller: 4 slots in 2 sub-pools of 2 (8 calls: both sub-pools fill)
+        monkeypatch.setattr(limits, "SPLIT_AT", 4)
+        monkeypatch.setattr(limits, "SUBPOOL_SLOTS", 2)
+        assert configure(dev, {"handler_concurrency_limits": {"sleep": 4}}).status_code == 200
+        ids = [send_sleep(dev, 1_500) for _ in range(8)]
+        pool = {i: describe(dev, i)["concurrency_limit"] for i in ids}
+        assert {p["limit"] for p in pool.values()} == {2}
+        assert {p["pool"] for p in pool.values()} == {"Waits/sleep~s0", "Waits/sleep~s1"}, pool
+        assert len(pool_items(dev, "OBJ#~limit/Waits/sleep~s")) >= 2  # one item per sub-pool
+        most: dict[str, int] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = dict(zip(ids, statuses(dev, ids), strict=True))
+            for sub in ("Waits/sleep~s0", "Waits/sleep~s1"):
+                active = sum(s not in ("pending", "completed") for i, s in now.items() if pool[i]["pool"] == sub)
+                most[sub] = max(most.get(sub, 0), active)
+            if all(s == "completed" for s in now.values()):
+                break
+            time.sleep(0.05)
+        assert all(s == "completed" for s in statuses(dev, ids))
+        assert max(most.values()) <= 2, most  # never more than its share in a sub-pool
     finally:
         configure(dev, {"handler_concurrency_limits": {"sleep": None}})
 

@@ -26,8 +26,9 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
 - a concurrency limit of 1 to 3 on `Limited`, in some scenarios also a rate limit (0.5 to 2 starts
   per second: no window holds more reserved starts than the burst and the pace allow, and no
   invocation's first attempt comes before its reserved start) (`limited_requests`, a generator of its own) and more
-  requests than slots, some killed, cancelled or paused: never more than N started and not completed
-  (`check_limit`, at each attempt), none passed in the queue by a later arrival (without crashes),
+  requests than slots, some killed, cancelled or paused; in some scenarios also a limit of 1 to 3 on
+  the handler `Limited/work` (both count: its slots are taken one after the other): never more than
+  N started and not completed, nor more holders of a pool than its limit (`check_limit`, at each attempt), none passed in the queue by a later arrival (without crashes),
   and at the end no slot held by a completed invocation without a crash, nobody left queued.
 
 Faults:
@@ -78,7 +79,7 @@ from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolati
 from control_plane.held import Held
 from control_plane.creation import inbox_seq
 from control_plane.journal import Journal, parse_named_signal_key, stored_sender
-from control_plane.limits import SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
+from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict, StoreUnavailable
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
@@ -814,6 +815,7 @@ class Scenario:
         self.restarts: list[tuple[str, tuple[Any, ...], Request]] = []  # (old id, its outcome then, the new one)
         self.copied: dict[str, int] = {}  # a restarted invocation -> the journal length it started with
         self.limit = 0  # the concurrency limit of `Limited` (0: none in this scenario)
+        self.handler_limit = 0  # the concurrency limit of `Limited/work` as well (0: none)
         self.limited: set[str] = set()  # invocations of `Limited/work`
         self.limited_started: set[str] = set()  # those that had an attempt
         self.rate = 0.0  # starts per second of `Limited` (0: no rate limit)
@@ -900,6 +902,11 @@ class Scenario:
                 f"{(self.clock.now - START_MS) / 1000} s, before its backoff ended at {(due - START_MS) / 1000} s"
             )
 
+    def limited_pools(self) -> list[tuple[str, int]]:
+        """`(pool scope, N)` of the concurrency limits `Limited/work` counts against in this scenario."""
+        pools = [(pool_scope("Limited"), self.limit)] if self.limit else []
+        return pools + ([(pool_scope("Limited", "work"), self.handler_limit)] if self.handler_limit else [])
+
     def check_limit(self, invocation_id: str) -> None:
         """An attempt of a `Limited` invocation: at most `limit` of them have started and not completed
         (each holds a slot from its first attempt to its end); and, without crashes or races (a crash
@@ -911,9 +918,16 @@ class Scenario:
             self.violate(f"{invocation_id} started at {self.clock.now}, before its reserved start {self.not_before[invocation_id]}")
         records = {i: self.raw.get_invocation(i) for i in self.limited}
         active = sorted(i for i in self.limited_started if (r := records[i]) is not None and r.status != "completed")
-        if len(active) > self.limit:
-            self.violate(f"{len(active)} Limited invocations run at once, the limit is {self.limit}: {active}")
+        most = min(self.limit, self.handler_limit or self.limit)
+        if len(active) > most:
+            self.violate(f"{len(active)} Limited invocations run at once, the limit is {most}: {active}")
+        for pool, n in self.limited_pools():
+            holders = self.raw.slot_status(pool, "")[0]
+            if len(holders) > n:
+                self.violate(f"{len(holders)} hold a slot of {pool}, its limit is {n}: {sorted(holders)}")
         self.covered["limited attempt"] += 1
+        if self.handler_limit:
+            self.covered["limited attempt: two pools"] += 1
         me = records[invocation_id]
         if not first or me is None or self.crashes or self.races:
             return
@@ -1305,7 +1319,11 @@ class Scenario:
             self.limit, limited = limited_requests(random.Random(self.seed * 104_729 + 11))  # its own generator
             if self.limit:
                 self.rate = random.Random(self.seed * 7_717 + 3).choice([0, 0, 0.5, 1, 2])
-                self.plane.registry.configure("Limited", {SERVICE_LIMIT: self.limit, SERVICE_RATE: self.rate or None})
+                self.handler_limit = random.Random(self.seed * 6_151 + 5).choice([0, 0, 1, 2, 3])
+                limits = {SERVICE_LIMIT: self.limit, SERVICE_RATE: self.rate or None}
+                if self.handler_limit:  # both count: the service's pool and the handler's
+                    limits[HANDLER_LIMITS] = {"work": self.handler_limit}
+                self.plane.registry.configure("Limited", limits)
                 requests += limited
             self.schedules = schedules(self.xrng)
             for schedule in self.schedules:
@@ -1410,17 +1428,18 @@ class Scenario:
                     break
             self.covered["rate limited"] += 1
         if self.limit:
-            holders, queued = self.raw.slot_status(pool_scope("Limited"), "")
-            for holder in sorted(holders):
-                record = self.raw.get_invocation(holder)
-                if record is not None and record.status != "completed":
-                    self.violate(f"{holder} holds a slot of Limited but is {record.status}")
-                elif self.crashes:
-                    self.lazy_keys += 1  # a release lost in a crash: the sweep's pump gives it back
-                else:
-                    self.violate(f"the slot of {holder} was never given back (it ended without a crash)")
-            if queued is not None:
-                self.violate(f"Limited's queue is left with {queued}")
+            for pool, _ in self.limited_pools():
+                holders, queued = self.raw.slot_status(pool, "")
+                for holder in sorted(holders):
+                    record = self.raw.get_invocation(holder)
+                    if record is not None and record.status != "completed":
+                        self.violate(f"{holder} holds a slot of {pool} but is {record.status}")
+                    elif self.crashes:
+                        self.lazy_keys += 1  # a release lost in a crash: the sweep's pump gives it back
+                    else:
+                        self.violate(f"the slot of {holder} was never given back (it ended without a crash)")
+                if queued is not None:
+                    self.violate(f"{pool}'s queue is left with {queued}")
         for record in self.raw.list_invocations(None, None, 10_000):
             self.check_journal(record.invocation_id)
             if record.status != "completed":

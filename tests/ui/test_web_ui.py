@@ -152,6 +152,22 @@ def test_the_service_page_shows_handlers_and_each_option_with_its_source(page: P
     expect(timeout).to_contain_text("built-in")
 
 
+def test_the_service_page_shows_the_services_limits(page: Page, dev: DevServer) -> None:
+    limits = {"concurrency_limit": 4, "handler_concurrency_limits": {"sleep": 2}, "rate_limit": 3}
+    assert httpx.patch(f"{dev.admin_url}/services/Waits", json=limits, timeout=10).status_code == 200
+    try:
+        page.goto("/ui/#/services/Waits")
+        expect(page.get_by_test_id("limits")).to_have_text(
+            "at most 4 running at once; sleep: at most 2 running; 3 starts/s"
+        )
+        expect(page.locator("tr[data-option=handlerConcurrencyLimits]")).to_contain_text("sleep: 2 running")
+        page.goto("/ui/#/services/Greeter")
+        expect(page.get_by_test_id("limits")).to_have_text("none")
+    finally:
+        off = {"concurrency_limit": None, "handler_concurrency_limits": {"sleep": None}, "rate_limit": None}
+        httpx.patch(f"{dev.admin_url}/services/Waits", json=off, timeout=10)
+
+
 def test_the_invocation_page_shows_the_aws_requests_it_caused_and_their_cost(page: Page, dev: DevServer) -> None:
     reply = httpx.post(f"{dev.ingress_url}/Greeter/greet", json="Cost", timeout=30)
     invocation = describe(dev, reply.headers["x-restate-id"])

@@ -10,11 +10,14 @@ from control_plane.limits import (
     check_limits,
     delete_rules,
     pacing,
-    pool_of,
+    pools_of,
     rate_of,
     reserve,
-    rule_pool,
+    rule_pools,
     slot_free,
+    sub_pool,
+    subpools,
+    taking_order,
     upsert_rules,
 )
 
@@ -23,12 +26,12 @@ def rule(n: int, disabled: bool = False) -> dict[str, object]:
     return {"limits": {"concurrency": n}, "disabled": disabled, "version": 0}
 
 
-def test_a_handlers_own_limit_wins_over_the_services_and_exclusive_handlers_are_never_limited() -> None:
+def test_a_services_and_a_handlers_limits_both_count_and_exclusive_handlers_are_never_limited() -> None:
     overrides = {"concurrencyLimit": 5, "handlerConcurrencyLimits": {"slow": 2}}
-    assert pool_of("Svc", "slow", overrides, exclusive=False) == ("~limit/Svc/slow", 2)
-    assert pool_of("Svc", "fast", overrides, exclusive=False) == ("~limit/Svc", 5)
-    assert pool_of("Svc", "slow", overrides, exclusive=True) is None
-    assert pool_of("Svc", "slow", {}, exclusive=False) is None
+    assert pools_of("Svc", "slow", overrides, exclusive=False) == [("~limit/Svc", 5), ("~limit/Svc/slow", 2)]
+    assert pools_of("Svc", "fast", overrides, exclusive=False) == [("~limit/Svc", 5)]
+    assert pools_of("Svc", "slow", overrides, exclusive=True) == []
+    assert pools_of("Svc", "slow", {}, exclusive=False) == []
 
 
 def test_a_newcomer_starts_only_with_a_free_slot_and_nobody_waiting() -> None:
@@ -37,16 +40,22 @@ def test_a_newcomer_starts_only_with_a_free_slot_and_nobody_waiting() -> None:
     assert not slot_free(0, 2, waiting=True)
 
 
-def test_the_most_specific_enabled_rule_matching_the_calls_identity_gives_the_pool() -> None:
+def test_every_level_of_the_calls_identity_with_an_enabled_rule_gives_a_pool() -> None:
     rules = {"*": rule(10), "s": rule(5), "s/*": rule(3), "s/k": rule(2), "s/off": rule(1, disabled=True)}
-    assert rule_pool(rules, "s", "k") == ("~limit/rule/s/k", 2)
-    assert rule_pool(rules, "s", "other") == ("~limit/rule/s/other", 3)  # `s/*`: one pool per limit key
-    assert rule_pool(rules, "s", "off") == ("~limit/rule/s/off", 3)  # the disabled rule is passed over
-    assert rule_pool(rules, "s", "") == ("~limit/rule/s", 5)
-    assert rule_pool(rules, "t", "k") == ("~limit/rule/t", 10)
-    assert rule_pool(rules, "s", "k/sub") == ("~limit/rule/s/k", 2)  # a two-level key under `s/k`
-    assert rule_pool(rules, "", "") is None
-    assert rule_pool({"s/k/x": rule(1)}, "s", "k") is None  # more segments than the identity has
+    # per level the rule with the fewest `*` wins (`s` over `*`, `s/k` over `s/*`); all levels count
+    assert rule_pools(rules, "s", "k") == [("~limit/rule/s", 5), ("~limit/rule/s/k", 2)]
+    assert rule_pools(rules, "s", "other") == [("~limit/rule/s", 5), ("~limit/rule/s/other", 3)]  # one pool per key
+    assert rule_pools(rules, "s", "off") == [("~limit/rule/s", 5), ("~limit/rule/s/off", 3)]  # disabled: passed over
+    assert rule_pools(rules, "s", "") == [("~limit/rule/s", 5)]
+    assert rule_pools(rules, "t", "k") == [("~limit/rule/t", 10)]
+    assert rule_pools(rules, "s", "k/sub") == [("~limit/rule/s", 5), ("~limit/rule/s/k", 2)]  # two-level key
+    assert rule_pools(rules, "", "") == []
+    assert rule_pools({"s/k/x": rule(1)}, "s", "k") == []  # more segments than the identity has
+
+
+def test_slots_are_taken_in_one_global_order_each_pool_once() -> None:
+    pools = [("~limit/rule/s/k", 2), ("~limit/Svc", 5), ("~limit/rule/s", 3), ("~limit/Svc", 5)]
+    assert taking_order(pools) == [("~limit/Svc", 5), ("~limit/rule/s", 3), ("~limit/rule/s/k", 2)]
 
 
 def test_upsert_versions_rules_and_honours_preconditions_all_or_nothing() -> None:
@@ -104,3 +113,15 @@ def test_a_rate_limit_lets_a_burst_through_then_spaces_starts_in_arrival_order()
     assert rate_of("Svc", "h", {"rateLimit": 3, "handlerRateLimits": {"h": 0.5}}) == ("~rate/Svc/h", 0.5)
     assert rate_of("Svc", "g", {"rateLimit": 3, "handlerRateLimits": {"h": 0.5}}) == ("~rate/Svc", 3.0)
     assert rate_of("Svc", "g", {}) is None
+
+
+def test_a_large_limit_is_split_into_sub_pools_whose_shares_add_up_and_a_small_one_is_not() -> None:
+    assert sub_pool("~limit/Svc", 63, "inv_1") == ("~limit/Svc", 63)  # below 64: one item
+    assert [subpools(n) for n in (1, 63, 64, 100, 512, 10_000)] == [1, 1, 4, 6, 32, 32]
+    for limit in (64, 100, 1_000):
+        shares: dict[str, int] = {}
+        for n in range(2_000):
+            scope, share = sub_pool("~limit/Svc", limit, f"inv_{n}")
+            assert shares.setdefault(scope, share) == share  # one share per sub-pool, whoever asks
+        assert len(shares) == subpools(limit) and sum(shares.values()) == limit
+        assert all(scope.startswith("~limit/Svc~s") for scope in shares)

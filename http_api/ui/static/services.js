@@ -15,7 +15,22 @@ const OPTIONS = {
   retryPolicyMaxAttempts: ["Retry: max attempts", ""],
   retryPolicyExponentiationFactor: ["Retry: exponentiation factor", ""],
   retryPolicyOnMaxAttempts: ["Retry: on max attempts", ""],
+  concurrencyLimit: ["Concurrency limit", "running"],
+  handlerConcurrencyLimits: ["Concurrency limits per handler", "running"],
+  rateLimit: ["Rate limit", "starts/s"],
+  handlerRateLimits: ["Rate limits per handler", "starts/s"],
 };
+
+/** The service's concurrency and rate limits in one line ("none" if it has none). */
+function limitsText(config) {
+  const value = (option) => (config[option] || {}).value;
+  const parts = [];
+  if (value("concurrencyLimit")) parts.push(`at most ${value("concurrencyLimit")} running at once`);
+  for (const [handler, n] of Object.entries(value("handlerConcurrencyLimits") || {})) parts.push(`${handler}: at most ${n} running`);
+  if (value("rateLimit")) parts.push(`${value("rateLimit")} starts/s`);
+  for (const [handler, r] of Object.entries(value("handlerRateLimits") || {})) parts.push(`${handler}: ${r} starts/s`);
+  return parts.length ? parts.join("; ") : "none";
+}
 
 const TYPES = { Service: "service", VirtualObject: "virtual object", Workflow: "workflow" };
 
@@ -58,6 +73,7 @@ export async function renderOne(root, { args: [name] }) {
       ["Ingress", s.public ? "public" : "private: only other services may call it"],
       ["State", keyed ? link(`#/state?service=${seg(s.name)}`, "view state by key") : null],
       ["Invocations", link(`#/invocations?service=${seg(s.name)}`, "list this service's invocations")],
+      ["Limits", h("span", { "data-testid": "limits" }, limitsText(s.config || {}))],
     ]),
     h("h2", {}, "Handlers"),
     table(
@@ -98,5 +114,7 @@ export async function renderOne(root, { args: [name] }) {
 
 function show(value, unit) {
   if (unit === "ms" && typeof value === "number") return h("span", { title: `${value} ms` }, duration(value));
+  if (value && typeof value === "object") return Object.entries(value).map(([k, v]) => `${k}: ${v} ${unit}`).join(", ");
+  if (unit && unit !== "ms") return `${value} ${unit}`;
   return String(value);
 }
