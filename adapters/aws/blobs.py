@@ -13,7 +13,11 @@ puts the bytes back into the items a read returns. So:
   that failed before);
 - a crash between the object's write and the item's leaves an orphan object (harmless: never read;
   the bucket's lifecycle expires `INV#` objects), never a reference to a missing object;
-- references are resolved when the item is read (one GetObject per spilled value read);
+- references are resolved when the item is read (one GetObject per spilled value read), except
+  inside `previews(names)`: the attributes named there read as a `ValuePreview` (the value's first
+  `PREVIEW_BYTES`, kept in the reference) without a GetObject (listings and the sweep, which show a
+  record's output cut to 200 bytes or not at all); a GetObject
+  that fails makes the whole store call fail with `StoreUnavailable` (retryable, HTTP 503);
 - a stored value that itself starts with `REFERENCE_MARK` is always spilled, so a reference can never
   be confused with a value.
 
@@ -23,14 +27,20 @@ journal (`INV#{id}/J#`, `INV#{id}/N#`) and the record (`INV#{id}/`).
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import contextvars
 import hashlib
 import json
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from control_plane.observability import record
-from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge
+from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 REFERENCE_MARK = b"\x00torpor-blob\x00"
 """How a binary attribute holding a reference starts (no protobuf frame or JSON value starts with NUL)."""
@@ -40,7 +50,29 @@ until it counts less: DynamoDB's 400 KB less room for the estimate's error."""
 SPILL_MIN_BYTES = 4 * 1024
 """A binary value below this (bytes) is never spilled (a reference takes ~200)."""
 
+PREVIEW_BYTES = 256
+"""How much of a spilled value its reference keeps (bytes): what `previews` reads in its place."""
+
 _WRITE_ITEM_KEYS = ("Item",)
+_PREVIEWS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("torpor_blob_previews", default=frozenset())
+
+
+class ValuePreview(bytes):
+    """A spilled value read inside `previews`: its first `PREVIEW_BYTES` bytes (the bytes of this
+    object), and its whole size in `size` (bytes). Never the value itself: only for display."""
+
+    size: int = 0
+
+
+@contextlib.contextmanager
+def previews(*names: str) -> Iterator[None]:
+    """Inside, the reads of this context read the spilled values of attributes `names` as
+    `ValuePreview`s, with no GetObject (a store call whose caller never uses those values whole)."""
+    token = _PREVIEWS.set(_PREVIEWS.get() | frozenset(names))
+    try:
+        yield
+    finally:
+        _PREVIEWS.reset(token)
 
 
 def _size(value: Any) -> int:
@@ -90,7 +122,8 @@ class Spiller:
         digest = hashlib.sha256(data).hexdigest()
         key = f"{pk}/{sk}/{digest}"
         self.blobs.put(key, data)  # first: the item never refers to an object not written
-        return REFERENCE_MARK + json.dumps({"blob": key, "size": len(data), "sha256": digest}).encode()
+        head = base64.b64encode(data[:PREVIEW_BYTES]).decode()
+        return REFERENCE_MARK + json.dumps({"blob": key, "size": len(data), "sha256": digest, "head": head}).encode()
 
     def _spill_values(self, pk: str, sk: str, values: dict[str, Any], *, over: int | None) -> None:
         """Spill the binary values of `values` (an item, or an update's expression values) that start
@@ -98,6 +131,8 @@ class Spiller:
         counts more than `over` (None: spill them all)."""
         binaries = [(name, v["B"]) for name, v in values.items() if isinstance(v, dict) and "B" in v]
         for name, data in binaries:
+            if isinstance(data, ValuePreview):  # a listing's record written back: it would cut the value
+                raise ValueError(f"{pk}/{sk} {name}: a preview of a value cannot be written in its place")
             if is_reference(data):
                 values[name] = {"B": self._spill(pk, sk, data)}
         size = item_bytes(values) if over is not None else 0
@@ -156,9 +191,41 @@ class Spiller:
                     self._restore_item(answer["Item"])
 
     def _restore_item(self, item: dict[str, Any]) -> None:
+        wanted_previews = _PREVIEWS.get()
         for name, value in item.items():
             if isinstance(value, dict) and "B" in value and is_reference(value["B"]):
-                item[name] = {"B": self.resolve(value["B"])}
+                shown = self.preview(value["B"]) if name in wanted_previews else None
+                item[name] = {"B": shown if shown is not None else self.resolve(value["B"])}
+
+    @staticmethod
+    def references(item: dict[str, Any]) -> list[str]:
+        """The object keys the references of `item` (low-level attribute values) name."""
+        return [
+            json.loads(v["B"][len(REFERENCE_MARK) :])["blob"]
+            for v in item.values()
+            if isinstance(v, dict) and "B" in v and is_reference(v["B"])
+        ]
+
+    def forget(self, keys: list[str]) -> None:
+        """Delete the objects `keys` (an item that referred to them was deleted, committed): one
+        ListObjectsV2 and one DeleteObjects each; best effort (a failure is logged and left to the
+        bucket's lifecycle for `INV#` ones: no item refers to them any more)."""
+        for key in keys:
+            try:
+                self.blobs.delete(key)
+            except Exception:  # noqa: BLE001  # the write committed: nothing to undo, nothing to fail
+                log.warning("blob %s no longer referred to but not deleted", key, exc_info=True)
+
+    @staticmethod
+    def preview(reference: bytes) -> ValuePreview | None:
+        """The `ValuePreview` `reference` keeps (no request), or None for a reference written
+        without one (before previews were kept)."""
+        ref = json.loads(reference[len(REFERENCE_MARK) :])
+        if "head" not in ref:
+            return None
+        shown = ValuePreview(base64.b64decode(ref["head"]))
+        shown.size = int(ref["size"])
+        return shown
 
     def resolve(self, reference: bytes) -> bytes:
         """The bytes `reference` refers to, checked against its size and sha256.
@@ -167,9 +234,17 @@ class Spiller:
             KeyError: The object is missing (the bucket's lifecycle expired it: set its expiration
                 above the longest retention).
             ValueError: The object's bytes are not the ones referred to.
+            StoreUnavailable: The blob store failed to answer (S3 throttled, unreachable, after
+                boto3's own retries): the store call fails as a whole, retryably (HTTP 503), never
+                with the value missing.
         """
         ref = json.loads(reference[len(REFERENCE_MARK) :])
-        data = self.blobs.get(ref["blob"])
+        try:
+            data = self.blobs.get(ref["blob"])
+        except KeyError:
+            raise
+        except Exception as exc:  # noqa: BLE001  # any failure of S3: the read cannot answer now
+            raise StoreUnavailable(f"blob {ref['blob']} cannot be read now: {type(exc).__name__}: {exc}") from exc
         if len(data) != ref["size"] or hashlib.sha256(data).hexdigest() != ref["sha256"]:
             raise ValueError(f"blob {ref['blob']}: its bytes are not the ones the item refers to")
         return data

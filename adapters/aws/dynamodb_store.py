@@ -56,6 +56,8 @@ counts the API calls it makes (`DynamoDBStore.request_count`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import heapq
 import logging
 import threading
@@ -75,7 +77,7 @@ from pynamodb.expressions.operand import Path
 from pynamodb.expressions.update import Action
 from pynamodb.pagination import ResultIterator
 
-from adapters.aws.blobs import Spiller
+from adapters.aws.blobs import Spiller, previews
 from adapters.aws.store_items import (
     ACTIVE_STATUSES,
     BATCH_PREFIX,
@@ -162,6 +164,18 @@ TABLE_ACTIVE_TIMEOUT_S = 300.0
 _TTL_UNSUPPORTED = frozenset({"UnknownOperationException"})  # dynalite has no TTL operations
 
 
+def _output_previewed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` reads each record's spilled input and output as their previews (`blobs.previews`: no GetObject):
+    for the reads whose callers show the output cut to 200 bytes (listings) or never use it (the sweep)."""
+
+    @functools.wraps(method)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        with previews("output", "input_entry"):  # `InvocationItem.output`, `.input_entry`
+            return method(*args, **kwargs)
+
+    return read
+
+
 class _CountingConnection(Connection):
     """A pynamodb `Connection` that reports each DynamoDB API call (not botocore's retries) as it starts."""
 
@@ -176,6 +190,8 @@ class _CountingConnection(Connection):
         spiller = self._spiller
         if spiller is None:
             return self._dispatch(operation_name, operation_kwargs)
+        if operation_name == "DeleteItem":
+            return self._delete_item(spiller, operation_kwargs)
         if operation_name in _WRITES:
             spiller.spill_request(operation_name, operation_kwargs)
         try:
@@ -189,6 +205,21 @@ class _CountingConnection(Connection):
             spiller.spill_request(operation_name, operation_kwargs, everything=True)  # an update: size unknown
             data = self._dispatch(operation_name, operation_kwargs)
         spiller.restore_response(data)
+        return data
+
+    def _delete_item(self, spiller: Spiller, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """One DeleteItem returning the old item (ALL_OLD: no request or capacity more); once it
+        committed, the objects of the values it had spilled are deleted (best effort: a failure is
+        logged; see `Spiller.forget`)."""
+        asked = kwargs.get("ReturnValues", "NONE") != "NONE"
+        kwargs["ReturnValues"] = "ALL_OLD" if not asked else kwargs["ReturnValues"]
+        data = self._dispatch("DeleteItem", kwargs)
+        orphans = spiller.references(data.get("Attributes") or {})
+        if asked:
+            spiller.restore_response(data)
+        else:
+            data.pop("Attributes", None)
+        spiller.forget(orphans)
         return data
 
     def _dispatch(self, operation_name: str, operation_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -418,7 +449,8 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
                 self._executor = ThreadPoolExecutor(
                     max_workers=min(self.shards, _SHARD_QUERIES_AT_ONCE), thread_name_prefix="torpor-shards"
                 )
-        return list(self._executor.map(read, range(self.shards)))
+        contexts = [contextvars.copy_context() for _ in range(self.shards)]  # `blobs.previews` holds there too
+        return list(self._executor.map(lambda n: contexts[n].run(read, n), range(self.shards)))
 
     @property
     def request_count(self) -> int:
@@ -948,6 +980,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
 
     # --- retention -------------------------------------------------------------------------------
 
+    @_output_previewed
     def due_retention(self, until_ms: int, limit: int = 1000) -> list[RetentionDue]:
         """Completed invocations whose journal or record retention ended at or before `until_ms`, earliest first.
 
@@ -1041,6 +1074,7 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         with translated_write(conflict=conflict, too_large=too_large):
             item.save(condition=item_absent(model))
 
+    @_output_previewed
     def list_invocations(
         self,
         statuses: Iterable[str] | None = None,

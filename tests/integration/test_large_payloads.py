@@ -52,6 +52,12 @@ async def value(ctx: restate.ObjectSharedContext) -> bytes:
     return await ctx.get("value", serde=BytesSerde()) or b""
 
 
+@big.handler()
+async def forget(ctx: restate.ObjectContext) -> None:
+    """Clear the state `roundtrip` set."""
+    ctx.clear("value")
+
+
 @big.handler(kind="shared", accept=OCTETS, input_serde=BytesSerde())
 async def size(ctx: restate.ObjectSharedContext, data: bytes) -> int:
     """The input's length (bytes)."""
@@ -201,3 +207,48 @@ def test_restate_server_and_torpor_draw_the_line_at_32_mib(services_url: str) ->
     finally:
         dev.stop()
         runtime.close()
+
+
+def test_listing_a_completed_invocation_with_a_5_mib_output_reads_no_object(
+    dynamodb_dev: tuple[DevServer, str],
+) -> None:
+    dev, _ = dynamodb_dev
+    blobs = dev.store.blobs
+    assert isinstance(blobs, S3BlobStore)
+    data = b'"' + b"a" * (5 * MIB) + b'"'  # a JSON string: the preview shows its first 200 bytes
+    reply = _call(dev, "listed/roundtrip", data)
+    assert reply.status_code == 200, reply.text[:500]
+    gets = blobs.requests.get("s3 GetObject", 0)
+
+    listed = httpx.get(f"{dev.admin_url}/invocations", params={"service": "BigPayloads"}, timeout=30)
+    assert listed.status_code == 200, listed.text[:500]
+    (shown,) = [i for i in listed.json()["invocations"] if i["target"] == "BigPayloads/listed/roundtrip"]
+    assert shown["status"] == "completed"
+    assert shown["completion_output"] == data.translate(_FLIP)[:200].decode("latin-1") + "…"
+    assert blobs.requests.get("s3 GetObject", 0) == gets  # no object read: the list kept previews
+    dev.control_plane.sweep()  # the sweep reads the records too
+    assert blobs.requests.get("s3 GetObject", 0) == gets  # no object read: the list kept previews
+
+    output = httpx.get(f"{dev.ingress_url}/restate/invocation/{shown['id']}/output", timeout=60)
+    assert output.status_code == 200
+    assert output.content == data.translate(_FLIP)  # the caller that needs the value gets it whole
+    assert blobs.requests.get("s3 GetObject", 0) > gets
+
+
+def test_a_replaced_or_cleared_large_state_value_leaves_no_object(
+    dynamodb_dev: tuple[DevServer, str], moto_endpoint: str
+) -> None:
+    dev, bucket = dynamodb_dev
+
+    def state_objects() -> list[str]:
+        return [k for k in _objects(moto_endpoint, bucket) if k.startswith("OBJ#BigPayloads#")]  # its key's state
+
+    _round_trips_five_mib(dev, "replaced")
+    (first,) = state_objects()
+    _round_trips_five_mib(dev, "replaced")  # another 5 MiB value replaces it
+    (second,) = state_objects()
+    assert second != first
+    cleared = httpx.post(f"{dev.ingress_url}/BigPayloads/replaced/forget", timeout=60)
+    assert cleared.status_code == 200, cleared.text
+    assert state_objects() == []
+    assert _call(dev, "replaced/value").content == b""

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import heapq
 import itertools
 import json
@@ -79,7 +80,7 @@ from control_plane.held import Held
 from control_plane.creation import inbox_seq
 from control_plane.journal import Journal, parse_named_signal_key, stored_sender
 from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
-from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict
+from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict, StoreUnavailable
 from control_plane.protocol import MessageType, decode_frames, is_command, is_notification
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
@@ -224,6 +225,11 @@ class SimStore:
             before = self._inner.get_invocation(args[0]) if name in _RECORD_WRITES else None
             now = self._sim.clock.now_ms()
             result = value(*args, **kwargs)
+            if self._sim.crash_after_write:  # its values went to the blob store, its item was written
+                self._sim.crash_after_write = False
+                self._sim.crashes += 1
+                self._sim.note(f"CRASH after store call {self._sim.calls} ({name}), its large values in the blob store")
+                raise SimulatedCrash(f"crash after store call {self._sim.calls} ({name})")
             if name == "suspend" and 0 < kwargs.get("wake_up_at_ms", 0) <= now:
                 self._sim.violate(
                     f"{args[0]} suspended on a sleep due at {kwargs['wake_up_at_ms']} (now {now}): an awaited "
@@ -250,6 +256,55 @@ class SimStore:
             return result
 
         return call
+
+
+class SimBlobs:
+    """The blob store of a scenario over the DynamoDB store (S3 on the in-process moto), with its
+    faults drawn from the scenario's `brng`: a crash after an object's put, before the item that
+    refers to it is written; a crash after that item's write (`Scenario.crash_after_write`); a
+    GetObject that fails (S3 unavailable: the store call must fail retryably, never answer without
+    the value)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.sim: Scenario | None = None
+        self.puts: dict[str, str] = {}  # key -> sha256 of the bytes put (the same key: the same bytes)
+
+    def put(self, key: str, data: bytes) -> None:
+        digest = hashlib.sha256(data).hexdigest()
+        if self.puts.setdefault(key, digest) != digest:
+            assert self.sim is not None
+            self.sim.violate(f"blob {key} put again with other bytes: a reference must always resolve the same")
+        self._inner.put(key, data)
+        sim = self.sim
+        if sim is None or not sim.armed:
+            return
+        draw = sim.brng.random()
+        if draw < BLOB_CRASH_SHARE:
+            sim.crashes += 1
+            sim.note(f"CRASH after the blob put of {key}, before its item's write")
+            raise SimulatedCrash(f"crash after the blob put of {key}")
+        if draw < 2 * BLOB_CRASH_SHARE:
+            sim.crash_after_write = True
+
+    def get(self, key: str) -> bytes:
+        sim = self.sim
+        if sim is not None and sim.armed and sim.brng.random() < BLOB_GET_FAILURE_SHARE:
+            sim.blob_get_failures += 1
+            sim.note(f"FAIL the blob get of {key} (S3 unavailable)")
+            raise ConnectionError(f"S3 unavailable (simulated) for {key}")
+        data: bytes = self._inner.get(key)
+        return data
+
+    def delete(self, prefix: str) -> int:
+        deleted: int = self._inner.delete(prefix)
+        return deleted
+
+
+BLOB_CRASH_SHARE = 0.15
+"""How often a blob put is followed by a crash (before its item's write; as often, after it)."""
+BLOB_GET_FAILURE_SHARE = 0.1
+"""How often a blob get fails while faults are armed."""
 
 
 class SimFacts:
@@ -735,7 +790,12 @@ class Scenario:
         self.trace: list[str] = []  # what happened, in order, for `--trace`
         self.zombie_runs = 0  # runs executed again by an executor whose lease was taken over
         self.lazy_keys = 0  # keys left held by a completed invocation (released by the next arrival)
+        self.brng = random.Random(seed * 15_485_863 + 5)  # the blob store's faults (other draws unchanged)
+        self.crash_after_write = False  # a crash due after the store call under way (its values spilled)
+        self.blob_get_failures = 0
         self.raw: Any = SQLiteStore(":memory:") if store == "sqlite" else _dynamodb_store()  # read without faults
+        if getattr(self.raw, "blobs", None) is not None:
+            self.raw.blobs.sim = self
         self.store = SimStore(self.raw, self)
         self.xrng = random.Random(seed * 1_000_003 + 7)  # the newer parts of the workload: the older parts stay
         self.bidi = self.xrng.random() < BIDI_SHARE
@@ -1234,7 +1294,7 @@ class Scenario:
             steps += 1
             try:
                 self.step(event)
-            except SimulatedWriteFailure:  # outside an attempt: the worker logs it; the client sends again
+            except (SimulatedWriteFailure, StoreUnavailable):  # the worker logs it; the client sends again
                 if event.kind in _CLIENT_EVENTS:
                     self.scheduler.push(self.clock.now + 1_000, event.kind, event.target)
             except SimulatedCrash:
@@ -1293,6 +1353,7 @@ class Scenario:
             heapq.heapify(self.scheduler.heap)
             self.scheduler.enabled = False  # no more faults: the checks and the retention phase
             self.check(requests)
+            self.check_blobs()
             self.check_restarts()
             self.check_after_retention(requests)
         return self.violations
@@ -1383,6 +1444,31 @@ class Scenario:
             self.check_journal(record.invocation_id)
             if record.status != "completed":
                 self.violate(f"{record.invocation_id} ({record.service}) left {record.status}")
+
+    def check_blobs(self) -> None:
+        """Over the DynamoDB store: every item's reference resolves to an object with the bytes it
+        names (size, sha256); no item refers to a missing object (the put comes first)."""
+        blobs = getattr(self.raw, "blobs", None)
+        if not isinstance(blobs, SimBlobs):
+            return
+        import boto3
+
+        from adapters.aws.blobs import Spiller, is_reference
+
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        spiller = Spiller(blobs._inner)
+        for table in client.list_tables()["TableNames"]:
+            for page in client.get_paginator("scan").paginate(TableName=table):
+                for item in page["Items"]:
+                    for name, value in item.items():
+                        if "B" not in value or not is_reference(value["B"]):
+                            continue
+                        self.covered["references checked"] += 1
+                        try:
+                            spiller.resolve(value["B"])
+                        except (KeyError, ValueError) as exc:
+                            where = f"{item['PK']['S']}/{item['SK']['S']} {name}"
+                            self.violate(f"{where} refers to a blob that is missing or not its bytes: {exc!r}")
 
     def check_flaky_end(self, request: Request, record: InvocationRecord) -> None:
         """Without crashes or concurrent executors: a terminal failure was not retried (one failing
@@ -1624,8 +1710,9 @@ def _dynamodb_store() -> Any:
     from adapters.aws.blobs import S3BlobStore
     from adapters.aws.dynamodb_store import DynamoDBStore  # only here: boto3 and moto are slow to import
 
-    blobs = S3BlobStore("sim-blobs")
-    blobs.ensure_bucket()
+    s3 = S3BlobStore("sim-blobs")
+    s3.ensure_bucket()
+    blobs = SimBlobs(s3)
     store = DynamoDBStore(
         "sim", region="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing", shards=2, blobs=blobs
     )

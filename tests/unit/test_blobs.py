@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from adapters.aws.blobs import REFERENCE_MARK, Spiller, is_reference
-from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge
+from adapters.aws.blobs import PREVIEW_BYTES, REFERENCE_MARK, Spiller, ValuePreview, is_reference, previews
+from control_plane.ports import MAX_MESSAGE_BYTES, ItemTooLarge, StoreUnavailable
 
 
 class DictBlobs:
@@ -100,4 +100,43 @@ def test_a_changed_object_is_not_taken_for_the_value() -> None:
     (key,) = blobs.objects
     blobs.objects[key] = b"p" * 500_000
     with pytest.raises(ValueError, match="not the ones the item refers to"):
+        spiller.restore_response({"Item": request["Item"]})
+
+
+def test_inside_previews_a_spilled_value_reads_as_its_first_bytes_without_a_get() -> None:
+    blobs = DictBlobs()
+    spiller = Spiller(blobs)
+    value = bytes(range(256)) * 20_000
+    request = put({"output": {"B": value}, "input_entry": {"B": b"i" * 400_000}})
+    spiller.spill_request("PutItem", request)
+    stored = request["Item"]
+
+    with previews("output"):
+        answer = {"Item": copy.deepcopy(stored)}
+        spiller.restore_response(answer)
+    shown = answer["Item"]["output"]["B"]
+    assert isinstance(shown, ValuePreview)
+    assert shown == value[:PREVIEW_BYTES] and shown.size == len(value)
+    assert answer["Item"]["input_entry"] == {"B": b"i" * 400_000}  # not named: read whole
+    assert blobs.calls.count("get") == 1
+
+    with pytest.raises(ValueError, match="preview"):  # never written back in the value's place
+        spiller.spill_request("PutItem", put({"output": {"B": shown}}))
+
+    answer = {"Item": copy.deepcopy(stored)}
+    spiller.restore_response(answer)  # outside: the value itself
+    assert answer["Item"]["output"] == {"B": value}
+
+
+class FailingBlobs(DictBlobs):
+    def get(self, key: str) -> bytes:
+        raise ConnectionError("S3 is unreachable")
+
+
+def test_a_failing_get_fails_the_read_retryably_never_without_the_value() -> None:
+    blobs = FailingBlobs()
+    spiller = Spiller(blobs)
+    request = put({"output": {"B": b"o" * 1_000_000}})
+    spiller.spill_request("PutItem", request)
+    with pytest.raises(StoreUnavailable, match="cannot be read now"):
         spiller.restore_response({"Item": request["Item"]})
