@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.server import ThreadedMotoServer
-from werkzeug.serving import make_server
 
 from adapters.aws.dynamodb_store import DynamoDBStore
-from adapters.local.moto_server import serialized
+from adapters.local.moto_server import make_moto_server, serialized
 
 REGION = "us-east-1"
 DUMMY_AWS_ENV = {
@@ -40,7 +39,7 @@ class _MotoServer(ThreadedMotoServer):
         return DomainDispatcherApplication(create_backend_app)
 
     def _server_entry(self) -> None:
-        self._server = make_server(self._ip_address, self._port, self._app(), True, request_handler=MotoRequestHandler)
+        self._server = make_moto_server(self._ip_address, self._port, self._app())
         self._server_ready_event.set()
         self._server.serve_forever(poll_interval=STOP_POLL_S)
 
@@ -57,7 +56,7 @@ def moto_server(*, serial: bool = False) -> Iterator[str]:
     """Run moto's threaded server on 127.0.0.1, on a port the OS picks, for the duration of the block.
 
     `serial=True` serves one request at a time, as `torpor dev`'s embedded server does (atomic item
-    writes; only for DynamoDB: an SQS long poll would hold every other request up).
+    writes; SQS requests run beside them, so a long poll holds nothing up).
 
     Sets `DUMMY_AWS_ENV` in `os.environ` while any moto server runs and restores the previous values
     when the last one stops: servers may stop in any order (a module's server started before the
