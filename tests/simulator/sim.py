@@ -636,6 +636,11 @@ class SimSchedule:
         """True if the schedule is surely paused (or deleted) at `at_ms`."""
         if "delete" in self.returned and at_ms > self.returned["delete"]:
             return True
+        return self.in_pause(at_ms)
+
+    def in_pause(self, at_ms: int) -> bool:
+        """True if `at_ms` surely falls while the schedule was paused: after the pause returned and
+        before the resume was sent (a deletion is not a pause: see `paused`)."""
         if "pause" not in self.returned or at_ms <= self.returned["pause"]:
             return False
         return at_ms < self.sent.get("resume", 1 << 62)
@@ -1544,7 +1549,11 @@ class Scenario:
                 at = (tick - START_MS) / 1000
                 if tick % schedule.every_ms or schedule.paused(created[tick]) or tick < schedule.sent["create"]:
                     self.violate(f"{name} ran tick {at} s: off its grid, or sent while it did not run")
-                elif schedule.paused(tick) and created[tick] >= resumed:
+                elif schedule.in_pause(tick) and created[tick] >= resumed:
+                    # docs/guide.md, "Durable schedules": resuming starts with the next future tick
+                    # (ticks missed while paused do not run). A tick due after the deletion, sent by
+                    # an early delivery while the schedule still ran, is no paused tick: the check
+                    # above ("sent while it did not run") covers deletion by the send time.
                     self.violate(f"{name} ran tick {at} s, which fell while it was paused, after the resume")
             for at, due in schedule.deliveries:
                 tick = cadence.latest_at_or_before(max(at, due))
