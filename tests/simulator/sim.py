@@ -77,7 +77,6 @@ from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation, TooEarly
 from control_plane.held import Held
-from control_plane.creation import inbox_seq
 from control_plane.journal import Journal, parse_named_signal_key, stored_sender
 from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict, StoreUnavailable
@@ -931,7 +930,13 @@ class Scenario:
         me = records[invocation_id]
         if not first or me is None or self.crashes or self.races:
             return
-        place = inbox_seq(me.created_at_ms, invocation_id)
+        if not me.inbox_seq:
+            self.violate(f"{invocation_id} started under a limit without its place in the pool's queue (inbox_seq)")
+            return
+        # Its own place as the engine recorded it (creation time, then this process's creation order,
+        # then the id: `creation.inbox_seq`); recomputing it here would draw a later creation order
+        # and put it behind one created after it in the same millisecond.
+        place = me.inbox_seq
         for other, record in records.items():
             if record is not None and record.status == "pending" and record.inbox_seq and record.inbox_seq < place:
                 self.violate(f"{invocation_id} started before {other}, which arrived earlier and still waits")
