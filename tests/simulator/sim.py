@@ -817,6 +817,7 @@ class Scenario:
         self.handler_limit = 0  # the concurrency limit of `Limited/work` as well (0: none)
         self.limited: set[str] = set()  # invocations of `Limited/work`
         self.limited_started: set[str] = set()  # those that had an attempt
+        self.limited_place: dict[str, str] = {}  # each one's inbox_seq as last seen (cleared once it holds a slot)
         self.rate = 0.0  # starts per second of `Limited` (0: no rate limit)
         self.reserved: list[int] = []  # the starts reserved on `Limited`'s rate limit (some wasted: a resend)
         self.not_before: dict[str, int] = {}  # a `Limited` invocation -> its reserved start, when seen created
@@ -930,13 +931,14 @@ class Scenario:
         me = records[invocation_id]
         if not first or me is None or self.crashes or self.races:
             return
-        if not me.inbox_seq:
-            self.violate(f"{invocation_id} started under a limit without its place in the pool's queue (inbox_seq)")
-            return
+        for i, r in records.items():
+            if r is not None and r.inbox_seq:
+                self.limited_place[i] = r.inbox_seq
         # Its own place as the engine recorded it (creation time, then this process's creation order,
-        # then the id: `creation.inbox_seq`); recomputing it here would draw a later creation order
-        # and put it behind one created after it in the same millisecond.
-        place = me.inbox_seq
+        # then the id: `creation.inbox_seq`); recomputing it would draw a later creation order and put
+        # it behind one created after it in the same millisecond. Never seen (it took a slot at once):
+        # only those created in an earlier millisecond surely arrived before it.
+        place = self.limited_place.get(invocation_id) or f"{me.created_at_ms:013d}"
         for other, record in records.items():
             if record is not None and record.status == "pending" and record.inbox_seq and record.inbox_seq < place:
                 self.violate(f"{invocation_id} started before {other}, which arrived earlier and still waits")
