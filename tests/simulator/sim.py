@@ -77,7 +77,6 @@ from control_plane import bidi as bidi_module
 from control_plane.effects import Effects
 from control_plane.errors import BadRequest, Conflict, NotFound, ProtocolViolation, TooEarly
 from control_plane.held import Held
-from control_plane.creation import inbox_seq
 from control_plane.journal import Journal, parse_named_signal_key, stored_sender
 from control_plane.limits import HANDLER_LIMITS, SERVICE_LIMIT, SERVICE_RATE, pacing, pool_scope
 from control_plane.ports import INVOCATION_STATUSES, InvocationRecord, StoreConflict, StoreUnavailable
@@ -823,6 +822,7 @@ class Scenario:
         self.handler_limit = 0  # the concurrency limit of `Limited/work` as well (0: none)
         self.limited: set[str] = set()  # invocations of `Limited/work`
         self.limited_started: set[str] = set()  # those that had an attempt
+        self.limited_place: dict[str, str] = {}  # each one's inbox_seq as last seen (cleared once it holds a slot)
         self.rate = 0.0  # starts per second of `Limited` (0: no rate limit)
         self.reserved: list[int] = []  # the starts reserved on `Limited`'s rate limit (some wasted: a resend)
         self.not_before: dict[str, int] = {}  # a `Limited` invocation -> its reserved start, when seen created
@@ -936,7 +936,14 @@ class Scenario:
         me = records[invocation_id]
         if not first or me is None or self.crashes or self.races:
             return
-        place = inbox_seq(me.created_at_ms, invocation_id)
+        for i, r in records.items():
+            if r is not None and r.inbox_seq:
+                self.limited_place[i] = r.inbox_seq
+        # Its own place as the engine recorded it (creation time, then this process's creation order,
+        # then the id: `creation.inbox_seq`); recomputing it would draw a later creation order and put
+        # it behind one created after it in the same millisecond. Never seen (it took a slot at once):
+        # only those created in an earlier millisecond surely arrived before it.
+        place = self.limited_place.get(invocation_id) or f"{me.created_at_ms:013d}"
         for other, record in records.items():
             if record is not None and record.status == "pending" and record.inbox_seq and record.inbox_seq < place:
                 self.violate(f"{invocation_id} started before {other}, which arrived earlier and still waits")
