@@ -22,7 +22,9 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
 - named signals (`Waiter/main`, `Signaller/signal`, from a third generator): sent twice, before or
   after the await, awaited once or twice;
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
-  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler;
+  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler; in some, paused
+  a little before a tick and resumed after it, that tick's timer delivered again after the resume
+  (`pause_across_tick`, a generator of its own: the tick must not run);
 - a concurrency limit of 1 to 3 on `Limited`, in some scenarios also a rate limit (0.5 to 2 starts
   per second: no window holds more reserved starts than the burst and the pace allow, and no
   invocation's first attempt comes before its reserved start) (`limited_requests`, a generator of its own) and more
