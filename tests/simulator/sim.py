@@ -22,7 +22,9 @@ parts, drawn from a second generator (`xrng`, so the older parts of a seed's wor
 - named signals (`Waiter/main`, `Signaller/signal`, from a third generator): sent twice, before or
   after the await, awaited once or twice;
 - a durable schedule (`every` 1 to 3 min, ticking `Counter/add` on key `t`), created, maybe paused
-  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler;
+  and resumed, then deleted by the client, its ticks delivered by the faulty scheduler; in some, paused
+  a little before a tick and resumed after it, that tick's timer delivered again after the resume
+  (`pause_across_tick`, a generator of its own: the tick must not run);
 - a concurrency limit of 1 to 3 on `Limited`, in some scenarios also a rate limit (0.5 to 2 starts
   per second: no window holds more reserved starts than the burst and the pace allow, and no
   invocation's first attempt comes before its reserved start) (`limited_requests`, a generator of its own) and more
@@ -61,6 +63,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import hashlib
 import heapq
 import itertools
@@ -84,7 +87,7 @@ from control_plane.protocol import MessageType, decode_frames, is_command, is_no
 from control_plane.protocol import protocol_pb2 as pb
 from control_plane.retry import RetryPolicy
 from control_plane.runtime import ControlPlane
-from control_plane.schedules import Cadence, schedule_of_wake_id, tick_idempotency_key
+from control_plane.schedules import Cadence, Schedules, schedule_of_wake_id, schedule_wake_id, tick_idempotency_key
 from control_plane.settings import Settings
 from control_plane.subscriptions import Event
 from control_plane.timers import Wake
@@ -114,13 +117,16 @@ _FENCED_WRITES = frozenset(
 _FORCED_WRITES = frozenset({"force_complete", "force_pause", "resume"})
 _RECORD_WRITES = _FENCED_WRITES | _FORCED_WRITES | {"acquire_lease", "attach_caller"}
 
-MUTANTS = ("skip-fence", "ignore-effect-failure", "retry-forever", "drop-ending", "ignore-limit", "keep-slot")
+MUTANTS = (
+    "skip-fence", "ignore-effect-failure", "retry-forever", "drop-ending", "ignore-limit", "keep-slot", "run-paused-tick"
+)  # fmt: skip
 """Deliberate bugs the simulator must catch: the executor ignores the epoch condition of its
 record writes; an effect whose write failed after its commit is dropped (counted as applied); a
 retry policy never runs out of attempts (a failing invocation never pauses nor is killed); a
 completing write drops the journal batch it carries (`Executor.end`: the Output is lost); the
 store's concurrency limit admits every newcomer (`ignore-limit`); a slot is never given back
-(`keep-slot`)."""
+(`keep-slot`); a schedule's tick that fell while it was paused, delivered after the resume, runs
+(`run-paused-tick`: `Schedules.tick` without its guard "a tick a pause skipped")."""
 
 
 class SimulatedCrash(BaseException):  # not an error of the engine: the process dies
@@ -615,6 +621,7 @@ class SimSchedule:
     sent: dict[str, int] = field(default_factory=dict)
     returned: dict[str, int] = field(default_factory=dict)
     deliveries: list[tuple[int, int]] = field(default_factory=list)
+    late: tuple[int, int] | None = None  # (at, due): a tick's timer armed before the pause, delivered after the resume
 
     def active(self, at_ms: int, margin_ms: int = 0) -> bool:
         """True if the schedule surely runs at `at_ms` (`margin_ms` clear of any change)."""
@@ -681,6 +688,22 @@ def schedules(rng: random.Random) -> list[SimSchedule]:
     return [SimSchedule(f"tick{rng.randint(0, 99)}", every, [*ops, ("delete", end)])]
 
 
+def pause_across_tick(rng: random.Random, schedule: SimSchedule) -> None:
+    """Half of the schedules without a pause (chosen by `rng`, a generator of its own: the other draws
+    stay) are paused a little before a tick is due and resumed a little after it, and that tick's
+    timer, armed before the pause, is delivered again after the resume and before the next tick (a
+    late delivery of the trigger): the tick fell while the schedule was paused, so it must not run
+    (docs/guide.md, "Durable schedules"; the guard "a tick a pause skipped" of `Schedules.tick`)."""
+    if any(op == "pause" for op, _ in schedule.ops) or rng.random() < 0.5:
+        return
+    created = schedule.ops[0][1]
+    due = Cadence(every_ms=schedule.every_ms).next_after(created + rng.randint(30_000, 200_000))
+    pause, resume = due - rng.randint(1_000, 20_000), due + rng.randint(1_000, 30_000)
+    schedule.late = (resume + rng.randint(1_000, 20_000), due)  # before the next tick (every >= 60 s)
+    end = max(schedule.ops[-1][1], schedule.late[0] + rng.randint(60_000, 300_000))
+    schedule.ops = [schedule.ops[0], ("pause", pause), ("resume", resume), ("delete", end)]
+
+
 def extras(rng: random.Random, requests: list[Request]) -> None:
     """Attaches and purges for some of `requests` (by idempotency key or id, before or after they
     complete; a purged request may be sent again)."""
@@ -721,6 +744,31 @@ def _delta(record: InvocationRecord) -> int:
 # --- one scenario ---------------------------------------------------------------------------------
 
 
+def _tick_without_pause_guard(tick: Callable[..., str | None]) -> Callable[..., str | None]:
+    """`Schedules.tick` without its guard "a tick a pause skipped" (`last_tick_ms < tick <
+    next_tick_ms`): it reads the schedule with `last_tick_ms` at `next_tick_ms`, so no tick is
+    between the two (the store's own record, and its conditional writes, stay as they are)."""
+
+    def without_guard(self: Schedules, name: str, scheduled_ms: int = 0) -> str | None:
+        store = self.store
+
+        class View:
+            def __getattr__(self, attribute: str) -> Any:
+                return getattr(store, attribute)
+
+            def get_schedule(self, name: str) -> Any:
+                record = store.get_schedule(name)
+                return None if record is None else dataclasses.replace(record, last_tick_ms=record.next_tick_ms)
+
+        self.store = View()  # type: ignore[assignment]
+        try:
+            return tick(self, name, scheduled_ms)
+        finally:
+            self.store = store
+
+    return without_guard
+
+
 @contextlib.contextmanager
 def _mutant_effects(mutant: str | None) -> Iterator[None]:
     """Install the `ignore-effect-failure` mutant on `Effects.apply` (or `retry-forever` on
@@ -739,6 +787,10 @@ def _mutant_effects(mutant: str | None) -> Iterator[None]:
         return
     if mutant == "keep-slot":  # a slot is never given back
         with unittest.mock.patch.object(SQLiteStore, "release_slot", lambda self, scope, key, invocation_id: None):
+            yield
+        return
+    if mutant == "run-paused-tick":
+        with unittest.mock.patch.object(Schedules, "tick", _tick_without_pause_guard(Schedules.tick)):
             yield
         return
     if mutant != "ignore-effect-failure":
@@ -1004,14 +1056,14 @@ class Scenario:
 
     def step(self, event: _Event) -> None:
         """Carry out one event of the heap."""
-        self.current = event.target if event.kind in ("now", "timer") else ""
+        self.current = event.target if event.kind in ("now", "timer", "late_tick") else ""
         self.step_once(event)
-        if event.kind in ("now", "timer"):
+        if event.kind in ("now", "timer", "late_tick"):
             name = schedule_of_wake_id(event.target)
             schedule = next((s for s in self.schedules if s.name == name), None)
             if schedule is not None:
                 self.covered["tick delivered"] += 1
-                schedule.deliveries.append((self.clock.now, event.arg if event.kind == "timer" else 0))
+                schedule.deliveries.append((self.clock.now, event.arg if event.kind != "now" else 0))
             if event.target in self.flaky:
                 self.observe_flaky(event.target)
         if event.kind == "sweep_due":  # an operator's look at the Flaky invocations
@@ -1023,7 +1075,7 @@ class Scenario:
         if event.kind == "now":
             self.note(f"advance {event.target}")
             self.note(f"  -> {self.plane.advance(event.target)}")
-        elif event.kind == "timer":
+        elif event.kind in ("timer", "late_tick"):  # a late tick: the trigger's own delivery (no crash forgets it)
             self.note(f"timer {event.target} due {(event.arg - START_MS) / 1000}")
             self.note(f"  -> {self.plane.wake(Wake.at(event.target, event.arg))}")
         elif event.kind == "attach":
@@ -1339,8 +1391,12 @@ class Scenario:
                 requests += limited
             self.schedules = schedules(self.xrng)
             for schedule in self.schedules:
+                pause_across_tick(random.Random(self.seed * 3_571 + 17), schedule)  # its own generator
                 for op, at in schedule.ops:
                     self.scheduler.push(at, "schedule", (schedule, op))
+                if schedule.late is not None:
+                    self.covered["tick delivered after the resume"] += 1
+                    self.scheduler.push(schedule.late[0], "late_tick", schedule_wake_id(schedule.name), schedule.late[1])
             self.messages = messages(self.erng)
             if self.messages is not None:
                 self.messages.subscription = self.plane.subscriptions.create(SIM_SOURCE, "service://Counter/add")
