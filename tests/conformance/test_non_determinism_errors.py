@@ -16,12 +16,19 @@ from uuid import uuid4
 
 import pytest
 
+from tests.conformance.harness import MODE
+
 HANDLERS = ["eitherSleepOrCall", "callDifferentMethod", "backgroundInvokeWithDifferentTargets", "setDifferentKey"]
 
 JOURNAL_MISMATCH = 570
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    MODE == "bidi",
+    reason="the premise is a replay: on an open stream the first attempt may run to its end (its short sleep "
+    "completed on the stream), so no divergence is seen; under load it did (CI, 2026-12-07)",
+)
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_non_determinism_fails_the_invocation(lang: str, private_env: Any, handler: str) -> None:
     env = private_env(lang, max_attempts=1)
