@@ -7,6 +7,8 @@ changed is checked through the admin API with httpx, not through the CLI itself.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import json
 import re
 import subprocess
@@ -94,6 +96,18 @@ def start_dev(moto_endpoint: str) -> DevServer:
     )
     server.start()
     return server
+
+
+@contextmanager
+def registered_dev(moto_endpoint: str, services_url: str) -> Iterator[DevServer]:
+    """A dev server with the services at `services_url` registered through the admin API; stopped after."""
+    server = start_dev(moto_endpoint)
+    try:
+        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": services_url}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,18 +11,13 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
-from tests.integration.test_cli import admin_get, start_dev, torpor
+from tests.integration.test_cli import admin_get, registered_dev, torpor
 
 
 @pytest.fixture(scope="module")
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    server = start_dev(moto_endpoint)
-    try:
-        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
-        assert reply.status_code == 201, reply.text
+    with registered_dev(moto_endpoint, examples_url) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_limits_set_list_and_delete_edit_the_rule_book(dev: DevServer) -> None:

@@ -15,18 +15,13 @@ import httpx
 import pytest
 
 from adapters.local.dev import DevServer
-from tests.integration.test_cli import admin_get, invocation_with_status, start_dev, torpor, wait_for
+from tests.integration.test_cli import admin_get, invocation_with_status, registered_dev, start_dev, torpor, wait_for
 
 
 @pytest.fixture(scope="module")
 def dev(moto_endpoint: str, examples_url: str) -> Iterator[DevServer]:
-    server = start_dev(moto_endpoint)
-    try:
-        reply = httpx.post(f"{server.admin_url}/deployments", json={"uri": examples_url}, timeout=30)
-        assert reply.status_code == 201, reply.text
+    with registered_dev(moto_endpoint, examples_url) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
