@@ -1,7 +1,7 @@
 """Torpor beside Restate: the same example app driven through `torpor dev` and through `restate-server`.
 
     python -m bench.side_by_side [--rounds 5] [--calls 40] [--sleeps 10] [--load-s 15] [--load-rounds 2]
-                                 [--store sqlite|moto|dynalite] [--quick] [--http2]
+                                 [--store sqlite|moto|dynalite] [--quick] [--http2] [--workers N]
 
 One process of the example services (`python -m examples.serve`: hypercorn, HTTP/1.1,
 request/response) serves both systems. `torpor dev` runs in its own process on its default store,
@@ -14,6 +14,10 @@ ones picked at start, so nothing clashes with another `torpor dev` or Restate on
 `--http2`: the services also speak HTTP/2 (h2c, `examples.serve --http2`) and both systems register
 them over it (restate-server without `use_http_11`): both run in bidirectional mode, so ten steps are
 one streamed request on each. The ten-step p50 ratio is printed on its own line at the end.
+
+`--workers N`: `torpor dev --workers N`, N orchestrator processes over the one SQLite store
+(restate-server uses every core by default); CPU per call counts the parent and all its workers,
+and the resident set is their sum.
 
 Each workload alternates the two systems round by round (torpor, restate, torpor, restate, ...);
 the client is `hey` (its own process):
@@ -48,7 +52,7 @@ from bench.common import (
     CACHE,
     STORES,
     HeyRun,
-    cpu_seconds,
+    children,
     free_port,
     hey,
     load,
@@ -56,6 +60,7 @@ from bench.common import (
     store,
     summary,
     torpor_dev,
+    tree_cpu_seconds,
     wait_http,
 )
 from tests.helpers.services import serve_examples, stop_process
@@ -155,14 +160,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=STORES, default="sqlite", help="Torpor's store (default sqlite)")
     parser.add_argument("--quick", action="store_true", help="2 rounds of 10 calls, 1 throughput run of 5 s")
     parser.add_argument("--http2", action="store_true", help="serve and register over HTTP/2: bidirectional mode")
+    parser.add_argument("--workers", type=int, default=1, help="torpor dev's orchestrator processes (default 1)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be 1 or more")
     if args.quick:
         args.rounds, args.calls, args.sleeps, args.load_s, args.load_rounds = 2, 10, 5, 5, 1
     print(f"before: {load()}", flush=True)
     with (
         serve_examples(http2=args.http2) as (services_url, _),
         store(args.store) as (dynamodb, store_pid),
-        torpor_dev(dynamodb) as dev,
+        torpor_dev(dynamodb, processes=args.workers) as dev,
         restate_server() as restate,
     ):
         dev.register(services_url)
@@ -201,13 +209,14 @@ def measure(args: argparse.Namespace, systems: dict[str, tuple[str, list[int]]])
     for _ in range(args.load_rounds):
         for load_name, (path, body) in LOADS.items():
             for system, (url, pids) in systems.items():
-                before = sum(cpu_seconds(pid) for pid in pids)
+                before = sum(tree_cpu_seconds(pid) for pid in pids)
                 runs.setdefault((load_name, system), []).append(
                     hey(url + path, body, concurrency=32, duration_s=args.load_s)
                 )
-                spent = (sum(cpu_seconds(pid) for pid in pids) - before) * 1000
+                spent = (sum(tree_cpu_seconds(pid) for pid in pids) - before) * 1000
                 cpu_ms[load_name, system] = cpu_ms.get((load_name, system), 0.0) + spent
-    cpu_ms["rss_mb", "torpor"] = memory_mb(systems["torpor"][1][0])[0]
+    dev_pid = systems["torpor"][1][0]
+    cpu_ms["rss_mb", "torpor"] = sum(memory_mb(pid)[0] for pid in [dev_pid, *children(dev_pid)])
     return samples, runs, cpu_ms
 
 
@@ -219,7 +228,7 @@ def print_tables(
         f"\n{args.rounds} rounds of {args.calls} sequential calls each ({args.sleeps} concurrent sleeps), alternating"
     )
     mode = "bidirectional (HTTP/2)" if args.http2 else "request/response"
-    print(f"\nTorpor's store: {args.store}; protocol mode: {mode}")
+    print(f"\nTorpor's store: {args.store}; protocol mode: {mode}; torpor dev --workers {args.workers}")
     print("\n| workload | torpor p50 | restate p50 | torpor ÷ restate | torpor p99 | restate p99 | torpor ÷ restate |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     names = list(dict.fromkeys(name for name, _ in samples))
