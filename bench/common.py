@@ -131,6 +131,18 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
+def pss_mb(pid: int) -> float:
+    """Proportional set size of a process in MB (`Pss` of /proc/PID/smaps_rollup): its resident set
+    with each page shared by n processes counted 1/n, so the figures of a parent and the workers
+    it forked add up to what they take together (their resident sets would count shared pages
+    once per process)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if name == "Pss":
+            return int(rest.split()[0]) / 1024
+    raise RuntimeError(f"no Pss in /proc/{pid}/smaps_rollup")
+
+
 def wait_http(url: str, deadline_s: float = 30.0, process: subprocess.Popen[bytes] | None = None) -> None:
     """Wait until `url` answers HTTP (any status). Raises RuntimeError at the deadline or if `process` exits."""
     deadline = time.monotonic() + deadline_s

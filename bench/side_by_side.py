@@ -17,7 +17,7 @@ one streamed request on each. The ten-step p50 ratio is printed on its own line 
 
 `--workers N`: `torpor dev --workers N`, N orchestrator processes over the one SQLite store
 (restate-server uses every core by default); CPU per call counts the parent and all its workers,
-and the resident set is their sum.
+and the memory figure is their proportional set sizes added (a page they share counted once).
 
 Each workload alternates the two systems round by round (torpor, restate, torpor, restate, ...);
 the client is `hey` (its own process):
@@ -57,6 +57,7 @@ from bench.common import (
     hey,
     load,
     memory_mb,
+    pss_mb,
     store,
     summary,
     torpor_dev,
@@ -216,7 +217,8 @@ def measure(args: argparse.Namespace, systems: dict[str, tuple[str, list[int]]])
                 spent = (sum(tree_cpu_seconds(pid) for pid in pids) - before) * 1000
                 cpu_ms[load_name, system] = cpu_ms.get((load_name, system), 0.0) + spent
     dev_pid = systems["torpor"][1][0]
-    cpu_ms["rss_mb", "torpor"] = sum(memory_mb(pid)[0] for pid in [dev_pid, *children(dev_pid)])
+    workers = children(dev_pid)
+    cpu_ms["rss_mb", "torpor"] = sum(pss_mb(pid) for pid in [dev_pid, *workers]) if workers else memory_mb(dev_pid)[0]
     return samples, runs, cpu_ms
 
 
@@ -259,7 +261,8 @@ def print_tables(
         figures[load_name] = {"rate_torpor": rate["torpor"], "rate_restate": rate["restate"],
                               "cpu_ms_torpor": cpu["torpor"], "cpu_ms_restate": cpu["restate"],
                               "errors": errors["torpor"] + errors["restate"]}  # fmt: skip
-    print(f"\ntorpor dev's resident set after the load runs: {cpu_ms['rss_mb', 'torpor']:.0f} MB")
+    what = "resident set" if args.workers == 1 else "proportional set (Pss) of the parent and its workers"
+    print(f"\ntorpor dev's {what} after the load runs: {cpu_ms['rss_mb', 'torpor']:.0f} MB")
     print("\n" + json.dumps(figures))
     steps = "10 ctx.run steps (Steps/ten_steps)"
     t, r = summary(samples[steps, "torpor"])["p50"], summary(samples[steps, "restate"])["p50"]
