@@ -1,6 +1,7 @@
 """Sleeps due together, and zero-length sleeps: `torpor dev` beside restate-server (issue 24).
 
-    python -m bench.sleeps [--quick] [--rounds 3] [--zero-calls 40] [--http2] [--aws] [--aws-count 1000]
+    python -m bench.sleeps [--quick] [--rounds 3] [--zero-calls 40] [--http2] [--dev-workers N]
+                           [--aws] [--aws-count 1000]
 
 One process of the example services (`tests.helpers.services.serve_examples`) serves both
 `torpor dev` (`bench.common.torpor_dev`, SQLite in a fresh data directory) and restate-server
@@ -18,7 +19,8 @@ round by round:
   journaled beside the sleep, in a `ctx.run` of the same attempt, + 1000 ms). The client's own
   speed does not enter it.
 
-`--quick`: one round, 10 sequential calls, (c) with 300 sleeps.
+`--quick`: one round, 10 sequential calls, (c) with 300 sleeps. `--dev-workers N`: `torpor dev
+--workers N` (N orchestrator processes over its one SQLite store).
 
 `--aws`: the Lambda path instead, on this machine (`bench.aws_requests.aws_on_this_machine`: a
 moto server in its own process, `bench.common.moto`, for SQS, and DynamoDB on dynalite,
@@ -150,7 +152,7 @@ def local(args: argparse.Namespace) -> int:
 
     with (
         serve_examples(http2=args.http2) as (services_url, _),
-        torpor_dev(None, concurrency=args.concurrency) as dev,
+        torpor_dev(None, concurrency=args.concurrency, processes=args.dev_workers) as dev,
         restate_server() as rs,
     ):
         dev.register(services_url)
@@ -177,7 +179,7 @@ def local(args: argparse.Namespace) -> int:
     print(f"after: {load()}")
     mode = "bidirectional (HTTP/2)" if args.http2 else "request/response (HTTP/1.1)"
     command = f"python -m bench.sleeps {' '.join(sys.argv[1:])}"
-    print(f"\ncommand: {command}; torpor dev --concurrency {args.concurrency}; {mode}")
+    print(f"\ncommand: {command}; torpor dev --concurrency {args.concurrency} --workers {args.dev_workers}; {mode}")
     for title, results in parts.items():
         print_table(title, results)
     summary = {
@@ -395,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=100, help="sleeps of part (b)")
     parser.add_argument("--big", type=int, default=1000, help="sleeps of part (c)")
     parser.add_argument("--concurrency", type=int, default=32, help="torpor dev's --concurrency")
+    parser.add_argument("--dev-workers", type=int, default=1, help="torpor dev's --workers (orchestrator processes)")
     parser.add_argument("--http2", action="store_true", help="serve and register over HTTP/2: bidirectional mode")
     parser.add_argument("--aws", action="store_true", help="the Lambda path (moto + SQS + the worker function)")
     parser.add_argument("--aws-count", type=int, default=1000)
