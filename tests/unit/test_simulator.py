@@ -28,6 +28,11 @@ FOUND = {
     1290: "a schedule paused before its tick and resumed after it: the timer armed before the pause was delivered "
     "after the resume and ran the tick that fell while paused (fixed: Schedules.tick drops a tick between the "
     "last one that ran and the next one; tests/integration/test_schedules.py covers it)",
+    9: "an invocation under two concurrency limits held the first pool's slot and queued for the second's, whose "
+    "holder completed and crashed before its release; the sweep repaired the first pool only, so the slot was never "
+    "given back and the queued one waited forever (fixed: Keys.requeue pumps, with repair, the last pool of one "
+    "that holds all the others; found once the first lease skipped its journal read and the crashes moved)",
+    223: "the same as seed 9, two invocations under two concurrency limits",
 }
 """Seeds that found real bugs, fixed since: each keeps every invariant (`test_seeds_that_found_bugs`)."""
 
