@@ -39,7 +39,8 @@ def metered(moto_endpoint: str) -> Iterator[tuple[LocalFunctions, MeterProxy, Dy
     suffix = uuid.uuid4().hex[:8]
     wake_url = sqs.create_queue(QueueName=f"wake-{suffix}")["QueueUrl"]
     timer_url = sqs.create_queue(QueueName=f"timers-{suffix}")["QueueUrl"]
-    with MeterProxy(moto_endpoint) as proxy, LambdaEmulatorProcess({"examples": "examples.app:app"}, cwd=REPO_ROOT) as emulator:
+    examples = {"examples": "examples.app:app"}
+    with MeterProxy(moto_endpoint) as proxy, LambdaEmulatorProcess(examples, cwd=REPO_ROOT) as emulator:
         env = {
             "TORPOR_TABLE": store.table_name,
             "TORPOR_WAKE_QUEUE_URL": wake_url,
