@@ -62,6 +62,7 @@ from control_plane.operations import CANCEL_SIGNAL, Operations
 from control_plane.ports import (
     Clock,
     InvocationRecord,
+    LoadedInvocation,
     Scheduler,
     Store,
     StoreConflict,
@@ -106,6 +107,18 @@ def rung_since_suspended(record: InvocationRecord) -> bool:
     lease and one re-suspension. A record suspended by an older Torpor (no `doorbell_read`, read
     as 0) whose doorbell ever rang is woken once, and then stores it."""
     return record.status == "suspended" and record.doorbell != record.doorbell_read
+
+
+def holds_nothing_more(record: InvocationRecord) -> bool:
+    """True if the invocation's partition holds nothing but `record`, as its first lease shows it
+    (`acquire_lease`'s answer): epoch 1 (no holder before it could commit a batch, no kill or pause
+    moved the epoch; one created with its lease is at 1 already and is not `advance`d first),
+    doorbell 0 (every notification rings before it is stored, `Effects.notify`, so none was) and a
+    journal of the Input command alone (`journal_length` 1: a restart as new writes its copied
+    prefix before its record and counts it there). Then its journal is `record.input_entry` and a
+    read of the partition would answer only the record again: `advance` skips it, so the first
+    attempt of a sent invocation makes one store request less."""
+    return record.epoch == 1 and record.doorbell == 0 and record.journal_length <= 1
 
 
 def _proposals_for(journal: Journal, kept: list[Frame], rest: list[Frame]) -> list[Frame]:
@@ -279,7 +292,10 @@ class Engine:
             record = self.store.acquire_lease(invocation_id, now, now + self.settings.lease_ms, RUNNABLE)
         except StoreConflict:
             return Outcome.BUSY
-        loaded = self.store.load_invocation(invocation_id)
+        if holds_nothing_more(record):  # its first lease: the journal is the Input command alone
+            loaded: LoadedInvocation | None = LoadedInvocation(record, [], [])
+        else:
+            loaded = self.store.load_invocation(invocation_id)
         if loaded is None:
             return Outcome.BUSY
         held = Held.of(replace(loaded, record=record))

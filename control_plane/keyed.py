@@ -186,12 +186,16 @@ class Keys:
             if record.status != "pending":
                 continue
             lock = lock_of(record)
-            for scope, limit in slots_of(record)[:-1]:  # several limits: the first one it lacks
+            pools = slots_of(record)
+            for scope, limit in pools[:-1]:  # several limits: the first one it lacks
                 if (scope, "", limit) not in locks:
                     locks[(scope, "", limit)] = self.store.slot_status(scope, "")[0]
                 if record.invocation_id not in locks[(scope, "", limit)]:
                     lock = (scope, "", limit)
                     break
+            else:  # it holds all but the last (whose holder may have completed, its release lost)
+                if len(pools) > 1:
+                    lock = (pools[-1][0], "", pools[-1][1])
             if lock not in locks:
                 if lock[2]:
                     locks[lock] = self.store.slot_status(lock[0], lock[1])[0]

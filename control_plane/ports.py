@@ -665,8 +665,9 @@ class InvocationTransitions(Protocol):
         `ending`: the journal batch that ends the handler (its Output command, the notifications
         delivered with it), stored in the same durable transition as the completion, or neither
         (`Executor.end`): SQLite inserts it in the completing transaction; DynamoDB keeps it in
-        the record's own write (only its start index when the batch is exactly the Output of
-        `output`, re-derived on read, `load_invocation`). Read back like any batch. `StoreConflict`
+        the record's own write (its start index and the notifications before the Output of
+        `output`, up to 1 KiB of them; the Output re-derived on read, `load_invocation`; larger
+        ones are appended first). Read back like any batch. `StoreConflict`
         also if its index is taken; `ItemTooLarge` if it does not fit."""
         return self._update_invocation(
             invocation_id, epoch, doorbell=doorbell, returning=returning, ending=ending,

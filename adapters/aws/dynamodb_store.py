@@ -102,7 +102,7 @@ from adapters.aws.store_items import (
     bind,
     doorbell_is,
     ending_batch,
-    ending_entries,
+    ending_head,
     epoch_is,
     expiry_pk,
     expiry_sk,
@@ -760,9 +760,11 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
             returning: Return the whole record as it is after the update (e.g. to see `callers`
                 that attached meanwhile); None otherwise.
             ending: A journal batch that ends the journal, written with the update
-                (`InvocationStore.complete`). When it is the Output command of `changes`' `output`
-                alone, the record keeps only its start index (`ending_at`, a few bytes: no write
-                unit more, `load_invocation` derives the batch); else it is appended first
+                (`InvocationStore.complete`). When it is the Output command of `changes`' `output`,
+                alone or after notifications taking at most `ENDING_HEAD_BYTES` (1 KiB: a sleep's
+                completion, a call's small result), the record keeps its start index (`ending_at`)
+                and those notifications (`ending_head`): a few bytes, at most one write unit more,
+                no request more; `load_invocation` derives the batch. Else it is appended first
                 (`append_batch`), a second write, as a commit before the completion always was.
             **changes: New values, named as `InvocationRecord` fields. `invocation_id`, `epoch` and
                 `doorbell` cannot be among them (they name the parameters): the epoch moves only in
@@ -787,10 +789,13 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         )
         if ending is not None:
             output = changes.get("output")
-            if isinstance(output, bytes) and ending.entries == ending_entries(output):
-                actions.append(model.ending_at.set(ending.start_index))
-            else:
+            head = ending_head(ending.entries, output) if isinstance(output, bytes) else None
+            if head is None:
                 self.append_batch(invocation_id, ending)
+            else:  # kept in the record: no `J#` item, no request more
+                actions.append(model.ending_at.set(ending.start_index))
+                if head:
+                    actions.append(model.ending_head.set(head))
         condition = epoch_is(model, epoch)
         held = f"epoch {epoch}"
         if doorbell is not None:
@@ -1024,7 +1029,11 @@ class DynamoDBStore(DynamoKeyed, DynamoRegistry, DynamoSchedules, InvocationTran
         model = self._invocations
         invocation_id = due.invocation_id
         record_due_ms = due.expires_at_s * 1000
-        actions: list[Action] = [model.journal_expires_at_ms.remove(), model.ending_at.remove()]
+        actions: list[Action] = [
+            model.journal_expires_at_ms.remove(),
+            model.ending_at.remove(),
+            model.ending_head.remove(),
+        ]
         if record_due_ms:
             shard = shard_of(invocation_id, self.shards)
             actions += [

@@ -38,7 +38,8 @@ from control_plane.ports import (
     StoreConflict,
     StoredNotification,
 )
-from control_plane.protocol import encode_frames, frame
+from control_plane.errors import ProtocolViolation
+from control_plane.protocol import decode_frames, encode_frames, frame
 from control_plane.protocol import protocol_pb2 as pb
 
 STATUS_INDEX = "by_status_v2"
@@ -443,8 +444,13 @@ class InvocationItem(Item):
     limit_key = UnicodeAttribute(null=True)
     ending_at = IntAttribute(null=True)
     """The start index of the journal's last batch, kept in the record, not a `J#` item: the Output
-    command of `output` alone, written with the completion (`InvocationStore.complete`'s `ending`)
-    and derived from `output` on read (`ending_batch`); absent otherwise and once the journal is removed."""
+    command of `output`, after the notifications of `ending_head` if any, written with the
+    completion (`InvocationStore.complete`'s `ending`) and derived from `output` on read
+    (`ending_batch`); absent otherwise and once the journal is removed."""
+    ending_head = BinaryAttribute(legacy_encoding=False, null=True)
+    """The framed entries of that batch before its Output command (the notifications delivered with
+    the last attempt: a sleep's completion, a call's result), at most `ENDING_HEAD_BYTES`; absent
+    when there were none."""
 
 
 class BatchItem(Item):
@@ -643,17 +649,41 @@ def retention_due(item: InvocationItem) -> RetentionDue:
     )
 
 
+ENDING_HEAD_BYTES = 1024
+"""The most bytes of notifications before the Output that a completing write keeps in the record
+(`InvocationItem.ending_head`): a `J#` item would take at least one write unit, these at most one."""
+
+
 def ending_entries(output: bytes) -> bytes:
     """The framed journal batch of a handler's Output command with value `output` and nothing else."""
     return encode_frames([frame(pb.OutputCommandMessage(value=pb.Value(content=output)))])
 
 
+def ending_head(entries: bytes, output: bytes) -> bytes | None:
+    """What the record keeps of an ending batch `entries` (framed) besides the Output command of
+    `output` (`InvocationItem.ending_head`): b"" when the batch is that Output alone, the whole
+    frames before it when the batch is those then that Output and they take at most
+    `ENDING_HEAD_BYTES`; None when the record cannot keep the batch (it is appended as a `J#` item)."""
+    tail = ending_entries(output)
+    if not entries.endswith(tail):
+        return None
+    head = entries[: len(entries) - len(tail)]
+    if len(head) > ENDING_HEAD_BYTES:
+        return None
+    try:  # whole frames: the batch then reads as they are followed by the Output frame
+        decode_frames(head)
+    except ProtocolViolation:
+        return None
+    return head
+
+
 def ending_batch(item: InvocationItem) -> JournalBatch | None:
-    """The journal batch the record keeps (`InvocationItem.ending_at`), or None: its Output, committed
-    under the completing epoch at the completion time."""
+    """The journal batch the record keeps (`InvocationItem.ending_at`), or None: its notifications
+    (`ending_head`) and its Output, committed under the completing epoch at the completion time."""
     if item.ending_at is None:
         return None
-    return JournalBatch(item.ending_at, ending_entries(item.output or b""), item.epoch or 0, item.completed_at_ms or 0)
+    entries = (item.ending_head or b"") + ending_entries(item.output or b"")
+    return JournalBatch(item.ending_at, entries, item.epoch or 0, item.completed_at_ms or 0)
 
 
 def batch_record(item: BatchItem) -> JournalBatch:

@@ -849,13 +849,35 @@ def test_a_completion_whose_ending_index_a_stale_holder_took_leaves_one_consiste
 
 
 def test_an_ending_batch_with_more_than_the_output_reads_back_whole(store: Store) -> None:
-    # an Output with the notification delivered with it: SQLite in one transaction, DynamoDB as a
-    # journal item first (two requests, as a commit before the completion)
+    # an Output with the notification delivered with it (a sleep's completion, a call's result):
+    # SQLite in one transaction, DynamoDB in the record's own write too (a few bytes of it)
     store.create_invocation(invocation("inv_end"))
     leased = store.acquire_lease("inv_end", now_ms=1_000, lease_until_ms=2_000, runnable=RUNNABLE)
     output = pb.OutputCommandMessage(value=pb.Value(content=b'"hi"'))
     signal = pb.SignalNotificationMessage(idx=1, void=pb.Void())
     ending = JournalBatch(1, encode_frames([frame(signal), frame(output)]), epoch=leased.epoch, committed_at_ms=5_000)
+
+    before = store.request_count
+    _complete_with(store, "inv_end", leased.epoch, ending, length=3)
+
+    assert store.request_count - before == 1
+    loaded = store.load_invocation("inv_end")
+    assert loaded is not None and (loaded.record.status, loaded.batches) == ("completed", [ending])
+    if (dynamodb := as_dynamodb(store)) is not None:
+        assert raw_item(dynamodb, "INV#inv_end", "J#0000000001") == {}
+    (due,) = store.due_retention(9_000)
+    assert store.remove_journal(due) is True
+    assert store.load_invocation("inv_end").batches == []  # type: ignore[union-attr]
+
+
+def test_an_ending_batch_with_a_large_notification_reads_back_whole(store: Store) -> None:
+    # a call's result of 2 KB before the Output: DynamoDB appends it as a journal item first (two
+    # requests, as a commit before the completion) rather than grow the record by it
+    store.create_invocation(invocation("inv_end"))
+    leased = store.acquire_lease("inv_end", now_ms=1_000, lease_until_ms=2_000, runnable=RUNNABLE)
+    output = pb.OutputCommandMessage(value=pb.Value(content=b'"hi"'))
+    result = pb.CallCompletionNotificationMessage(completion_id=1, value=pb.Value(content=b"x" * 2_000))
+    ending = JournalBatch(1, encode_frames([frame(result), frame(output)]), epoch=leased.epoch, committed_at_ms=5_000)
 
     _complete_with(store, "inv_end", leased.epoch, ending, length=3)
 

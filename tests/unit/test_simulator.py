@@ -4,6 +4,8 @@ every invariant, a seed replays exactly, and each deliberate bug (`MUTANTS`) is 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.simulator import sim
@@ -28,6 +30,11 @@ FOUND = {
     1290: "a schedule paused before its tick and resumed after it: the timer armed before the pause was delivered "
     "after the resume and ran the tick that fell while paused (fixed: Schedules.tick drops a tick between the "
     "last one that ran and the next one; tests/integration/test_schedules.py covers it)",
+    9: "an invocation under two concurrency limits held the first pool's slot and queued for the second's, whose "
+    "holder completed and crashed before its release; the sweep repaired the first pool only, so the slot was never "
+    "given back and the queued one waited forever (fixed: Keys.requeue pumps, with repair, the last pool of one "
+    "that holds all the others; found once the first lease skipped its journal read and the crashes moved)",
+    223: "the same as seed 9, two invocations under two concurrency limits",
 }
 """Seeds that found real bugs, fixed since: each keeps every invariant (`test_seeds_that_found_bugs`)."""
 
@@ -101,4 +108,4 @@ def test_the_command_line_prints_the_count_and_the_seed_of_each_violation(capsys
     assert main(["--seeds", "2000", "--mutant", "skip-fence", "--first"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("seed ")
-    assert " scenarios, 1 violations (mutant skip-fence)" in out
+    assert re.search(r" scenarios, \d+ violations \(mutant skip-fence\) \(in 1 scenarios\)", out), out
