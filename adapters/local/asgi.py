@@ -131,7 +131,7 @@ class WorkerPool:
             if task is not None:
                 try:
                     task()
-                except Exception:  # noqa: BLE001 - a function's own failure; the thread serves on
+                except Exception:  # a function's own failure: logged, and the thread serves on
                     log.exception("a function run on the worker pool %s raised", self._name)
                 task = None
             with self._mutex:

@@ -237,7 +237,8 @@ def test_a_request_head_and_body_leave_in_one_send(monkeypatch: pytest.MonkeyPat
     # THEN head and body left in one write (http.client alone writes them apart: two system calls)
     assert reply.status == 200
     assert len(sent) == 1
-    assert sent[0].startswith(b"POST /invoke/A/b HTTP/1.1\r\n") and sent[0].endswith(b"\r\n\r\npayload")
+    assert sent[0].startswith(b"POST /invoke/A/b HTTP/1.1\r\n")
+    assert sent[0].endswith(b"\r\n\r\npayload")
 
 
 def test_a_deployment_that_never_answers_is_an_invoker_error_at_the_timeout() -> None:
