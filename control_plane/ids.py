@@ -149,8 +149,8 @@ def partition_key_number(invocation_id: str) -> int | None:
 def new_invocation_id(key: str = "") -> str:
     """A fresh invocation id: the partition key of `key` (a virtual object's or workflow's), or
     random without one, then 16 random bytes."""
-    prefix = partition_key(key) if key else os.urandom(PARTITION_KEY_BYTES)
-    return invocation_id_from_bytes(prefix + os.urandom(INVOCATION_ID_BYTES - PARTITION_KEY_BYTES))
+    raw = os.urandom(INVOCATION_ID_BYTES)  # one system call (each releases the GIL)
+    return invocation_id_from_bytes(partition_key(key) + raw[PARTITION_KEY_BYTES:] if key else raw)
 
 
 def derived_invocation_id(parent_id: str, entry_index: int, key: str = "", seed: int = 0) -> str:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
+import random
 import re
-import secrets
 import threading
 import time
 from collections import Counter as Tally
@@ -243,7 +243,9 @@ def trace_context_from(headers: Mapping[str, str]) -> tuple[str, str]:
         if not int(match.group("flags"), 16) & 1:
             return "", ""
         return match.group("trace"), match.group("span")
-    return secrets.token_hex(16), ""
+    # not `secrets`: `os.urandom` is a system call that releases the GIL; a trace id needs to be
+    # unique, not secret (OpenTelemetry's SDK draws its ids from `random.getrandbits` too)
+    return f"{random.getrandbits(128) or 1:032x}", ""
 
 
 def trace_id_from(headers: Mapping[str, str]) -> str:

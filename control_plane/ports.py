@@ -12,6 +12,7 @@ milliseconds since the UNIX epoch (`*_ms`), durations are ms unless the name say
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -200,12 +201,15 @@ class InvocationRecord:
         if unknown:
             raise TypeError(f"InvocationRecord has no field(s) {', '.join(sorted(unknown))}")
         new = object.__new__(InvocationRecord)
-        for name in _RECORD_FIELDS:
-            _set(new, name, changes[name] if name in changes else getattr(self, name))
+        for name, value in zip(_RECORD_FIELDS, _record_values(self), strict=True):
+            _set(new, name, value)
+        for name, value in changes.items():
+            _set(new, name, value)
         return new
 
 
 _RECORD_FIELDS: Final = tuple(InvocationRecord.__slots__)
+_record_values: Final = operator.attrgetter(*_RECORD_FIELDS)  # every field's value, one tuple read in C
 _set: Final = object.__setattr__
 
 

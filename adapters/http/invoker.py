@@ -19,6 +19,7 @@ import os
 import select
 import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.request
@@ -43,6 +44,46 @@ from control_plane.ports import AnswerTooLarge, HttpReply, InvokerError
 
 _CONNECT_TIMEOUT_S = 10.0  # at most this long to open a TCP (and TLS) connection, within timeout_s
 _READ_CHUNK_BYTES = 64 * 1024
+_DEADLINE_SLACK_S = 0.01  # a read that failed this close to the deadline failed for want of time
+
+
+class _OneSend:
+    """Mixed into `http.client`'s connections: a request's head and a `bytes` body leave in one
+    `send` (`http.client` sends them in two: two system calls, each a GIL hand-off, and two
+    segments). Other bodies (files, iterables, chunked) are sent as `http.client` sends them."""
+
+    _buffer: list[bytes]
+
+    def _send_output(self, message_body: object = None, encode_chunked: bool = False) -> None:
+        if isinstance(message_body, bytes) and not encode_chunked:
+            self._buffer.extend((b"", message_body))  # joined: head, blank line, body
+            message = b"\r\n".join(self._buffer)
+            del self._buffer[:]
+            self.send(message)  # type: ignore[attr-defined]
+            return
+        super()._send_output(message_body, encode_chunked=encode_chunked)  # type: ignore[misc]
+
+
+class _Connection(_OneSend, http.client.HTTPConnection):
+    """A plain HTTP connection that sends head and body at once (`_OneSend`)."""
+
+
+class _TlsConnection(_OneSend, http.client.HTTPSConnection):
+    """An HTTPS connection that sends head and body at once (`_OneSend`)."""
+
+
+def _arm(sock: socket.socket, seconds: float) -> None:
+    """Let each following `send`/`recv` on the blocking plain socket `sock` wait at most `seconds`
+    (at least 1 ms): the kernel's `SO_SNDTIMEO`/`SO_RCVTIMEO`, one `setsockopt` each, where
+    `settimeout` would switch the socket to non-blocking (an `ioctl` that releases the GIL) and make
+    every read and write a `poll` and the call (two GIL hand-offs). A read or write that times out
+    fails with `EAGAIN`, which `http.client` reports as a short or missing answer; `request` tells it
+    from a broken connection by the deadline."""
+    seconds = max(0.001, seconds)
+    whole = int(seconds)
+    timeval = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
 class _Endpoint:
@@ -58,9 +99,9 @@ class _Endpoint:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise LocationParseError(base)
         self.prefix = parts.path
-        self._https = parts.scheme == "https"
+        self.https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)  # ValueError for a bad port
+        self._port = parts.port or (443 if self.https else 80)  # ValueError for a bad port
         self._context = context
         self._max_idle = max_idle
         self._idle: list[http.client.HTTPConnection] = []
@@ -78,9 +119,9 @@ class _Endpoint:
             if conn.sock is not None and not _readable(conn.sock):
                 return conn
             conn.close()
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=connect_timeout_s, context=self._context)
-        return http.client.HTTPConnection(self._host, self._port, timeout=connect_timeout_s)
+        if self.https:
+            return _TlsConnection(self._host, self._port, timeout=connect_timeout_s, context=self._context)
+        return _Connection(self._host, self._port, timeout=connect_timeout_s)
 
     def give_back(self, conn: http.client.HTTPConnection) -> None:
         """Keep `conn` for the next request (its answer was read whole), unless enough are idle."""
@@ -233,7 +274,9 @@ class HttpInvoker:
             if connecting:
                 conn.connect()
                 connecting = False
-            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
+                if not peer.https:  # blocking from here on, bounded by `_arm` (TLS keeps `settimeout`)
+                    conn.sock.settimeout(None)
+            self._arm(conn.sock, deadline - time.monotonic())
             conn.request(method, peer.prefix + path, body=body, headers=dict(headers))
             response = conn.getresponse()
             declared = response.getheader("content-length", "")
@@ -246,7 +289,10 @@ class HttpInvoker:
             reusable = not response.will_close
             return HttpReply(status=response.status, headers=_merged(response.getheaders()), body=data)
         except (OSError, http.client.HTTPException) as exc:
-            raise InvokerError(_describe_direct(exc, base, timeout_s, connecting)) from exc
+            seen: BaseException = exc
+            if not connecting and not peer.https and time.monotonic() >= deadline - _DEADLINE_SLACK_S:
+                seen = TimeoutError("timed out")  # a blocking read or write ran out of time (`_arm`)
+            raise InvokerError(_describe_direct(seen, base, timeout_s, connecting)) from exc
         finally:
             if reusable:
                 peer.give_back(conn)
@@ -265,7 +311,7 @@ class HttpInvoker:
             if remaining <= 0:
                 raise InvokerError(f"no complete answer from {base} within {timeout_s:.1f} s")
             if sock is not None:
-                sock.settimeout(remaining)
+                self._arm(sock, remaining)
             chunk = read1(_READ_CHUNK_BYTES)
             if not chunk:
                 return b"".join(chunks)
@@ -273,6 +319,15 @@ class HttpInvoker:
             if size > self.max_answer_bytes:
                 raise AnswerTooLarge(self.max_answer_bytes)
             chunks.append(chunk)
+
+    @staticmethod
+    def _arm(sock: socket.socket, seconds: float) -> None:
+        """Bound the next reads and writes on `sock` to `seconds`: `_arm` on a blocking plain socket,
+        `settimeout` on another (TLS, or urllib3's through a proxy)."""
+        if sock.gettimeout() is None:
+            _arm(sock, seconds)
+        else:
+            sock.settimeout(max(0.001, seconds))
 
     def _through_proxy(
         self,

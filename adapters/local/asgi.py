@@ -8,6 +8,7 @@ the number of requests served at once.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import threading
@@ -60,6 +61,103 @@ def prestart(executor: ThreadPoolExecutor, threads: int, timeout_s: float = 30.0
         executor.submit(arrive)
 
 
+class WorkerPool:
+    """Up to `max_workers` threads that run submitted functions, each idle one waiting on a lock of its
+    own: a `submit` wakes exactly the thread it hands the function to, the one idle most recently.
+
+    `ThreadPoolExecutor`'s idle threads wait on one shared queue, and each `get` that takes a task
+    releases the queue's lock to the next idle thread, which wakes, takes the GIL, finds the queue
+    empty and sleeps again: two thread wake-ups (and two GIL hand-offs) per request where one does
+    (`strace -f` on `torpor dev`: bench/README.md, section 1). Threads are started up front
+    (`start`), so no request waits for `Thread.start`; past `max_workers` busy threads, functions
+    wait in arrival order for the next one free. A function's exception is logged, not raised
+    (callers hand their outcome back themselves, as `_RouterApp._dispatched` does).
+
+    Args:
+        max_workers: Most functions run at once (threads).
+        name: Prefix of the threads' names (`{name}_{n}`).
+    """
+
+    def __init__(self, max_workers: int, name: str) -> None:
+        self._max_workers = max_workers
+        self._name = name
+        self._mutex = threading.Lock()
+        self._idle: list[_Worker] = []  # a stack: the most recently idle is woken first (warm caches)
+        self._waiting: collections.deque[Callable[[], None]] = collections.deque()
+        self._threads = 0
+        self._closed = False
+
+    def start(self, threads: int) -> None:
+        """Start `threads` idle threads now (at most `max_workers` in all)."""
+        for _ in range(threads):
+            with self._mutex:
+                if self._closed or self._threads >= self._max_workers:
+                    return
+                self._threads += 1
+                number = self._threads
+            threading.Thread(target=self._work, args=(None,), name=f"{self._name}_{number}", daemon=True).start()
+
+    def submit(self, function: Callable[[], None]) -> None:
+        """Run `function()` on an idle thread, on a new one if none is idle and fewer than
+        `max_workers` run, else on the first thread free. Raises `RuntimeError` after `close`."""
+        with self._mutex:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            if self._idle:
+                worker = self._idle.pop()
+                worker.task = function
+                worker.wake.release()
+                return
+            if self._threads >= self._max_workers:
+                self._waiting.append(function)
+                return
+            self._threads += 1
+            number = self._threads
+        threading.Thread(target=self._work, args=(function,), name=f"{self._name}_{number}", daemon=True).start()
+
+    def close(self) -> None:
+        """Let idle threads end and drop functions not started yet; running ones finish on their threads."""
+        with self._mutex:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._waiting.clear()
+        for worker in idle:
+            worker.task = None
+            worker.wake.release()
+
+    def _work(self, task: Callable[[], None] | None) -> None:
+        me = _Worker()
+        while True:
+            if task is not None:
+                try:
+                    task()
+                except Exception:  # a function's own failure: logged, and the thread serves on
+                    log.exception("a function run on the worker pool %s raised", self._name)
+                task = None
+            with self._mutex:
+                if self._waiting:
+                    task = self._waiting.popleft()
+                    continue
+                if self._closed:
+                    return
+                self._idle.append(me)
+            me.wake.acquire()  # until `submit` or `close` hands over (GIL released while waiting)
+            task = me.task
+            if task is None:
+                return
+
+
+class _Worker:
+    """An idle `WorkerPool` thread's hand-over point: `wake` is held (acquired) while it waits."""
+
+    __slots__ = ("task", "wake")
+
+    def __init__(self) -> None:
+        self.task: Callable[[], None] | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
 class _RouterApp:
     """The ASGI 3 application returned by `asgi_app`."""
 
@@ -68,7 +166,7 @@ class _RouterApp:
         self._max_concurrency = max_concurrency
         self._max_body_bytes = max_body_bytes
         self._read_timeout_s = read_timeout_s
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: WorkerPool | None = None
         self._executor_lock = threading.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -80,11 +178,11 @@ class _RouterApp:
             await receive()  # websocket.connect
             await send({"type": "websocket.close", "code": 1003})
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _pool(self) -> WorkerPool:
         with self._executor_lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self._max_concurrency, thread_name_prefix="torpor-http")
-                prestart(self._executor, self._max_concurrency)
+                self._executor = WorkerPool(self._max_concurrency, "torpor-http")
+                self._executor.start(self._max_concurrency)
             return self._executor
 
     def close(self) -> None:
@@ -92,7 +190,7 @@ class _RouterApp:
         with self._executor_lock:
             executor, self._executor = self._executor, None
         if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.close()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -50,6 +50,7 @@ import dataclasses
 import heapq
 import json
 import logging
+import operator
 import os
 import sqlite3
 import threading
@@ -168,9 +169,12 @@ _MAPPING_FIELDS = tuple(name for name, f in _FIELDS.items() if "Mapping" in str(
 _encode_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
+_json_values = operator.attrgetter(*_JSON_FIELDS)  # the fields' values as one tuple, read in C
+
+
 def _record_json(record: InvocationRecord) -> str:
     """The record's fields except the BLOB columns, as JSON (sets as sorted lists, mappings as objects)."""
-    values: dict[str, Any] = {name: getattr(record, name) for name in _JSON_FIELDS}
+    values: dict[str, Any] = dict(zip(_JSON_FIELDS, _json_values(record), strict=True))
     for name in _SET_FIELDS:
         values[name] = sorted(values[name])
     for name in _MAPPING_FIELDS:

@@ -4,10 +4,12 @@ closes them, malformed and oversized answers, TLS; each way an exchange breaks i
 from __future__ import annotations
 
 import datetime
+import http.client
 import ipaddress
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -217,3 +219,35 @@ def test_https_trusts_ssl_cert_file_and_refuses_an_unknown_certificate(
             replies = [invoker.request(url, "POST", "/invoke/A/b", {}, b"x", 5) for _ in range(3)]
     assert [r.body for r in replies] == [b"ok"] * 3
     assert server.connections == 2  # the refused handshake, then one kept alive
+
+
+def test_a_request_head_and_body_leave_in_one_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the connections' writes recorded, and a server that reads the whole request
+    sent: list[bytes] = []
+    send = http.client.HTTPConnection.send
+
+    def recorded(self: http.client.HTTPConnection, data: bytes) -> None:
+        sent.append(bytes(data))
+        send(self, data)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "send", recorded)
+    # WHEN a request with a body is sent
+    with scripted(answer_each(OK)) as server, HttpInvoker() as invoker:
+        reply = invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {"x-a": "1"}, b"payload", 5)
+    # THEN head and body left in one write (http.client alone writes them apart: two system calls)
+    assert reply.status == 200
+    assert len(sent) == 1
+    assert sent[0].startswith(b"POST /invoke/A/b HTTP/1.1\r\n")
+    assert sent[0].endswith(b"\r\n\r\npayload")
+
+
+def test_a_deployment_that_never_answers_is_an_invoker_error_at_the_timeout() -> None:
+    def mute(conn: socket.socket) -> None:
+        _read_request(conn)
+        threading.Event().wait(3)
+
+    with scripted(mute) as server, HttpInvoker() as invoker:
+        started = time.monotonic()
+        with pytest.raises(InvokerError, match=r"no answer from .* within 0\.4 s"):
+            invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.4)
+        assert 0.35 < time.monotonic() - started < 1.5
