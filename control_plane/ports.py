@@ -1239,7 +1239,8 @@ class DuplexStream(Protocol):
         ...
 
     def end(self) -> None:
-        """End the request body."""
+        """End the request body (the end may leave with the stream's next call: each writes what is
+        queued before it waits or closes)."""
         ...
 
     def head(self, timeout_s: float) -> tuple[int, dict[str, str]]:
