@@ -25,6 +25,7 @@ import boto3
 import pytest
 
 from adapters.aws import lambda_app
+from control_plane.durations import rfc3339
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from tests.helpers.aws_functions import WORKER_ARN, WORKER_NAME, LocalFunctions
 from tests.helpers.moto import REGION, fresh_store
@@ -197,3 +198,23 @@ def test_a_wake_transport_other_than_sqs_or_invoke_is_refused_naming_the_variabl
             lambda_app.build_control_plane({**os.environ, "TORPOR_WAKE": "eventbridge"})
     finally:
         lambda_app.reset()
+
+
+def test_a_durable_schedules_tick_invokes_the_worker_and_starts_one_invocation(functions: LocalFunctions) -> None:
+    name, key = f"inv-{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:8]}"
+    status, body, _ = functions.http(
+        "admin", "POST", "/schedules", {"name": name, "every": "1m", "target": "Counter/add", "key": key, "body": 5}
+    )
+    assert status == 201, body
+    next_tick_ms = lambda_app.build_control_plane().store.get_schedule(name).next_tick_ms  # type: ignore[union-attr]
+    target = boto3.client("scheduler", region_name=REGION).get_schedule(
+        Name=f"torpor-schedule-{name}", GroupName="default"
+    )["Target"]
+    assert (target["Arn"], target["RoleArn"]) == (WORKER_ARN, SCHEDULER_ROLE)
+    # EventBridge Scheduler fills in the scheduled time and invokes the worker, twice (at least once)
+    event = json.loads(target["Input"].replace("<aws.scheduler.scheduled-time>", rfc3339(next_tick_ms) or ""))
+    assert [functions.run_worker(event) for _ in range(2)] == [{"outcome": "fired"}] * 2
+    functions.until(lambda: functions.http("ingress", "POST", f"/Counter/{key}/get")[1] == 5, 20, "the tick's add")
+    status, listed, _ = functions.http("admin", "GET", f"/invocations?key={key}")
+    adds = [i for i in listed["invocations"] if i["target_handler_name"] == "add"]
+    assert [i["idempotency_key"] for i in adds] == [f"schedule/{name}/{next_tick_ms}"]  # one, for two deliveries
