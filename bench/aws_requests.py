@@ -7,8 +7,8 @@ Everything runs on this machine: DynamoDB, SQS and EventBridge Scheduler on a mo
 example services on the local Lambda emulator (registered by ARN, invoked through boto3), the
 ingress and worker functions driven by `tests.helpers.aws_functions.LocalFunctions` as API
 Gateway and the SQS event source mapping would, and, with `wake="invoke"` (`TORPOR_WAKE`), as
-Lambda runs the worker's asynchronous invokes (the emulator holds them for the harness). Requests are counted where they are made:
-DynamoDB by the store (per operation), SQS and Scheduler by botocore hooks on the control plane's
+Lambda runs the worker's asynchronous invokes (the emulator holds them for the harness).
+Requests are counted where they are made: DynamoDB by the store (per operation), SQS and Scheduler by botocore hooks on the control plane's
 clients, handler invocations by the emulator's call log, control-plane function invocations and
 their duration by the harness. The polling that waits for a run to end uses its own store and is
 not counted.
@@ -51,7 +51,11 @@ class Counted(LocalFunctions):
     """`LocalFunctions` that counts control-plane function invocations and their wall time (s)."""
 
     def __init__(
-        self, sqs: Any, queue_url: str, timer_queue_url: str | None = None, invokes: Callable[[], list[Any]] | None = None
+        self,
+        sqs: Any,
+        queue_url: str,
+        timer_queue_url: str | None = None,
+        invokes: Callable[[], list[Any]] | None = None,
     ) -> None:
         super().__init__(sqs, queue_url, timer_queue_url, invokes)
         self.invocations: Counter[str] = Counter()

@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | ingress | `ingress_handler` | API Gateway HTTP API (payload v2): `/{service}/{handler}`, `/restate/...` |
 | admin | `admin_handler` | API Gateway HTTP API (payload v2) with IAM authorization: the admin API |
-| worker | `worker_handler` | SQS batches from the wake and timer queues (partial batch failures reported); its own asynchronous invokes and schedules (`TORPOR_WAKE` `invoke`); subscriptions' events |
+| worker | `worker_handler` | SQS batches (partial batch failures); its own Invokes, schedules; subscriptions' events |
 | sweeper | `sweeper_handler` | an EventBridge schedule, every minute: `ControlPlane.sweep_due` |
 | deploy hook | `deploy_hook_handler` | a CloudFormation custom resource registering a function version |
 

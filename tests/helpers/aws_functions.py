@@ -4,7 +4,8 @@
 handlers of `adapters.aws.lambda_app`, and runs its worker handler on batches received from the wake
 queue, deleting the messages the worker did not report as failed (what the Lambda event source
 mapping does), and on the asynchronous invokes of the worker (`TORPOR_WAKE=invoke`) the local Lambda
-emulator holds for it (`--hold`), retrying one that raised twice, as Lambda does. With DynamoDB and SQS on a moto server and handlers on the local Lambda emulator,
+emulator holds for it (`--hold`), retrying one that raised twice, as Lambda does. With DynamoDB and
+SQS on a moto server and handlers on the local Lambda emulator,
 that is the whole AWS wiring without an AWS account (tests and `bench.aws_requests` use it; test-only:
 no function of Torpor runs it).
 The environment of `adapters.aws.lambda_app.build_control_plane` must be set first.

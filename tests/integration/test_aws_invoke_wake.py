@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import boto3
 import pytest
@@ -35,10 +36,10 @@ ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
 SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/torpor-scheduler"
 
 
-def _queue(sqs: object, name: str) -> tuple[str, str]:
-    url: str = sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:8]}")["QueueUrl"]  # type: ignore[attr-defined]
-    arn: str = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]  # type: ignore[attr-defined]
-    return url, arn
+def _queue(sqs: Any, name: str) -> tuple[str, str]:
+    url: str = sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    return url, str(attributes["QueueArn"])
 
 
 @pytest.fixture(scope="module")
