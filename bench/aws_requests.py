@@ -6,8 +6,9 @@ their orchestration cost per million runs at list prices.
 Everything runs on this machine: DynamoDB, SQS and EventBridge Scheduler on a moto server, the
 example services on the local Lambda emulator (registered by ARN, invoked through boto3), the
 ingress and worker functions driven by `tests.helpers.aws_functions.LocalFunctions` as API
-Gateway and the SQS event source mapping would. Requests are counted where they are made:
-DynamoDB by the store (per operation), SQS and Scheduler by botocore hooks on the control plane's
+Gateway and the SQS event source mapping would, and, with `wake="invoke"` (`TORPOR_WAKE`), as
+Lambda runs the worker's asynchronous invokes (the emulator holds them for the harness).
+Requests are counted where they are made: DynamoDB by the store (per operation), SQS and Scheduler by botocore hooks on the control plane's
 clients, handler invocations by the emulator's call log, control-plane function invocations and
 their duration by the harness. The polling that waits for a run to end uses its own store and is
 not counted.
@@ -20,6 +21,7 @@ the wall time of the control-plane functions in this process. Free tiers are ign
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import time
@@ -37,7 +39,7 @@ from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from bench.partitions import Meter, MeterProxy
 from http_api.prices import PRICES_USD, cost_usd
-from tests.helpers.aws_functions import LocalFunctions
+from tests.helpers.aws_functions import WORKER_ARN, WORKER_NAME, LocalFunctions
 
 REGION = "us-east-1"
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:examples:1"
@@ -48,8 +50,14 @@ LAMBDA_GB_S = 0.0000133334  # arm64, USD per GB-second
 class Counted(LocalFunctions):
     """`LocalFunctions` that counts control-plane function invocations and their wall time (s)."""
 
-    def __init__(self, sqs: Any, queue_url: str, timer_queue_url: str | None = None) -> None:
-        super().__init__(sqs, queue_url, timer_queue_url)
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        timer_queue_url: str | None = None,
+        invokes: Callable[[], list[Any]] | None = None,
+    ) -> None:
+        super().__init__(sqs, queue_url, timer_queue_url, invokes)
         self.invocations: Counter[str] = Counter()
         self.seconds = 0.0
         self.meter: Meter | None = None
@@ -62,6 +70,16 @@ class Counted(LocalFunctions):
         finally:
             self.seconds += time.perf_counter() - started
             self.invocations[api] += 1
+
+    def run_worker(self, event: Any) -> Any:
+        """One asynchronous invocation of the worker (an Invoke's or a schedule's): its Lambda request is
+        the wake-up's only request, counted as the worker's invocation."""
+        started = time.perf_counter()
+        try:
+            return super().run_worker(event)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.invocations["worker"] += 1
 
     def work_queue(self, queue_url: str, wait_s: int) -> int:
         started = time.perf_counter()
@@ -80,6 +98,7 @@ def aws_on_this_machine(
     endpoint: str | None = None,
     dynamodb_endpoint: str | None = None,
     timer_queue: bool = False,
+    wake: str = "sqs",
 ) -> Iterator[tuple[Counted, DynamoDBStore, LambdaEmulatorProcess, Counter[str]]]:
     """A moto server, a table, a wake queue, the emulator with the examples, the env of the functions.
 
@@ -94,6 +113,9 @@ def aws_on_this_machine(
     None: on `endpoint` too.
     `timer_queue`: a timer queue beside the wake queue, as the stack has (`TORPOR_TIMER_QUEUE_URL`,
     `functions.timer_queue_url`); False: every wake-up on the wake queue.
+    `wake`: `TORPOR_WAKE`: `sqs` (wake-ups now on the wake queue, schedules to the queue) or `invoke`
+    (asynchronous invokes of the worker, held by the emulator and run by `functions.work`; schedules
+    target the worker, `WORKER_ARN`).
     """
     env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     os.environ.update(env)
@@ -117,7 +139,9 @@ def aws_on_this_machine(
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     try:
         store = {"TORPOR_TABLE": table, "TORPOR_DYNAMODB_ENDPOINT": handler_proxy.url if handler_proxy else dynamodb}
-        with LambdaEmulatorProcess({"examples": "examples.app:app"}, env=store if checkpoints else None) as emulator:
+        with LambdaEmulatorProcess(
+            {"examples": "examples.app:app"}, env=store if checkpoints else None, hold=[WORKER_NAME]
+        ) as emulator:
             os.environ.update(
                 {
                     "TORPOR_TABLE": table,
@@ -126,6 +150,8 @@ def aws_on_this_machine(
                     "TORPOR_TIMER_QUEUE_URL": timer_url or "",
                     "TORPOR_SCHEDULER_ROLE_ARN": SCHEDULER_ROLE,
                     "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
+                    "TORPOR_WAKE": wake,
+                    "TORPOR_WAKE_FUNCTION": WORKER_ARN,
                     "AWS_ENDPOINT_URL_DYNAMODB": proxy.url if proxy else dynamodb,
                     "AWS_ENDPOINT_URL_SQS": endpoint,
                     "AWS_ENDPOINT_URL_SCHEDULER": endpoint,
@@ -135,7 +161,8 @@ def aws_on_this_machine(
                 }
             )
             lambda_app.reset()
-            functions = Counted(sqs, queue_url, timer_url)
+            held = functools.partial(emulator.held, WORKER_NAME) if wake == "invoke" else None
+            functions = Counted(sqs, queue_url, timer_url, held)
             functions.meter = proxy.meter if proxy else None
             functions.handler_meter = handler_proxy.meter if handler_proxy else None
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
@@ -144,7 +171,10 @@ def aws_on_this_machine(
             calls: Counter[str] = Counter()
             for plane in planes():
                 scheduler: Any = plane.scheduler
-                for client, name in ((scheduler._sqs, "sqs"), (scheduler._scheduler, "scheduler")):
+                # the worker's asynchronous invokes are counted as its invocations ("lambda worker"),
+                # their Lambda request priced there: "wake Invoke" is for the table only
+                clients = ((scheduler._sqs, "sqs"), (scheduler._scheduler, "scheduler"), (scheduler._lambda, "wake"))
+                for client, name in clients:
                     if client is not None:
                         client.meta.events.register(
                             f"before-call.{client.meta.service_model.endpoint_prefix}",

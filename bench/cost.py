@@ -1,18 +1,22 @@
 """Cost model: a 10-step workflow with one 1-hour sleep, on Torpor, Step Functions and Lambda durable functions.
 
-    python -m bench.cost [--runs 5] [--steps 10] [--memory-mb 512] [--quick]
+    python -m bench.cost [--runs 5] [--steps 10] [--memory-mb 512] [--wake invoke|sqs] [--quick]
 
 Torpor's side is counted, not estimated: `Bench/steps_sleep_steps` (`examples/fixtures/bench.py`: 5 `ctx.run`
 steps, a 1-hour `ctx.sleep`, 5 more steps) runs through the control plane's Lambda functions on this
 machine with `bench.aws_requests`'s harness (moto for DynamoDB, SQS and EventBridge Scheduler, the
 local Lambda emulator for the handler, `LocalFunctions` as API Gateway and the SQS event source).
 The sleep goes the way it goes on AWS: the suspended invocation's EventBridge Scheduler schedule is
-read back from moto and its message put on the wake queue as if the schedule fired (60 s before the
-due time, the control plane's clock moved there, as `tests/integration/test_aws_lambda_functions.py`
-moves it); the worker re-delays the remaining minute through SQS, and SQS delivers that message a
-real minute later, when the moved clock is past the due time. Runs go one after the other (each
+read back from moto and delivered as if it fired (60 s before the due time, the control plane's
+clock moved there, as `tests/integration/test_aws_lambda_functions.py` moves it): with `--wake
+invoke` (`TORPOR_WAKE`, the stacks' default) the schedule invokes the worker with its Input, and a
+wake-up now is an asynchronous Invoke of the worker (the emulator holds it, the harness runs the
+worker on it: one Lambda request, the worker's invocation); with `--wake sqs` its message goes on
+the wake queue, and wake-ups now are messages there too. The worker re-delays the remaining minute
+through SQS, and SQS delivers that message a real minute later, when the moved clock is past the
+due time. Runs go one after the other (each
 about a minute), so no batch of the event source holds two runs' messages. Requests made on AWS's side are
-added by hand: the schedule's SendMessage to the queue. Prices: `http_api.prices.PRICES_USD`.
+added by hand: with `--wake sqs`, the schedule's SendMessage to the queue. Prices: `http_api.prices.PRICES_USD`.
 DynamoDB is priced by its write and read units, metered at the wire by `bench.partitions`' proxy
 (1 write unit per started KB of the larger item image, index writes included, transactions twice;
 1 read unit per 4 KB read, half for eventually consistent reads).
@@ -72,7 +76,7 @@ DYNAMODB_GB_MONTH = 0.25  # DynamoDB Standard table storage, per GB-month
 TORPOR_JOURNAL_RETENTION_DAYS = 1  # Torpor's default journal retention (24 h)
 
 
-def run_workflow(env: Any, steps: int) -> int:
+def run_workflow(env: Any, steps: int, wake: str = "invoke") -> int:
     """Send one workflow and drive it through its sleep with a moved clock; its journal's size in bytes."""
     functions, poll, _, _ = env
     body = {"steps": steps, "sleep_ms": SLEEP_MS}
@@ -95,8 +99,11 @@ def run_workflow(env: Any, steps: int) -> int:
     offset = {"ms": due_ms - SCHEDULE_LEAD_MS - real_now()}  # the schedule fires: its target sends
     plane.clock.now_ms = lambda: real_now() + offset["ms"]  # type: ignore[method-assign]
     try:
-        functions.sqs.send_message(QueueUrl=functions.queue_url, MessageBody=message)
-        functions.until(lambda: functions.work(wait_s=1), 30, "the schedule's message")  # re-delayed 60 s
+        if wake == "invoke":  # the schedule's target is the worker: EventBridge Scheduler invokes it
+            functions.run_worker(json.loads(message))  # re-delayed 60 s
+        else:  # the schedule's target is the queue: EventBridge Scheduler sends the message
+            functions.sqs.send_message(QueueUrl=functions.queue_url, MessageBody=message)
+            functions.until(lambda: functions.work(wait_s=1), 30, "the schedule's message")  # re-delayed 60 s
         offset["ms"] = due_ms + 1_000 - real_now() - SCHEDULE_LEAD_MS  # due when the re-delayed one arrives
         functions.until(lambda: status_is("completed"), 120, "the steps after the sleep (a real minute)")
     finally:
@@ -124,7 +131,7 @@ DYNAMODB_WRITE_S = 0.005
 
 def measure(args: argparse.Namespace, checkpoints: bool) -> tuple[dict[str, float], float]:
     """Run the workflow `--runs` times in one mode; per-run counts (with `handler seconds`) and journal bytes."""
-    with aws_on_this_machine(metered=True, checkpoints=checkpoints) as env:
+    with aws_on_this_machine(metered=True, checkpoints=checkpoints, wake=args.wake) as env:
         functions, _, emulator, calls = env
         assert functions.meter is not None
         status, answer, _ = functions.http("ingress", "POST", "/Steps/one_step", 1)  # warm: not counted
@@ -135,7 +142,7 @@ def measure(args: argparse.Namespace, checkpoints: bool) -> tuple[dict[str, floa
         functions.meter.take()
         if functions.handler_meter is not None:
             functions.handler_meter.take()
-        journal_bytes = [run_workflow(env, args.steps) for _ in range(args.runs)]
+        journal_bytes = [run_workflow(env, args.steps, args.wake) for _ in range(args.runs)]
         counts = per_run(before, snapshot(functions, emulator, calls), args.runs)
         ran, committing = handler_seconds(emulator)
         ran, committing = (ran - seconds_before[0]) / args.runs, (committing - seconds_before[1]) / args.runs
@@ -158,7 +165,8 @@ def measure(args: argparse.Namespace, checkpoints: bool) -> tuple[dict[str, floa
     counts["dynamodb write units in indexes"] = sum(w.units for w in writes if w.where != "table") / args.runs
     counts["dynamodb write units by the handler"] = handler_reading.write_units / args.runs
     counts["dynamodb read units"] = (reading.read_units + handler_reading.read_units) / args.runs
-    counts["sqs SendMessage by the schedule"] = 1  # AWS's side: the schedule's target delivery
+    if args.wake == "sqs":  # AWS's side: the schedule's target delivery (with invoke: the worker's invocation)
+        counts["sqs SendMessage by the schedule"] = 1
     return counts, sum(journal_bytes) / len(journal_bytes)
 
 
@@ -168,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="workflow runs per mode, one after the other (default 3)")
     parser.add_argument("--steps", type=int, default=10, help="ctx.run steps in the workflow (default 10)")
     parser.add_argument("--memory-mb", type=int, default=512, help="function memory, control plane and handler (512)")
+    parser.add_argument(
+        "--wake",
+        choices=("invoke", "sqs"),
+        default="invoke",
+        help="TORPOR_WAKE: wake-ups now and schedules invoke the worker (default, the stacks'), or go through SQS",
+    )
     parser.add_argument("--quick", action="store_true", help="1 run per mode")
     args = parser.parse_args(argv)
     if args.quick:
@@ -183,7 +197,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_tables(args: argparse.Namespace, measured: dict[str, tuple[dict[str, float], float]]) -> None:
     """Requests per run for each Torpor mode, then dollars per million runs for the four ways."""
-    print(f"\n## Torpor on AWS: requests per run ({args.runs} runs of {args.steps} steps + one 1-hour sleep)\n")
+    print(
+        f"\n## Torpor on AWS: requests per run ({args.runs} runs of {args.steps} steps + one 1-hour sleep, "
+        f"wake-ups by {args.wake})\n"
+    )
     modes = list(measured)
     print("| request | " + " | ".join(modes) + " |\n| --- |" + " --- |" * len(modes))
     timed = {

@@ -71,6 +71,7 @@ class TorporStack(Stack):
         handler_function_name_prefix: See `TorporControlPlane`; the example handler's name has it.
         worker_max_concurrency: See `TorporControlPlane`.
         timer_max_concurrency: See `TorporControlPlane`.
+        wake_transport: See `TorporControlPlane` (`invoke` or `sqs`).
         log_level: See `TorporControlPlane`.
         store_shards: See `TorporControlPlane`.
         tracing_active: See `TorporControlPlane`.
@@ -101,6 +102,7 @@ class TorporStack(Stack):
         handler_function_name_prefix: str = DEFAULT_HANDLER_FUNCTION_NAME_PREFIX,
         worker_max_concurrency: int = 10,
         timer_max_concurrency: int = 10,
+        wake_transport: str = "invoke",
         log_level: str = "INFO",
         store_shards: int = PRODUCTION_STORE_SHARDS,
         tracing_active: bool = False,
@@ -130,6 +132,7 @@ class TorporStack(Stack):
             handler_function_name_prefix=handler_function_name_prefix,
             worker_max_concurrency=worker_max_concurrency,
             timer_max_concurrency=timer_max_concurrency,
+            wake_transport=wake_transport,
             log_level=log_level,
             store_shards=store_shards,
             tracing_active=tracing_active,
@@ -286,6 +289,7 @@ def build_app(
         handler_function_name_prefix=str(setting("handlerFunctionNamePrefix", DEFAULT_HANDLER_FUNCTION_NAME_PREFIX)),
         worker_max_concurrency=int(setting("workerMaxConcurrency", 10)),
         timer_max_concurrency=int(setting("timerMaxConcurrency", 10)),
+        wake_transport=str(setting("wakeTransport", "invoke")).lower(),
         log_level=str(setting("logLevel", "INFO")),
         store_shards=int(setting("storeShards", PRODUCTION_STORE_SHARDS)),
         tracing_active=str(setting("tracing", "PassThrough")) == "Active",

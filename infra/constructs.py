@@ -98,6 +98,9 @@ DEPLOY_HOOK_TIMEOUT = Duration.seconds(300)
 WAKE_QUEUE_VISIBILITY_TIMEOUT = Duration.seconds(6 * WORKER_TIMEOUT_S)
 """Lambda asks for at least 6 x the function timeout on an SQS event source."""
 WAKE_QUEUE_MAX_RECEIVES = 5
+WAKE_TRANSPORTS = ("invoke", "sqs")
+"""`wake_transport` values (`TORPOR_WAKE`, `adapters.aws.lambda_app.WAKE_TRANSPORTS`)."""
+
 WORKER_BATCH_SIZE = 10
 SWEEP_EVERY = Duration.minutes(1)
 
@@ -265,6 +268,7 @@ def logged_function(
     memory_size: int = MEMORY_MB,
     runtime: lambda_.Runtime = RUNTIME,
     tracing: lambda_.Tracing | None = None,
+    recursive_loop: lambda_.RecursiveLoop | None = None,
 ) -> lambda_.Function:
     """An arm64 Python function with a role of its own that may only write to its own log group.
 
@@ -289,6 +293,8 @@ def logged_function(
         tracing: X-Ray tracing; `Tracing.ACTIVE` adds `xray:PutTraceSegments` and
             `xray:PutTelemetryRecords` on `*` to the role (X-Ray has no resource-level permissions).
             None: Lambda's default (PassThrough), and no X-Ray permission.
+        recursive_loop: Lambda's recursive loop detection (`ALLOW` for the worker, whose wake-ups
+            invoke it again by design); None: Lambda's default (terminate after 16 in a chain).
     """
     log_group = logs.LogGroup(scope, f"{id}LogGroup", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
     inline = {
@@ -324,6 +330,7 @@ def logged_function(
         description=description,
         function_name=function_name,
         tracing=tracing,
+        recursive_loop=recursive_loop,
     )
 
 
@@ -364,6 +371,10 @@ class TorporControlPlane(Construct):
             e.g. `torpor-handler-mystack_orders`), and those given to `allow_invoke`.
         handler_assume_role_arns: Roles the control plane may assume to invoke handlers in other
             accounts (deployments registered with `assume_role_arn`).
+        wake_transport: How a wake-up now and a long wait's schedule reach the worker (`TORPOR_WAKE`):
+            `invoke` (an asynchronous Invoke of the worker, one Lambda request; its concurrency is
+            bounded by the worker's reserved concurrency, if set) or `sqs` (a message on the wake
+            queue: send, receive and delete, batched under load; bounded by `worker_max_concurrency`).
         worker_max_concurrency: Most worker instances the wake queue's event source runs at once (2 to 1000).
         timer_max_concurrency: Most worker instances the timer queue's event source runs at once
             (2 to 1000), on top of `worker_max_concurrency`.
@@ -414,6 +425,7 @@ class TorporControlPlane(Construct):
         handler_assume_role_arns: Sequence[str] = (),
         worker_max_concurrency: int = 10,
         timer_max_concurrency: int = 10,
+        wake_transport: str = "invoke",
         log_level: str = "INFO",
         store_shards: int = PRODUCTION_STORE_SHARDS,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
@@ -437,6 +449,8 @@ class TorporControlPlane(Construct):
             raise ValueError("ingress_auth JWT needs jwt_issuer and jwt_audience")
         if request_identity_key_parameter and request_identity_key_secret_arn:
             raise ValueError("give request_identity_key_parameter or request_identity_key_secret_arn, not both")
+        if wake_transport not in WAKE_TRANSPORTS:
+            raise ValueError(f"wake_transport must be one of {', '.join(WAKE_TRANSPORTS)}, got {wake_transport!r}")
         if not 2 <= worker_max_concurrency <= 1000:
             raise ValueError(f"worker_max_concurrency must be between 2 and 1000, got {worker_max_concurrency}")
         if not 2 <= timer_max_concurrency <= 1000:
@@ -632,6 +646,7 @@ class TorporControlPlane(Construct):
             "TORPOR_SCHEDULE_GROUP": group_name,
             "TORPOR_SCHEDULER_ROLE_ARN": self.scheduler_role.role_arn,
             "TORPOR_SCHEDULE_DLQ_ARN": self.schedule_dead_letter_queue.queue_arn,
+            "TORPOR_WAKE": wake_transport,
             "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": request_identity_key_parameter or "",
             "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": request_identity_key_secret_arn or "",
             "POWERTOOLS_SERVICE_NAME": "torpor",
@@ -657,6 +672,7 @@ class TorporControlPlane(Construct):
             policies: Sequence[iam.IManagedPolicy] = runs,
             statements: Sequence[iam.PolicyStatement] = (),
             environment: Mapping[str, str] | None = None,
+            recursive_loop: lambda_.RecursiveLoop | None = None,
         ) -> lambda_.Function:
             return logged_function(
                 self,
@@ -674,6 +690,7 @@ class TorporControlPlane(Construct):
                 environment={**self.environment, **(environment or {})},
                 description=description,
                 tracing=lambda_.Tracing.ACTIVE if tracing_active else None,
+                recursive_loop=recursive_loop,
             )
 
         self.ingress_function = function(
@@ -702,13 +719,16 @@ class TorporControlPlane(Construct):
             "WorkerFunction",
             "worker",
             Duration.seconds(WORKER_TIMEOUT_S),
-            "Torpor worker (SQS wake-ups, partial batch failures)",
+            "Torpor worker (wake-ups by asynchronous invoke and SQS, partial batch failures)",
             statements=[
                 iam.PolicyStatement(
                     actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
                     resources=self._queue_arns(),
                 )
             ],
+            # its wake-ups invoke it again (and its timers come back through SQS): a chain of more
+            # than 16 is a long workflow, not a runaway loop
+            recursive_loop=lambda_.RecursiveLoop.ALLOW,
         )
         # The sweeper wakes invocations (due now or overdue: SQS only), invokes no handler, reads no key.
         self.sweeper_function = function(
@@ -744,6 +764,29 @@ class TorporControlPlane(Construct):
                 ),
             ],
         )
+
+        # Wake-ups as asynchronous invokes of the worker (`wake_transport` invoke) and the schedules'
+        # target: every function that wakes invocations (the worker takes its own ARN from its Lambda
+        # context) and EventBridge Scheduler may invoke it; a policy of its own, so that the worker's
+        # role need not depend on the worker.
+        worker_arn = self.worker_function.function_arn
+        for woken_by in (self.ingress_function, self.admin_function, self.sweeper_function, self.deploy_hook_function):
+            woken_by.add_environment("TORPOR_WAKE_FUNCTION", worker_arn)
+        self.wake_invoke_policy = iam.Policy(
+            self,
+            "WakeInvokePolicy",
+            policy_name="invoke-worker",
+            statements=[iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[worker_arn])],
+        )
+        for role in (
+            self.ingress_function.role,
+            self.admin_function.role,
+            self.worker_function.role,
+            self.sweeper_function.role,
+            self.scheduler_role,
+        ):
+            assert role is not None
+            self.wake_invoke_policy.attach_to_role(role)
 
         # --- triggers ------------------------------------------------------------------------------
         ingress_authorizer: apigwv2.IHttpRouteAuthorizer | None = None

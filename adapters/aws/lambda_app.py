@@ -4,7 +4,7 @@
 | --- | --- | --- |
 | ingress | `ingress_handler` | API Gateway HTTP API (payload v2): `/{service}/{handler}`, `/restate/...` |
 | admin | `admin_handler` | API Gateway HTTP API (payload v2) with IAM authorization: the admin API |
-| worker | `worker_handler` | SQS batches from the wake queue (partial batch failures reported); subscriptions' events |
+| worker | `worker_handler` | SQS batches (partial batch failures); its own Invokes, schedules; subscriptions' events |
 | sweeper | `sweeper_handler` | an EventBridge schedule, every minute: `ControlPlane.sweep_due` |
 | deploy hook | `deploy_hook_handler` | a CloudFormation custom resource registering a function version |
 
@@ -15,7 +15,10 @@ it would remove it expires or hands to the worker, `StoreFacts.may_delete`):
 every timer's wake-up, so that due timers never queue behind a burst of starts; unset: the wake
 queue), and for long waits through EventBridge Scheduler `TORPOR_SCHEDULER_ROLE_ARN`,
 `TORPOR_TIMER_QUEUE_ARN` (else `TORPOR_WAKE_QUEUE_ARN`: the schedules' target), `TORPOR_SCHEDULE_DLQ_ARN`,
-`TORPOR_SCHEDULE_GROUP`; `TORPOR_WAKE_HOLD_MS` (`WAKE_HOLD_MS`); `TORPOR_INGRESS_URL` (the admin
+`TORPOR_SCHEDULE_GROUP`; `TORPOR_WAKE_HOLD_MS` (`WAKE_HOLD_MS`); `TORPOR_WAKE` (`sqs`, the default, or
+`invoke`: a wake-up now is an asynchronous Invoke of the worker, and schedules invoke it directly;
+`WAKE_TRANSPORTS`) with `TORPOR_WAKE_FUNCTION` (the worker's ARN; the worker takes its own from its
+Lambda context); `TORPOR_INGRESS_URL` (the admin
 function: the web UI's playground posts there); `TORPOR_*` settings as in `control_plane.settings`;
 the request identity key that signs every request to deployments, from `TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER`,
 `TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN` (or the other variables `adapters.request_identity` reads),
@@ -97,6 +100,12 @@ at 1,000), and a sleep of whole seconds would be held for nearly all of it (a 1 
 after it was issued gets no delay and waits 980 ms in the worker, where without holding it arrives
 20 ms late); bench/README.md section 8."""
 
+WAKE_TRANSPORTS = ("sqs", "invoke")
+"""`TORPOR_WAKE` values: how a wake-up now and a schedule reach the worker (`adapters.aws.timers`,
+"Wake-ups now: SQS or Invoke"). `sqs`: a message on the wake queue (a schedule: on the timer queue);
+`invoke`: an asynchronous Invoke of the worker function (a schedule invokes it). Timers up to 15
+minutes are SQS delay messages either way."""
+
 INGRESS_AUTH_MODES = ("AWS_IAM", "JWT", "NONE")
 """`TORPOR_INGRESS_AUTH` values: the API Gateway authorization the ingress route requires."""
 
@@ -128,7 +137,8 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
     (`DynamoDBStore(may_delete=False)`), as the ingress role allows no `dynamodb:DeleteItem` or
     `BatchWriteItem`. One of each kind is kept (a test process hosts every function).
 
-    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`),
+    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`) or
+    a `TORPOR_WAKE` other than `WAKE_TRANSPORTS`,
     `RequestIdentityKeyError` if the request identity key the environment names cannot be read.
     """
     with _build_lock:
@@ -148,6 +158,10 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
         role = env.get("TORPOR_SCHEDULER_ROLE_ARN")
         clock = SystemClock()  # one clock for the core and the scheduler (tests move it)
         timer_queue_url = env.get("TORPOR_TIMER_QUEUE_URL") or None
+        transport = (env.get("TORPOR_WAKE") or "sqs").strip().lower()
+        if transport not in WAKE_TRANSPORTS:
+            raise ConfigurationError(f"TORPOR_WAKE is {transport!r}: set one of {', '.join(WAKE_TRANSPORTS)}")
+        invokes = transport == "invoke"
         # the schedules' target: the timer queue's ARN (looked up if not given), else the wake queue's
         target_arn = env.get("TORPOR_TIMER_QUEUE_ARN") if timer_queue_url else env.get("TORPOR_WAKE_QUEUE_ARN")
         scheduler = SqsScheduler(
@@ -161,6 +175,8 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
             hold_ms=int(env.get("TORPOR_WAKE_HOLD_MS") or WAKE_HOLD_MS),
             clock=clock,
+            lambda_client=boto3.client("lambda", region_name=region) if invokes else None,
+            wake_function_arn=env.get("TORPOR_WAKE_FUNCTION") or None,
         )
         settings = replace(settings, call_wait_ms=min(settings.call_wait_ms, INGRESS_CALL_WAIT_MS))
 
@@ -182,7 +198,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
         if role:
             schedule_trigger = EventBridgeSchedules(
                 boto3.client("scheduler", region_name=region),
-                queue_arn=target_arn or scheduler.queue_arn,
+                queue_arn=scheduler.queue_arn if invokes or not target_arn else target_arn,
                 role_arn=role,
                 dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
                 group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
@@ -376,6 +392,31 @@ async def _wake(record: SQSRecord) -> str:
     return str(outcome)
 
 
+def _direct_wake(event: Any, context: Any, control_plane: HttpControlPlane) -> dict[str, str]:
+    """A wake-up that is the event itself: an asynchronous Invoke's (`wake_now` with `TORPOR_WAKE`
+    `invoke`) or a schedule's whose target is this function, `{"invocation_id", "due_ms"}` or a
+    schedule's tick `{"schedule", "scheduled_time"}` (`handle_wake_message`, which re-delays one that
+    came early through the timer queue). Anything else is logged and dropped, `{"outcome":
+    "dropped"}`: raising would only make Lambda run it twice more.
+
+    Raises:
+        Exception: Whatever the wake-up raised (DynamoDB throttled...): Lambda retries the event
+            (twice, then drops it; the sweep wakes what it would have woken).
+    """
+    try:
+        body = json.dumps(event)
+    except (TypeError, ValueError):
+        body = repr(event)
+    outcome = handle_wake_message(
+        body,
+        wake=control_plane.wake,
+        scheduler=cast(SqsScheduler, control_plane.scheduler),
+        now_ms=control_plane.clock.now_ms(),
+    )
+    metrics.add_metric(name=f"Wake{str(outcome).title()}", unit=MetricUnit.Count, value=1)
+    return {"outcome": str(outcome)}
+
+
 def _wake_queue_names() -> tuple[str, ...]:
     """The names of the wake and timer queues (`TORPOR_WAKE_QUEUE_URL`, `TORPOR_TIMER_QUEUE_URL`)."""
     urls = (os.environ.get("TORPOR_WAKE_QUEUE_URL"), os.environ.get("TORPOR_TIMER_QUEUE_URL"))
@@ -399,11 +440,20 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     were then reported done and deleted undelivered (`tests/unit/test_lambda_worker.py`).
 
     An event of a subscription's source (an SQS queue other than the wake and timer queues, an
-    EventBridge rule, a Kinesis or DynamoDB stream) goes to `adapters.aws.subscriptions`.
+    EventBridge rule, a Kinesis or DynamoDB stream) goes to `adapters.aws.subscriptions`. Any other
+    event without `Records` is one wake-up (`_direct_wake`: an asynchronous Invoke's or a schedule's,
+    `TORPOR_WAKE` `invoke`), answered `{"outcome": "fired" | "redelayed" | "dropped"}`.
     """
     control_plane = build_control_plane()
+    scheduler = control_plane.scheduler
+    if isinstance(scheduler, SqsScheduler) and scheduler.invokes and not scheduler.wake_function_arn:
+        scheduler.wake_function_arn = getattr(context, "invoked_function_arn", None)  # this function: the worker
+    if not isinstance(event, dict):
+        return _direct_wake(event, context, control_plane)  # dropped, with a log line
     if is_subscription_event(event, _wake_queue_names()):  # a queue, rule or stream a subscription names
         return handle_subscription_event(event, context, control_plane.subscriptions)
+    if "Records" not in event:
+        return _direct_wake(event, context, control_plane)
     processor = AsyncBatchProcessor(event_type=EventType.SQS)
     return async_process_partial_response(event=event, record_handler=_wake, processor=processor, context=context)
 

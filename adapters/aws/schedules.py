@@ -114,8 +114,9 @@ class EventBridgeSchedules:
 
     Args:
         scheduler_client: A ready boto3 EventBridge Scheduler (`scheduler`) client.
-        queue_arn: The wake queue's ARN (the target), or a function returning it (looked up once).
-        role_arn: The role EventBridge Scheduler assumes to send to the queue.
+        queue_arn: The target's ARN: the timer (or wake) queue's, or with `TORPOR_WAKE=invoke` the
+            worker function's (the tick's Input is then its event); or a function returning it.
+        role_arn: The role EventBridge Scheduler assumes to send to the queue (or invoke the worker).
         dead_letter_arn: An SQS queue for ticks that could not be delivered, or None.
         group: The schedule group (must exist).
     """

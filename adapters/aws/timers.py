@@ -1,4 +1,5 @@
-"""`Scheduler` on AWS: wake-ups are SQS messages, long waits go through EventBridge Scheduler.
+"""`Scheduler` on AWS: wake-ups are SQS messages or asynchronous invokes of the worker, long waits
+go through EventBridge Scheduler.
 
 Every wake-up ends as one message, body `{"invocation_id": ..., "due_ms": ...}` (JSON; `due_ms` in
 ms since the UNIX epoch, 0 for "now"), on one of two queues that both feed the worker: the wake
@@ -13,14 +14,18 @@ as one `Wake` to the core's one wake entry (`ControlPlane.wake`) once the due ti
 
 How a wake-up gets onto a queue:
 
-- `wake_now(id)`: SendMessage to the wake queue, no delay.
+- `wake_now(id)`: SendMessage to the wake queue, no delay; or, with a Lambda client (`TORPOR_WAKE`
+  `invoke`), an asynchronous `Invoke` (`InvocationType` `Event`) of the worker function whose event
+  is the same body: one Lambda request instead of SQS's send, receive and delete (see "Wake-ups
+  now: SQS or Invoke" below).
 - `wake_at(id, due_ms)` with at most 900 s to wait (SQS's largest `DelaySeconds`): SendMessage to the
   timer queue with
   `DelaySeconds = ceil((remaining ms - hold_ms) / 1000)`: with `hold_ms` 0 the message never becomes
   visible before the due time (but up to 1 s after it); with `hold_ms` 1,000 it becomes visible up
   to 1 s before, and the worker holds it until the due time.
 - a longer wait: an EventBridge Scheduler one-time schedule, `at(...)` `lead_ms` before the due time,
-  whose target sends the same body to the timer queue; it deletes itself after it ran.
+  whose target sends the same body to the timer queue (with a Lambda client: invokes the worker
+  with it, no queue in between); it deletes itself after it ran.
 - a longer wait without a Scheduler client: a 900 s SendMessage; each time the message arrives
   early, `handle_wake_message` re-delays the remainder (one message per 15 minutes of waiting).
 
@@ -34,6 +39,21 @@ run finds the lease held, or nothing new to do). A lost wake-up is repaired by t
 stored timer records (see ARCHITECTURE.md, "Who calls advance").
 
 The queue must be a standard queue: FIFO queues ignore per-message `DelaySeconds`.
+
+Wake-ups now: SQS or Invoke. Per wake-up, SQS costs a SendMessage ($0.40 per million) and its
+share of the event source mapping's ReceiveMessage and DeleteMessageBatch and of the worker's
+invocation ($1.00 per million per batch: $1.40 for a wake-up alone, $0.50 in a full batch of 10);
+an asynchronous Invoke costs one Lambda request ($0.20 per million), the worker's invocation
+itself. Requests are always cheaper with Invoke; what SQS's batches save is billed time: a batch's
+wake-ups run at once, so a full batch is billed about as long as its slowest wake-up, where 10
+Invokes are billed 10 times (at 512 MB, 100 ms of a wake-up costs $0.67 per million). So Invoke is
+the cheaper one unless the worker mostly receives full batches of long wake-ups (sustained load).
+What bounds the worker's concurrency: with SQS the event source mapping's `MaximumConcurrency`;
+with Invoke the worker's reserved concurrency (Lambda keeps the events past it and retries
+throttled ones for up to 6 hours). A lost Invoke (Lambda gave up after its 2 retries, or the call
+itself failed after the state change was stored) loses no invocation: it stays `ready` (or
+`suspended` with its doorbell rung) in the store, and the sweep wakes those
+(`ControlPlane.sweep_due`), as for a lost message.
 """
 
 from __future__ import annotations
@@ -149,6 +169,13 @@ class SqsScheduler:
             from the remaining time, so a wake-up arrives up to 1 s late (SQS delays are whole
             seconds); 1,000: on time, for up to 1 s of the worker's time per batch.
         clock: Wall clock, ms since the UNIX epoch; the system clock if None.
+        lambda_client: A ready boto3 Lambda client: `wake_now` invokes `wake_function_arn`
+            asynchronously instead of sending to `queue_url`, and schedules target that function
+            instead of the timer queue (`schedule_target_role_arn` then needs
+            `lambda:InvokeFunction` on it). None: SQS for both.
+        wake_function_arn: The worker function's ARN (or name for `wake_now`; schedules need the
+            ARN), with `lambda_client`. May be set later (`wake_function_arn` attribute: the worker
+            learns its own from its Lambda context); a wake-up before then raises RuntimeError.
 
     Raises:
         ValueError: `scheduler_client` without `schedule_target_role_arn`, `lead_ms` or `hold_ms`
@@ -169,6 +196,8 @@ class SqsScheduler:
         lead_ms: int = 60_000,
         hold_ms: int = 0,
         clock: Clock | None = None,
+        lambda_client: Any = None,
+        wake_function_arn: str | None = None,
     ) -> None:
         if scheduler_client is not None and not schedule_target_role_arn:
             raise ValueError("scheduler_client needs schedule_target_role_arn: the role the schedules send with")
@@ -187,16 +216,43 @@ class SqsScheduler:
         self._group = schedule_group
         self._lead_ms = lead_ms
         self._clock: Clock = clock or SystemClock()
+        self._lambda = lambda_client
+        self.wake_function_arn = wake_function_arn
+        """The worker function `wake_now` invokes and schedules target (with a Lambda client)."""
+
+    @property
+    def invokes(self) -> bool:
+        """True if wake-ups now are asynchronous invokes of the worker (a Lambda client was given)."""
+        return self._lambda is not None
+
+    def _wake_function(self) -> str:
+        if not self.wake_function_arn:
+            raise RuntimeError(
+                "TORPOR_WAKE is invoke but no worker function is known: set TORPOR_WAKE_FUNCTION to its ARN"
+            )
+        return self.wake_function_arn
 
     # --- the Scheduler port ----------------------------------------------------------------------
 
     def wake_now(self, invocation_id: str) -> None:
-        """Send a wake-up that is visible at once (body `due_ms` 0) to the wake queue.
+        """Send a wake-up that is visible at once (body `due_ms` 0) to the wake queue, or, with a
+        Lambda client, invoke the worker with it asynchronously (`InvocationType` `Event`: Lambda
+        queues the event, answers 202, and retries a failed run twice).
 
         Args:
             invocation_id: The invocation to advance.
+
+        Raises:
+            RuntimeError: Invoke mode without a known worker function.
+            botocore.exceptions.ClientError: The send or the Invoke was refused (throttled, denied);
+                the invocation stays `ready` and the sweep wakes it.
         """
-        self._send(self._queue_url, wake_body(invocation_id, 0), 0)
+        body = wake_body(invocation_id, 0)
+        if self._lambda is None:
+            self._send(self._queue_url, body, 0)
+            return
+        record("lambda WakeInvoke")  # the worker's invocation, not a handler's: not priced per invocation
+        self._lambda.invoke(FunctionName=self._wake_function(), InvocationType="Event", Payload=body.encode())
 
     def wake_at(self, invocation_id: str, due_ms: int, *, now_ms: int | None = None) -> None:
         """Arrange a wake-up that reaches the worker no earlier than `due_ms` (as far as it decides).
@@ -276,11 +332,13 @@ class SqsScheduler:
             log.debug("schedule %s exists already; the wake-up is armed", name)
 
     def queue_arn(self) -> str:
-        """The ARN schedules send to: the timer queue's (the wake queue's without one), looked up
-        once with GetQueueAttributes if it was not given."""
+        """The ARN schedules send to: the worker function's with a Lambda client; else the timer
+        queue's (the wake queue's without one), looked up once with GetQueueAttributes if it was not given."""
         return self._target_arn()
 
     def _target_arn(self) -> str:
+        if self._lambda is not None:
+            return self._wake_function()
         if self._queue_arn is None:
             reply = self._sqs.get_queue_attributes(QueueUrl=self._timer_queue_url, AttributeNames=["QueueArn"])
             self._queue_arn = str(reply["Attributes"]["QueueArn"])

@@ -15,6 +15,12 @@ handler) and answers, over HTTP (werkzeug), the parts of the AWS APIs that Torpo
   "stackTrace"}`. Requests and responses over 6 MB get Lambda's errors
   (`RequestEntityTooLargeException`, `Function.ResponseSizeTooLarge`); an unknown function
   `ResourceNotFoundException` (404).
+- `Invoke` with `InvocationType: Event` (an asynchronous invoke) of a function named with
+  `--hold NAME` (`EmulatorApp(held=...)`): the event is not run but held, `202`, for whoever stands
+  in for Lambda's own event queue (`tests.helpers.aws_functions.LocalFunctions` runs the control
+  plane's worker on it); `POST /_emulator/held/{NAME}[?max=N]` takes the oldest N (default all)
+  held events, `{"events": [...]}`. Other functions answer `Event` with
+  `InvalidParameterValueException`, as before.
 - `POST /` with `Action=AssumeRole` (STS): fresh credentials for any role, valid for
   `DurationSeconds`, so deployments registered with `assume_role_arn` work locally too.
 - `GET /_emulator/calls`: `{"calls": [...], "assume_role_calls": [...]}`, every `Invoke` so far in
@@ -85,6 +91,9 @@ ACCOUNT = "123456789012"
 
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
 """Lambda's synchronous-invoke payload limit, request and response each (6 MB)."""
+
+MAX_ASYNC_PAYLOAD_BYTES = 1024 * 1024
+"""Lambda's asynchronous-invoke (`Event`) payload limit (1 MB)."""
 
 DEFAULT_TIMEOUT_S = 900.0
 """A function's timeout when none is given: Lambda's maximum (15 minutes), in seconds."""
@@ -281,8 +290,11 @@ class EmulatorApp:
         workers: int = 8,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         timeouts_s: Mapping[str, float] | None = None,
+        held: Sequence[str] = (),
     ) -> None:
         self.functions = dict(functions)
+        self.held: dict[str, list[Any]] = {name: [] for name in held}
+        """Functions whose asynchronous (`Event`) invokes are held, not run: name → events, oldest first."""
         self.region = region
         self.timeouts_s = {name: float((timeouts_s or {}).get(name, timeout_s)) for name in self.functions}
         """Each function's timeout in seconds."""
@@ -297,6 +309,7 @@ class EmulatorApp:
             [
                 Rule("/2015-03-31/functions/<path:function_name>/invocations", methods=["POST"], endpoint="invoke"),
                 Rule("/_emulator/calls", methods=["GET", "DELETE"], endpoint="calls"),
+                Rule("/_emulator/held/<name>", methods=["POST"], endpoint="held"),
                 Rule("/", methods=["POST"], endpoint="sts"),
             ]
         )
@@ -310,6 +323,8 @@ class EmulatorApp:
                 response = self._invoke(request, values["function_name"])
             elif endpoint == "calls":
                 response = self._call_log(request)
+            elif endpoint == "held":
+                response = self._take_held(request, values["name"])
             else:
                 response = self._sts(request)
         except _ApiError as exc:
@@ -347,8 +362,11 @@ class EmulatorApp:
         return name, qualifier
 
     def _invoke(self, request: Request, function_name: str) -> Response:
-        name, qualifier = self._resolve(function_name, request.args.get("Qualifier"))
         invocation_type = request.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+        match = _ARN.match(function_name) or _NAME.match(function_name)
+        if invocation_type == "Event" and match is not None and match["name"] in self.held:
+            return self._hold(request, match["name"])
+        name, qualifier = self._resolve(function_name, request.args.get("Qualifier"))
         if invocation_type != "RequestResponse":
             raise _ApiError(
                 400, "InvalidParameterValueException", f"the emulator runs RequestResponse only, not {invocation_type}"
@@ -405,6 +423,33 @@ class EmulatorApp:
         if error_type is not None:
             headers_out["X-Amz-Function-Error"] = "Unhandled"
         return Response(body, status=200, content_type="application/json", headers=headers_out)
+
+    def _hold(self, request: Request, name: str) -> Response:
+        """An asynchronous invoke of a held function: its event kept for `_take_held`, `202` (Lambda's answer)."""
+        raw = request.get_data(cache=False)
+        if len(raw) > MAX_ASYNC_PAYLOAD_BYTES:
+            raise _ApiError(
+                413,
+                "RequestEntityTooLargeException",
+                f"Request must be smaller than {MAX_ASYNC_PAYLOAD_BYTES} bytes for an asynchronous invoke",
+            )
+        try:
+            event = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            raise _ApiError(400, "InvalidRequestContentException", "Could not parse request body into json") from exc
+        with self._lock:
+            self.held[name].append(event)
+        return Response(b"", status=202, headers={"x-amzn-RequestId": str(uuid.uuid4())})
+
+    def _take_held(self, request: Request, name: str) -> Response:
+        if name not in self.held:
+            raise _ApiError(404, "ResourceNotFoundException", f"function {name} is not held (--hold {name})")
+        most = int(request.args.get("max", "0") or 0)
+        with self._lock:
+            events = self.held[name]
+            taken = events[:most] if most > 0 else list(events)
+            del events[: len(taken)]
+        return Response(json.dumps({"events": taken}), status=200, content_type="application/json")
 
     # --- STS AssumeRole -----------------------------------------------------------------------------
 
@@ -499,6 +544,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="Each function's timeout, as Lambda's Timeout (default 900, Lambda's maximum).",
     )
+    parser.add_argument(
+        "--hold",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="A function whose asynchronous (Event) invokes are held for POST /_emulator/held/NAME (repeatable).",
+    )
     parser.add_argument("--verbose", action="store_true", help="Log every HTTP request.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
@@ -531,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"{exc}\n")  # one line that says what to do
         return 2
-    app = EmulatorApp(functions, region=args.region, workers=args.workers, timeout_s=args.timeout)
+    app = EmulatorApp(functions, region=args.region, workers=args.workers, timeout_s=args.timeout, held=args.hold)
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -595,6 +647,7 @@ class LambdaEmulatorProcess:
             a SIGKILL), as Lambda replaces an execution environment that died: Invokes refused in the
             meantime are retried by Torpor like any failed attempt. Checked every 0.2 s.
         timeout_s: Each function's timeout in seconds (`--timeout`; Lambda's `Timeout`).
+        hold: Functions whose asynchronous invokes are held, not run (`--hold`; `held` takes them).
     """
 
     def __init__(
@@ -609,8 +662,10 @@ class LambdaEmulatorProcess:
         env: Mapping[str, str] | None = None,
         keep_running: bool = False,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        hold: Sequence[str] = (),
     ) -> None:
         self.timeout_s = timeout_s
+        self.hold = tuple(hold)
         self.env = dict(env or {})
         self.keep_running = keep_running
         self.restarts = 0
@@ -690,6 +745,8 @@ class LambdaEmulatorProcess:
         command += ["--port", str(self.port), "--region", self.region, "--timeout", str(self.timeout_s)]
         for name, target in self.functions.items():
             command += ["--function", f"{name}={target}"]
+        for name in self.hold:
+            command += ["--hold", name]
         self.process = subprocess.Popen(command, cwd=self.cwd, env=env, stdout=subprocess.PIPE, text=True)
         lines: queue.Queue[str | None] = queue.Queue()
         self._pump = threading.Thread(target=self._read_stdout, args=(lines,), name="lambda-emulator-out", daemon=True)
@@ -737,6 +794,14 @@ class LambdaEmulatorProcess:
         reply.raise_for_status()
         body: dict[str, list[dict[str, Any]]] = reply.json()
         return body
+
+    def held(self, name: str, most: int = 0) -> list[Any]:
+        """`POST /_emulator/held/{name}`: the oldest `most` (0: all) held asynchronous events of a
+        function named in `hold`, taken (each is returned once)."""
+        reply = httpx.post(f"{self.url}/_emulator/held/{name}", params={"max": most}, timeout=10, trust_env=False)
+        reply.raise_for_status()
+        events: list[Any] = reply.json()["events"]
+        return events
 
     def stop_watching(self) -> None:
         """From now on, a child that exits is not started again (a shutdown has begun: a Ctrl+C in the

@@ -3,7 +3,9 @@
 `LocalFunctions` sends synthetic API Gateway HTTP API (payload 2.0) events to the ingress and admin
 handlers of `adapters.aws.lambda_app`, and runs its worker handler on batches received from the wake
 queue, deleting the messages the worker did not report as failed (what the Lambda event source
-mapping does). With DynamoDB and SQS on a moto server and handlers on the local Lambda emulator,
+mapping does), and on the asynchronous invokes of the worker (`TORPOR_WAKE=invoke`) the local Lambda
+emulator holds for it (`--hold`), retrying one that raised twice, as Lambda does. With DynamoDB and
+SQS on a moto server and handlers on the local Lambda emulator,
 that is the whole AWS wiring without an AWS account (tests and `bench.aws_requests` use it; test-only:
 no function of Torpor runs it).
 The environment of `adapters.aws.lambda_app.build_control_plane` must be set first.
@@ -18,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.aws import lambda_app
@@ -60,14 +62,31 @@ def jwt_authorizer(claims: dict[str, Any], scopes: list[str] | None = None) -> d
     return {"jwt": {"claims": claims, "scopes": scopes}}
 
 
+WORKER_NAME = "torpor-worker"
+"""The worker function's name in the harness: `TORPOR_WAKE_FUNCTION` (`WORKER_ARN`) with `TORPOR_WAKE=invoke`,
+held by the Lambda emulator (`LambdaEmulatorProcess(hold=[WORKER_NAME])`)."""
+
+WORKER_ARN = f"arn:aws:lambda:us-east-1:123456789012:function:{WORKER_NAME}"
+
+ASYNC_RETRIES = 2
+"""Lambda's retries of an asynchronous event whose run raised (its default `MaximumRetryAttempts`)."""
+
+
 @dataclass
 class LocalFunctions:
     """The control plane's functions wired to a wake queue and, if given, a timer queue (`sqs` is a
-    boto3 SQS client): the worker is fed by both, as by the stack's two event source mappings."""
+    boto3 SQS client): the worker is fed by both, as by the stack's two event source mappings, and,
+    with `invokes` (a function taking the worker's held asynchronous events, e.g.
+    `functools.partial(emulator.held, WORKER_NAME)`), by its asynchronous invokes."""
 
     sqs: Any
     queue_url: str
     timer_queue_url: str | None = None
+    invokes: Callable[[], list[Any]] | None = None
+    retrying: list[tuple[Any, int]] = field(default_factory=list)
+    """Asynchronous events whose run raised, with their attempts so far: run again by `work_invokes`."""
+    dropped: list[Any] = field(default_factory=list)
+    """Asynchronous events Lambda would have given up on (raised `1 + ASYNC_RETRIES` times)."""
 
     def http(
         self, api: str, method: str, path: str, body: object = None, *, authorizer: dict | None = None, **headers: str
@@ -110,10 +129,35 @@ class LocalFunctions:
         """Receive one batch from `queue_url`, run the worker on it, delete what it did not fail; the
         number of messages received. `queue_url` None: the timer queue's batch (no wait), then the
         wake queue's (waiting `wait_s` if the timer queue had none); without a timer queue, the wake queue's."""
+        invoked = self.work_invokes() if queue_url is None else 0
+        if invoked:
+            wait_s = 0
         if queue_url is None and self.timer_queue_url is not None:
             timers = self.work_queue(self.timer_queue_url, 0)
-            return timers + self.work_queue(self.queue_url, 0 if timers else wait_s)
-        return self.work_queue(queue_url or self.queue_url, wait_s)
+            return invoked + timers + self.work_queue(self.queue_url, 0 if timers else wait_s)
+        return invoked + self.work_queue(queue_url or self.queue_url, wait_s)
+
+    def work_invokes(self) -> int:
+        """Run the worker on each asynchronous event held for it (and on those to retry), one invocation
+        each, as Lambda runs an `Event` invoke; one that raises is retried up to `ASYNC_RETRIES` times,
+        then dropped. The number of events run."""
+        if self.invokes is None:
+            return 0
+        pending = [*self.retrying, *((event, 0) for event in self.invokes())]
+        self.retrying.clear()
+        for event, attempts in pending:
+            try:
+                self.run_worker(event)
+            except Exception:  # Lambda's async retries: twice, then the event is gone
+                if attempts < ASYNC_RETRIES:
+                    self.retrying.append((event, attempts + 1))
+                else:
+                    self.dropped.append(event)
+        return len(pending)
+
+    def run_worker(self, event: Any) -> Any:
+        """One invocation of the worker on `event` (its context's ARN is `WORKER_ARN`): what it returned."""
+        return lambda_app.worker_handler(event, Context(function_name=WORKER_NAME, invoked_function_arn=WORKER_ARN))
 
     def work_queue(self, queue_url: str, wait_s: int) -> int:
         """One batch of one queue through the worker (see `work`): the number of messages received."""

@@ -31,6 +31,7 @@ ENVIRONMENT_KEYS = {
     "TORPOR_TIMER_QUEUE_ARN",
     "TORPOR_SCHEDULE_GROUP",
     "TORPOR_SCHEDULER_ROLE_ARN",
+    "TORPOR_WAKE",
     "TORPOR_SCHEDULE_DLQ_ARN",
     "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER",
     "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN",
@@ -109,6 +110,8 @@ def test_function_handler_and_environment(cdk_assertions: Template, kind: str) -
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
     extra = {"admin": {"TORPOR_INGRESS_URL"}, "ingress": {"TORPOR_INGRESS_AUTH", "TORPOR_UI_ORIGINS"}}.get(kind, set())
+    if kind != "worker":  # the worker's wake-ups invoke itself: its ARN from its Lambda context
+        extra = extra | {"TORPOR_WAKE_FUNCTION"}
     assert set(props["Environment"]["Variables"]) == ENVIRONMENT_KEYS | extra
     assert props["Environment"]["Variables"]["TORPOR_STORE_SHARDS"] == "64"  # the production shard count
     assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "torpor"
@@ -205,6 +208,15 @@ def test_defaults_give_no_assume_role() -> None:
     stack, _ = _control_plane()
     statements = _statements_of(Template.from_stack(stack), "Invoke handler functions")
     assert [s["Action"] for s in statements] == ["lambda:InvokeFunction"]
+
+
+def test_wake_transport_sqs_reaches_every_function_and_another_is_refused() -> None:
+    stack, _ = _control_plane(wake_transport="sqs")
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    transports = [f["Properties"]["Environment"]["Variables"].get("TORPOR_WAKE") for f in functions.values()]
+    assert transports == ["sqs"] * 5  # ingress, admin, worker, sweeper, deploy hook
+    with pytest.raises(ValueError, match="wake_transport must be one of invoke, sqs, got 'eventbridge'"):
+        _control_plane(wake_transport="eventbridge")
 
 
 def test_worker_concurrency_out_of_range_is_refused() -> None:

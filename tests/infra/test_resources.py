@@ -34,6 +34,7 @@ ENVIRONMENT = {
     "TORPOR_SCHEDULE_GROUP": "${ScheduleGroup}",
     "TORPOR_SCHEDULER_ROLE_ARN": "${SchedulerRole.Arn}",
     "TORPOR_SCHEDULE_DLQ_ARN": "${ScheduleDeadLetterQueue.Arn}",
+    "TORPOR_WAKE": "invoke",  # wake-ups now and schedules invoke the worker (WakeTransport, wake_transport)
     "TORPOR_REQUEST_IDENTITY_KEY_SSM_PARAMETER": "",  # none by default: requests go unsigned
     "TORPOR_REQUEST_IDENTITY_KEY_SECRET_ARN": "",
     "TORPOR_GOOGLE_CREDENTIAL_CONFIG": "",  # none by default: no Cloud Run deployments from AWS
@@ -97,6 +98,8 @@ def _wake_ups() -> set[tuple[str, str]]:
 
 
 INVOKE = {("lambda:InvokeFunction", HANDLER_FUNCTIONS)}
+WAKE_INVOKE = {("lambda:InvokeFunction", "${WorkerFunction.Arn}")}
+"""Wake-ups now as asynchronous invokes of the worker (and the schedules' target)."""
 CONSUME = {
     (action, queue)
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
@@ -122,19 +125,22 @@ EXPECTED_PERMISSIONS = {
     | _blobs("s3:GetObject", "s3:PutObject")
     | _wake_ups()
     | INVOKE
+    | WAKE_INVOKE
     | _logs("IngressFunction"),
     # registration, listing (by_status_v2), kill, purge, state: the items its routes write (WRITE_PARTITIONS)
     "AdminFunction": _table(indexes=(STATUS_INDEX,))
     | BLOBS_RW
     | _wake_ups()
     | INVOKE
+    | WAKE_INVOKE
     | RECURRING_SCHEDULES
     | _logs("AdminFunction"),
-    "WorkerFunction": _table() | BLOBS_RW | _wake_ups() | INVOKE | CONSUME | _logs("WorkerFunction"),
-    # overdue timers and leases (by_status_v2), retention (by_expiry); wakes through SQS only, invokes nothing
+    "WorkerFunction": _table() | BLOBS_RW | _wake_ups() | INVOKE | WAKE_INVOKE | CONSUME | _logs("WorkerFunction"),
+    # overdue timers and leases (by_status_v2), retention (by_expiry); wakes the worker, invokes no handler
     "SweeperFunction": _table(indexes=(STATUS_INDEX, EXPIRY_INDEX))
     | BLOBS_RW
     | SEND
+    | WAKE_INVOKE
     | _logs("SweeperFunction"),
     # discovery (invoke), deployments and services, the invocations pinned to a deployment; the
     # schedules stacks declare (Custom::TorporSchedule) and their recurring EventBridge schedules
@@ -228,7 +234,11 @@ def test_scheduler_role_only_sends_to_the_timer_queue_and_its_dead_letter_queue(
         "aws:SourceArn": f"{ARN_PREFIX}:scheduler:{REGION_ACCOUNT}:schedule-group/${{ScheduleGroup}}",
     }
     allowed = set().union(*(s.pairs() for s in facts.role_statements(role_id)))
-    assert allowed == {("sqs:SendMessage", "${TimerQueue.Arn}"), ("sqs:SendMessage", "${ScheduleDeadLetterQueue.Arn}")}
+    assert allowed == {
+        ("sqs:SendMessage", "${TimerQueue.Arn}"),
+        ("sqs:SendMessage", "${ScheduleDeadLetterQueue.Arn}"),
+        ("lambda:InvokeFunction", "${WorkerFunction.Arn}"),  # WakeTransport invoke: schedules invoke the worker
+    }
     assert len(facts.of_type("AWS::Scheduler::ScheduleGroup")) == 1
 
 
@@ -251,6 +261,8 @@ def test_control_plane_function_environment(facts: Facts, name: str) -> None:
     expected = dict(ENVIRONMENT)
     if name == "AdminFunction":  # the web UI's playground posts to the ingress
         expected["TORPOR_INGRESS_URL"] = "${IngressApi.ApiEndpoint}"
+    if name != "WorkerFunction":  # the worker invokes itself: its ARN from its Lambda context
+        expected["TORPOR_WAKE_FUNCTION"] = "${WorkerFunction.Arn}"
     if name == "IngressFunction":  # it refuses events API Gateway did not authorize so
         expected["TORPOR_INGRESS_AUTH"] = "AWS_IAM"
         expected["TORPOR_UI_ORIGINS"] = ""  # no page may call it from a browser unless named
@@ -288,6 +300,13 @@ def test_worker_consumes_both_queues_each_with_its_own_mapping(facts: Facts) -> 
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert int(mapping["BatchSize"]) == 10
         assert facts.render(mapping["ScalingConfig"]["MaximumConcurrency"]) == "10"
+
+
+def test_the_worker_may_be_invoked_in_a_chain_longer_than_lambdas_loop_detection_allows(facts: Facts) -> None:
+    # its wake-ups invoke it again, its timers come back through SQS: a long workflow, not a runaway loop
+    assert facts.function("WorkerFunction").get("RecursiveLoop") == "Allow"
+    for name in ("IngressFunction", "AdminFunction", "SweeperFunction", "DeployHookFunction"):
+        assert facts.function(name).get("RecursiveLoop") is None, name
 
 
 def test_sweeper_runs_every_minute(facts: Facts) -> None:
