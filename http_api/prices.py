@@ -31,9 +31,11 @@ def cost_usd(requests: Mapping[str, int]) -> dict[str, float]:
     the status index (a delete and a put there); a BatchWriteItem is counted as the items it wrote
     (kind "dynamodb BatchWriteItem" counts items, not requests); a read or query page is 1 read unit
     per 4 KB. Larger items cost proportionally more, so these are lower bounds for big journals.
-    Control-plane Lambda time is not included (it is shared by many invocations).
+    A wake-up sent as an asynchronous Invoke of the worker (kind "lambda WakeInvoke", `TORPOR_WAKE=invoke`)
+    is priced as the Lambda request it is (`lambda_wake_requests`), as a wake-up's SendMessage is under
+    `sqs`. Control-plane Lambda time is not included (it is shared by many invocations).
     """
-    writes = reads = sqs = scheduler = invokes = 0
+    writes = reads = sqs = scheduler = invokes = wakes = 0
     for kind, n in requests.items():
         service, _, operation = kind.partition(" ")
         verb = operation.split(" ")[0]
@@ -48,9 +50,12 @@ def cost_usd(requests: Mapping[str, int]) -> dict[str, float]:
             scheduler += n
         elif service == "lambda" and verb == "Invoke":
             invokes += n
+        elif service == "lambda" and verb == "WakeInvoke":
+            wakes += n
     return {
         "dynamodb": writes * PRICES_USD["dynamodb_write_unit"] + reads * PRICES_USD["dynamodb_read_unit"],
         "sqs": sqs * PRICES_USD["sqs_request"],
         "scheduler": scheduler * PRICES_USD["scheduler_invocation"],
         "lambda_handler_requests": invokes * PRICES_USD["lambda_request"],
+        "lambda_wake_requests": wakes * PRICES_USD["lambda_request"],
     }

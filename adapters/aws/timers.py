@@ -251,7 +251,7 @@ class SqsScheduler:
         if self._lambda is None:
             self._send(self._queue_url, body, 0)
             return
-        record("lambda WakeInvoke")  # the worker's invocation, not a handler's: not priced per invocation
+        record("lambda WakeInvoke")  # the worker's invocation: priced as one Lambda request (http_api.prices)
         self._lambda.invoke(FunctionName=self._wake_function(), InvocationType="Event", Payload=body.encode())
 
     def wake_at(self, invocation_id: str, due_ms: int, *, now_ms: int | None = None) -> None:

@@ -91,12 +91,14 @@ def test_costs_use_list_prices_and_count_record_writes_with_their_index() -> Non
             "sqs SendMessage": 5,
             "scheduler CreateSchedule": 1,
             "lambda Invoke": 10,
+            "lambda WakeInvoke": 3,  # TORPOR_WAKE=invoke: the worker woken by an asynchronous Invoke
         }
     )
     assert abs(cost["dynamodb"] - (10 * 0.625e-6 + 8 * 0.125e-6)) < 1e-15
     assert abs(cost["sqs"] - 5 * 0.4e-6) < 1e-15
     assert abs(cost["scheduler"] - 1e-6) < 1e-15
     assert abs(cost["lambda_handler_requests"] - 10 * 0.2e-6) < 1e-15
+    assert abs(cost["lambda_wake_requests"] - 3 * 0.2e-6) < 1e-15
 
 
 def test_a_valid_incoming_traceparent_keeps_its_trace_and_others_start_one() -> None:
