@@ -26,8 +26,8 @@ import boto3
 import pytest
 
 from adapters.aws import lambda_app
-from control_plane.durations import rfc3339
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
+from control_plane.durations import rfc3339
 from tests.helpers.aws_functions import WORKER_ARN, WORKER_NAME, LocalFunctions
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
@@ -182,7 +182,14 @@ def test_a_wake_up_that_raises_is_retried_by_lambda_and_runs(
 
 @pytest.mark.parametrize(
     "event",
-    [{"invocation_id": 5, "due_ms": 0}, {"hello": "world"}, "not a wake-up", [1, 2], {"invocation_id": "inv_1"}],
+    [
+        {"invocation_id": 5, "due_ms": 0},
+        {"hello": "world"},
+        "not a wake-up",
+        [1, 2],
+        {"invocation_id": "inv_1"},
+        {"invocation_id": "inv_1", "due_ms": 10**30},  # beyond any timer: its re-delay once raised OverflowError
+    ],
 )
 def test_a_malformed_event_is_dropped_with_a_log_line_not_retried(
     functions: LocalFunctions, event: object, caplog: pytest.LogCaptureFixture
