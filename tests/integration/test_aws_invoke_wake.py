@@ -208,6 +208,16 @@ def test_a_wake_transport_other_than_sqs_or_invoke_is_refused_naming_the_variabl
         lambda_app.reset()
 
 
+@pytest.mark.parametrize("hold", ["abc", "5000", "-1"])
+def test_a_hold_other_than_0_to_1000_ms_is_refused_naming_the_variable(functions: LocalFunctions, hold: str) -> None:
+    lambda_app.reset()
+    try:
+        with pytest.raises(lambda_app.ConfigurationError, match=f"TORPOR_WAKE_HOLD_MS is '{hold}'"):
+            lambda_app.build_control_plane({**os.environ, "TORPOR_WAKE_HOLD_MS": hold})
+    finally:
+        lambda_app.reset()
+
+
 def test_a_durable_schedules_tick_invokes_the_worker_and_starts_one_invocation(functions: LocalFunctions) -> None:
     name, key = f"inv-{uuid.uuid4().hex[:8]}", f"k-{uuid.uuid4().hex[:8]}"
     status, body, _ = functions.http(
