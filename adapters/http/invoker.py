@@ -100,8 +100,10 @@ class _DeadlineReader(io.RawIOBase):
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         super().__init__()
         self._sock = sock
-        self._raw = sock.makefile("rb", buffering=0)  # counted by the socket, as http.client's file
         self._deadline = deadline
+        # counted by the socket as http.client's own file is, so an answer that closes the connection
+        # (`getresponse` closes it at once) keeps the descriptor open until the answer is closed
+        self._hold = sock.makefile("rb", buffering=0)
 
     def readable(self) -> bool:
         return True
@@ -111,14 +113,18 @@ class _DeadlineReader(io.RawIOBase):
         if remaining <= 0:
             raise TimeoutError("timed out")
         HttpInvoker._arm(self._sock, remaining, reads_only=True)
-        count = self._raw.readinto(buffer)
-        if count is None:  # EAGAIN: the blocking read's kernel timeout ran out
-            raise TimeoutError("timed out")
-        return count
+        try:
+            return self._sock.recv_into(buffer)
+        except BlockingIOError:  # EAGAIN: the blocking read's kernel timeout ran out
+            raise TimeoutError("timed out") from None
 
     def close(self) -> None:
-        self._raw.close()
+        self._hold.close()
         super().close()
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        """This, buffered: what `http.client.HTTPResponse` reads the answer from (`_Answer`)."""
+        return io.BufferedReader(self)
 
 
 class _Answer(http.client.HTTPResponse):
@@ -133,9 +139,7 @@ class _Answer(http.client.HTTPResponse):
         *,
         deadline: float,
     ) -> None:
-        super().__init__(sock, debuglevel, method, url)
-        self.fp.close()  # http.client's own file on the socket, replaced
-        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
+        super().__init__(_DeadlineReader(sock, deadline), debuglevel, method, url)  # type: ignore[arg-type]
 
 
 class _Endpoint:

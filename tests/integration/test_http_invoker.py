@@ -283,3 +283,19 @@ def test_a_head_that_trickles_in_is_cut_at_the_timeout() -> None:
             invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.4)
         # THEN at the timeout, not when the head is done (about 9 s)
         assert time.monotonic() - started < 1.5
+
+
+def test_an_answer_that_ends_with_the_connection_is_read_whole() -> None:
+    # GIVEN a deployment that answers without a length and closes the connection after the body
+    def close_delimited(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + b"b" * 100_000)
+        conn.close()
+
+    with scripted(close_delimited) as server, HttpInvoker() as invoker:
+        replies = [
+            invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5) for _ in range(2)
+        ]
+    # THEN the whole body, each time on a new connection
+    assert [(r.status, r.body) for r in replies] == [(200, b"b" * 100_000)] * 2
+    assert server.connections == 2
