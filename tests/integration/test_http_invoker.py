@@ -299,3 +299,26 @@ def test_an_answer_that_ends_with_the_connection_is_read_whole() -> None:
     # THEN the whole body, each time on a new connection
     assert [(r.status, r.body) for r in replies] == [(200, b"b" * 100_000)] * 2
     assert server.connections == 2
+
+
+def test_a_head_that_trickles_in_over_tls_is_cut_at_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an HTTPS deployment that sends its answer's head a byte every 0.1 s
+    cert, key = _self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+
+    def trickle(conn: socket.socket) -> None:
+        _read_request(conn)
+        for byte in OK:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.1)
+
+    with scripted(trickle, wrap=context) as server, HttpInvoker() as invoker:
+        started = time.monotonic()
+        with pytest.raises(InvokerError, match=r"no answer from .* within 0\.8 s"):
+            invoker.request(f"https://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.8)
+        # THEN at the timeout (the handshake included), not when the head is done (about 9 s)
+        assert time.monotonic() - started < 2
