@@ -461,6 +461,9 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         scheduler.wake_function_arn = getattr(context, "invoked_function_arn", None)  # this function: the worker
     if not isinstance(event, dict):
         return _direct_wake(event, context, control_plane)  # dropped, with a log line
+    records = event.get("Records", [{}])
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        return _direct_wake(event, context, control_plane)  # `Records` no batch has: dropped, with a log line
     if is_subscription_event(event, _wake_queue_names()):  # a queue, rule or stream a subscription names
         return handle_subscription_event(event, context, control_plane.subscriptions)
     if "Records" not in event:

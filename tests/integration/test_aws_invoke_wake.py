@@ -189,6 +189,9 @@ def test_a_wake_up_that_raises_is_retried_by_lambda_and_runs(
         [1, 2],
         {"invocation_id": "inv_1"},
         {"invocation_id": "inv_1", "due_ms": 10**30},  # beyond any timer: its re-delay once raised OverflowError
+        {"Records": []},  # these three raised (powertools' UnexpectedBatchTypeError, an AttributeError)
+        {"Records": "x"},
+        {"Records": [1]},
     ],
 )
 def test_a_malformed_event_is_dropped_with_a_log_line_not_retried(
