@@ -64,7 +64,7 @@ from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.aws.emf import EmfMetrics
 from adapters.aws.schedules import EventBridgeSchedules
 from adapters.aws.subscriptions import handle_subscription_event, is_subscription_event
-from adapters.aws.timers import SqsScheduler, handle_wake_message
+from adapters.aws.timers import MAX_HOLD_MS, SqsScheduler, handle_wake_message
 from adapters.http.invoker import HttpInvoker
 from adapters.invokers import RoutingInvoker, cloud_run_invoker
 from adapters.otel import OtelTracer, tracer_from_env
@@ -130,6 +130,17 @@ def _required(environ: Mapping[str, str], name: str) -> str:
     return value
 
 
+def _hold_ms(environ: Mapping[str, str]) -> int:
+    """`TORPOR_WAKE_HOLD_MS` (ms, 0 to `MAX_HOLD_MS`), else `WAKE_HOLD_MS`. Raises `ConfigurationError`
+    naming the variable for another value (it was a bare `ValueError` of `int()` or of `SqsScheduler`)."""
+    raw = (environ.get("TORPOR_WAKE_HOLD_MS") or "").strip()
+    if not raw:
+        return WAKE_HOLD_MS
+    if not raw.isdigit() or int(raw) > MAX_HOLD_MS:
+        raise ConfigurationError(f"TORPOR_WAKE_HOLD_MS is {raw!r}: set whole milliseconds from 0 to {MAX_HOLD_MS}")
+    return int(raw)
+
+
 def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete: bool = True) -> HttpControlPlane:
     """This container's `ControlPlane`, built on first use from `environ` (default `os.environ`).
 
@@ -137,8 +148,8 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
     (`DynamoDBStore(may_delete=False)`), as the ingress role allows no `dynamodb:DeleteItem` or
     `BatchWriteItem`. One of each kind is kept (a test process hosts every function).
 
-    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`) or
-    a `TORPOR_WAKE` other than `WAKE_TRANSPORTS`,
+    Raises `ConfigurationError` naming a missing variable (`TORPOR_TABLE`, `TORPOR_WAKE_QUEUE_URL`),
+    a `TORPOR_WAKE` other than `WAKE_TRANSPORTS` or a `TORPOR_WAKE_HOLD_MS` out of 0..1000,
     `RequestIdentityKeyError` if the request identity key the environment names cannot be read.
     """
     with _build_lock:
@@ -173,7 +184,7 @@ def build_control_plane(environ: Mapping[str, str] | None = None, *, may_delete:
             queue_arn=target_arn or None,
             dead_letter_arn=env.get("TORPOR_SCHEDULE_DLQ_ARN"),
             schedule_group=env.get("TORPOR_SCHEDULE_GROUP") or "default",
-            hold_ms=int(env.get("TORPOR_WAKE_HOLD_MS") or WAKE_HOLD_MS),
+            hold_ms=_hold_ms(env),
             clock=clock,
             lambda_client=boto3.client("lambda", region_name=region) if invokes else None,
             wake_function_arn=env.get("TORPOR_WAKE_FUNCTION") or None,
@@ -450,6 +461,9 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         scheduler.wake_function_arn = getattr(context, "invoked_function_arn", None)  # this function: the worker
     if not isinstance(event, dict):
         return _direct_wake(event, context, control_plane)  # dropped, with a log line
+    records = event.get("Records", [{}])
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        return _direct_wake(event, context, control_plane)  # `Records` no batch has: dropped, with a log line
     if is_subscription_event(event, _wake_queue_names()):  # a queue, rule or stream a subscription names
         return handle_subscription_event(event, context, control_plane.subscriptions)
     if "Records" not in event:

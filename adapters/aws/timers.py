@@ -72,7 +72,7 @@ from botocore.exceptions import ClientError
 
 from adapters.aws.client_errors import error_code
 from control_plane.observability import record
-from control_plane.ports import Clock, SystemClock
+from control_plane.ports import MAX_TIMER_MS, Clock, SystemClock
 from control_plane.schedules import schedule_wake_id
 from control_plane.timers import Wake
 
@@ -351,7 +351,8 @@ class SqsScheduler:
 
 
 def _parse(body: str) -> tuple[str, int] | None:
-    """`(invocation_id, due_ms)` of a wake-up body, or None if it is not one."""
+    """`(invocation_id, due_ms)` of a wake-up body, or None if it is not one (`due_ms` not an int in
+    0..`MAX_TIMER_MS`, the latest due time the core arms)."""
     try:
         data = json.loads(body)
     except (TypeError, ValueError):
@@ -362,8 +363,8 @@ def _parse(body: str) -> tuple[str, int] | None:
     due_ms = data.get("due_ms")
     if not isinstance(invocation_id, str) or not invocation_id:
         return None
-    if not isinstance(due_ms, int) or isinstance(due_ms, bool) or due_ms < 0:
-        return None
+    if not isinstance(due_ms, int) or isinstance(due_ms, bool) or not 0 <= due_ms <= MAX_TIMER_MS:
+        return None  # past `MAX_TIMER_MS` no timer was armed: re-delaying it overflowed the schedule's date
     return invocation_id, due_ms
 
 

@@ -14,7 +14,9 @@ half urllib3's CPU per request; through a proxy (`HTTP(S)_PROXY`), urllib3's `Pr
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import os
 import select
 import socket
@@ -72,7 +74,7 @@ class _TlsConnection(_OneSend, http.client.HTTPSConnection):
     """An HTTPS connection that sends head and body at once (`_OneSend`)."""
 
 
-def _arm(sock: socket.socket, seconds: float) -> None:
+def _arm(sock: socket.socket, seconds: float, *, reads_only: bool = False) -> None:
     """Let each following `send`/`recv` on the blocking plain socket `sock` wait at most `seconds`
     (at least 1 ms): the kernel's `SO_SNDTIMEO`/`SO_RCVTIMEO`, one `setsockopt` each, where
     `settimeout` would switch the socket to non-blocking (an `ioctl` that releases the GIL) and make
@@ -83,7 +85,61 @@ def _arm(sock: socket.socket, seconds: float) -> None:
     whole = int(seconds)
     timeval = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+    if not reads_only:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The raw reads of one answer from `sock`, each bounded by what is left until `deadline`
+    (`time.monotonic()`, s): a read that finds it passed, or that the socket's timeout ends, raises
+    `TimeoutError`. `http.client` reads an answer's head line by line through a buffer, so one
+    timeout set before `getresponse` let a head arriving a byte at a time run on unbounded; and a
+    blocking read that timed out (`_arm`'s `SO_RCVTIMEO`: `EAGAIN`, which `socket.SocketIO` turns
+    into `None`) read as the end of a body without a length, a stalled answer taken as complete."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+        # counted by the socket as http.client's own file is, so an answer that closes the connection
+        # (`getresponse` closes it at once) keeps the descriptor open until the answer is closed
+        self._hold = sock.makefile("rb", buffering=0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("timed out")
+        HttpInvoker._arm(self._sock, remaining, reads_only=True)
+        try:
+            return self._sock.recv_into(buffer)
+        except BlockingIOError:  # EAGAIN: the blocking read's kernel timeout ran out
+            raise TimeoutError("timed out") from None
+
+    def close(self) -> None:
+        self._hold.close()
+        super().close()
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        """This, buffered: what `http.client.HTTPResponse` reads the answer from (`_Answer`)."""
+        return io.BufferedReader(self)
+
+
+class _Answer(http.client.HTTPResponse):
+    """An `http.client` answer whose every socket read ends by `deadline` (`_DeadlineReader`)."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        debuglevel: int = 0,
+        method: str | None = None,
+        url: str | None = None,
+        *,
+        deadline: float,
+    ) -> None:
+        super().__init__(_DeadlineReader(sock, deadline), debuglevel, method, url)  # type: ignore[arg-type]
 
 
 class _Endpoint:
@@ -277,12 +333,13 @@ class HttpInvoker:
                 if not peer.https:  # blocking from here on, bounded by `_arm` (TLS keeps `settimeout`)
                     conn.sock.settimeout(None)
             self._arm(conn.sock, deadline - time.monotonic())
+            conn.response_class = functools.partial(_Answer, deadline=deadline)  # type: ignore[assignment]
             conn.request(method, peer.prefix + path, body=body, headers=dict(headers))
             response = conn.getresponse()
             declared = response.getheader("content-length", "")
             if declared.isdigit() and int(declared) > self.max_answer_bytes:
                 raise AnswerTooLarge(self.max_answer_bytes)
-            data = self._read(response.read1, conn.sock, base, timeout_s, deadline)
+            data = self._read(response.read1, None, base, timeout_s, deadline)  # each read bounded by `_Answer`
             if response.length:  # the connection ended before the announced body came whole
                 raise http.client.IncompleteRead(data, response.length)
             response.close()  # read whole: the connection may carry the next request
@@ -321,11 +378,11 @@ class HttpInvoker:
             chunks.append(chunk)
 
     @staticmethod
-    def _arm(sock: socket.socket, seconds: float) -> None:
-        """Bound the next reads and writes on `sock` to `seconds`: `_arm` on a blocking plain socket,
-        `settimeout` on another (TLS, or urllib3's through a proxy)."""
+    def _arm(sock: socket.socket, seconds: float, *, reads_only: bool = False) -> None:
+        """Bound the next reads (and writes, unless `reads_only`) on `sock` to `seconds`: `_arm` on a
+        blocking plain socket, `settimeout` on another (TLS, or urllib3's through a proxy)."""
         if sock.gettimeout() is None:
-            _arm(sock, seconds)
+            _arm(sock, seconds, reads_only=reads_only)
         else:
             sock.settimeout(max(0.001, seconds))
 

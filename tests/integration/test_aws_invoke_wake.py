@@ -26,8 +26,8 @@ import boto3
 import pytest
 
 from adapters.aws import lambda_app
-from control_plane.durations import rfc3339
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
+from control_plane.durations import rfc3339
 from tests.helpers.aws_functions import WORKER_ARN, WORKER_NAME, LocalFunctions
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
@@ -182,7 +182,17 @@ def test_a_wake_up_that_raises_is_retried_by_lambda_and_runs(
 
 @pytest.mark.parametrize(
     "event",
-    [{"invocation_id": 5, "due_ms": 0}, {"hello": "world"}, "not a wake-up", [1, 2], {"invocation_id": "inv_1"}],
+    [
+        {"invocation_id": 5, "due_ms": 0},
+        {"hello": "world"},
+        "not a wake-up",
+        [1, 2],
+        {"invocation_id": "inv_1"},
+        {"invocation_id": "inv_1", "due_ms": 10**30},  # beyond any timer: its re-delay once raised OverflowError
+        {"Records": []},  # these three raised (powertools' UnexpectedBatchTypeError, an AttributeError)
+        {"Records": "x"},
+        {"Records": [1]},
+    ],
 )
 def test_a_malformed_event_is_dropped_with_a_log_line_not_retried(
     functions: LocalFunctions, event: object, caplog: pytest.LogCaptureFixture
@@ -197,6 +207,16 @@ def test_a_wake_transport_other_than_sqs_or_invoke_is_refused_naming_the_variabl
     try:
         with pytest.raises(lambda_app.ConfigurationError, match="TORPOR_WAKE is 'eventbridge'"):
             lambda_app.build_control_plane({**os.environ, "TORPOR_WAKE": "eventbridge"})
+    finally:
+        lambda_app.reset()
+
+
+@pytest.mark.parametrize("hold", ["abc", "5000", "-1"])
+def test_a_hold_other_than_0_to_1000_ms_is_refused_naming_the_variable(functions: LocalFunctions, hold: str) -> None:
+    lambda_app.reset()
+    try:
+        with pytest.raises(lambda_app.ConfigurationError, match=f"TORPOR_WAKE_HOLD_MS is '{hold}'"):
+            lambda_app.build_control_plane({**os.environ, "TORPOR_WAKE_HOLD_MS": hold})
     finally:
         lambda_app.reset()
 

@@ -251,3 +251,74 @@ def test_a_deployment_that_never_answers_is_an_invoker_error_at_the_timeout() ->
         with pytest.raises(InvokerError, match=r"no answer from .* within 0\.4 s"):
             invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.4)
         assert 0.35 < time.monotonic() - started < 1.5
+
+
+def test_an_answer_without_a_length_that_stalls_is_an_invoker_error_not_a_short_body() -> None:
+    # GIVEN a deployment that answers half a close-delimited body (no length), then stalls
+    def stall(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nhalf")
+        threading.Event().wait(3)
+
+    # THEN the timeout is an error (a timed-out blocking read once read as the body's end: b"half", 200)
+    with (
+        scripted(stall) as server,
+        HttpInvoker() as invoker,
+        pytest.raises(InvokerError, match=r"no answer from .* within 0\.4 s"),
+    ):
+        invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.4)
+
+
+def test_a_head_that_trickles_in_is_cut_at_the_timeout() -> None:
+    # GIVEN a deployment that sends its answer's head a byte every 0.1 s (each read well within the timeout)
+    def trickle(conn: socket.socket) -> None:
+        _read_request(conn)
+        for byte in OK:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.1)
+
+    with scripted(trickle) as server, HttpInvoker() as invoker:
+        started = time.monotonic()
+        with pytest.raises(InvokerError, match=r"no answer from .* within 0\.4 s"):
+            invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.4)
+        # THEN at the timeout, not when the head is done (about 9 s)
+        assert time.monotonic() - started < 1.5
+
+
+def test_an_answer_that_ends_with_the_connection_is_read_whole() -> None:
+    # GIVEN a deployment that answers without a length and closes the connection after the body
+    def close_delimited(conn: socket.socket) -> None:
+        _read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + b"b" * 100_000)
+        conn.close()
+
+    with scripted(close_delimited) as server, HttpInvoker() as invoker:
+        replies = [
+            invoker.request(f"http://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 5) for _ in range(2)
+        ]
+    # THEN the whole body, each time on a new connection
+    assert [(r.status, r.body) for r in replies] == [(200, b"b" * 100_000)] * 2
+    assert server.connections == 2
+
+
+def test_a_head_that_trickles_in_over_tls_is_cut_at_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an HTTPS deployment that sends its answer's head a byte every 0.1 s
+    cert, key = _self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+
+    def trickle(conn: socket.socket) -> None:
+        _read_request(conn)
+        for byte in OK:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.1)
+
+    with scripted(trickle, wrap=context) as server, HttpInvoker() as invoker:
+        started = time.monotonic()
+        with pytest.raises(InvokerError, match=r"no answer from .* within 0\.8 s"):
+            invoker.request(f"https://127.0.0.1:{server.port}", "POST", "/invoke/A/b", {}, b"x", 0.8)
+        # THEN at the timeout (the handshake included), not when the head is done (about 9 s)
+        assert time.monotonic() - started < 2
