@@ -10,6 +10,7 @@ for an exclusive handler the key taken or the queue joined (`Keys.take`, `Keys.e
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import time
 from collections.abc import Mapping
@@ -40,6 +41,8 @@ from control_plane.registry import HandlerOptions, Registry, Target
 from control_plane.retention import Retention
 from control_plane.settings import Settings
 from control_plane.timers import Timers
+
+log = logging.getLogger("torpor.creation")
 
 ITEM_OVERHEAD_BYTES = 16 * 1024
 """Room (bytes) for an item's other attributes beside its large value."""
@@ -264,8 +267,21 @@ class Creation:
         if plan.delayed:
             self.timers.hop(record.invocation_id, execution_time_ms)  # recorded by `_store_new`
         elif not plan.leased and record.status == "ready":
-            self.scheduler.wake_now(record.invocation_id)
+            self._hand_off(record.invocation_id)
         return record
+
+    def _hand_off(self, invocation_id: str) -> None:
+        """Wake the worker for a new `ready` invocation, after its record committed. A wake-up that
+        fails here (an Invoke throttled or refused, a send the queue refused) does not fail the
+        request: the invocation is stored and acknowledged, and the sweep (`ControlPlane.sweep_due`)
+        wakes a `ready` invocation without a lease left unchanged for its grace period, so the hand-off
+        is retried, not lost; answering an error would make a client without an idempotency key
+        send it again and run it twice. The failure is logged and counted (`wake_failures`)."""
+        try:
+            self.scheduler.wake_now(invocation_id)
+        except Exception:  # noqa: BLE001 - any adapter error: the sweep retries the hand-off
+            log.exception("invocation %s: stored, but its wake-up failed; the sweep will start it", invocation_id)
+            self.metrics.count("wake_failures")
 
     def _restarted(self, record: InvocationRecord, restart: Restarted, now: int) -> InvocationRecord:
         """`record` as a restart as new creates it: the old Input command, and the journal prefix

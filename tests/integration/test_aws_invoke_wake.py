@@ -158,6 +158,29 @@ def test_a_lost_invoke_loses_no_invocation_the_sweep_wakes_it(functions: LocalFu
     assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "Hello, Bo!"
 
 
+def test_a_send_whose_invoke_is_refused_after_its_commit_is_acknowledged_and_the_sweep_starts_it(
+    functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The invocation is stored before its wake-up: an Invoke refused then (throttled) answers 202
+    with the id, not a 500 that a client without an idempotency key would send again."""
+    plane = lambda_app.build_control_plane(may_delete=False)  # the ingress function's
+    scheduler = plane.scheduler
+
+    def refused(invocation_id: str) -> None:
+        raise RuntimeError("TooManyRequestsException: Rate exceeded")
+
+    monkeypatch.setattr(scheduler, "wake_now", refused)
+    status, body, _ = functions.http("ingress", "POST", "/Greeter/greet/send", "Di")
+    assert status == 202, body
+    invocation_id = body["invocationId"]
+    assert functions.invokes is not None and len(functions.invokes()) == 0  # no Invoke went out
+    assert _status(functions, invocation_id) == "ready"
+    monkeypatch.undo()
+    assert lambda_app.build_control_plane().sweep_due(grace_ms=0) >= 1  # the hand-off, again
+    functions.until(lambda: _status(functions, invocation_id) == "completed", 15, "the swept wake-up")
+    assert functions.http("ingress", "GET", f"/restate/invocation/{invocation_id}/output")[1] == "Hello, Di!"
+
+
 def test_a_wake_up_that_raises_is_retried_by_lambda_and_runs(
     functions: LocalFunctions, monkeypatch: pytest.MonkeyPatch
 ) -> None:
