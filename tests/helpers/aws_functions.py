@@ -15,15 +15,35 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.aws import lambda_app
+
+
+@contextmanager
+def lambda_environment(env: Mapping[str, str]) -> Iterator[None]:
+    """Set `env` in `os.environ` for `adapters.aws.lambda_app.build_control_plane` while the block runs,
+    its control planes built afresh (`lambda_app.reset`) on entry and dropped on exit, and every
+    variable put back as it was (removed if it was unset)."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    lambda_app.reset()
+    try:
+        yield
+    finally:
+        lambda_app.reset()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @dataclass

@@ -28,7 +28,7 @@ import pytest
 from adapters.aws import lambda_app
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from control_plane.durations import rfc3339
-from tests.helpers.aws_functions import WORKER_ARN, WORKER_NAME, LocalFunctions
+from tests.helpers.aws_functions import WORKER_ARN, WORKER_NAME, LocalFunctions, lambda_environment
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
 
@@ -67,21 +67,11 @@ def functions(moto_endpoint: str) -> Iterator[LocalFunctions]:
             "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
             "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
         }
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        lambda_app.reset()
-        try:
+        with lambda_environment(env):
             functions = LocalFunctions(sqs, wake_url, timer_url, invokes=functools.partial(emulator.held, WORKER_NAME))
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             assert status == 201, body
             yield functions
-        finally:
-            lambda_app.reset()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def _messages(functions: LocalFunctions, queue_url: str) -> int:
@@ -173,7 +163,8 @@ def test_a_send_whose_invoke_is_refused_after_its_commit_is_acknowledged_and_the
     status, body, _ = functions.http("ingress", "POST", "/Greeter/greet/send", "Di")
     assert status == 202, body
     invocation_id = body["invocationId"]
-    assert functions.invokes is not None and len(functions.invokes()) == 0  # no Invoke went out
+    assert functions.invokes is not None
+    assert len(functions.invokes()) == 0  # no Invoke went out
     assert _status(functions, invocation_id) == "ready"
     monkeypatch.undo()
     assert lambda_app.build_control_plane().sweep_due(grace_ms=0) >= 1  # the hand-off, again

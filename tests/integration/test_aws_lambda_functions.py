@@ -29,7 +29,7 @@ from adapters.aws import lambda_app
 from adapters.cli import client as cli_client
 from adapters.cli import main as cli_main
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
-from tests.helpers.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer
+from tests.helpers.aws_functions import Context, LocalFunctions, iam_authorizer, jwt_authorizer, lambda_environment
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
 from tests.helpers.sigv4_gateway import SigV4Gateway
@@ -61,22 +61,12 @@ def functions(moto_endpoint: str) -> Iterator[LocalFunctions]:
             "TORPOR_SCHEDULE_DLQ_ARN": dlq_arn,
             "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
         }
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        lambda_app.reset()
-        try:
+        with lambda_environment(env):
             functions = LocalFunctions(sqs, queue_url)
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             assert status == 201, body
             assert body["arn"] == ARN
             yield functions
-        finally:
-            lambda_app.reset()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def test_a_call_through_api_gateway_runs_the_lambda_handler_and_answers_its_result(functions: LocalFunctions) -> None:

@@ -11,7 +11,6 @@ not the invocation's and are left out.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections import Counter
@@ -20,11 +19,10 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from adapters.aws import lambda_app
 from adapters.aws.dynamodb_store import DynamoDBStore
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
 from bench.partitions import MeterProxy
-from tests.helpers.aws_functions import LocalFunctions
+from tests.helpers.aws_functions import LocalFunctions, lambda_environment
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
 
@@ -50,21 +48,11 @@ def metered(moto_endpoint: str) -> Iterator[tuple[LocalFunctions, MeterProxy, Dy
             "AWS_ENDPOINT_URL_LAMBDA": emulator.url,
             "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
         }
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        lambda_app.reset()
-        try:
+        with lambda_environment(env):
             functions = LocalFunctions(sqs, wake_url, timer_url)
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             assert status == 201, body
             yield functions, proxy, store
-        finally:
-            lambda_app.reset()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def test_a_one_second_sleep_makes_nine_dynamodb_requests_on_the_lambda_path(

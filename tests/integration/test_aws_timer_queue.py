@@ -8,7 +8,6 @@ waits on the wake queue; before, its wake-up sat behind every start sent before 
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,9 +16,8 @@ from datetime import datetime
 import boto3
 import pytest
 
-from adapters.aws import lambda_app
 from adapters.local.lambda_emulator import LambdaEmulatorProcess
-from tests.helpers.aws_functions import LocalFunctions
+from tests.helpers.aws_functions import LocalFunctions, lambda_environment
 from tests.helpers.moto import REGION, fresh_store
 from tests.helpers.services import REPO_ROOT
 
@@ -43,21 +41,11 @@ def functions(moto_endpoint: str) -> Iterator[LocalFunctions]:
             "AWS_ENDPOINT_URL_LAMBDA": emulator.url,
             "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
         }
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        lambda_app.reset()
-        try:
+        with lambda_environment(env):
             functions = LocalFunctions(sqs, wake_url, timer_url)
             status, body, _ = functions.http("admin", "POST", "/deployments", {"arn": ARN})
             assert status == 201, body
             yield functions
-        finally:
-            lambda_app.reset()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 def visible(functions: LocalFunctions, queue_url: str) -> int:

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from adapters.aws import lambda_app
-from tests.helpers.aws_functions import Context, LocalFunctions
+from tests.helpers.aws_functions import Context, LocalFunctions, lambda_environment
 from tests.helpers.moto import REGION, fresh_store, moto_server
 from tests.helpers.services import REPO_ROOT, serve_examples, stop_process
 from tests.helpers.sigv4 import check_sigv4
@@ -133,21 +133,11 @@ def functions() -> Iterator[LocalFunctions]:
             "TORPOR_INGRESS_URL": "https://ingress.example",
             "POWERTOOLS_METRICS_NAMESPACE": "TorporTest",
         }
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        lambda_app.reset()
-        try:
+        with lambda_environment(env):
             local = LocalFunctions(sqs, queue_url)
             status, body, _ = local.http("admin", "POST", "/deployments", {"uri": examples_url})
             assert status == 201, body
             yield local
-        finally:
-            lambda_app.reset()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
 
 @pytest.fixture(scope="module")
