@@ -125,6 +125,20 @@ class _ApiError(Exception):
         )
 
 
+def _event(request: Request, limit_bytes: int, operation: str) -> Any:
+    """An Invoke's payload as JSON (an empty one: `{}`). Raises `_ApiError` 413 past `limit_bytes`
+    (Lambda's message names the kind of invoke, `operation`), 400 if it is not JSON."""
+    raw = request.get_data(cache=False)
+    if len(raw) > limit_bytes:
+        raise _ApiError(
+            413, "RequestEntityTooLargeException", f"Request must be smaller than {limit_bytes} bytes {operation}"
+        )
+    try:
+        return json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise _ApiError(400, "InvalidRequestContentException", "Could not parse request body into json") from exc
+
+
 @dataclass(frozen=True, slots=True)
 class _Context:
     """The `context` a handler receives: the fields of Lambda's Python context object the SDKs read."""
@@ -371,17 +385,7 @@ class EmulatorApp:
             raise _ApiError(
                 400, "InvalidParameterValueException", f"the emulator runs RequestResponse only, not {invocation_type}"
             )
-        raw = request.get_data(cache=False)
-        if len(raw) > MAX_PAYLOAD_BYTES:
-            raise _ApiError(
-                413,
-                "RequestEntityTooLargeException",
-                f"Request must be smaller than {MAX_PAYLOAD_BYTES} bytes for the InvokeFunction operation",
-            )
-        try:
-            event = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            raise _ApiError(400, "InvalidRequestContentException", "Could not parse request body into json") from exc
+        event = _event(request, MAX_PAYLOAD_BYTES, "for the InvokeFunction operation")
         version = qualifier if qualifier and qualifier.isdigit() else "$LATEST"
         timeout_s = self.timeouts_s[name]
         context = _Context(
@@ -426,17 +430,7 @@ class EmulatorApp:
 
     def _hold(self, request: Request, name: str) -> Response:
         """An asynchronous invoke of a held function: its event kept for `_take_held`, `202` (Lambda's answer)."""
-        raw = request.get_data(cache=False)
-        if len(raw) > MAX_ASYNC_PAYLOAD_BYTES:
-            raise _ApiError(
-                413,
-                "RequestEntityTooLargeException",
-                f"Request must be smaller than {MAX_ASYNC_PAYLOAD_BYTES} bytes for an asynchronous invoke",
-            )
-        try:
-            event = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            raise _ApiError(400, "InvalidRequestContentException", "Could not parse request body into json") from exc
+        event = _event(request, MAX_ASYNC_PAYLOAD_BYTES, "for an asynchronous invoke")
         with self._lock:
             self.held[name].append(event)
         return Response(b"", status=202, headers={"x-amzn-RequestId": str(uuid.uuid4())})
