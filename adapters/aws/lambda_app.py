@@ -461,12 +461,13 @@ def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         scheduler.wake_function_arn = getattr(context, "invoked_function_arn", None)  # this function: the worker
     if not isinstance(event, dict):
         return _direct_wake(event, context, control_plane)  # dropped, with a log line
-    records = event.get("Records", [{}])
-    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+    batch = "Records" in event  # SQS, Kinesis, DynamoDB streams; an EventBridge rule's event has none
+    records = event.get("Records")
+    if batch and not (isinstance(records, list) and records and all(isinstance(r, dict) for r in records)):
         return _direct_wake(event, context, control_plane)  # `Records` no batch has: dropped, with a log line
     if is_subscription_event(event, _wake_queue_names()):  # a queue, rule or stream a subscription names
         return handle_subscription_event(event, context, control_plane.subscriptions)
-    if "Records" not in event:
+    if not batch:
         return _direct_wake(event, context, control_plane)
     processor = AsyncBatchProcessor(event_type=EventType.SQS)
     return async_process_partial_response(event=event, record_handler=_wake, processor=processor, context=context)
